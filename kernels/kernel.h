@@ -1,0 +1,109 @@
+/* kernels/kernel.h — one C interface for every kernel under test.
+ *
+ * A kernel is a descriptor: a name, what it claims to support, and entry
+ * points for the forward (O, LSE) and optionally the backward (dQ, dK, dV).
+ * The harness talks only to this interface; built-in kernels (the fp64
+ * reference wrapped as a kernel, the CPU emulation of the fused algorithm and
+ * its planted-bug mutants, the CUDA kernels) and plugins look the same.
+ *
+ * Buffers hold raw dtype bit patterns (see ref.h), laid out as the problem's
+ * layout says; LSE is always float, natural log, (B, Hq, Nq) contiguous.
+ * Pointers are host pointers when kernel->memory is AC_MEM_HOST and device
+ * pointers when AC_MEM_CUDA: then the caller (the harness) stages inputs and
+ * its poisoned output buffers on the device, so an unwritten element stays
+ * poisoned.  The dense mask and seqlens arrays inside ac_problem are always
+ * host memory; a CUDA kernel copies what it needs.
+ */
+#ifndef ATTNCHECK_KERNEL_H
+#define ATTNCHECK_KERNEL_H
+
+#include "../ref/ref.h"
+
+typedef enum { AC_DEV_CPU = 0, AC_DEV_CUDA = 1 } ac_device;
+typedef enum { AC_MEM_HOST = 0, AC_MEM_CUDA = 1 } ac_memory;
+
+/* Mask kinds a kernel can claim (bits). */
+enum {
+    AC_MASKCAP_NONE = 1u << 0,
+    AC_MASKCAP_CAUSAL_TL = 1u << 1,
+    AC_MASKCAP_CAUSAL_BR = 1u << 2,
+    AC_MASKCAP_WINDOW = 1u << 3, /* sliding window, in the alignments claimed for causal */
+    AC_MASKCAP_DENSE = 1u << 4,
+    AC_MASKCAP_ALL = (1u << 5) - 1,
+};
+
+#define AC_MAX_LISTED_HEAD_DIMS 16
+
+typedef struct {
+    unsigned dtypes;  /* bit (1u << ac_dtype) per supported dtype */
+    /* Head dims: the listed ones, or when n_head_dims == 0 any d in 1..max_head_dim. */
+    int head_dims[AC_MAX_LISTED_HEAD_DIMS];
+    int n_head_dims;
+    int max_head_dim;
+    unsigned masks;   /* AC_MASKCAP_* */
+    unsigned layouts; /* bit (1u << ac_layout) */
+    bool gqa;         /* Hq != Hkv */
+    bool varlen;      /* seqlens_q / seqlens_k */
+    bool backward;
+    int max_seqlen;   /* 0 = no limit of its own */
+} ac_caps;
+
+typedef struct {
+    const void *q, *k, *v;
+    void *o;
+    float *lse;
+} ac_fwd_args;
+
+/* The backward gets the kernel's own O and LSE, as a training step would. */
+typedef struct {
+    const void *q, *k, *v, *o, *d_o;
+    const float *lse;
+    void *dq, *dk, *dv;
+} ac_bwd_args;
+
+typedef struct ac_kernel ac_kernel;
+struct ac_kernel {
+    const char *name;
+    const char *description; /* one line: algorithm, and for a mutant its bug */
+    ac_caps caps;
+    ac_device device;
+    ac_memory memory;
+    /* AC_OK when it can run here; otherwise AC_ERR_ENV and why (e.g. "no CUDA device"). May be NULL (always available). */
+    int (*available)(const ac_kernel *self, ac_err *err);
+    /* AC_OK, AC_ERR_INPUT (a problem outside its caps) or AC_ERR_ENV (device fault, naming the call). */
+    int (*forward)(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
+    int (*backward)(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err); /* NULL without backward */
+    const void *ctx; /* the kernel's own parameters: tile sizes, mutant id, plugin state */
+};
+
+/* ---- registry ----
+ * Built-in kernels are listed in kernels/registry.c; plugins are added at run time. */
+size_t ac_kernel_count(void);
+const ac_kernel *ac_kernel_at(size_t i);
+const ac_kernel *ac_kernel_find(const char *name);
+int ac_kernel_add(const ac_kernel *k, ac_err *err); /* AC_ERR_INPUT on a duplicate name or a full registry */
+
+/* Does the kernel claim this problem and dtype?  AC_OK, or AC_ERR_INPUT naming the first capability it lacks. */
+int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool want_backward, ac_err *err);
+bool ac_kernel_is_available(const ac_kernel *k, ac_err *why);
+
+/* ---- device memory, for AC_MEM_CUDA kernels (all AC_ERR_ENV without CUDA) ---- */
+bool ac_cuda_present(ac_err *why);
+int ac_dev_alloc(void **dev, size_t bytes, ac_err *err);
+void ac_dev_free(void *dev);
+int ac_dev_upload(void *dev, const void *host, size_t bytes, ac_err *err);
+int ac_dev_download(void *host, const void *dev, size_t bytes, ac_err *err);
+int ac_dev_sync(ac_err *err); /* synchronises and turns a pending device fault into AC_ERR_ENV */
+
+/* ---- built-in kernel families, each defined in its own file ---- */
+extern const ac_kernel ac_kernel_ref_fp64;   /* kernels/ref_kernel.c: the fp64 reference rounded to dtype */
+/* kernels/cpu_flash.c: cpu-flash (64x64 and 128x64 tiles) and its mutants */
+size_t ac_cpu_flash_kernels(const ac_kernel **out, size_t max);
+/* kernels/cuda/: cuda-flash, cuda-naive and the CUDA mutants (none when built without CUDA) */
+size_t ac_cuda_kernels(const ac_kernel **out, size_t max);
+
+/* `attncheck bench`: prints the GPU benchmark tables (kernels/cuda/bench.cu);
+ * without CUDA, says so and returns AC_ERR_ENV. */
+int ac_cuda_bench(int argc, char **argv);
+
+#endif

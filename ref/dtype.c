@@ -1,0 +1,168 @@
+/* ref/dtype.c — f32, f16 and bf16: exact widening, round-to-nearest-even
+ * narrowing with subnormals, and the ulp of a value's binade.
+ *
+ * Narrowing goes straight from double to the target format (never through
+ * float for bf16/f16: rounding twice can miss the nearest value).  A format is
+ * described by its precision p (significand bits, hidden bit included) and
+ * its exponent range; fp8 e4m3/e5m2 would be two more rows of that table
+ * (e4m3 has no Inf and saturates: its narrow needs its own overflow rule). */
+#include <math.h>
+#include <string.h>
+
+#include "ref.h"
+
+typedef struct {
+    const char *name;
+    size_t size;       /* bytes */
+    int precision;     /* p, with the hidden bit */
+    int emin, emax;    /* exponents of the smallest and largest normal binades */
+    double max_finite;
+} dtype_format;
+
+static const dtype_format formats[AC_DTYPE_COUNT] = {
+    [AC_F32] = {"f32", 4, 24, -126, 127, 0x1.fffffep127},
+    [AC_F16] = {"f16", 2, 11, -14, 15, 65504.0},
+    [AC_BF16] = {"bf16", 2, 8, -126, 127, 0x1.fep127},
+};
+
+const char *ac_dtype_name(ac_dtype t) { return t < AC_DTYPE_COUNT ? formats[t].name : "?"; }
+size_t ac_dtype_size(ac_dtype t) { return formats[t].size; }
+int ac_dtype_precision(ac_dtype t) { return formats[t].precision; }
+double ac_unit_roundoff(ac_dtype t) { return ldexp(1.0, -formats[t].precision); }
+double ac_max_finite(ac_dtype t) { return formats[t].max_finite; }
+
+double ac_min_subnormal(ac_dtype t)
+{
+    return ldexp(1.0, formats[t].emin - (formats[t].precision - 1));
+}
+
+int ac_dtype_parse(const char *name, ac_dtype *out)
+{
+    for (int t = 0; t < AC_DTYPE_COUNT; t++) {
+        if (name && strcmp(name, formats[t].name) == 0) {
+            *out = (ac_dtype)t;
+            return AC_OK;
+        }
+    }
+    return AC_ERR_INPUT;
+}
+
+static double f32_from_bits(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static uint32_t f32_to_bits(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
+
+static double f16_from_bits(uint32_t bits)
+{
+    double sign = (bits & 0x8000u) ? -1.0 : 1.0;
+    int exp_field = (int)((bits >> 10) & 0x1fu);
+    int mant = (int)(bits & 0x3ffu);
+    if (exp_field == 0x1f)
+        return mant ? NAN : sign * INFINITY;
+    if (exp_field == 0)
+        return sign * ldexp(mant, -24);
+    return sign * ldexp(1024 + mant, exp_field - 25);
+}
+
+double ac_widen(ac_dtype t, uint32_t bits)
+{
+    switch (t) {
+    case AC_F32: return f32_from_bits(bits);
+    case AC_F16: return f16_from_bits(bits);
+    case AC_BF16: return f32_from_bits((bits & 0xffffu) << 16);
+    default: return NAN;
+    }
+}
+
+/* Rounds a finite |x| to the format's grid, ties to even: the quantum of x's
+ * binade (floored at the subnormal spacing) divides x exactly, so rint() of
+ * the quotient is the one rounding.  May return a value past max_finite. */
+static double round_magnitude(const dtype_format *f, double a)
+{
+    if (a == 0.0)
+        return 0.0;
+    int e = ilogb(a);
+    if (e < f->emin)
+        e = f->emin;
+    double quantum = ldexp(1.0, e - (f->precision - 1));
+    return rint(a / quantum) * quantum;
+}
+
+static uint32_t f16_encode(double r, int negative)
+{
+    uint32_t sign = negative ? 0x8000u : 0;
+    if (r > 65504.0)
+        return sign | 0x7c00u;
+    if (r < 0x1p-14)
+        return sign | (uint32_t)(r * 0x1p24); /* subnormal or zero: exact */
+    int e = ilogb(r);
+    uint32_t mant = (uint32_t)(ldexp(r, 10 - e) - 1024.0);
+    return sign | (uint32_t)(e + 15) << 10 | mant;
+}
+
+uint32_t ac_narrow(ac_dtype t, double x)
+{
+    if (t == AC_F32)
+        return f32_to_bits((float)x); /* the hardware conversion is RNE */
+    int negative = signbit(x) != 0;
+    if (isnan(x))
+        return t == AC_F16 ? 0x7e00u : 0x7fc0u;
+    const dtype_format *f = &formats[t];
+    double r = isinf(x) ? INFINITY : round_magnitude(f, fabs(x));
+    if (t == AC_F16)
+        return f16_encode(r, negative);
+    /* bf16: r is exact in f32 (or overflows to Inf there as here) */
+    float rf = r > f->max_finite ? INFINITY : (float)r;
+    return (f32_to_bits(negative ? -rf : rf) >> 16) & 0xffffu;
+}
+
+double ac_round(ac_dtype t, double x) { return ac_widen(t, ac_narrow(t, x)); }
+
+double ac_ulp(ac_dtype t, double x)
+{
+    if (!isfinite(x))
+        return NAN;
+    const dtype_format *f = &formats[t];
+    double a = fabs(x);
+    int e = a == 0.0 ? f->emin : ilogb(a);
+    if (e < f->emin)
+        e = f->emin;
+    if (e > f->emax)
+        e = f->emax;
+    return ldexp(1.0, e - (f->precision - 1));
+}
+
+void ac_load(ac_dtype t, const void *buf, size_t n, double *out)
+{
+    if (t == AC_F32) {
+        const float *src = buf;
+        for (size_t i = 0; i < n; i++)
+            out[i] = src[i];
+        return;
+    }
+    const uint16_t *src = buf;
+    for (size_t i = 0; i < n; i++)
+        out[i] = ac_widen(t, src[i]);
+}
+
+void ac_store(ac_dtype t, const double *in, size_t n, void *buf)
+{
+    if (t == AC_F32) {
+        float *dst = buf;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (float)in[i];
+        return;
+    }
+    uint16_t *dst = buf;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (uint16_t)ac_narrow(t, in[i]);
+}

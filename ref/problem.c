@@ -1,0 +1,168 @@
+/* ref/problem.c — the attention problem: validation, masks, layouts.
+ *
+ * One definition of "key j is visible from query i" (ac_visible) serves the
+ * reference, the emulation and the comparator alike, so a mask convention is
+ * written down exactly once (see ref.h for the rule). */
+#include <math.h>
+#include <stdio.h>
+
+#include "ref.h"
+
+double ac_default_scale(int head_dim) { return 1.0 / sqrt((double)head_dim); }
+
+ac_problem ac_problem_dense(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
+                            int head_dim)
+{
+    ac_problem p = {
+        .batch = batch, .heads_q = heads_q, .heads_kv = heads_kv,
+        .seqlen_q = seqlen_q, .seqlen_k = seqlen_k, .head_dim = head_dim,
+        .layout = AC_LAYOUT_BHSD, .scale = ac_default_scale(head_dim),
+        .window_left = AC_WINDOW_INF, .window_right = AC_WINDOW_INF,
+        .align = AC_ALIGN_TOP_LEFT, .mask_batch = 1, .mask_heads = 1,
+    };
+    return p;
+}
+
+int ac_seqlen_q_of(const ac_problem *p, int b) { return p->seqlens_q ? p->seqlens_q[b] : p->seqlen_q; }
+int ac_seqlen_k_of(const ac_problem *p, int b) { return p->seqlens_k ? p->seqlens_k[b] : p->seqlen_k; }
+int ac_kv_head_of(const ac_problem *p, int h_q) { return h_q / (p->heads_q / p->heads_kv); }
+
+size_t ac_q_elems(const ac_problem *p)
+{
+    return (size_t)p->batch * p->heads_q * p->seqlen_q * p->head_dim;
+}
+
+size_t ac_kv_elems(const ac_problem *p)
+{
+    return (size_t)p->batch * p->heads_kv * p->seqlen_k * p->head_dim;
+}
+
+size_t ac_lse_elems(const ac_problem *p) { return (size_t)p->batch * p->heads_q * p->seqlen_q; }
+
+size_t ac_index(const ac_problem *p, int heads, int seqlen, int b, int h, int s, int c)
+{
+    size_t d = (size_t)p->head_dim;
+    if (p->layout == AC_LAYOUT_BSHD)
+        return (((size_t)b * seqlen + s) * heads + h) * d + c;
+    return (((size_t)b * heads + h) * seqlen + s) * d + c;
+}
+
+size_t ac_q_index(const ac_problem *p, int b, int h, int i, int c)
+{
+    return ac_index(p, p->heads_q, p->seqlen_q, b, h, i, c);
+}
+
+size_t ac_kv_index(const ac_problem *p, int b, int h_kv, int j, int c)
+{
+    return ac_index(p, p->heads_kv, p->seqlen_k, b, h_kv, j, c);
+}
+
+size_t ac_lse_index(const ac_problem *p, int b, int h, int i)
+{
+    return ((size_t)b * p->heads_q + h) * p->seqlen_q + i;
+}
+
+void ac_visible_range(const ac_problem *p, int b, int i, int *lo, int *hi)
+{
+    int nq = ac_seqlen_q_of(p, b), nk = ac_seqlen_k_of(p, b);
+    *lo = 0;
+    *hi = i < nq ? nk : 0;
+    if (!p->windowed || *hi == 0)
+        return;
+    /* The window's centre: query i sits at key i (top-left) or is aligned so
+     * the last query meets the last key (bottom-right). Computed in 64 bits:
+     * i + nk - nq and the window bounds may exceed int near INT_MAX. */
+    long long centre = (long long)i + (p->align == AC_ALIGN_BOTTOM_RIGHT ? nk - nq : 0);
+    if (p->window_left != AC_WINDOW_INF && centre - p->window_left > *lo)
+        *lo = centre - p->window_left > nk ? nk : (int)(centre - p->window_left);
+    if (p->window_right != AC_WINDOW_INF && centre + p->window_right + 1 < *hi)
+        *hi = centre + p->window_right + 1 < 0 ? 0 : (int)(centre + p->window_right + 1);
+}
+
+bool ac_visible(const ac_problem *p, int b, int h, int i, int j)
+{
+    int lo, hi;
+    ac_visible_range(p, b, i, &lo, &hi);
+    if (j < lo || j >= hi)
+        return false;
+    if (!p->dense_mask)
+        return true;
+    size_t mb = p->mask_batch == 1 ? 0 : (size_t)b;
+    size_t mh = p->mask_heads == 1 ? 0 : (size_t)h;
+    size_t at = ((mb * p->mask_heads + mh) * p->seqlen_q + i) * p->seqlen_k + j;
+    return p->dense_mask[at] != 0;
+}
+
+static int validate_sizes(const ac_problem *p, ac_err *err)
+{
+    if (p->batch < 1) return ac_fail(err, AC_ERR_INPUT, "batch: must be >= 1, got %d", p->batch);
+    if (p->heads_q < 1) return ac_fail(err, AC_ERR_INPUT, "heads_q: must be >= 1, got %d", p->heads_q);
+    if (p->heads_kv < 1) return ac_fail(err, AC_ERR_INPUT, "heads_kv: must be >= 1, got %d", p->heads_kv);
+    if (p->heads_q % p->heads_kv != 0)
+        return ac_fail(err, AC_ERR_INPUT, "heads_q=%d is not a multiple of heads_kv=%d (GQA)",
+                       p->heads_q, p->heads_kv);
+    if (p->seqlen_q < 1) return ac_fail(err, AC_ERR_INPUT, "seqlen_q: must be >= 1, got %d", p->seqlen_q);
+    if (p->seqlen_k < 1) return ac_fail(err, AC_ERR_INPUT, "seqlen_k: must be >= 1, got %d", p->seqlen_k);
+    if (p->head_dim < 1 || p->head_dim > AC_MAX_HEAD_DIM)
+        return ac_fail(err, AC_ERR_INPUT, "head_dim: must be in 1..%d, got %d", AC_MAX_HEAD_DIM, p->head_dim);
+    if (p->layout != AC_LAYOUT_BHSD && p->layout != AC_LAYOUT_BSHD)
+        return ac_fail(err, AC_ERR_INPUT, "layout: unknown value %d", (int)p->layout);
+    if (!isfinite(p->scale) || p->scale == 0.0)
+        return ac_fail(err, AC_ERR_INPUT, "scale: must be finite and nonzero, got %g", p->scale);
+    return AC_OK;
+}
+
+static int validate_mask(const ac_problem *p, ac_err *err)
+{
+    if (p->windowed) {
+        if (p->window_left < 0 && p->window_left != AC_WINDOW_INF)
+            return ac_fail(err, AC_ERR_INPUT, "window_left: must be >= 0 or unbounded, got %d", p->window_left);
+        if (p->window_right < 0 && p->window_right != AC_WINDOW_INF)
+            return ac_fail(err, AC_ERR_INPUT, "window_right: must be >= 0 or unbounded, got %d", p->window_right);
+        if (p->align != AC_ALIGN_TOP_LEFT && p->align != AC_ALIGN_BOTTOM_RIGHT)
+            return ac_fail(err, AC_ERR_INPUT, "align: unknown value %d", (int)p->align);
+    }
+    for (int b = 0; b < p->batch; b++) {
+        if (p->seqlens_q && (p->seqlens_q[b] < 0 || p->seqlens_q[b] > p->seqlen_q))
+            return ac_fail(err, AC_ERR_INPUT, "seqlens_q[%d]=%d: must be in 0..seqlen_q=%d", b, p->seqlens_q[b], p->seqlen_q);
+        if (p->seqlens_k && (p->seqlens_k[b] < 0 || p->seqlens_k[b] > p->seqlen_k))
+            return ac_fail(err, AC_ERR_INPUT, "seqlens_k[%d]=%d: must be in 0..seqlen_k=%d", b, p->seqlens_k[b], p->seqlen_k);
+    }
+    if (p->dense_mask) {
+        if (p->mask_batch != 1 && p->mask_batch != p->batch)
+            return ac_fail(err, AC_ERR_INPUT, "mask_batch: must be 1 or batch=%d, got %d", p->batch, p->mask_batch);
+        if (p->mask_heads != 1 && p->mask_heads != p->heads_q)
+            return ac_fail(err, AC_ERR_INPUT, "mask_heads: must be 1 or heads_q=%d, got %d", p->heads_q, p->mask_heads);
+    }
+    return AC_OK;
+}
+
+/* The reference's working set, in bytes: the widened inputs and outputs
+ * (Q-like: q, o, dO, dQ and their error scales; K-like: k, v, dK, dV and
+ * scales) plus one block of 128 query rows of S, P and dP. */
+static double working_set_bytes(const ac_problem *p)
+{
+    double q = (double)p->batch * p->heads_q * p->seqlen_q * p->head_dim;
+    double kv = (double)p->batch * p->heads_kv * p->seqlen_k * p->head_dim;
+    double rows = p->seqlen_q < 128 ? p->seqlen_q : 128;
+    return 8.0 * (10.0 * q + 10.0 * kv + 4.0 * rows * p->seqlen_k);
+}
+
+int ac_problem_validate(const ac_problem *p, size_t mem_budget, ac_err *err)
+{
+    if (!p)
+        return ac_fail(err, AC_ERR_INPUT, "problem: NULL");
+    int status = validate_sizes(p, err);
+    if (status == AC_OK)
+        status = validate_mask(p, err);
+    if (status != AC_OK)
+        return status;
+    double budget = (double)(mem_budget ? mem_budget : AC_DEFAULT_MEM_BUDGET);
+    double need = working_set_bytes(p);
+    if (need > budget)
+        return ac_fail(err, AC_ERR_INPUT,
+                       "shape too big: the reference needs %.3g GiB, over the budget of %.3g GiB "
+                       "(b=%d hq=%d hkv=%d nq=%d nk=%d d=%d)", need / (1 << 30), budget / (1 << 30),
+                       p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim);
+    return AC_OK;
+}

@@ -1,0 +1,183 @@
+/* ref/ref.h — the CPU reference attncheck measures kernels against.
+ *
+ * Everything here works on double arrays that hold the kernel's inputs widened
+ * exactly (ac_load), so the only error measured is the kernel's.  See
+ * ../shared/DESIGN.md, "The numerical contract".
+ *
+ * Also the vocabulary every component shares: status codes and messages,
+ * dtypes, and the attention problem (shape, layout, mask, scale).
+ *
+ * Tensors, logical shapes (layout decides the strides, see ac_index):
+ *   Q, O, dO, dQ : (B, Hq,  Nq, d)
+ *   K, V, dK, dV : (B, Hkv, Nk, d)
+ *   LSE, D       : (B, Hq, Nq), always contiguous in that order; LSE in natural log.
+ */
+#ifndef ATTNCHECK_REF_H
+#define ATTNCHECK_REF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- status codes and messages ------------------------------------------
+ * The values are the CLI's exit statuses, so a status can travel up to main
+ * unchanged.  Functions return one and fill an ac_err; callers decide what to
+ * print. */
+enum {
+    AC_OK = 0,
+    AC_FAIL_ACCURACY = 1, /* a verdict, never returned by ref/ */
+    AC_ERR_INPUT = 2,     /* bad usage, bad file, impossible or too-big shape */
+    AC_ERR_ENV = 3,       /* environment: no GPU, device fault, allocation failed */
+};
+
+typedef struct {
+    char msg[512];
+} ac_err;
+
+/* Formats into err (may be NULL) and returns status: `return ac_fail(err, AC_ERR_INPUT, "...")`. */
+int ac_fail(ac_err *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- dtypes --------------------------------------------------------------
+ * Storage is the raw bit pattern: uint32_t for f32, uint16_t for f16/bf16.
+ * Room is left for fp8 (e4m3, e5m2): add an enum value and a format row. */
+typedef enum { AC_F32 = 0, AC_F16 = 1, AC_BF16 = 2, AC_DTYPE_COUNT } ac_dtype;
+
+const char *ac_dtype_name(ac_dtype t);                /* "f32", "f16", "bf16" */
+int ac_dtype_parse(const char *name, ac_dtype *out);  /* AC_OK or AC_ERR_INPUT */
+size_t ac_dtype_size(ac_dtype t);                     /* bytes per element */
+int ac_dtype_precision(ac_dtype t);                   /* significand bits incl. hidden: 24, 11, 8 */
+double ac_unit_roundoff(ac_dtype t);                  /* u = 2^-p: 2^-24, 2^-11, 2^-8 */
+double ac_min_subnormal(ac_dtype t);                  /* eta: 2^-149, 2^-24, 2^-133 */
+double ac_max_finite(ac_dtype t);                     /* 65504 for f16 */
+
+double ac_widen(ac_dtype t, uint32_t bits);  /* exact */
+uint32_t ac_narrow(ac_dtype t, double x);    /* round to nearest even, subnormals, overflow to +-Inf, NaN stays NaN */
+double ac_round(ac_dtype t, double x);       /* ac_widen(t, ac_narrow(t, x)) */
+/* The ulp of x's binade in dtype t, floored at the subnormal spacing.
+ * Finite x beyond the largest finite value use the last binade's ulp; NaN/Inf give NaN. */
+double ac_ulp(ac_dtype t, double x);
+
+/* Arrays: widen n elements of buf (dtype t) into out, narrow n doubles into buf. */
+void ac_load(ac_dtype t, const void *buf, size_t n, double *out);
+void ac_store(ac_dtype t, const double *in, size_t n, void *buf);
+
+/* ---- the attention problem ----------------------------------------------- */
+typedef enum { AC_LAYOUT_BHSD = 0, AC_LAYOUT_BSHD = 1 } ac_layout;
+typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
+
+#define AC_WINDOW_INF (-1) /* an unbounded side of a window */
+
+/* Key j is visible from query i of batch b (head h) iff all of these hold:
+ *   - i < nq_b and j < nk_b, where nq_b = seqlens_q ? seqlens_q[b] : seqlen_q (same for k);
+ *   - when windowed: c - window_left <= j <= c + window_right, with c = i (top-left)
+ *     or c = i + nk_b - nq_b (bottom-right); AC_WINDOW_INF drops that side.
+ *     Causal is window (INF, 0): top-left is PyTorch's is_causal, bottom-right
+ *     FlashAttention >= 2.1's;
+ *   - when dense_mask is set: dense_mask[((mb * mask_heads + mh) * Nq + i) * Nk + j] != 0,
+ *     mb = mask_batch == 1 ? 0 : b, mh = mask_heads == 1 ? 0 : h.
+ * Rows i >= nq_b and keys j >= nk_b are padding: not part of the problem, never
+ * compared, their contents unspecified.
+ * A row with no visible key gives O = 0 and LSE = -inf (FlashAttention's convention). */
+typedef struct {
+    int batch, heads_q, heads_kv;  /* heads_q a multiple of heads_kv (GQA/MQA) */
+    int seqlen_q, seqlen_k;        /* padded lengths, the tensors' extent */
+    int head_dim;                  /* 1 .. AC_MAX_HEAD_DIM */
+    ac_layout layout;
+    double scale;                  /* softmax scale; ac_default_scale(d) = 1/sqrt(d) */
+    bool windowed;
+    int window_left, window_right; /* >= 0 or AC_WINDOW_INF */
+    ac_align align;
+    const int *seqlens_q, *seqlens_k; /* (B) per-sequence lengths, or NULL */
+    const uint8_t *dense_mask;        /* (mask_batch, mask_heads, Nq, Nk) or NULL */
+    int mask_batch, mask_heads;       /* 1 or B, 1 or Hq */
+} ac_problem;
+
+#define AC_MAX_HEAD_DIM 512
+
+double ac_default_scale(int head_dim);
+
+/* A problem with the given sizes, no mask, BHSD, default scale. */
+ac_problem ac_problem_dense(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k, int head_dim);
+
+/* Checks sizes, GQA divisibility, window bounds, seqlens ranges, mask shape,
+ * and that the reference's working set fits mem_budget bytes (0 = the default,
+ * AC_DEFAULT_MEM_BUDGET).  AC_OK or AC_ERR_INPUT with a message naming the field. */
+#define AC_DEFAULT_MEM_BUDGET ((size_t)8 << 30)
+int ac_problem_validate(const ac_problem *p, size_t mem_budget, ac_err *err);
+
+int ac_seqlen_q_of(const ac_problem *p, int b); /* nq_b */
+int ac_seqlen_k_of(const ac_problem *p, int b); /* nk_b */
+bool ac_visible(const ac_problem *p, int b, int h, int i, int j);
+/* Visible keys of row i form the range [lo, hi) intersected with the dense mask:
+ * fills the bounds of the window/causal/length part (hi <= lo: none). */
+void ac_visible_range(const ac_problem *p, int b, int i, int *lo, int *hi);
+
+/* Element counts and the offset of element (b, h, s, c) of a Q-like (heads_q,
+ * seqlen_q) or K-like (heads_kv, seqlen_k) tensor in the problem's layout. */
+size_t ac_q_elems(const ac_problem *p);
+size_t ac_kv_elems(const ac_problem *p);
+size_t ac_lse_elems(const ac_problem *p);
+size_t ac_index(const ac_problem *p, int heads, int seqlen, int b, int h, int s, int c);
+size_t ac_q_index(const ac_problem *p, int b, int h, int i, int c);
+size_t ac_kv_index(const ac_problem *p, int b, int h_kv, int j, int c);
+size_t ac_lse_index(const ac_problem *p, int b, int h, int i);
+int ac_kv_head_of(const ac_problem *p, int h_q); /* h_q / (Hq / Hkv) */
+
+/* ---- fp64 reference (OpenBLAS) -------------------------------------------
+ * S = scale * Q K^T and O = P V through cblas_dgemm, per (b, h), in blocks of
+ * query rows so memory stays O(block * Nk).  Inputs are exact widenings. */
+int ref_forward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
+                     double *o, double *lse, ac_err *err);
+
+/* Given dO and the forward's O and LSE: dQ, dK, dV (dK, dV summed over the
+ * query heads of a GQA group) and D = rowsum(dO * O), shape (B, Hq, Nq). */
+int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
+                      const double *o, const double *lse, const double *d_o,
+                      double *dq, double *dk, double *dv, double *delta, ac_err *err);
+
+/* ---- MPFR reference -------------------------------------------------------
+ * S exact (products of dtype values are exact in double, sums with mpfr_sum),
+ * softmax in MPFR at prec_bits, PV accumulated exactly enough that O is
+ * correct to < 2^-60 relative before its final rounding to double.
+ * rows: n_rows row ids r = (b * Hq + h) * Nq + i, or NULL for every row.
+ * Only the selected rows of o (Q-like) and lse are written. */
+#define AC_DEFAULT_MPFR_PREC 128
+int ref_forward_mpfr(const ac_problem *p, const double *q, const double *k, const double *v,
+                     int prec_bits, const size_t *rows, size_t n_rows,
+                     double *o, double *lse, ac_err *err);
+
+/* Certification: the fp64 path's distance from the MPFR path on n_rows rows
+ * sampled with seed, in ulps of out_dtype.  Certified when max_ulp <= 1/64. */
+typedef struct {
+    double max_ulp_o;    /* max over sampled O elements */
+    double max_abs_lse;  /* |lse_fp64 - lse_mpfr| max */
+    size_t rows_checked;
+    bool certified;
+} ac_cert;
+#define AC_CERT_MAX_ULP (1.0 / 64.0)
+int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const double *k,
+                const double *v, const double *o_fp64, const double *lse_fp64, size_t n_rows,
+                uint64_t seed, int prec_bits, ac_cert *cert, ac_err *err);
+
+/* ---- error scales: the denominators of the gating metric -----------------
+ * Componentwise running-error bounds, exactly as DESIGN.md defines them, for a
+ * kernel with inputs in dtype t.  o, lse: the reference forward; delta_hat is
+ * computed inside from |dO| and |O|.  e_dq/e_dk/e_dv/d_o may be NULL to skip the
+ * backward.  scaled_err = |y - x| / (u * E). */
+int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const double *k,
+                     const double *v, const double *o, const double *lse, const double *d_o,
+                     double *e_o, double *e_dq, double *e_dk, double *e_dv, ac_err *err);
+
+/* ---- naive same-dtype baseline -------------------------------------------
+ * What a framework does in dtype t: S = scale * QK^T accumulated in f32 and
+ * rounded to t, softmax in f32, P rounded to t, O = PV accumulated in f32 and
+ * rounded to t; LSE in f32.  Backward likewise (dP, dS rounded to t, products
+ * accumulated in f32, results rounded to t).  Outputs are doubles holding
+ * dtype-t values; it is the denominator of the vs-naive ratio. */
+int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
+                      const double *v, double *o, double *lse, ac_err *err);
+int ref_naive_backward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
+                       const double *v, const double *o, const double *lse, const double *d_o,
+                       double *dq, double *dk, double *dv, ac_err *err);
+
+#endif
