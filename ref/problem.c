@@ -139,13 +139,17 @@ static int validate_mask(const ac_problem *p, ac_err *err)
 
 /* The reference's working set, in bytes: the widened inputs and outputs
  * (Q-like: q, o, dO, dQ and their error scales; K-like: k, v, dK, dV and
- * scales) plus one block of 128 query rows of S, P and dP. */
+ * scales) plus one block of S, P and dP: at least 128 query rows, taller
+ * while the block stays within 2^21 doubles (see ref_block_rows). */
 static double working_set_bytes(const ac_problem *p)
 {
     double q = (double)p->batch * p->heads_q * p->seqlen_q * p->head_dim;
     double kv = (double)p->batch * p->heads_kv * p->seqlen_k * p->head_dim;
     double rows = p->seqlen_q < 128 ? p->seqlen_q : 128;
-    return 8.0 * (10.0 * q + 10.0 * kv + 4.0 * rows * p->seqlen_k);
+    double block = rows * p->seqlen_k;
+    if (block < (double)(1 << 21))
+        block = (double)(1 << 21);
+    return 8.0 * (10.0 * q + 10.0 * kv + 4.0 * block);
 }
 
 int ac_problem_validate(const ac_problem *p, size_t mem_budget, ac_err *err)

@@ -1,0 +1,184 @@
+/* ref/bench_ref.c — attncheck-bench-ref: how fast the CPU reference is.
+ *
+ * For B = 1, H = 1, d = 128 and each N (default 1024 and 4096), on random
+ * f16-exact inputs: the fp64 forward, the two bare cblas_dgemm calls it is
+ * built on (S = Q K^T: N x N x d; O = P V: N x d x N) timed in the same run,
+ * their ratio (goal <= 1.5), and MPFR certification of 8 rows at the default
+ * precision with its overhead relative to the forward (goal <= 20%).
+ * Times are medians of --reps runs (CLOCK_MONOTONIC).
+ *
+ *   attncheck-bench-ref [--n 1024,4096] [--reps 3]
+ * Set OPENBLAS_NUM_THREADS to pin the BLAS thread count. */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ref/ref.h"
+
+#define MAX_SIZES 16
+#define MAX_REPS 101
+#define HEAD_DIM 128
+#define CERT_ROWS 8
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* splitmix64 + Box-Muller, rounded to f16 so the inputs are what a kernel reads. */
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void fill_f16_normal(double *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        double u1 = ((mix(&seed) >> 11) + 0.5) * 0x1p-53, u2 = ((mix(&seed) >> 11) + 0.5) * 0x1p-53;
+        x[i] = ac_round(AC_F16, sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+}
+
+typedef struct {
+    int n;
+    double forward_s, dgemm_s, cert_s;
+    double cert_ulp;
+    int status;
+} bench_row;
+
+static int bench_one(int n, int reps, bench_row *out, ac_err *err)
+{
+    ac_problem p = ac_problem_dense(1, 1, 1, n, n, HEAD_DIM);
+    size_t elems = ac_q_elems(&p);
+    double *q = malloc(elems * sizeof *q), *k = malloc(elems * sizeof *k), *v = malloc(elems * sizeof *v);
+    double *o = malloc(elems * sizeof *o), *lse = malloc((size_t)n * sizeof *lse);
+    double *s = malloc((size_t)n * n * sizeof *s), *o2 = malloc(elems * sizeof *o2);
+    if (!q || !k || !v || !o || !lse || !s || !o2) {
+        free(q); free(k); free(v); free(o); free(lse); free(s); free(o2);
+        return ac_fail(err, AC_ERR_ENV, "out of memory at N = %d", n);
+    }
+    fill_f16_normal(q, elems, 1);
+    fill_f16_normal(k, elems, 2);
+    fill_f16_normal(v, elems, 3);
+    double t_fwd[MAX_REPS], t_gemm[MAX_REPS], t_cert[MAX_REPS];
+    int status = AC_OK;
+    ac_cert cert = {0};
+    for (int r = 0; r < reps && status == AC_OK; r++) {
+        double t0 = now_s();
+        status = ref_forward_fp64(&p, q, k, v, o, lse, err);
+        double t1 = now_s();
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, HEAD_DIM, p.scale, q, HEAD_DIM, k,
+                    HEAD_DIM, 0.0, s, n);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HEAD_DIM, n, 1.0, s, n, v, HEAD_DIM,
+                    0.0, o2, HEAD_DIM);
+        double t2 = now_s();
+        if (status == AC_OK)
+            status = ref_certify(&p, AC_F32, q, k, v, o, lse, CERT_ROWS, 7 + (uint64_t)r,
+                                 AC_DEFAULT_MPFR_PREC, &cert, err);
+        double t3 = now_s();
+        t_fwd[r] = t1 - t0;
+        t_gemm[r] = t2 - t1;
+        t_cert[r] = t3 - t2;
+    }
+    if (status == AC_OK) {
+        out->n = n;
+        out->forward_s = median(t_fwd, reps);
+        out->dgemm_s = median(t_gemm, reps);
+        out->cert_s = median(t_cert, reps);
+        out->cert_ulp = cert.max_ulp_o;
+    }
+    free(q); free(k); free(v); free(o); free(lse); free(s); free(o2);
+    return status;
+}
+
+static int parse_sizes(const char *list, int *sizes, int *count)
+{
+    *count = 0;
+    const char *at = list;
+    while (*at) {
+        char *end;
+        long n = strtol(at, &end, 10);
+        if (end == at || n < 1 || n > 65536 || *count == MAX_SIZES || (*end && *end != ','))
+            return AC_ERR_INPUT;
+        sizes[(*count)++] = (int)n;
+        at = *end ? end + 1 : end;
+    }
+    return *count ? AC_OK : AC_ERR_INPUT;
+}
+
+static int usage(const char *why)
+{
+    fprintf(stderr, "attncheck-bench-ref: %s\nusage: attncheck-bench-ref [--n N1,N2,...] [--reps K]\n"
+                    "  --n     sequence lengths (Nq = Nk), 1..65536, default 1024,4096\n"
+                    "  --reps  runs per figure, the median is printed, 1..%d, default 3\n",
+            why, MAX_REPS);
+    return AC_ERR_INPUT;
+}
+
+int main(int argc, char **argv)
+{
+    int sizes[MAX_SIZES] = {1024, 4096}, n_sizes = 2, reps = 3;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--n") == 0 && a + 1 < argc) {
+            if (parse_sizes(argv[++a], sizes, &n_sizes) != AC_OK)
+                return usage("--n wants a comma-separated list of lengths in 1..65536");
+        } else if (strcmp(argv[a], "--reps") == 0 && a + 1 < argc) {
+            char *end;
+            long r = strtol(argv[++a], &end, 10);
+            if (*end || r < 1 || r > MAX_REPS)
+                return usage("--reps wants an integer in 1..101");
+            reps = (int)r;
+        } else if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
+            usage("benchmark of the CPU reference");
+            return AC_OK;
+        } else {
+            char why[300];
+            snprintf(why, sizeof why, "unknown or incomplete option '%s'", argv[a]);
+            return usage(why);
+        }
+    }
+    printf("fp64 reference forward vs its two bare dgemms; MPFR certification of %d rows at %d bits\n",
+           CERT_ROWS, AC_DEFAULT_MPFR_PREC);
+    printf("B=1 H=1 d=%d, f16-exact normal(0,1) inputs, median of %d runs, OpenBLAS threads %d\n\n",
+           HEAD_DIM, reps, openblas_get_num_threads());
+    printf("%6s  %11s  %11s  %6s  %11s  %8s  %10s\n", "N", "forward_ms", "2xdgemm_ms", "ratio", "certify_ms",
+           "overhead", "cert_ulp");
+    bool ratio_ok = true, cert_ok = true;
+    for (int i = 0; i < n_sizes; i++) {
+        bench_row row = {0};
+        ac_err err = {{0}};
+        int status = bench_one(sizes[i], reps, &row, &err);
+        if (status != AC_OK) {
+            fprintf(stderr, "attncheck-bench-ref: N = %d: %s\n", sizes[i], err.msg);
+            return status;
+        }
+        double ratio = row.forward_s / row.dgemm_s, overhead = row.cert_s / row.forward_s;
+        ratio_ok &= ratio <= 1.5;
+        cert_ok &= overhead <= 0.20;
+        printf("%6d  %11.1f  %11.1f  %6.2f  %11.1f  %7.1f%%  %10.2e\n", row.n, 1e3 * row.forward_s,
+               1e3 * row.dgemm_s, ratio, 1e3 * row.cert_s, 100.0 * overhead, row.cert_ulp);
+    }
+    printf("\nforward / dgemms <= 1.5: goal %s\n", ratio_ok ? "met" : "missed");
+    printf("certification overhead <= 20%%: goal %s\n", cert_ok ? "met" : "missed");
+    return AC_OK;
+}

@@ -1,0 +1,63 @@
+/* ref/fp64_block.h — internal to ref/: the pieces the fp64 forward, backward
+ * and error scales share (defined in forward.c).  Not part of the public
+ * interface; only the ref/ sources include it.
+ *
+ * All three walk one (batch b, query head h) at a time, in blocks of query
+ * rows, so their memory is O(block * Nk): a score block S (rows x keys) is
+ * computed by cblas_dgemm reading Q and K in place through their row strides,
+ * masked, and turned into probabilities. */
+#ifndef ATTNCHECK_REF_FP64_BLOCK_H
+#define ATTNCHECK_REF_FP64_BLOCK_H
+
+#include <stddef.h>
+
+#include "ref.h"
+
+/* Query rows per block: at least REF_BLOCK_ROWS (128 rows of S at Nk = 4096
+ * are 4 MiB), more while a block stays within REF_BLOCK_ELEMS (16 MiB): every
+ * block re-packs K and V inside the dgemms, so short keys want tall blocks. */
+#define REF_BLOCK_ROWS 128
+#define REF_BLOCK_ELEMS ((size_t)1 << 21)
+int ref_block_rows(const ac_problem *p);
+
+/* One (b, h) slice: head bases and row strides of the Q-like and K-like tensors. */
+typedef struct {
+    const ac_problem *p;
+    int b, h, h_kv;
+    int seqlen_q, seqlen_k; /* nq_b, nk_b: rows and keys that are part of the problem */
+    int d;
+    size_t ld_q, ld_kv;     /* row strides in elements: d (BHSD) or heads * d (BSHD) */
+    size_t q_base, kv_base; /* offsets of row 0, column 0 of this head */
+} ref_head;
+
+void ref_head_init(ref_head *hd, const ac_problem *p, int b, int h);
+
+/* The key range [*jlo, *jhi) covering every visible key of rows [i0, i1)
+ * (*jhi <= *jlo: none). */
+void ref_block_keys(const ref_head *hd, int i0, int i1, int *jlo, int *jhi);
+
+/* s = scale * Q[i0:i1] K[jlo:jhi]^T, row-major with row stride jhi - jlo, then
+ * masked: every entry whose key is not visible becomes -inf. */
+void ref_block_scores(const ref_head *hd, const double *q, const double *k, int i0, int i1,
+                      int jlo, int jhi, double *s);
+
+/* Scores to probabilities with a known LSE per row: s = exp(s - lse_nat[i]);
+ * masked entries (-inf) and rows with lse = -inf give exact zeros. */
+void ref_block_probs_from_lse(const ref_head *hd, int i0, int i1, int jlo, int jhi,
+                              const double *lse_nat, double *s);
+
+/* In place x[i] = exp(x[i] - shift) for n entries; returns their sum.
+ * -inf gives 0; accurate to a few ulps (vectorised, see forward.c). */
+double ref_exp_shifted(double *x, size_t n, double shift);
+
+/* Runs fn(ctx, r0, r1) over rows [i0, i1), split between this thread and one
+ * more when the block holds at least 2^16 elements (OpenBLAS keeps two cores
+ * busy in the dgemms; the exp passes would leave one idle).  fn must only
+ * write what belongs to its rows. */
+typedef void (*ref_rows_fn)(void *ctx, int r0, int r1);
+void ref_parallel_rows(ref_rows_fn fn, void *ctx, int i0, int i1, size_t elems);
+
+/* Zero rows [i0, i1) (all d columns) of a Q-like tensor of this head. */
+void ref_zero_q_rows(const ref_head *hd, double *t, int i0, int i1);
+
+#endif

@@ -1,0 +1,149 @@
+/* ref/test_naive.c — the same-dtype naive baseline (suite ref_naive). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "ref.h"
+#include "test_support.h"
+
+typedef struct {
+    double *o, *lse, *dq, *dk, *dv;
+} naive_out;
+
+static naive_out run_naive(const ts_case *c, ac_dtype t)
+{
+    const ac_problem *p = &c->p;
+    naive_out n = {ts_alloc(ac_q_elems(p)), ts_alloc(ac_lse_elems(p)), ts_alloc(ac_q_elems(p)),
+                   ts_alloc(ac_kv_elems(p)), ts_alloc(ac_kv_elems(p))};
+    ac_err err = {{0}};
+    cr_assert_eq(ref_naive_forward(p, t, c->q, c->k, c->v, n.o, n.lse, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ref_naive_backward(p, t, c->q, c->k, c->v, n.o, n.lse, c->d_o, n.dq, n.dk, n.dv, &err), AC_OK, "%s", err.msg);
+    return n;
+}
+
+static void naive_free(naive_out *n)
+{
+    free(n->o); free(n->lse); free(n->dq); free(n->dk); free(n->dv);
+}
+
+static void run_fp64(ts_case *c)
+{
+    const ac_problem *p = &c->p;
+    cr_assert_eq(ref_forward_fp64(p, c->q, c->k, c->v, c->o, c->lse, NULL), AC_OK);
+    cr_assert_eq(ref_backward_fp64(p, c->q, c->k, c->v, c->o, c->lse, c->d_o, c->dq, c->dk, c->dv, c->delta, NULL), AC_OK);
+}
+
+static void assert_representable(ac_dtype t, const double *x, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert(ac_round(t, x[i]) == x[i], "%s %s[%zu] = %.17g is not a %s value", ac_dtype_name(t), what, i, x[i], ac_dtype_name(t));
+}
+
+Test(ref_naive, outputs_are_exact_dtype_values)
+{
+    for (int kind = 0; kind < TS_KIND_COUNT; kind++)
+        for (int t = 0; t < AC_DTYPE_COUNT; t++) {
+            ac_problem p = ts_problem(kind);
+            ts_case c;
+            ts_case_init(&c, &p, (ac_dtype)t, 500 + kind);
+            naive_out n = run_naive(&c, (ac_dtype)t);
+            assert_representable((ac_dtype)t, n.o, ac_q_elems(&p), "O");
+            assert_representable(AC_F32, n.lse, ac_lse_elems(&p), "LSE (f32)");
+            assert_representable((ac_dtype)t, n.dq, ac_q_elems(&p), "dQ");
+            assert_representable((ac_dtype)t, n.dk, ac_kv_elems(&p), "dK");
+            assert_representable((ac_dtype)t, n.dv, ac_kv_elems(&p), "dV");
+            naive_free(&n);
+            ts_case_free(&c);
+        }
+}
+
+/* max |naive - fp64| / max |fp64| over one output */
+static double rel_err(const double *y, const double *x, size_t n)
+{
+    double worst = 0.0, mag = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs(y[i] - x[i]));
+        mag = fmax(mag, fabs(x[i]));
+    }
+    return worst / mag;
+}
+
+Test(ref_naive, error_against_fp64_is_small_and_grows_with_lower_precision)
+{
+    ac_problem p = ac_problem_dense(1, 2, 1, 24, 40, 16);
+    p.windowed = true;
+    p.window_right = 0;
+    p.align = AC_ALIGN_BOTTOM_RIGHT;
+    double err_o[AC_DTYPE_COUNT], err_dq[AC_DTYPE_COUNT];
+    for (int t = 0; t < AC_DTYPE_COUNT; t++) {
+        ts_case c;
+        ts_case_init(&c, &p, AC_BF16, 511); /* bf16 inputs are exact in all three dtypes */
+        run_fp64(&c);
+        naive_out n = run_naive(&c, (ac_dtype)t);
+        err_o[t] = rel_err(n.o, c.o, ac_q_elems(&p));
+        err_dq[t] = rel_err(n.dq, c.dq, ac_q_elems(&p));
+        /* LSE is f32 arithmetic, but on scores rounded to t */
+        double lse_tol = t == AC_F32 ? 1e-6 : 2.0 * ac_unit_roundoff((ac_dtype)t);
+        for (size_t e = 0; e < ac_lse_elems(&p); e++)
+            cr_assert(fabs(n.lse[e] - c.lse[e]) <= lse_tol * fmax(1.0, fabs(c.lse[e])), "%s LSE[%zu]: %g vs %g",
+                      ac_dtype_name((ac_dtype)t), e, n.lse[e], c.lse[e]);
+        naive_free(&n);
+        ts_case_free(&c);
+    }
+    cr_assert(err_o[AC_F32] > 0.0 && err_o[AC_F32] < 1e-6, "f32 O rel err %g", err_o[AC_F32]);
+    cr_assert(err_dq[AC_F32] > 0.0 && err_dq[AC_F32] < 1e-5, "f32 dQ rel err %g", err_dq[AC_F32]);
+    cr_assert(err_o[AC_F16] > 1e-5 && err_o[AC_F16] < 4e-3, "f16 O rel err %g", err_o[AC_F16]);
+    cr_assert(err_dq[AC_F16] > 1e-5 && err_dq[AC_F16] < 2e-2, "f16 dQ rel err %g", err_dq[AC_F16]);
+    cr_assert(err_o[AC_BF16] > err_o[AC_F16] && err_o[AC_BF16] < 3e-2, "bf16 O rel err %g (f16 %g)", err_o[AC_BF16], err_o[AC_F16]);
+}
+
+Test(ref_naive, fully_masked_rows_give_zero_and_negative_infinity)
+{
+    ac_problem p = ts_problem(TS_CAUSAL_BR); /* rows 0 and 1 see no key */
+    ts_case c;
+    ts_case_init(&c, &p, AC_F16, 521);
+    naive_out n = run_naive(&c, AC_F16);
+    for (int h = 0; h < p.heads_q; h++)
+        for (int i = 0; i < 2; i++) {
+            cr_assert(n.lse[ac_lse_index(&p, 0, h, i)] == -INFINITY, "LSE not -inf");
+            for (int cc = 0; cc < p.head_dim; cc++) {
+                cr_assert(n.o[ac_q_index(&p, 0, h, i, cc)] == 0.0, "O not 0");
+                cr_assert(n.dq[ac_q_index(&p, 0, h, i, cc)] == 0.0, "dQ not 0");
+            }
+        }
+    cr_assert(isfinite(n.lse[ac_lse_index(&p, 0, 0, 2)]), "row 2 sees key 0");
+    naive_free(&n);
+    ts_case_free(&c);
+}
+
+Test(ref_naive, f16_scores_are_rounded_before_the_softmax)
+{
+    /* One query, two keys, d = 1, scale 1: S = (1 + 2^-11 * 1.5 ... ) cases where
+     * rounding S to f16 changes P.  q = 1, k = {1.00048828125 (1 + 2^-11), 0}:
+     * 1 + 2^-11 is a tie in f16 and rounds to 1, so P = softmax(1, 0) exactly
+     * as f32 would see softmax(1, 0), while f32 keeps 1 + 2^-11. */
+    ac_problem p = ac_problem_dense(1, 1, 1, 1, 2, 1);
+    p.scale = 1.0;
+    double q = 1.0, k[2] = {1.0 + 0x1p-11, 0.0}, v[2] = {1.0, 0.0}, o16, o32, lse16, lse32;
+    cr_assert_eq(ref_naive_forward(&p, AC_F16, &q, k, v, &o16, &lse16, NULL), AC_OK);
+    cr_assert_eq(ref_naive_forward(&p, AC_F32, &q, k, v, &o32, &lse32, NULL), AC_OK);
+    float e = expf(-1.0f), p0 = 1.0f / (1.0f + e);
+    cr_assert_eq(o16, ac_round(AC_F16, ac_round(AC_F16, p0)), "f16: O = round(P_0) with S rounded to 1");
+    cr_assert_eq(lse16, (double)(1.0f + logf(1.0f + e)));
+    float s32 = 1.0f + 0x1p-11f, e32 = expf(0.0f - s32), p32 = 1.0f / (1.0f + e32);
+    cr_assert_eq(o32, (double)p32, "f32: O = P_0 with S = 1 + 2^-11 kept");
+}
+
+Test(ref_naive, rejects_bad_input)
+{
+    ac_problem p = ac_problem_dense(1, 1, 1, 1, 1, 1);
+    double x = 1;
+    ac_err err = {{0}};
+    cr_assert_eq(ref_naive_forward(&p, AC_F16, &x, &x, NULL, &x, &x, &err), AC_ERR_INPUT);
+    cr_assert(strstr(err.msg, "NULL") != NULL, "message: %s", err.msg);
+    cr_assert_eq(ref_naive_forward(&p, (ac_dtype)9, &x, &x, &x, &x, &x, &err), AC_ERR_INPUT);
+    cr_assert(strstr(err.msg, "dtype") != NULL, "message: %s", err.msg);
+    p.seqlen_k = -1;
+    cr_assert_eq(ref_naive_backward(&p, AC_F16, &x, &x, &x, &x, &x, &x, &x, &x, &x, &err), AC_ERR_INPUT);
+    cr_assert(strstr(err.msg, "seqlen_k") != NULL, "message: %s", err.msg);
+}
