@@ -1,0 +1,205 @@
+/* kernels/cpu_flash_bwd.c — the backward of cpu-flash: FlashAttention-2's
+ * backward by recomputation from LSE, per (batch, kv head, K/V tile), over the
+ * query heads of the GQA group and their Q tiles:
+ *   D = rowsum(dO * O) from the stored O (f32), P = exp(S - LSE) (f32),
+ *   dV += P^T dO with P in dtype, dP = dO V^T, dS = P (dP - D) rounded to dtype,
+ *   dK += dS^T Q, dQ += dS K, all sums f32; the scale applied to dK and dQ at
+ *   the end, as FlashAttention-2 does; dK, dV summed over the GQA group.
+ * Shares the mask, tiles and products with the forward (cpu_flash.c). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_flash_internal.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3") /* see cpu_flash.c */
+#endif
+
+typedef struct {
+    float *k_rows, *v_rows;          /* (keys_alloc x d) of one kv head */
+    float *k_t, *v_t;                /* (d x Bc) the current K/V tile transposed */
+    float *q_all, *do_all, *dq_acc;  /* (group x seqlen_q x d): the query heads of one kv head */
+    float *lse_all, *delta_all;      /* (group x seqlen_q) */
+    float *o_rows;                   /* (seqlen_q x d) scratch for D */
+    float *s, *p_dt, *dp;            /* (Br x Bc): P in f32, P in dtype, dP then dS */
+    float *dk_acc, *dv_acc;          /* (Bc x d) */
+    int *heads, *lo, *hi;
+    int keys_alloc;
+} bwd_work;
+
+static void bwd_work_free(bwd_work *w)
+{
+    void *all[] = {w->k_rows, w->v_rows, w->k_t, w->v_t, w->q_all, w->do_all, w->dq_acc, w->lse_all,
+                   w->delta_all, w->o_rows, w->s, w->p_dt, w->dp, w->dk_acc, w->dv_acc, w->heads, w->lo, w->hi};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
+static int bwd_work_alloc(const cpu_flash_params *cp, const ac_problem *p, bwd_work *w)
+{
+    size_t d = (size_t)p->head_dim, br = (size_t)cp->block_q, bc = (size_t)cp->block_k, nq = (size_t)p->seqlen_q;
+    size_t group = (size_t)(p->heads_q / p->heads_kv), f = sizeof(float);
+    memset(w, 0, sizeof *w);
+    w->keys_alloc = (p->seqlen_k + cp->block_k - 1) / cp->block_k * cp->block_k;
+    w->k_rows = calloc((size_t)w->keys_alloc * d, f);
+    w->v_rows = calloc((size_t)w->keys_alloc * d, f);
+    w->k_t = malloc(d * bc * f);
+    w->v_t = malloc(d * bc * f);
+    w->q_all = malloc(group * nq * d * f);
+    w->do_all = malloc(group * nq * d * f);
+    w->dq_acc = malloc(group * nq * d * f);
+    w->lse_all = malloc(group * nq * f);
+    w->delta_all = malloc(group * nq * f);
+    w->o_rows = malloc(nq * d * f);
+    w->s = malloc(br * bc * f);
+    w->p_dt = malloc(br * bc * f);
+    w->dp = malloc(br * bc * f);
+    w->dk_acc = malloc(bc * d * f);
+    w->dv_acc = malloc(bc * d * f);
+    w->heads = malloc((size_t)p->heads_q * sizeof(int));
+    w->lo = malloc(nq * sizeof(int));
+    w->hi = malloc(nq * sizeof(int));
+    return w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc && w->lse_all &&
+           w->delta_all && w->o_rows && w->s && w->p_dt && w->dp && w->dk_acc && w->dv_acc && w->heads && w->lo &&
+           w->hi;
+}
+
+/* D = rowsum(dO * O) in f32 from the stored (rounded) O, the preprocessing pass. */
+static void bwd_delta(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int nq,
+                      const ac_bwd_args *a, const float *do_rows, float *o_rows, float *delta)
+{
+    int d = p->head_dim;
+    cf_load_rows(p, t, a->o, p->heads_q, p->seqlen_q, b, h, 0, nq, o_rows);
+    for (int i = 0; i < nq; i++) {
+        int src = cp->mut == CF_MUT_BWD_DELTA_WRONG_ROW ? (i + 1) % nq : i;
+        float sum = 0.0f;
+        for (int c = 0; c < d; c++)
+            sum += do_rows[(size_t)i * d + c] * o_rows[(size_t)src * d + c];
+        delta[i] = sum;
+    }
+}
+
+/* One (Q tile of query head slot g, K/V tile at j0) block of the backward. */
+static void bwd_block(const ac_problem *p, ac_dtype t, int b, int h, int g, int i0, int rows, int j0, int cols,
+                      bwd_work *w)
+{
+    int d = p->head_dim;
+    size_t row0 = (size_t)g * p->seqlen_q + i0;
+    const float *q = w->q_all + row0 * d, *d_o = w->do_all + row0 * d;
+    const float *lse = w->lse_all + row0, *delta = w->delta_all + row0;
+    float *dq = w->dq_acc + row0 * d, scale = (float)p->scale;
+    cf_gemm_nt(q, w->k_t, rows, cols, d, w->s);
+    for (int x = 0; x < rows * cols; x++)
+        w->s[x] *= scale;
+    cf_mask_tile(p, b, h, i0, rows, j0, cols, w->lo, w->hi, w->s);
+    for (int r = 0; r < rows; r++) /* P recomputed from LSE; a row with nothing visible has P = 0 */
+        for (int c = 0; c < cols; c++) {
+            float *s = &w->s[(size_t)r * cols + c];
+            *s = lse[r] == -INFINITY ? 0.0f : expf(*s - lse[r]);
+            w->p_dt[(size_t)r * cols + c] = cf_round_to(t, *s);
+        }
+    cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d, w->dv_acc); /* dV += P^T dO */
+    cf_gemm_nt(d_o, w->v_t, rows, cols, d, w->dp);              /* dP = dO V^T */
+    for (int r = 0; r < rows; r++)                        /* dS = P (dP - D), in dtype */
+        for (int c = 0; c < cols; c++) {
+            size_t x = (size_t)r * cols + c;
+            w->dp[x] = cf_round_to(t, w->s[x] * (w->dp[x] - delta[r]));
+        }
+    cf_gemm_tn_acc(w->dp, cols, q, rows, cols, d, w->dk_acc); /* dK += dS^T Q */
+    for (int r = 0; r < rows; r++)                      /* dQ += dS K */
+        cf_combine_rows(dq + (size_t)r * d, w->dp + (size_t)r * cols, 1, w->k_rows + (size_t)j0 * d, d, cols, d);
+}
+
+static void bwd_load_group(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int n_heads,
+                           const ac_bwd_args *a, bwd_work *w)
+{
+    int nq = ac_seqlen_q_of(p, b);
+    size_t stride = (size_t)p->seqlen_q * p->head_dim;
+    for (int g = 0; g < n_heads; g++) {
+        int h = w->heads[g];
+        float *do_rows = w->do_all + g * stride;
+        cf_load_rows(p, t, a->q, p->heads_q, p->seqlen_q, b, h, 0, nq, w->q_all + g * stride);
+        cf_load_rows(p, t, a->d_o, p->heads_q, p->seqlen_q, b, h, 0, nq, do_rows);
+        for (int i = 0; i < nq; i++)
+            w->lse_all[(size_t)g * p->seqlen_q + i] = a->lse[ac_lse_index(p, b, h, i)];
+        bwd_delta(cp, p, t, b, h, nq, a, do_rows, w->o_rows, w->delta_all + (size_t)g * p->seqlen_q);
+    }
+    memset(w->dq_acc, 0, (size_t)n_heads * stride * sizeof(float));
+}
+
+/* The softmax scale multiplies dS in both dK and dQ, once. */
+static float grad_scale(const cpu_flash_params *cp, const ac_problem *p)
+{
+    float scale = (float)p->scale;
+    if (cp->mut == CF_MUT_BWD_SCALE_TWICE)
+        return scale * scale;
+    return cp->mut == CF_MUT_BWD_NO_SCALE ? 1.0f : scale;
+}
+
+static void bwd_kv_head(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int hk,
+                        const ac_bwd_args *a, bwd_work *w)
+{
+    int d = p->head_dim, br = cp->block_q, bc = cp->block_k;
+    int nq = ac_seqlen_q_of(p, b), nk = ac_seqlen_k_of(p, b), n_heads = 0;
+    float gs = grad_scale(cp, p);
+    for (int h = 0; h < p->heads_q; h++)
+        if (cf_kv_head_of(cp, p, h) == hk)
+            w->heads[n_heads++] = h;
+    cf_load_rows(p, t, a->k, p->heads_kv, p->seqlen_k, b, hk, 0, p->seqlen_k, w->k_rows);
+    cf_load_rows(p, t, a->v, p->heads_kv, p->seqlen_k, b, hk, 0, p->seqlen_k, w->v_rows);
+    bwd_load_group(cp, p, t, b, n_heads, a, w);
+    for (int j0 = 0; j0 < nk; j0 += bc) {
+        /* keys past every row's range get P = 0: computing them would change nothing */
+        int cols = nq > 0 && w->hi[nq - 1] - j0 < bc ? w->hi[nq - 1] - j0 : bc;
+        cols = cols < 0 ? 0 : cols;
+        cf_transpose_tile(w->k_rows, j0, cols, d, w->k_t);
+        cf_transpose_tile(w->v_rows, j0, cols, d, w->v_t);
+        memset(w->dk_acc, 0, (size_t)bc * d * sizeof(float));
+        memset(w->dv_acc, 0, (size_t)bc * d * sizeof(float));
+        for (int g = 0; g < n_heads; g++) {
+            if (cp->mut == CF_MUT_BWD_NO_GQA_SUM) /* each query head overwrites instead of adding */
+                memset(w->dk_acc, 0, (size_t)bc * d * sizeof(float)), memset(w->dv_acc, 0, (size_t)bc * d * sizeof(float));
+            for (int i0 = 0; i0 < nq; i0 += br) {
+                int rows = nq - i0 < br ? nq - i0 : br;
+                if (!cf_block_masked(w->lo, w->hi, i0, i0 + rows, j0, j0 + bc))
+                    bwd_block(p, t, b, w->heads[g], g, i0, rows, j0, cols, w);
+            }
+        }
+        for (int j = j0; j < nk && j < j0 + bc; j++) {
+            size_t at = ac_kv_index(p, b, hk, j, 0), x = (size_t)(j - j0) * d;
+            for (int c = 0; c < d; c++) {
+                cf_store_elem(t, a->dk, at + c, w->dk_acc[x + c] * gs);
+                cf_store_elem(t, a->dv, at + c, w->dv_acc[x + c]);
+            }
+        }
+    }
+    for (int g = 0; g < n_heads; g++)
+        for (int i = 0; i < nq; i++) {
+            size_t at = ac_q_index(p, b, w->heads[g], i, 0);
+            const float *acc = w->dq_acc + ((size_t)g * p->seqlen_q + i) * d;
+            for (int c = 0; c < d; c++)
+                cf_store_elem(t, a->dq, at + c, acc[c] * gs);
+        }
+}
+
+int cf_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
+{
+    const cpu_flash_params *cp = self->ctx;
+    int st = cf_check_call(self, p, t, true, err);
+    if (st != AC_OK)
+        return st;
+    bwd_work w;
+    if (!bwd_work_alloc(cp, p, &w)) {
+        bwd_work_free(&w);
+        return ac_fail(err, AC_ERR_ENV, "%s: out of memory", self->name);
+    }
+    for (int b = 0; b < p->batch; b++) {
+        cf_row_ranges(cp, p, b, w.lo, w.hi);
+        for (int hk = 0; hk < p->heads_kv; hk++)
+            bwd_kv_head(cp, p, t, b, hk, a, &w);
+    }
+    bwd_work_free(&w);
+    return AC_OK;
+}
+

@@ -1,0 +1,99 @@
+/* kernels/cpu_flash_internal.h — private to kernels/: the CPU emulation of the
+ * fused FlashAttention-2 kernel (cpu_flash.c), its parameters and planted bugs
+ * (cpu_flash_mutants.c), and the online-softmax step the unit tests check. */
+#ifndef ATTNCHECK_CPU_FLASH_INTERNAL_H
+#define ATTNCHECK_CPU_FLASH_INTERNAL_H
+
+#include "kernel.h"
+
+/* The planted bugs.  Each one is tested with `cp->mut == CF_MUT_X` at exactly
+ * the line where it lives in cpu_flash.c. */
+typedef enum {
+    CF_MUT_NONE = 0,
+    CF_MUT_NO_RESCALE_L,         /* l += rowsum(P) without l *= exp(m_old - m_new) */
+    CF_MUT_NO_RESCALE_O,         /* acc += P V without acc *= exp(m_old - m_new) */
+    CF_MUT_NO_MAX_SUBTRACTION,   /* P = exp(S): no running max (overflows) */
+    CF_MUT_PER_TILE_NORMALISE,   /* acc divided by l after every tile, the next rescale forgets l_old */
+    CF_MUT_CAUSAL_OFF_BY_ONE,    /* right (causal) edge admits key c + right + 1 */
+    CF_MUT_CAUSAL_TL_FOR_BR,     /* top-left alignment used where bottom-right was asked */
+    CF_MUT_WINDOW_EDGE,          /* left window edge excludes key c - left */
+    CF_MUT_LAST_KV_UNMASKED,     /* keys past nk in the last partial K/V tile not masked */
+    CF_MUT_LAST_Q_UNWRITTEN,     /* Q tiles counted as nq / Br: the partial last tile never runs */
+    CF_MUT_GQA_HEAD_MOD,         /* kv head = h % Hkv instead of h / (Hq / Hkv) */
+    CF_MUT_MASKED_ROW_NAN,       /* no -inf guard on the running max: fully masked rows give NaN */
+    CF_MUT_O_ACCUM_IN_DTYPE,     /* PV accumulated in the input dtype instead of f32 */
+    CF_MUT_LSE_LOG2,             /* LSE written in log2 units (backward recomputes P wrongly) */
+    CF_MUT_LSE_WITHOUT_MAX,      /* LSE written as log(l), the running max left out */
+    CF_MUT_BWD_DELTA_WRONG_ROW,  /* D_i = rowsum(dO_i * O_{i+1}) */
+    CF_MUT_BWD_NO_GQA_SUM,       /* dK, dV of a kv head hold only the last query head's share */
+    CF_MUT_BWD_SCALE_TWICE,      /* dQ, dK multiplied by the softmax scale twice */
+    CF_MUT_BWD_NO_SCALE,         /* dQ, dK never multiplied by the softmax scale */
+    CF_MUT_COUNT
+} cf_mutant;
+
+typedef struct {
+    int block_q, block_k; /* Br x Bc, the tile sizes of the fused kernel */
+    cf_mutant mut;
+} cpu_flash_params;
+
+/* One online-softmax step of one query row over one K/V tile: s holds the n
+ * scaled scores of the tile (masked ones -inf).  Updates the running max *m
+ * and denominator *l, overwrites s with P = exp(s - m_new) (f32, before any
+ * rounding) and returns alpha = exp(m_old - m_new), the factor the
+ * un-normalised accumulator must be rescaled by.  A running max of -inf uses 0
+ * as the exponent's reference (FlashAttention's guard), so masked rows stay 0. */
+float cf_online_softmax_step(const cpu_flash_params *cp, float *m, float *l, float *s, int n);
+
+/* Round a float to the nearest value of dtype t (ties to even), as a float. */
+float cf_round_to(ac_dtype t, float x);
+/* x rounded to dtype t as t's bit pattern: ac_narrow(t, x), without the double path. */
+uint32_t cf_narrow_bits(ac_dtype t, float x);
+
+/* ---- shared by the forward (cpu_flash.c) and the backward (cpu_flash_bwd.c) ---- */
+
+/* Element `at` of a dtype-t buffer set to x rounded to t. */
+void cf_store_elem(ac_dtype t, void *buf, size_t at, float x);
+/* Rows [first, first + n_rows) of head h of a Q-like (heads_q, seqlen_q) or K-like
+ * (heads_kv, seqlen_k) tensor of batch b, widened to float, head_dim per row. */
+void cf_load_rows(const ac_problem *p, ac_dtype t, const void *buf, int heads, int seqlen, int b, int h, int first,
+                  int n_rows, float *out);
+int cf_kv_head_of(const cpu_flash_params *cp, const ac_problem *p, int h);
+/* Visible key range [lo[i], hi[i]) of every row i < nq_b of batch b, before the
+ * dense mask; both bounds nondecreasing in i. */
+void cf_row_ranges(const cpu_flash_params *cp, const ac_problem *p, int b, int *lo, int *hi);
+/* Is the block rows [i0, i1) x keys [j0, j1) hidden entirely (so the GPU skips it)? */
+bool cf_block_masked(const int *lo, const int *hi, int i0, int i1, int j0, int j1);
+/* Scores s (rows x cols) of rows i0.. and keys j0.. set to -inf where hidden. */
+void cf_mask_tile(const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols, const int *lo,
+                  const int *hi, float *s);
+/* acc[c] += sum_t coef[t * coef_stride] * x[t * x_stride + c], c < n, each in order over t. */
+void cf_combine_rows(float *restrict acc, const float *restrict coef, int coef_stride, const float *restrict x,
+                     int x_stride, int n_terms, int n);
+/* out (rows x cols) = a (rows x n) b_t (n x cols). */
+void cf_gemm_nt(const float *restrict a, const float *restrict b_t, int rows, int cols, int n,
+                float *restrict out);
+/* acc (n_out x d) += w^T x: w (n_in x n_out, row stride w_stride), x (n_in x d). */
+void cf_gemm_tn_acc(const float *restrict w, int w_stride, const float *restrict x, int n_in, int n_out, int d,
+                    float *restrict acc);
+/* Rows [j0, j0 + cols) of rows (. x d) transposed into out (d x cols). */
+void cf_transpose_tile(const float *rows, int j0, int cols, int d, float *out);
+/* The problem is valid and within self's claims: AC_OK or AC_ERR_INPUT. */
+int cf_check_call(const ac_kernel *self, const ac_problem *p, ac_dtype t, bool backward, ac_err *err);
+
+/* The entry points; self->ctx is a const cpu_flash_params *. */
+int cf_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
+int cf_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err);
+
+/* What cpu-flash and every mutant claim. */
+#define CF_CAPS                                                                                    \
+    {                                                                                              \
+        .dtypes = (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16), .n_head_dims = 0,             \
+        .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL,                                  \
+        .layouts = (1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD), .gqa = true, .varlen = true,   \
+        .backward = true, .max_seqlen = 0,                                                         \
+    }
+
+/* cpu_flash_mutants.c: the cpu-flash-mutant-* descriptors. */
+size_t cf_mutant_kernels(const ac_kernel **out, size_t max);
+
+#endif

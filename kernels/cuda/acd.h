@@ -1,0 +1,55 @@
+/* kernels/cuda/acd.h — private to kernels/cuda: the C entry points of the CUDA
+ * kernels, the checked-call macro, and the mutant ids.  Shared by the C host
+ * files (descriptors, device memory, test program) and the .cu files. */
+#ifndef ATTNCHECK_ACD_H
+#define ATTNCHECK_ACD_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "../kernel.h"
+
+/* A failed cudart call becomes AC_ERR_ENV naming the call, file and line. */
+#define ACD_CHECK(err, call)                                                             \
+    do {                                                                                 \
+        cudaError_t acd_e_ = (call);                                                     \
+        if (acd_e_ != cudaSuccess)                                                       \
+            return ac_fail((err), AC_ERR_ENV, "%s failed: %s (%s:%d)", #call,            \
+                           cudaGetErrorString(acd_e_), __FILE__, __LINE__);              \
+    } while (0)
+
+/* After a launch: a bad configuration shows at once, a fault at the next sync. */
+#define ACD_CHECK_LAUNCH(err, name)                                                      \
+    do {                                                                                 \
+        cudaError_t acd_e_ = cudaGetLastError();                                         \
+        if (acd_e_ != cudaSuccess)                                                       \
+            return ac_fail((err), AC_ERR_ENV, "launch of %s failed: %s (%s:%d)", (name), \
+                           cudaGetErrorString(acd_e_), __FILE__, __LINE__);              \
+    } while (0)
+
+/* Planted bugs of the fused forward (cuda-flash mutants). */
+enum {
+    ACD_MUT_NONE = 0,
+    ACD_MUT_RACE = 1,          /* no barrier before a K/V stage is overwritten */
+    ACD_MUT_CAUSAL_SKIP = 2,   /* causal/window tile range ends one tile early */
+    ACD_MUT_TAIL_UNMASKED = 3, /* keys past the sequence end not masked */
+};
+
+/* Entry points: device pointers in a, problem arrays (mask, seqlens) on the host.
+ * Each synchronises before returning, so a device fault is reported here. */
+int acd_flash_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err);
+int acd_flash_backward(const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err);
+int acd_naive_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
+
+/* Device workspace the kernels allocate, for the memory figures of `attncheck bench`. */
+size_t acd_workspace_peak(void);
+void acd_workspace_reset_peak(void);
+int acd_ws_alloc(void **dev, size_t bytes, ac_err *err);
+void acd_ws_free(void *dev, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

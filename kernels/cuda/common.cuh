@@ -1,0 +1,173 @@
+// kernels/cuda/common.cuh — what the CUDA kernels share: the problem as the
+// device sees it (strides, masks), the visibility rule of ref.h, and thin
+// wrappers over the PTX the fused kernels use (mma.sync, ldmatrix, cp.async).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cstdint>
+
+#include "acd.h"
+
+#define ACD_LOG2E 1.4426950408889634f
+#define ACD_LN2 0.6931471805599453f
+
+// The problem, by value in each launch.  Element strides; the head dim is contiguous.
+struct acd_params {
+    int B, Hq, Hkv, Nq, Nk, D, group;
+    long long q_sb, q_sh, q_ss, k_sb, k_sh, k_ss;
+    float scale, scale_log2;
+    int windowed, wl, wr, align_br; // wl, wr < 0: unbounded side
+    const int *seqlens_q, *seqlens_k; // device copies or null
+    const unsigned char *mask;        // device copy or null
+    int mask_batch, mask_heads;
+    int mutant;
+};
+
+// Host side: strides from the layout, mask and seqlens copied to the device.
+struct acd_staged {
+    int *seqlens_q, *seqlens_k;
+    unsigned char *mask;
+    size_t mask_bytes, lens_bytes;
+};
+int acd_stage(const ac_problem *p, int mutant, acd_params *dp, acd_staged *st, ac_err *err);
+void acd_unstage(acd_staged *st);
+
+__device__ __forceinline__ int acd_nq(const acd_params &p, int b) { return p.seqlens_q ? p.seqlens_q[b] : p.Nq; }
+__device__ __forceinline__ int acd_nk(const acd_params &p, int b) { return p.seqlens_k ? p.seqlens_k[b] : p.Nk; }
+
+// Keys visible from row i by the window/causal part: [lo, hi) (not clipped to [0, nk)).
+__device__ __forceinline__ void acd_window(const acd_params &p, int i, int nq, int nk, int &lo, int &hi)
+{
+    lo = -(1 << 30);
+    hi = 1 << 30;
+    if (p.windowed) {
+        int c = p.align_br ? i + nk - nq : i;
+        if (p.wl >= 0) lo = c - p.wl;
+        if (p.wr >= 0) hi = c + p.wr + 1;
+    }
+}
+
+// ref.h's visibility rule; the tail mutant forgets the key-length bound.
+__device__ __forceinline__ bool acd_visible(const acd_params &p, int b, int h, int i, int j, int nq, int nk)
+{
+    if (i >= nq || j < 0) return false;
+    if (j >= nk && p.mutant != ACD_MUT_TAIL_UNMASKED) return false;
+    int lo, hi;
+    acd_window(p, i, nq, nk, lo, hi);
+    if (j < lo || j >= hi) return false;
+    if (p.mask) {
+        int mb = p.mask_batch == 1 ? 0 : b, mh = p.mask_heads == 1 ? 0 : h;
+        if (j >= p.Nk) return false;
+        return p.mask[(((long long)mb * p.mask_heads + mh) * p.Nq + i) * p.Nk + j] != 0;
+    }
+    return true;
+}
+
+// Keys that rows [i_first, i_last] may see, clipped to [0, nk): [lo, hi).
+__device__ __forceinline__ void acd_block_keys(const acd_params &p, int i_first, int i_last, int nq, int nk, int &lo, int &hi)
+{
+    int lo0, hi0, lo1, hi1;
+    acd_window(p, i_first, nq, nk, lo0, hi0);
+    acd_window(p, i_last, nq, nk, lo1, hi1);
+    lo = max(lo0, 0);
+    hi = min(hi1, nk);
+}
+
+// ---- dtype traits: packing and the tensor-core product ----
+template <typename T> struct acd_tc;
+
+template <> struct acd_tc<__half> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b)
+    {
+        __half2 h = __floats2half2_rn(a, b);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+    static __device__ __forceinline__ void store2(__half *dst, float a, float b)
+    {
+        *reinterpret_cast<__half2 *>(dst) = __floats2half2_rn(a, b);
+    }
+    static __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+    static __device__ __forceinline__ __half from_f(float x) { return __float2half_rn(x); }
+    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+template <> struct acd_tc<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b)
+    {
+        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+    static __device__ __forceinline__ void store2(__nv_bfloat16 *dst, float a, float b)
+    {
+        *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(a, b);
+    }
+    static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+    static __device__ __forceinline__ __nv_bfloat16 from_f(float x) { return __float2bfloat16_rn(x); }
+    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+// 2^x with one MUFU.EX2 (max rel. error ~2^-22, results below 2^-126 flushed):
+// ample for P that is rounded to f16/bf16 next; the f32 kernels use exp2f.
+__device__ __forceinline__ float acd_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ uint32_t acd_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void acd_ldmatrix_x4(uint32_t r[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(acd_smem_addr(p)));
+}
+
+__device__ __forceinline__ void acd_ldmatrix_x4_trans(uint32_t r[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(acd_smem_addr(p)));
+}
+
+// 16 bytes global -> shared; ok == false fills zeros (src is then any valid address).
+__device__ __forceinline__ void acd_cp_async16(void *dst, const void *src, bool ok)
+{
+    int src_bytes = ok ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(acd_smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void acd_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void acd_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// ROWS x D tile of a sequence (row stride ss elements) into shared memory with
+// row pitch D + 8 (16 bytes of padding keep ldmatrix free of bank conflicts).
+// Rows >= limit are zero-filled, so padding and tails never reach the math.
+template <typename T, int ROWS, int D, int NT>
+__device__ __forceinline__ void acd_load_tile(T *s, const T *g, long long ss, int row0, int limit, int tid)
+{
+    constexpr int CPR = D / 8;
+#pragma unroll
+    for (int c = tid; c < ROWS * CPR; c += NT) {
+        int r = c / CPR, col = (c % CPR) * 8;
+        int gr = row0 + r;
+        bool ok = gr < limit;
+        const T *src = ok ? g + (long long)gr * ss + col : g;
+        acd_cp_async16(s + r * (D + 8) + col, src, ok);
+    }
+}
+
+// ---- launch-only entry points (no sync, no staging), for the bench ----
+int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
+int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err);
+int acd_flash_forward_async(const acd_params &p, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
+size_t acd_bwd_workspace_bytes(const acd_params &p);
+int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace, cudaStream_t stream, ac_err *err);

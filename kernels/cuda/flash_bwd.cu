@@ -1,0 +1,328 @@
+// kernels/cuda/flash_bwd.cu — fused backward, FlashAttention-2 schedule:
+// D = rowsum(dO * O) pre-pass; one block per 64-key tile of one KV head,
+// looping over the query heads of its GQA group and their query tiles,
+// recomputing P from LSE; dK and dV accumulate in registers; dQ partial sums
+// go through shared memory (dS) and atomicAdd into an f32 workspace that a
+// last kernel scales and converts.
+#include <algorithm>
+#include <cstdlib>
+
+#include "common.cuh"
+
+namespace {
+
+
+template <typename T> struct acd_cvt {
+    static __device__ __forceinline__ float to_f(T x) { return acd_tc<T>::to_f(x); }
+    static __device__ __forceinline__ T from_f(float x) { return acd_tc<T>::from_f(x); }
+};
+template <> struct acd_cvt<float> {
+    static __device__ __forceinline__ float to_f(float x) { return x; }
+    static __device__ __forceinline__ float from_f(float x) { return x; }
+};
+
+// D_i = sum_c dO_ic O_ic in f32, one warp per row; padding rows get 0.
+template <typename T>
+__global__ void bwd_delta(acd_params p, const T *__restrict__ O, const T *__restrict__ dO, float *__restrict__ Dv)
+{
+    const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= (long long)p.B * p.Hq * p.Nq) return;
+    const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
+    float acc = 0.f;
+    if (i < acd_nq(p, b)) {
+        const long long at = b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
+        for (int c = lane; c < p.D; c += 32) acc = fmaf(acd_cvt<T>::to_f(dO[at + c]), acd_cvt<T>::to_f(O[at + c]), acc);
+    }
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0) Dv[row] = acc;
+}
+
+template <typename T>
+__global__ void bwd_dq_convert(acd_params p, const float *__restrict__ dQacc, T *__restrict__ dQ)
+{
+    const long long n = (long long)p.B * p.Hq * p.Nq * p.D;
+    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
+        const int c = (int)(x % p.D);
+        const long long row = x / p.D;
+        const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
+        dQ[b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss + c] = acd_cvt<T>::from_f(dQacc[x] * p.scale);
+    }
+}
+
+// NW warps, 16 keys each: a block owns BN = 16 NW keys of one KV head.
+template <typename T, int D, int BMQ, int NW>
+__global__ void __launch_bounds__(NW * 32)
+bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+       const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
+       float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
+{
+    constexpr int kBN = 16 * NW, kNT = 32 * NW, LD = D + 8, LDS = kBN + 8;
+    constexpr int RG = BMQ / 16, CG = NW / RG, DC = D / CG; // dQ: warps over row groups x column groups
+    static_assert(DC % 16 == 0, "dQ column group must be a multiple of 16");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *sK = reinterpret_cast<T *>(smem_raw), *sV = sK + kBN * LD, *sQ = sV + kBN * LD, *sdO = sQ + BMQ * LD;
+    T *sdS = sdO + BMQ * LD;
+    float *sLse = reinterpret_cast<float *>(sdS + BMQ * LDS), *sDd = sLse + BMQ;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, kw = warp * 16;
+    const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * kBN;
+    const int nq = acd_nq(p, b), nk = acd_nk(p, b);
+    const T *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
+
+    acd_load_tile<T, kBN, D, kNT>(sK, Kb, p.k_ss, j0, nk, tid);
+    acd_load_tile<T, kBN, D, kNT>(sV, Vb, p.k_ss, j0, nk, tid);
+    acd_cp_async_commit();
+
+    // Query rows that can see keys [j0, j_last]: the window inverted.
+    int i_lo = 0, i_hi = nq;
+    if (p.windowed) {
+        const int off = p.align_br ? nk - nq : 0, j_last = min(j0 + kBN, nk) - 1;
+        if (p.wr >= 0) i_lo = max(i_lo, j0 - p.wr - off);
+        if (p.wl >= 0) i_hi = min(i_hi, j_last + p.wl - off + 1);
+    }
+    if (j0 >= nk) i_hi = i_lo;
+    const bool keys_full = j0 + kBN <= nk && !p.mask;
+    const int win_off = p.align_br ? nk - nq : 0;
+
+    float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
+
+    for (int h = hk * p.group; h < (hk + 1) * p.group; ++h) {
+        const T *Qb = Q + b * p.q_sb + h * p.q_sh, *dOb = dO + b * p.q_sb + h * p.q_sh;
+        for (int i0 = (i_lo / BMQ) * BMQ; i0 < i_hi; i0 += BMQ) {
+            acd_load_tile<T, BMQ, D, kNT>(sQ, Qb, p.q_ss, i0, nq, tid);
+            acd_load_tile<T, BMQ, D, kNT>(sdO, dOb, p.q_ss, i0, nq, tid);
+            acd_cp_async_commit();
+            if (tid < BMQ) {
+                const int i = i0 + tid;
+                const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
+                sLse[tid] = i < nq ? LSE[row] : -INFINITY;
+                sDd[tid] = i < nq ? Dv[row] : 0.f;
+            }
+            acd_cp_async_wait<0>();
+            __syncthreads();
+
+            // S^T = K_w Q^T and dP^T = V_w dO^T: 16 keys x BMQ queries per warp.
+            float st[BMQ / 8][4], dpt[BMQ / 8][4];
+#pragma unroll
+            for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                uint32_t ka[4], va[4];
+                acd_ldmatrix_x4(ka, sK + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+                acd_ldmatrix_x4(va, sV + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+                for (int nn = 0; nn < BMQ / 16; ++nn) {
+                    uint32_t qf[4], df[4];
+                    const int roff = (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8;
+                    acd_ldmatrix_x4(qf, sQ + roff);
+                    acd_ldmatrix_x4(df, sdO + roff);
+                    acd_tc<T>::mma(st[2 * nn], ka, qf[0], qf[1]);
+                    acd_tc<T>::mma(st[2 * nn + 1], ka, qf[2], qf[3]);
+                    acd_tc<T>::mma(dpt[2 * nn], va, df[0], df[1]);
+                    acd_tc<T>::mma(dpt[2 * nn + 1], va, df[2], df[3]);
+                }
+            }
+            // P^T from LSE (masked -> 0), dS^T = P^T (dP^T - D); st <- P, dpt <- dS.
+            // Every (query, key) pair of the tile visible: no per-element test.
+            bool tile_full = keys_full && i0 + BMQ <= nq;
+            if (p.windowed) {
+                if (p.wl >= 0) tile_full = tile_full && j0 >= i0 + BMQ - 1 + win_off - p.wl;
+                if (p.wr >= 0) tile_full = tile_full && j0 + kBN - 1 <= i0 + win_off + p.wr;
+            }
+#pragma unroll
+            for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int il = n * 8 + 2 * t + (e & 1), j = j0 + kw + g + (e >= 2 ? 8 : 0);
+                    const float lse = sLse[il];
+                    bool vis = lse != -INFINITY;
+                    if (!tile_full) vis = vis && acd_visible(p, b, h, i0 + il, j, nq, nk);
+                    const float pr = vis ? acd_exp2(st[n][e] * p.scale_log2 - lse * ACD_LOG2E) : 0.f;
+                    st[n][e] = pr;
+                    dpt[n][e] = pr * (dpt[n][e] - sDd[il]);
+                }
+            // dV += P^T dO, dK += dS^T Q (k = queries).
+#pragma unroll
+            for (int kq = 0; kq < BMQ / 16; ++kq) {
+                uint32_t pa[4], sa[4];
+                pa[0] = acd_tc<T>::pack(st[2 * kq][0], st[2 * kq][1]);
+                pa[1] = acd_tc<T>::pack(st[2 * kq][2], st[2 * kq][3]);
+                pa[2] = acd_tc<T>::pack(st[2 * kq + 1][0], st[2 * kq + 1][1]);
+                pa[3] = acd_tc<T>::pack(st[2 * kq + 1][2], st[2 * kq + 1][3]);
+                sa[0] = acd_tc<T>::pack(dpt[2 * kq][0], dpt[2 * kq][1]);
+                sa[1] = acd_tc<T>::pack(dpt[2 * kq][2], dpt[2 * kq][3]);
+                sa[2] = acd_tc<T>::pack(dpt[2 * kq + 1][0], dpt[2 * kq + 1][1]);
+                sa[3] = acd_tc<T>::pack(dpt[2 * kq + 1][2], dpt[2 * kq + 1][3]);
+#pragma unroll
+                for (int dn = 0; dn < D / 16; ++dn) {
+                    uint32_t of[4], qf[4];
+                    const int roff = (kq * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8;
+                    acd_ldmatrix_x4_trans(of, sdO + roff);
+                    acd_ldmatrix_x4_trans(qf, sQ + roff);
+                    acd_tc<T>::mma(dv[2 * dn], pa, of[0], of[1]);
+                    acd_tc<T>::mma(dv[2 * dn + 1], pa, of[2], of[3]);
+                    acd_tc<T>::mma(dk[2 * dn], sa, qf[0], qf[1]);
+                    acd_tc<T>::mma(dk[2 * dn + 1], sa, qf[2], qf[3]);
+                }
+            }
+            // dS (queries x keys) to shared memory for dQ = dS K.
+#pragma unroll
+            for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    sdS[(n * 8 + 2 * t + (e & 1)) * LDS + kw + g + (e >= 2 ? 8 : 0)] = acd_tc<T>::from_f(dpt[n][e]);
+            __syncthreads();
+            {
+                const int rg = warp % RG, c0 = (warp / RG) * DC;
+                float dq[DC / 8][4];
+#pragma unroll
+                for (int n = 0; n < DC / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
+#pragma unroll
+                for (int kk = 0; kk < kBN / 16; ++kk) {
+                    uint32_t sa[4];
+                    acd_ldmatrix_x4(sa, sdS + (rg * 16 + lane % 16) * LDS + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+                    for (int dn = 0; dn < DC / 16; ++dn) {
+                        uint32_t kf[4];
+                        acd_ldmatrix_x4_trans(kf, sK + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + c0 + dn * 16 + (lane / 16) * 8);
+                        acd_tc<T>::mma(dq[2 * dn], sa, kf[0], kf[1]);
+                        acd_tc<T>::mma(dq[2 * dn + 1], sa, kf[2], kf[3]);
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int i = i0 + rg * 16 + g + 8 * r;
+                    if (i >= nq) continue;
+                    float *dst = dQacc + (((long long)b * p.Hq + h) * p.Nq + i) * D + c0 + 2 * t;
+#pragma unroll
+                    for (int n = 0; n < DC / 8; ++n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                        atomicAdd(reinterpret_cast<float2 *>(dst + n * 8), make_float2(dq[n][2 * r], dq[n][2 * r + 1]));
+#else
+                        atomicAdd(dst + n * 8, dq[n][2 * r]);
+                        atomicAdd(dst + n * 8 + 1, dq[n][2 * r + 1]);
+#endif
+                    }
+                }
+            }
+            __syncthreads(); // sQ, sdO, sdS are rewritten by the next tile
+        }
+    }
+    acd_cp_async_wait<0>();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int j = j0 + kw + g + 8 * r;
+        if (j >= p.Nk) continue;
+        const long long at = b * p.k_sb + hk * p.k_sh + (long long)j * p.k_ss + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+            acd_tc<T>::store2(dK + at + n * 8, dk[n][2 * r] * p.scale, dk[n][2 * r + 1] * p.scale);
+            acd_tc<T>::store2(dV + at + n * 8, dv[n][2 * r], dv[n][2 * r + 1]);
+        }
+    }
+}
+
+template <typename T, int D, int BMQ, int NW>
+int launch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+{
+    constexpr int BN = 16 * NW;
+    const size_t smem = sizeof(T) * ((size_t)(2 * BN + 2 * BMQ) * (D + 8) + (size_t)BMQ * (BN + 8)) + 2 * sizeof(float) * BMQ;
+    ACD_CHECK(err, cudaFuncSetAttribute(bwd_tc<T, D, BMQ, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nk + BN - 1) / BN, p.Hkv, p.B);
+    bwd_tc<T, D, BMQ, NW><<<grid, NW * 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
+                                                           a->lse, Dv, dQacc, (T *)a->dk, (T *)a->dv);
+    ACD_CHECK_LAUNCH(err, "bwd_tc");
+    return AC_OK;
+}
+
+// Tile shapes per head dim; ACD_BWD_VARIANT (bench experiments) picks another.
+int bwd_variant()
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("ACD_BWD_VARIANT");
+        v = e ? atoi(e) : 0;
+    }
+    return v;
+}
+
+template <typename T>
+int dispatch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+{
+    const int v = bwd_variant();
+    switch (p.D) {
+    case 32: return launch_bwd_tc<T, 32, 64, 4>(p, a, Dv, dQacc, stream, err);
+    case 64:
+        if (v == 1) return launch_bwd_tc<T, 64, 64, 4>(p, a, Dv, dQacc, stream, err);
+        return launch_bwd_tc<T, 64, 64, 8>(p, a, Dv, dQacc, stream, err);
+    case 96: return launch_bwd_tc<T, 96, 32, 4>(p, a, Dv, dQacc, stream, err);
+    case 128:
+        if (v == 1) return launch_bwd_tc<T, 128, 32, 8>(p, a, Dv, dQacc, stream, err);
+        if (v == 2) return launch_bwd_tc<T, 128, 32, 4>(p, a, Dv, dQacc, stream, err);
+        return launch_bwd_tc<T, 128, 64, 8>(p, a, Dv, dQacc, stream, err);
+    default: return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: head_dim %d not built (32, 64, 96, 128)", p.D);
+    }
+}
+
+template <typename T>
+int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+{
+    const long long rows = (long long)p.B * p.Hq * p.Nq;
+    ACD_CHECK(err, cudaMemsetAsync(dQacc, 0, sizeof(float) * rows * p.D, stream));
+    bwd_delta<T><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, (const T *)a->o, (const T *)a->d_o, Dv);
+    ACD_CHECK_LAUNCH(err, "bwd_delta");
+    int status;
+    if constexpr (sizeof(T) == 4)
+        status = acd_bwd_f32(p, a, Dv, dQacc, stream, err);
+    else
+        status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);
+    if (status != AC_OK) return status;
+    const long long n = rows * p.D;
+    const unsigned blocks = (unsigned)std::min<long long>((n + 255) / 256, 65535LL * 16);
+    bwd_dq_convert<T><<<blocks, 256, 0, stream>>>(p, dQacc, (T *)a->dq);
+    ACD_CHECK_LAUNCH(err, "bwd_dq_convert");
+    return AC_OK;
+}
+
+} // namespace
+
+// Workspace for a backward: D (rows floats) and the dQ accumulator (rows * d floats).
+size_t acd_bwd_workspace_bytes(const acd_params &p)
+{
+    const size_t rows = (size_t)p.B * p.Hq * p.Nq;
+    return sizeof(float) * rows * (1 + (size_t)p.D);
+}
+
+int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace, cudaStream_t stream, ac_err *err)
+{
+    float *Dv = (float *)workspace, *dQacc = Dv + (size_t)p.B * p.Hq * p.Nq;
+    switch (t) {
+    case AC_F16: return run_bwd<__half>(p, a, Dv, dQacc, stream, err);
+    case AC_BF16: return run_bwd<__nv_bfloat16>(p, a, Dv, dQacc, stream, err);
+    case AC_F32: return run_bwd<float>(p, a, Dv, dQacc, stream, err);
+    default: return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: unsupported dtype %d", (int)t);
+    }
+}
+
+extern "C" int acd_flash_backward(const ac_problem *prob, ac_dtype t, const ac_bwd_args *a, ac_err *err)
+{
+    acd_params p;
+    acd_staged st;
+    int status = acd_stage(prob, ACD_MUT_NONE, &p, &st, err);
+    if (status != AC_OK) return status;
+    void *ws = NULL;
+    const size_t ws_bytes = acd_bwd_workspace_bytes(p);
+    status = acd_ws_alloc(&ws, ws_bytes, err);
+    if (status == AC_OK) status = acd_flash_backward_async(p, t, a, ws, 0, err);
+    if (status == AC_OK) status = ac_dev_sync(err);
+    acd_ws_free(ws, ws_bytes);
+    acd_unstage(&st);
+    return status;
+}

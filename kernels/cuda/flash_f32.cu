@@ -1,0 +1,185 @@
+// kernels/cuda/flash_f32.cu — the fused algorithm in true f32 on the CUDA
+// cores (no TF32): forward and backward, any head dim up to 256.  Lane j of a
+// warp owns key j of a 32-key tile; dot products read K/V rows from shared
+// memory with a pitch of D + 1 floats, so a warp's 32 rows hit 32 banks.
+#include "common.cuh"
+
+namespace {
+
+constexpr int kF32Rows = 4;   // query rows per warp (forward)
+constexpr int kF32Warps = 4;  // warps per block (forward)
+constexpr int kF32MaxCols = 8; // head dim <= 32 * 8
+
+__global__ void __launch_bounds__(kF32Warps * 32)
+fwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+        float *__restrict__ O, float *__restrict__ LSE)
+{
+    constexpr int BM = kF32Rows * kF32Warps;
+    extern __shared__ float smf[];
+    const int D = p.D, LDK = D + 1;
+    float *sK = smf, *sV = sK + 32 * LDK, *sQ = sV + 32 * LDK; // sQ: BM x D
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+    const int nq = acd_nq(p, b), nk = acd_nk(p, b), i0 = blockIdx.x * BM;
+    const float *Qb = Q + b * p.q_sb + h * p.q_sh;
+    const float *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
+
+    int key_lo = 0, key_hi = 0;
+    if (i0 < nq) acd_block_keys(p, i0, min(i0 + BM, nq) - 1, nq, nk, key_lo, key_hi);
+    int nb_lo = key_lo / 32, nb_hi = key_hi > key_lo ? (key_hi + 31) / 32 : nb_lo;
+    if (p.mutant == ACD_MUT_CAUSAL_SKIP && p.windowed && p.wr >= 0 && nb_hi > nb_lo) nb_hi -= 1;
+
+    for (int x = tid; x < BM * D; x += blockDim.x) {
+        int r = x / D, c = x % D;
+        sQ[x] = i0 + r < nq ? Qb[(long long)(i0 + r) * p.q_ss + c] : 0.f;
+    }
+    float o[kF32Rows][kF32MaxCols] = {};
+    float m_run[kF32Rows], l_run[kF32Rows];
+    for (int r = 0; r < kF32Rows; ++r) m_run[r] = -INFINITY, l_run[r] = 0.f;
+
+    for (int nb = nb_lo; nb < nb_hi; ++nb) {
+        const int j0 = nb * 32;
+        if (p.mutant != ACD_MUT_RACE) __syncthreads(); // the previous tile is consumed
+        for (int x = tid; x < 32 * D; x += blockDim.x) {
+            int r = x / D, c = x % D;
+            bool ok = j0 + r < nk;
+            sK[r * LDK + c] = ok ? Kb[(long long)(j0 + r) * p.k_ss + c] : 0.f;
+            sV[r * LDK + c] = ok ? Vb[(long long)(j0 + r) * p.k_ss + c] : 0.f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < kF32Rows; ++r) {
+            const int il = warp * kF32Rows + r, i = i0 + il, j = j0 + lane;
+            float s = 0.f;
+            for (int c = 0; c < D; ++c) s = fmaf(sQ[il * D + c], sK[lane * LDK + c], s);
+            s = acd_visible(p, b, h, i, j, nq, nk) ? s * p.scale_log2 : -INFINITY;
+            float mx = s;
+            for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float m_new = fmaxf(m_run[r], mx), m_use = m_new == -INFINITY ? 0.f : m_new;
+            const float alpha = exp2f(m_run[r] - m_use), pj = exp2f(s - m_use);
+            float sum = pj;
+            for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            l_run[r] = l_run[r] * alpha + sum;
+            m_run[r] = m_new;
+#pragma unroll
+            for (int k = 0; k < kF32MaxCols; ++k) o[r][k] *= alpha;
+            for (int jj = 0; jj < 32; ++jj) {
+                const float pb = __shfl_sync(0xffffffffu, pj, jj);
+#pragma unroll
+                for (int k = 0; k < kF32MaxCols; ++k)
+                    if (lane + 32 * k < D) o[r][k] = fmaf(pb, sV[jj * LDK + lane + 32 * k], o[r][k]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < kF32Rows; ++r) {
+        const int i = i0 + warp * kF32Rows + r;
+        if (i >= p.Nq) continue;
+        const float l = l_run[r], inv = l > 0.f ? 1.f / l : 0.f;
+        float *Orow = O + b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
+#pragma unroll
+        for (int k = 0; k < kF32MaxCols; ++k)
+            if (lane + 32 * k < D) Orow[lane + 32 * k] = o[r][k] * inv;
+        if (lane == 0) LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? (m_run[r] + log2f(l)) * ACD_LN2 : -INFINITY;
+    }
+}
+
+// Backward: one warp per 32-key tile of one KV head; dK, dV rows in shared
+// memory (lane j updates row j only); dQ partial sums go to the f32
+// workspace with atomicAdd.  Rows are visited one at a time over the group's heads.
+__global__ void __launch_bounds__(32)
+bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
+        const float *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
+        float *__restrict__ dQacc, float *__restrict__ dK, float *__restrict__ dV)
+{
+    extern __shared__ float smf[];
+    const int D = p.D, LDK = D + 1, lane = threadIdx.x;
+    float *sK = smf, *sV = sK + 32 * LDK, *sdK = sV + 32 * LDK, *sdV = sdK + 32 * LDK;
+    float *sq = sdV + 32 * LDK, *sdo = sq + D;
+    const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * 32, j = j0 + lane;
+    const int nq = acd_nq(p, b), nk = acd_nk(p, b);
+    const float *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
+    for (int x = lane; x < 32 * D; x += 32) {
+        int r = x / D, c = x % D;
+        bool ok = j0 + r < nk;
+        sK[r * LDK + c] = ok ? Kb[(long long)(j0 + r) * p.k_ss + c] : 0.f;
+        sV[r * LDK + c] = ok ? Vb[(long long)(j0 + r) * p.k_ss + c] : 0.f;
+        sdK[r * LDK + c] = 0.f;
+        sdV[r * LDK + c] = 0.f;
+    }
+    __syncwarp();
+    // Rows that can see keys [j0, j0 + 31]: invert the window.
+    int i_lo = 0, i_hi = nq;
+    if (p.windowed) {
+        const int off = p.align_br ? nk - nq : 0, j_last = min(j0 + 31, nk - 1);
+        if (p.wr >= 0) i_lo = max(i_lo, j0 - p.wr - off);
+        if (p.wl >= 0) i_hi = min(i_hi, j_last + p.wl - off + 1);
+    }
+    if (j0 >= nk) i_hi = i_lo;
+    for (int h = hk * p.group; h < (hk + 1) * p.group; ++h) {
+        const float *Qb = Q + b * p.q_sb + h * p.q_sh, *dOb = dO + b * p.q_sb + h * p.q_sh;
+        for (int i = i_lo; i < i_hi; ++i) {
+            for (int c = lane; c < D; c += 32) {
+                sq[c] = Qb[(long long)i * p.q_ss + c];
+                sdo[c] = dOb[(long long)i * p.q_ss + c];
+            }
+            __syncwarp();
+            const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
+            const float lse = LSE[row], dd = Dv[row];
+            float s = 0.f, dp = 0.f;
+            for (int c = 0; c < D; ++c) {
+                s = fmaf(sq[c], sK[lane * LDK + c], s);
+                dp = fmaf(sdo[c], sV[lane * LDK + c], dp);
+            }
+            const bool vis = acd_visible(p, b, h, i, j, nq, nk) && lse != -INFINITY;
+            const float pr = vis ? exp2f(s * p.scale_log2 - lse * ACD_LOG2E) : 0.f;
+            const float ds = pr * (dp - dd);
+            if (__any_sync(0xffffffffu, pr != 0.f)) {
+                for (int c = 0; c < D; ++c) {
+                    sdV[lane * LDK + c] = fmaf(pr, sdo[c], sdV[lane * LDK + c]);
+                    sdK[lane * LDK + c] = fmaf(ds, sq[c], sdK[lane * LDK + c]);
+                }
+                for (int c = lane; c < D; c += 32) {
+                    float acc = 0.f;
+                    for (int jj = 0; jj < 32; ++jj) acc = fmaf(__shfl_sync(0xffffffffu, ds, jj), sK[jj * LDK + c], acc);
+                    atomicAdd(dQacc + row * D + c, acc);
+                }
+            }
+            __syncwarp();
+        }
+    }
+    __syncwarp();
+    for (int x = lane; x < 32 * D; x += 32) {
+        int r = x / D, c = x % D;
+        if (j0 + r >= p.Nk) continue;
+        long long at = b * p.k_sb + hk * p.k_sh + (long long)(j0 + r) * p.k_ss + c;
+        dK[at] = sdK[r * LDK + c] * p.scale;
+        dV[at] = sdV[r * LDK + c];
+    }
+}
+
+} // namespace
+
+int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+{
+    if (p.D > 32 * kF32MaxCols) return ac_fail(err, AC_ERR_INPUT, "cuda-flash f32: head_dim %d > %d", p.D, 32 * kF32MaxCols);
+    constexpr int BM = kF32Rows * kF32Warps;
+    const size_t smem = sizeof(float) * ((size_t)64 * (p.D + 1) + (size_t)BM * p.D);
+    ACD_CHECK(err, cudaFuncSetAttribute(fwd_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nq + BM - 1) / BM, p.Hq, p.B);
+    fwd_f32<<<grid, kF32Warps * 32, smem, stream>>>(p, (const float *)a->q, (const float *)a->k, (const float *)a->v, (float *)a->o, a->lse);
+    ACD_CHECK_LAUNCH(err, "fwd_f32");
+    return AC_OK;
+}
+
+int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+{
+    if (p.D > 32 * kF32MaxCols) return ac_fail(err, AC_ERR_INPUT, "cuda-flash f32: head_dim %d > %d", p.D, 32 * kF32MaxCols);
+    const size_t smem = sizeof(float) * ((size_t)128 * (p.D + 1) + 2 * (size_t)p.D);
+    ACD_CHECK(err, cudaFuncSetAttribute(bwd_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nk + 31) / 32, p.Hkv, p.B);
+    bwd_f32<<<grid, 32, smem, stream>>>(p, (const float *)a->q, (const float *)a->k, (const float *)a->v, (const float *)a->d_o,
+                                       a->lse, Dv, dQacc, (float *)a->dk, (float *)a->dv);
+    ACD_CHECK_LAUNCH(err, "bwd_f32");
+    return AC_OK;
+}

@@ -1,0 +1,65 @@
+// kernels/cuda/stage.cu — the problem as the device sees it: strides from the
+// layout, and device copies of the per-sequence lengths and the dense mask.
+#include <cmath>
+
+#include "common.cuh"
+
+int acd_stage(const ac_problem *p, int mutant, acd_params *dp, acd_staged *st, ac_err *err)
+{
+    *st = acd_staged{};
+    acd_params d{};
+    d.B = p->batch; d.Hq = p->heads_q; d.Hkv = p->heads_kv; d.Nq = p->seqlen_q; d.Nk = p->seqlen_k;
+    d.D = p->head_dim;
+    if (d.Hkv <= 0 || d.Hq % d.Hkv != 0)
+        return ac_fail(err, AC_ERR_INPUT, "heads_q (%d) must be a multiple of heads_kv (%d)", d.Hq, d.Hkv);
+    d.group = d.Hq / d.Hkv;
+    long long D = d.D;
+    if (p->layout == AC_LAYOUT_BHSD) {
+        d.q_sb = (long long)d.Hq * d.Nq * D; d.q_sh = (long long)d.Nq * D; d.q_ss = D;
+        d.k_sb = (long long)d.Hkv * d.Nk * D; d.k_sh = (long long)d.Nk * D; d.k_ss = D;
+    } else {
+        d.q_sb = (long long)d.Nq * d.Hq * D; d.q_sh = D; d.q_ss = (long long)d.Hq * D;
+        d.k_sb = (long long)d.Nk * d.Hkv * D; d.k_sh = D; d.k_ss = (long long)d.Hkv * D;
+    }
+    d.scale = (float)p->scale;
+    d.scale_log2 = (float)(p->scale * 1.4426950408889634);
+    d.windowed = p->windowed;
+    d.wl = p->windowed ? p->window_left : -1;
+    d.wr = p->windowed ? p->window_right : -1;
+    d.align_br = p->align == AC_ALIGN_BOTTOM_RIGHT;
+    d.mask_batch = p->mask_batch > 0 ? p->mask_batch : 1;
+    d.mask_heads = p->mask_heads > 0 ? p->mask_heads : 1;
+    d.mutant = mutant;
+    int status = AC_OK;
+    size_t lens_bytes = sizeof(int) * (size_t)d.B;
+    st->lens_bytes = lens_bytes;
+    if (p->seqlens_q) {
+        if ((status = acd_ws_alloc((void **)&st->seqlens_q, lens_bytes, err)) != AC_OK) goto fail;
+        if ((status = ac_dev_upload(st->seqlens_q, p->seqlens_q, lens_bytes, err)) != AC_OK) goto fail;
+    }
+    if (p->seqlens_k) {
+        if ((status = acd_ws_alloc((void **)&st->seqlens_k, lens_bytes, err)) != AC_OK) goto fail;
+        if ((status = ac_dev_upload(st->seqlens_k, p->seqlens_k, lens_bytes, err)) != AC_OK) goto fail;
+    }
+    if (p->dense_mask) {
+        st->mask_bytes = (size_t)d.mask_batch * d.mask_heads * d.Nq * d.Nk;
+        if ((status = acd_ws_alloc((void **)&st->mask, st->mask_bytes, err)) != AC_OK) goto fail;
+        if ((status = ac_dev_upload(st->mask, p->dense_mask, st->mask_bytes, err)) != AC_OK) goto fail;
+    }
+    d.seqlens_q = st->seqlens_q;
+    d.seqlens_k = st->seqlens_k;
+    d.mask = st->mask;
+    *dp = d;
+    return AC_OK;
+fail:
+    acd_unstage(st);
+    return status;
+}
+
+void acd_unstage(acd_staged *st)
+{
+    acd_ws_free(st->seqlens_q, st->lens_bytes);
+    acd_ws_free(st->seqlens_k, st->lens_bytes);
+    acd_ws_free(st->mask, st->mask_bytes);
+    *st = acd_staged{};
+}

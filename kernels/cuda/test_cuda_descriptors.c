@@ -1,0 +1,94 @@
+/* kernels/cuda/test_cuda_descriptors.c — Criterion tests of the CUDA kernel
+ * descriptors and device-memory helpers that hold with or without a GPU (CI
+ * has none): names, claims, and AC_ERR_ENV naming the failed call. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "acd.h"
+
+static const ac_kernel *find_cuda(const char *name)
+{
+    const ac_kernel *all[16];
+    size_t n = ac_cuda_kernels(all, 16);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(all[i]->name, name) == 0)
+            return all[i];
+    return NULL;
+}
+
+Test(cuda_kernels, family_lists_flash_naive_and_three_mutants)
+{
+    const ac_kernel *all[16];
+    size_t n = ac_cuda_kernels(all, 16);
+    cr_assert_eq(n, 5);
+    size_t mutants = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(all[i]->device, AC_DEV_CUDA, "%s", all[i]->name);
+        cr_assert_eq(all[i]->memory, AC_MEM_CUDA, "%s", all[i]->name);
+        cr_assert_not_null(all[i]->forward);
+        cr_assert_not_null(all[i]->available);
+        if (strncmp(all[i]->name, "cuda-flash-mutant-", 18) == 0) {
+            mutants++;
+            cr_assert_null(all[i]->backward, "mutants plant forward bugs only");
+        }
+    }
+    cr_assert_eq(mutants, 3);
+}
+
+Test(cuda_kernels, count_respects_max)
+{
+    const ac_kernel *two[2];
+    cr_assert_eq(ac_cuda_kernels(two, 2), 2);
+    cr_assert_str_eq(two[0]->name, "cuda-flash");
+    cr_assert_str_eq(two[1]->name, "cuda-naive");
+}
+
+Test(cuda_kernels, flash_claims_what_it_was_built_for)
+{
+    const ac_kernel *k = find_cuda("cuda-flash");
+    cr_assert_not_null(k);
+    cr_assert(k->caps.backward && k->backward);
+    cr_assert_eq(k->caps.n_head_dims, 4);
+    int want[] = {32, 64, 96, 128};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(k->caps.head_dims[i], want[i]);
+    cr_assert_eq(k->caps.masks, (unsigned)AC_MASKCAP_ALL);
+    cr_assert_eq(k->caps.dtypes, (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16));
+    cr_assert(k->caps.gqa && k->caps.varlen);
+    const ac_kernel *naive = find_cuda("cuda-naive");
+    cr_assert_not_null(naive);
+    cr_assert(!naive->caps.backward && naive->backward == NULL);
+}
+
+/* Without a device, availability and allocation fail as environment errors
+ * that say why; with one, a round trip returns the bytes sent. */
+Test(cuda_kernels, device_helpers_report_env_or_round_trip)
+{
+    ac_err why = {{0}};
+    const ac_kernel *k = find_cuda("cuda-flash");
+    if (!ac_cuda_present(&why)) {
+        cr_assert(strlen(why.msg) > 0);
+        ac_err err = {{0}};
+        cr_assert_eq(k->available(k, &err), AC_ERR_ENV);
+        cr_assert(strstr(err.msg, "CUDA") != NULL, "message: %s", err.msg);
+        void *dev = (void *)1;
+        err.msg[0] = '\0';
+        cr_assert_eq(ac_dev_alloc(&dev, 64, &err), AC_ERR_ENV);
+        cr_assert_null(dev);
+        cr_assert(strstr(err.msg, "cudaMalloc") != NULL, "message: %s", err.msg);
+        return;
+    }
+    ac_err err = {{0}};
+    cr_assert_eq(k->available(k, &err), AC_OK);
+    unsigned char sent[64], got[64];
+    for (int i = 0; i < 64; i++)
+        sent[i] = (unsigned char)(37 * i + 11);
+    void *dev = NULL;
+    cr_assert_eq(ac_dev_alloc(&dev, sizeof sent, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ac_dev_upload(dev, sent, sizeof sent, &err), AC_OK, "%s", err.msg);
+    memset(got, 0, sizeof got);
+    cr_assert_eq(ac_dev_download(got, dev, sizeof got, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ac_dev_sync(&err), AC_OK, "%s", err.msg);
+    ac_dev_free(dev);
+    cr_assert_arr_eq(got, sent, sizeof sent);
+}

@@ -1,0 +1,294 @@
+/* kernels/cuda/test_cuda_main.c — attncheck-test-cuda: runs the CUDA kernels
+ * on fresh random inputs (every shape, mask, layout and dtype they claim, in
+ * small sizes) against the fp64 reference, with poisoned outputs, and prints
+ * the max scaled error |y - x| / (u E) per output.  Exit 1 on any error past
+ * the budget, on a NaN/unwritten element, or when a mutant goes unnoticed
+ * (the race mutant is only reported: a race need not fire). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acd.h"
+
+typedef enum { M_NONE, M_CAUSAL_TL, M_CAUSAL_BR, M_WINDOW, M_DENSE } mask_kind;
+
+typedef struct {
+    const char *kernel;
+    ac_dtype t;
+    int b, hq, hkv, nq, nk, d;
+    ac_layout layout;
+    mask_kind mask;
+    bool varlen, backward, expect_fail;
+} tcase;
+
+typedef struct {
+    double max_scaled[5]; /* O, LSE (abs err), dQ, dK, dV */
+    size_t n_bad;         /* NaN / unwritten / wrong special values */
+    char worst[5][256];   /* where each max was */
+} tresult;
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double urand(void)
+{
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return ((rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+static double nrand(void) { return sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand()); }
+
+/* n random values in dtype t (bit patterns in buf) and their exact widenings. */
+static void fill_random(ac_dtype t, size_t n, void **buf, double **wide)
+{
+    *buf = malloc(n * ac_dtype_size(t));
+    *wide = malloc(n * sizeof(double));
+    double *tmp = malloc(n * sizeof(double));
+    for (size_t x = 0; x < n; x++) tmp[x] = nrand();
+    ac_store(t, tmp, n, *buf);
+    ac_load(t, *buf, n, *wide);
+    free(tmp);
+}
+
+static void *to_device(const void *host, size_t bytes)
+{
+    void *dev = NULL;
+    ac_err err;
+    if (ac_dev_alloc(&dev, bytes, &err) != AC_OK || (host && ac_dev_upload(dev, host, bytes, &err) != AC_OK)) {
+        fprintf(stderr, "device: %s\n", err.msg);
+        exit(3);
+    }
+    cudaError_t e = host ? cudaSuccess : cudaMemset(dev, 0xFF, bytes); /* poison: NaN in every dtype */
+    if (e != cudaSuccess) {
+        fprintf(stderr, "device: cudaMemset failed: %s\n", cudaGetErrorString(e));
+        exit(3);
+    }
+    return dev;
+}
+
+static void *from_device(const void *dev, size_t bytes)
+{
+    void *host = malloc(bytes);
+    ac_err err;
+    if (ac_dev_download(host, dev, bytes, &err) != AC_OK) {
+        fprintf(stderr, "device: %s\n", err.msg);
+        exit(3);
+    }
+    return host;
+}
+
+/* Max |y - x| / (u E) over the compared elements of a Q-like (q_like) or K-like tensor. */
+static char g_worst[256]; /* where the last scaled_max found its worst element */
+
+static double scaled_max(const ac_problem *p, ac_dtype t, bool q_like, const void *got, const double *ref,
+                         const double *e, size_t *n_bad)
+{
+    double u = ac_unit_roundoff(t), worst = 0.0;
+    int heads = q_like ? p->heads_q : p->heads_kv;
+    for (int b = 0; b < p->batch; b++) {
+        int len = q_like ? ac_seqlen_q_of(p, b) : ac_seqlen_k_of(p, b);
+        for (int h = 0; h < heads; h++)
+            for (int s = 0; s < len; s++)
+                for (int c = 0; c < p->head_dim; c++) {
+                    size_t at = q_like ? ac_q_index(p, b, h, s, c) : ac_kv_index(p, b, h, s, c);
+                    double y;
+                    ac_load(t, (const char *)got + at * ac_dtype_size(t), 1, &y);
+                    if (!isfinite(y)) { (*n_bad)++; continue; }
+                    /* + eta/2: the output's own rounding when it lands among the
+                     * subnormals, which E (a bound on the arithmetic) leaves out. */
+                    double err = fabs(y - ref[at]) / (u * e[at] + 0.5 * ac_min_subnormal(t));
+                    if (fabs(y - ref[at]) == 0.0) err = 0.0;
+                    if (err > worst) {
+                        worst = err;
+                        snprintf(g_worst, sizeof g_worst, "%s b=%d h=%d s=%d c=%d got=%.9g ref=%.9g E=%.4g",
+                                 q_like ? "Q-like" : "K-like", b, h, s, c, y, ref[at], e[at]);
+                    }
+                }
+    }
+    return worst;
+}
+
+static double lse_max(const ac_problem *p, const float *got, const double *ref, size_t *n_bad)
+{
+    double worst = 0.0;
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < ac_seqlen_q_of(p, b); i++) {
+                size_t at = ac_lse_index(p, b, h, i);
+                if (isinf(ref[at]) || isinf(got[at])) {
+                    if (!(isinf(ref[at]) && isinf(got[at]) && got[at] < 0)) (*n_bad)++;
+                    continue;
+                }
+                if (isnan(got[at])) { (*n_bad)++; continue; }
+                double err = fabs(got[at] - ref[at]);
+                if (err > worst) worst = err;
+            }
+    return worst;
+}
+
+static void set_mask(ac_problem *p, mask_kind m, uint8_t **mask_out)
+{
+    *mask_out = NULL;
+    p->align = m == M_CAUSAL_BR || m == M_WINDOW ? AC_ALIGN_BOTTOM_RIGHT : AC_ALIGN_TOP_LEFT;
+    if (m == M_CAUSAL_TL || m == M_CAUSAL_BR) {
+        p->windowed = true; p->window_left = AC_WINDOW_INF; p->window_right = 0;
+    } else if (m == M_WINDOW) {
+        p->windowed = true; p->window_left = 70; p->window_right = 9;
+    } else if (m == M_DENSE) {
+        size_t n = (size_t)p->batch * p->heads_q * p->seqlen_q * p->seqlen_k;
+        uint8_t *mask = malloc(n);
+        for (size_t x = 0; x < n; x++) {
+            size_t row = x / (size_t)p->seqlen_k;
+            mask[x] = (row % 7 == 3) ? 0 : urand() < 0.7; /* some rows fully masked */
+        }
+        p->dense_mask = mask; p->mask_batch = p->batch; p->mask_heads = p->heads_q;
+        *mask_out = mask;
+    }
+}
+
+static int run_case(const tcase *tc, tresult *res)
+{
+    memset(res, 0, sizeof *res);
+    const ac_kernel *k = NULL;
+    const ac_kernel *all[16];
+    size_t nk_all = ac_cuda_kernels(all, 16);
+    for (size_t x = 0; x < nk_all; x++)
+        if (strcmp(all[x]->name, tc->kernel) == 0) k = all[x];
+    if (!k) { fprintf(stderr, "no kernel %s\n", tc->kernel); return 3; }
+    ac_problem p = ac_problem_dense(tc->b, tc->hq, tc->hkv, tc->nq, tc->nk, tc->d);
+    p.layout = tc->layout;
+    uint8_t *mask;
+    set_mask(&p, tc->mask, &mask);
+    int lens_q[8], lens_k[8];
+    if (tc->varlen) {
+        for (int b = 0; b < tc->b; b++) {
+            lens_q[b] = b == 0 ? tc->nq : 1 + (int)(urand() * tc->nq);
+            lens_k[b] = b == 1 ? 0 : 1 + (int)(urand() * tc->nk);
+        }
+        p.seqlens_q = lens_q; p.seqlens_k = lens_k;
+    }
+    ac_err err;
+    if (ac_problem_validate(&p, 0, &err) != AC_OK) { fprintf(stderr, "bad case: %s\n", err.msg); return 2; }
+    size_t nq_el = ac_q_elems(&p), nk_el = ac_kv_elems(&p), nl = ac_lse_elems(&p), es = ac_dtype_size(tc->t);
+    void *q, *kk, *v, *d_o;
+    double *qd, *kd, *vd, *dod;
+    fill_random(tc->t, nq_el, &q, &qd);
+    fill_random(tc->t, nk_el, &kk, &kd);
+    fill_random(tc->t, nk_el, &v, &vd);
+    fill_random(tc->t, nq_el, &d_o, &dod);
+    void *Qd = to_device(q, nq_el * es), *Kd = to_device(kk, nk_el * es), *Vd = to_device(v, nk_el * es);
+    void *Od = to_device(NULL, nq_el * es), *Ld = to_device(NULL, nl * sizeof(float));
+    ac_fwd_args fa = {Qd, Kd, Vd, Od, Ld};
+    int st = k->forward(k, &p, tc->t, &fa, &err);
+    if (st != AC_OK) { fprintf(stderr, "%s forward: %s\n", k->name, err.msg); return st; }
+    void *o = from_device(Od, nq_el * es);
+    float *lse = from_device(Ld, nl * sizeof(float));
+    double *ro = malloc(nq_el * sizeof(double)), *rl = malloc(nl * sizeof(double)), *eo = malloc(nq_el * sizeof(double));
+    double *rdq = NULL, *rdk = NULL, *rdv = NULL, *edq = NULL, *edk = NULL, *edv = NULL, *delta = NULL;
+    if (ref_forward_fp64(&p, qd, kd, vd, ro, rl, &err) != AC_OK) { fprintf(stderr, "ref: %s\n", err.msg); return 3; }
+    bool bwd = tc->backward && k->backward;
+    if (bwd) {
+        rdq = malloc(nq_el * 8); rdk = malloc(nk_el * 8); rdv = malloc(nk_el * 8);
+        edq = malloc(nq_el * 8); edk = malloc(nk_el * 8); edv = malloc(nk_el * 8); delta = malloc(nl * 8);
+        if (ref_backward_fp64(&p, qd, kd, vd, ro, rl, dod, rdq, rdk, rdv, delta, &err) != AC_OK) { fprintf(stderr, "ref bwd: %s\n", err.msg); return 3; }
+    }
+    if (ref_error_scales(&p, tc->t, qd, kd, vd, ro, rl, bwd ? dod : NULL, eo, edq, edk, edv, &err) != AC_OK) {
+        fprintf(stderr, "scales: %s\n", err.msg);
+        return 3;
+    }
+    res->max_scaled[0] = scaled_max(&p, tc->t, true, o, ro, eo, &res->n_bad);
+    snprintf(res->worst[0], sizeof res->worst[0], "%s", g_worst);
+    res->max_scaled[1] = lse_max(&p, lse, rl, &res->n_bad);
+    if (bwd) {
+        void *DOd = to_device(d_o, nq_el * es), *dQd = to_device(NULL, nq_el * es);
+        void *dKd = to_device(NULL, nk_el * es), *dVd = to_device(NULL, nk_el * es);
+        ac_bwd_args ba = {Qd, Kd, Vd, Od, DOd, Ld, dQd, dKd, dVd};
+        st = k->backward(k, &p, tc->t, &ba, &err);
+        if (st != AC_OK) { fprintf(stderr, "%s backward: %s\n", k->name, err.msg); return st; }
+        void *dq = from_device(dQd, nq_el * es), *dk = from_device(dKd, nk_el * es), *dv = from_device(dVd, nk_el * es);
+        res->max_scaled[2] = scaled_max(&p, tc->t, true, dq, rdq, edq, &res->n_bad);
+        snprintf(res->worst[2], sizeof res->worst[2], "%s", g_worst);
+        res->max_scaled[3] = scaled_max(&p, tc->t, false, dk, rdk, edk, &res->n_bad);
+        snprintf(res->worst[3], sizeof res->worst[3], "%s", g_worst);
+        res->max_scaled[4] = scaled_max(&p, tc->t, false, dv, rdv, edv, &res->n_bad);
+        snprintf(res->worst[4], sizeof res->worst[4], "%s", g_worst);
+        free(dq); free(dk); free(dv);
+        ac_dev_free(DOd); ac_dev_free(dQd); ac_dev_free(dKd); ac_dev_free(dVd);
+    }
+    ac_dev_free(Qd); ac_dev_free(Kd); ac_dev_free(Vd); ac_dev_free(Od); ac_dev_free(Ld);
+    free(q); free(kk); free(v); free(d_o); free(qd); free(kd); free(vd); free(dod);
+    free(o); free(lse); free(ro); free(rl); free(eo); free(mask);
+    free(rdq); free(rdk); free(rdv); free(edq); free(edk); free(edv); free(delta);
+    return AC_OK;
+}
+
+static const char *mask_name[] = {"none", "causal-tl", "causal-br", "window-br", "dense"};
+
+int main(int argc, char **argv)
+{
+    ac_err why;
+    if (!ac_cuda_present(&why)) { fprintf(stderr, "attncheck-test-cuda: %s\n", why.msg); return 3; }
+    /* attncheck-test-cuda [--small] [KERNEL-SUBSTRING] | --bench [bench options] */
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) return ac_cuda_bench(argc - 2, argv + 2);
+    bool small = argc > 1 && strcmp(argv[1], "--small") == 0; /* for compute-sanitizer */
+    const char *only = argc > 1 + small ? argv[1 + small] : NULL;
+    static tcase cases[512];
+    int n = 0;
+    const int dims[] = {32, 64, 96, 128};
+    const ac_dtype tdt[] = {AC_F16, AC_BF16};
+    for (int ti = 0; ti < 2; ti++)
+        for (int di = 0; di < 4; di++)
+            for (int m = M_NONE; m <= M_DENSE; m++)
+                cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 157 + 40 * m, 211 + 30 * di, dims[di], (ac_layout)((m + di) % 2), (mask_kind)m, false, true, false};
+    for (int ti = 0; ti < 2; ti++) {
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 3, 4, 1, 300, 190, 64, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 6, 3, 129, 129, 128, AC_LAYOUT_BHSD, M_WINDOW, true, true, false};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 1, 77, 64, AC_LAYOUT_BHSD, M_NONE, false, true, false};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 1, 513, 64, 128, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false};
+    }
+    const int fdims[] = {32, 64, 128, 80};
+    for (int di = 0; di < 3; di++)
+        for (int m = M_NONE; m <= M_DENSE; m++)
+            cases[n++] = (tcase){"cuda-flash", AC_F32, 2, 4, 2, 133 + 20 * m, 170, fdims[di], (ac_layout)(m % 2), (mask_kind)m, m == M_CAUSAL_BR, true, false};
+    for (int t = 0; t < 3; t++)
+        for (int m = M_NONE; m <= M_DENSE; m++)
+            cases[n++] = (tcase){"cuda-naive", (ac_dtype)t, 2, 4, 2, 140, 190, 64 + 32 * (m % 2), (ac_layout)(m % 2), (mask_kind)m, m == M_WINDOW, false, false};
+    cases[n++] = (tcase){"cuda-flash-mutant-causal-skip", AC_F16, 1, 2, 2, 200, 200, 64, AC_LAYOUT_BHSD, M_CAUSAL_TL, false, false, true};
+    cases[n++] = (tcase){"cuda-flash-mutant-tail-unmasked", AC_BF16, 1, 2, 2, 150, 150, 64, AC_LAYOUT_BHSD, M_NONE, false, false, true};
+    cases[n++] = (tcase){"cuda-flash-mutant-race", AC_F16, 2, 8, 8, 512, 2048, 128, AC_LAYOUT_BHSD, M_NONE, false, false, false};
+
+    int failures = 0;
+    printf("%-30s %-5s %-9s %-4s %-22s %9s %9s %9s %9s %9s %5s\n", "kernel", "dtype", "mask", "lay", "b hq hkv nq nk d",
+           "O", "LSE(abs)", "dQ", "dK", "dV", "bad");
+    for (int x = 0; x < n; x++) {
+        const tcase *tc = &cases[x];
+        if (only && strcmp(tc->kernel, only) != 0) continue;
+        tcase sc = *tc;
+        if (small) {
+            sc.nq = sc.nq < 96 ? sc.nq : 96;
+            sc.nk = sc.nk < 130 ? sc.nk : 130;
+        }
+        tc = &sc;
+        tresult r;
+        int st = run_case(tc, &r);
+        if (st != AC_OK) { printf("%s: status %d\n", tc->kernel, st); failures++; continue; }
+        /* f32 accumulates S over d and O over Nk terms in f32: its scaled error
+         * grows with both (23 seen at d = 128, Nk = 130; cuBLAS f32 alike). */
+        double budget = tc->t == AC_F32 ? 2.0 * sqrt((double)tc->nk * tc->d) : 4.0;
+        bool bad = r.n_bad > 0 || r.max_scaled[1] > 1e-3;
+        for (int o = 0; o < 5; o++)
+            if (o != 1 && r.max_scaled[o] > budget) bad = true;
+        const char *verdict = bad == tc->expect_fail ? "ok" : "FAIL";
+        if (strstr(tc->kernel, "race")) verdict = bad ? "caught" : "not-caught";
+        else if (bad != tc->expect_fail) failures++;
+        char shape[64];
+        snprintf(shape, sizeof shape, "%d %d %d %d %d %d%s", tc->b, tc->hq, tc->hkv, tc->nq, tc->nk, tc->d, tc->varlen ? " vl" : "");
+        printf("%-30s %-5s %-9s %-4s %-22s %9.3g %9.3g %9.3g %9.3g %9.3g %5zu %s\n", tc->kernel, ac_dtype_name(tc->t),
+               mask_name[tc->mask], tc->layout == AC_LAYOUT_BHSD ? "bhsd" : "bshd", shape, r.max_scaled[0], r.max_scaled[1],
+               r.max_scaled[2], r.max_scaled[3], r.max_scaled[4], r.n_bad, verdict);
+        if (bad != tc->expect_fail && !strstr(tc->kernel, "race"))
+            for (int o = 0; o < 5; o++)
+                if (o != 1 && r.max_scaled[o] > budget) printf("    worst %s: %s\n", o == 0 ? "O" : o == 2 ? "dQ" : o == 3 ? "dK" : "dV", r.worst[o]);
+        fflush(stdout);
+    }
+    printf("attncheck-test-cuda: %d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}

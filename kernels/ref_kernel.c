@@ -1,0 +1,93 @@
+/* kernels/ref_kernel.c — ref-fp64: the fp64 reference wrapped as a host kernel.
+ * Inputs widened exactly, ref_forward_fp64 / ref_backward_fp64, outputs rounded
+ * to the dtype (LSE to float).  It is the kernel the harness must pass end to
+ * end with no other kernel present: its only error is the final rounding. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernel.h"
+
+#define ALL_DTYPES ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
+#define BOTH_LAYOUTS ((1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD))
+
+static void free_all(double **bufs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(bufs[i]);
+}
+
+/* Allocates n double buffers of the given sizes; false (all freed) on failure. */
+static bool alloc_all(double **bufs, const size_t *sizes, size_t n)
+{
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        bufs[i] = malloc((sizes[i] ? sizes[i] : 1) * sizeof(double));
+        ok = ok && bufs[i];
+    }
+    if (!ok)
+        free_all(bufs, n);
+    return ok;
+}
+
+static int ref_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
+{
+    int st = ac_kernel_supports(self, p, t, false, err);
+    if (st != AC_OK)
+        return st;
+    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
+    double *b[5]; /* q k v o lse */
+    const size_t sizes[5] = {nq, nkv, nkv, nq, nl};
+    if (!alloc_all(b, sizes, 5))
+        return ac_fail(err, AC_ERR_ENV, "ref-fp64: out of memory");
+    ac_load(t, a->q, nq, b[0]);
+    ac_load(t, a->k, nkv, b[1]);
+    ac_load(t, a->v, nkv, b[2]);
+    st = ref_forward_fp64(p, b[0], b[1], b[2], b[3], b[4], err);
+    if (st == AC_OK) {
+        ac_store(t, b[3], nq, a->o);
+        for (size_t i = 0; i < nl; i++)
+            a->lse[i] = (float)b[4][i];
+    }
+    free_all(b, 5);
+    return st;
+}
+
+static int ref_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
+{
+    int st = ac_kernel_supports(self, p, t, true, err);
+    if (st != AC_OK)
+        return st;
+    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
+    double *b[10]; /* q k v o lse dO dq dk dv delta */
+    const size_t sizes[10] = {nq, nkv, nkv, nq, nl, nq, nq, nkv, nkv, nl};
+    if (!alloc_all(b, sizes, 10))
+        return ac_fail(err, AC_ERR_ENV, "ref-fp64: out of memory");
+    ac_load(t, a->q, nq, b[0]);
+    ac_load(t, a->k, nkv, b[1]);
+    ac_load(t, a->v, nkv, b[2]);
+    ac_load(t, a->o, nq, b[3]); /* the given (rounded) O and LSE, as a training step would */
+    for (size_t i = 0; i < nl; i++)
+        b[4][i] = (double)a->lse[i];
+    ac_load(t, a->d_o, nq, b[5]);
+    st = ref_backward_fp64(p, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], err);
+    if (st == AC_OK) {
+        ac_store(t, b[6], nq, a->dq);
+        ac_store(t, b[7], nkv, a->dk);
+        ac_store(t, b[8], nkv, a->dv);
+    }
+    free_all(b, 10);
+    return st;
+}
+
+const ac_kernel ac_kernel_ref_fp64 = {
+    .name = "ref-fp64",
+    .description = "the fp64 reference (OpenBLAS dgemm, softmax in double) rounded to the dtype; LSE in float",
+    .caps = {.dtypes = ALL_DTYPES, .n_head_dims = 0, .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL,
+             .layouts = BOTH_LAYOUTS, .gqa = true, .varlen = true, .backward = true, .max_seqlen = 0},
+    .device = AC_DEV_CPU,
+    .memory = AC_MEM_HOST,
+    .available = NULL,
+    .forward = ref_forward,
+    .backward = ref_backward,
+    .ctx = NULL,
+};

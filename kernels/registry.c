@@ -1,0 +1,159 @@
+/* kernels/registry.c — the kernels attncheck knows: the built-in families
+ * (ref-fp64, cpu-flash and its mutants, the CUDA kernels) and those added at
+ * run time (plugins).  Also the capability check the harness runs before it
+ * hands a problem to a kernel.
+ *
+ * The built-in list is recomputed on each call from the family functions (a
+ * few dozen pointers), so there is no lazily-initialised state to race on;
+ * run-time additions are copied into a fixed table, added before any run. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel.h"
+
+#define MAX_BUILTIN 128
+#define MAX_ADDED 32
+#define MAX_NAME 128
+
+static ac_kernel added[MAX_ADDED];
+static char added_names[MAX_ADDED][MAX_NAME];
+static size_t n_added;
+
+static size_t builtins(const ac_kernel **out, size_t max)
+{
+    size_t n = 0;
+    out[n++] = &ac_kernel_ref_fp64;
+    n += ac_cpu_flash_kernels(out + n, max - n);
+    n += ac_cuda_kernels(out + n, max - n);
+    return n;
+}
+
+static size_t builtin_count(void)
+{
+    const ac_kernel *all[MAX_BUILTIN];
+    return builtins(all, MAX_BUILTIN);
+}
+
+size_t ac_kernel_count(void) { return builtin_count() + n_added; }
+
+const ac_kernel *ac_kernel_at(size_t i)
+{
+    const ac_kernel *all[MAX_BUILTIN];
+    size_t n = builtins(all, MAX_BUILTIN);
+    if (i < n)
+        return all[i];
+    return i - n < n_added ? &added[i - n] : NULL;
+}
+
+const ac_kernel *ac_kernel_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    const ac_kernel *all[MAX_BUILTIN];
+    size_t n = builtins(all, MAX_BUILTIN);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(all[i]->name, name) == 0)
+            return all[i];
+    for (size_t i = 0; i < n_added; i++)
+        if (strcmp(added[i].name, name) == 0)
+            return &added[i];
+    return NULL;
+}
+
+int ac_kernel_add(const ac_kernel *k, ac_err *err)
+{
+    if (!k || !k->name || !k->name[0] || !k->forward)
+        return ac_fail(err, AC_ERR_INPUT, "kernel to add: needs a name and a forward entry point");
+    if (strlen(k->name) >= MAX_NAME)
+        return ac_fail(err, AC_ERR_INPUT, "kernel name too long (%zu characters, at most %d)", strlen(k->name),
+                       MAX_NAME - 1);
+    if (ac_kernel_find(k->name))
+        return ac_fail(err, AC_ERR_INPUT, "a kernel named '%s' is already registered", k->name);
+    if (n_added == MAX_ADDED)
+        return ac_fail(err, AC_ERR_INPUT, "kernel registry full: at most %d kernels can be added", MAX_ADDED);
+    snprintf(added_names[n_added], MAX_NAME, "%s", k->name);
+    added[n_added] = *k;
+    added[n_added].name = added_names[n_added];
+    n_added++;
+    return AC_OK;
+}
+
+/* ---- capabilities --------------------------------------------------------------- */
+
+static int check_head_dim(const ac_kernel *k, int d, ac_err *err)
+{
+    const ac_caps *c = &k->caps;
+    if (c->n_head_dims == 0) {
+        if (d >= 1 && d <= c->max_head_dim)
+            return AC_OK;
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support head_dim=%d (supports 1..%d)", k->name, d,
+                       c->max_head_dim);
+    }
+    char list[AC_MAX_LISTED_HEAD_DIMS * 8] = "";
+    size_t used = 0;
+    for (int i = 0; i < c->n_head_dims && i < AC_MAX_LISTED_HEAD_DIMS; i++) {
+        if (c->head_dims[i] == d)
+            return AC_OK;
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", i ? ", " : "", c->head_dims[i]);
+    }
+    return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support head_dim=%d (supports %s)", k->name, d, list);
+}
+
+/* The mask capabilities a problem needs, and a name for the first one missing. */
+static int check_mask(const ac_kernel *k, const ac_problem *p, ac_err *err)
+{
+    unsigned have = k->caps.masks;
+    bool br = p->align == AC_ALIGN_BOTTOM_RIGHT;
+    const char *align = br ? "bottom-right" : "top-left";
+    unsigned align_bit = br ? AC_MASKCAP_CAUSAL_BR : AC_MASKCAP_CAUSAL_TL;
+    if (p->windowed) {
+        bool causal = p->window_left == AC_WINDOW_INF && p->window_right == 0;
+        if (causal && !(have & align_bit))
+            return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support a causal mask aligned %s", k->name,
+                           align);
+        if (!causal && !(have & AC_MASKCAP_WINDOW))
+            return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support a sliding window mask", k->name);
+        if (!causal && !(have & align_bit)) /* a window comes in the alignments claimed for causal */
+            return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support a sliding window aligned %s", k->name,
+                           align);
+    }
+    if (p->dense_mask && !(have & AC_MASKCAP_DENSE))
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support a dense boolean mask", k->name);
+    if (!p->windowed && !p->dense_mask && !(have & AC_MASKCAP_NONE))
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support an unmasked problem (mask=none)", k->name);
+    return AC_OK;
+}
+
+int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool want_backward, ac_err *err)
+{
+    const ac_caps *c = &k->caps;
+    if ((unsigned)t >= AC_DTYPE_COUNT || !(c->dtypes & (1u << t)))
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support dtype %s", k->name,
+                       (unsigned)t < AC_DTYPE_COUNT ? ac_dtype_name(t) : "?");
+    int st = check_head_dim(k, p->head_dim, err);
+    if (st == AC_OK)
+        st = check_mask(k, p, err);
+    if (st != AC_OK)
+        return st;
+    if (!(c->layouts & (1u << p->layout)))
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support layout %s", k->name,
+                       p->layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd");
+    if (p->heads_q != p->heads_kv && !c->gqa)
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support GQA/MQA (hq=%d, hkv=%d)", k->name,
+                       p->heads_q, p->heads_kv);
+    if ((p->seqlens_q || p->seqlens_k) && !c->varlen)
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support per-sequence lengths (varlen)", k->name);
+    if (want_backward && (!c->backward || !k->backward))
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' has no backward", k->name);
+    if (c->max_seqlen > 0 && (p->seqlen_q > c->max_seqlen || p->seqlen_k > c->max_seqlen))
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' supports sequences up to %d (nq=%d, nk=%d)", k->name,
+                       c->max_seqlen, p->seqlen_q, p->seqlen_k);
+    return AC_OK;
+}
+
+bool ac_kernel_is_available(const ac_kernel *k, ac_err *why)
+{
+    if (!k)
+        return ac_fail(why, AC_ERR_INPUT, "no kernel"), false;
+    return !k->available || k->available(k, why) == AC_OK;
+}
