@@ -1,0 +1,357 @@
+/* harness/budget.c — the budgets file and the gate.
+ *
+ * The budgets live in one versioned, reviewed file (budgets.txt at the
+ * repository root, format in harness.h and in the file itself) so a change of
+ * tolerance shows up in review.  The gate turns one case's metrics into a
+ * verdict, in a fixed order so a failure has one stable signature ("kind",
+ * output:class) the shrinker can require to persist:
+ *   1. special classes (unwritten, unexpected-nan, overflow, lost-special,
+ *      wrong-zero), for outputs O, LSE, dQ, dK, dV: any count > 0 fails;
+ *   2. max scaled error against the (grown) budget;
+ *   3. the mean vs-naive ratio, where the naive mean means something. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attncheck_config.h"
+#include "harness.h"
+
+#define DEFAULT_GROWTH_LENGTH 64.0
+
+enum { METRIC_SCALED = 0, METRIC_VS_NAIVE_MEAN = 1, METRIC_COUNT };
+static const char *const metric_names[METRIC_COUNT] = {"scaled", "vs-naive-mean"};
+
+const char *ac_budgets_default_path(void)
+{
+    const char *env = getenv("ATTNCHECK_BUDGETS");
+    return env && *env ? env : ATTNCHECK_SOURCE_DIR "/budgets.txt";
+}
+
+/* ---- parsing -------------------------------------------------------------- */
+
+typedef struct {
+    const char *path;
+    int line_no;
+    bool have_version;
+    int seen_on[AC_DTYPE_COUNT][AC_OUT_COUNT][METRIC_COUNT]; /* line number, 0 = not yet */
+    ac_budgets *b;
+    ac_err *err;
+} parser;
+
+static int parse_fail(parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int parse_fail(parser *ps, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ac_fail(ps->err, AC_ERR_INPUT, "%s:%d: %s", ps->path, ps->line_no, msg);
+}
+
+static bool parse_number(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v <= 0.0)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_output(const char *s, ac_output *out)
+{
+    for (int o = 0; o < AC_OUT_COUNT; o++)
+        if (strcmp(s, ac_output_name((ac_output)o)) == 0) {
+            *out = (ac_output)o;
+            return true;
+        }
+    return false;
+}
+
+static bool parse_metric(const char *s, int *out)
+{
+    for (int k = 0; k < METRIC_COUNT; k++)
+        if (strcmp(s, metric_names[k]) == 0) {
+            *out = k;
+            return true;
+        }
+    return false;
+}
+
+static int parse_directive(parser *ps, char **tok, int ntok)
+{
+    if (strcmp(tok[0], "version") == 0) {
+        if (ntok != 2 || strcmp(tok[1], "1") != 0)
+            return parse_fail(ps, "unsupported version line (this attncheck reads 'version 1')");
+        ps->have_version = true;
+        ps->b->version = 1;
+        return AC_OK;
+    }
+    if (!ps->have_version)
+        return parse_fail(ps, "the first line must be 'version 1', got '%s'", tok[0]);
+    if (ntok != 2 || !parse_number(tok[1], &ps->b->growth_length))
+        return parse_fail(ps, "growth-length needs one positive number");
+    return AC_OK;
+}
+
+static int parse_value(parser *ps, int metric, char **tok, int ntok, ac_dtype t, ac_output o)
+{
+    ac_budgets *b = ps->b;
+    if (metric == METRIC_VS_NAIVE_MEAN) {
+        if (ntok != 4)
+            return parse_fail(ps, "field 5: a vs-naive-mean line takes no option, got '%s'", tok[4]);
+        if (strcmp(tok[3], "off") == 0)
+            b->max_vs_naive_mean[t][o] = 0.0;
+        else if (!parse_number(tok[3], &b->max_vs_naive_mean[t][o]))
+            return parse_fail(ps, "field 4 (value): '%s' is not a positive number or 'off'", tok[3]);
+        return AC_OK;
+    }
+    if (!parse_number(tok[3], &b->max_scaled[t][o]))
+        return parse_fail(ps, "field 4 (value): '%s' is not a positive number", tok[3]);
+    if (ntok == 5 && strcmp(tok[4], "grows") != 0)
+        return parse_fail(ps, "field 5: expected 'grows' or nothing, got '%s'", tok[4]);
+    b->scaled_grows[t][o] = ntok == 5;
+    return AC_OK;
+}
+
+/* DTYPE OUTPUT METRIC VALUE [grows] */
+static int parse_entry(parser *ps, char **tok, int ntok)
+{
+    ac_dtype t;
+    ac_output o;
+    int metric;
+    if (!ps->have_version)
+        return parse_fail(ps, "the first line must be 'version 1', got '%s'", tok[0]);
+    if (ac_dtype_parse(tok[0], &t) != AC_OK)
+        return parse_fail(ps, "field 1 (dtype): unknown dtype '%s' (f32, f16, bf16)", tok[0]);
+    if (ntok < 4 || ntok > 5)
+        return parse_fail(ps, "expected 'DTYPE OUTPUT METRIC VALUE [grows]', got %d fields", ntok);
+    if (!parse_output(tok[1], &o))
+        return parse_fail(ps, "field 2 (output): unknown output '%s' (O, LSE, dQ, dK, dV)", tok[1]);
+    if (!parse_metric(tok[2], &metric))
+        return parse_fail(ps, "field 3 (metric): unknown metric '%s' (scaled, vs-naive-mean)", tok[2]);
+    int *seen = &ps->seen_on[t][o][metric];
+    if (*seen)
+        return parse_fail(ps, "%s %s %s given twice (first on line %d)", tok[0], tok[1], tok[2], *seen);
+    *seen = ps->line_no;
+    return parse_value(ps, metric, tok, ntok, t, o);
+}
+
+static int parse_line(parser *ps, char *line)
+{
+    char *hash = strchr(line, '#');
+    if (hash)
+        *hash = '\0';
+    char *tok[8], *save = NULL;
+    int ntok = 0;
+    for (char *s = strtok_r(line, " \t\r\n", &save); s; s = strtok_r(NULL, " \t\r\n", &save)) {
+        if (ntok == 8)
+            return parse_fail(ps, "too many fields");
+        tok[ntok++] = s;
+    }
+    if (ntok == 0)
+        return AC_OK;
+    if (strcmp(tok[0], "version") == 0 || strcmp(tok[0], "growth-length") == 0)
+        return parse_directive(ps, tok, ntok);
+    return parse_entry(ps, tok, ntok);
+}
+
+static int check_complete(parser *ps)
+{
+    if (!ps->have_version)
+        return ac_fail(ps->err, AC_ERR_INPUT, "%s: empty budgets file (no 'version 1' line)", ps->path);
+    for (int t = 0; t < AC_DTYPE_COUNT; t++)
+        for (int o = 0; o < AC_OUT_COUNT; o++)
+            for (int k = 0; k < METRIC_COUNT; k++)
+                if (!ps->seen_on[t][o][k])
+                    return ac_fail(ps->err, AC_ERR_INPUT,
+                                   "%s: no '%s %s %s' line (every dtype and output needs a scaled "
+                                   "and a vs-naive-mean budget)", ps->path, ac_dtype_name((ac_dtype)t),
+                                   ac_output_name((ac_output)o), metric_names[k]);
+    return AC_OK;
+}
+
+int ac_budgets_load(const char *path, ac_budgets *b, ac_err *err)
+{
+    memset(b, 0, sizeof *b);
+    b->growth_length = DEFAULT_GROWTH_LENGTH;
+    snprintf(b->source, sizeof b->source, "%s", path);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ac_fail(err, AC_ERR_INPUT, "budgets: cannot open %s: %s", path, strerror(errno));
+    parser ps = {.path = path, .b = b, .err = err};
+    char *line = NULL;
+    size_t cap = 0;
+    int status = AC_OK;
+    while (status == AC_OK && getline(&line, &cap, f) != -1) {
+        ps.line_no++;
+        status = parse_line(&ps, line);
+    }
+    free(line);
+    fclose(f);
+    return status == AC_OK ? check_complete(&ps) : status;
+}
+
+/* ---- budgets for one problem ---------------------------------------------- */
+
+double ac_budget_growth(const ac_budgets *b, const ac_problem *p, ac_dtype t, ac_output o)
+{
+    if (!b->scaled_grows[t][o])
+        return 1.0;
+    int len = p->seqlen_q > p->seqlen_k ? p->seqlen_q : p->seqlen_k;
+    if (p->head_dim > len)
+        len = p->head_dim;
+    double g = sqrt((double)len / b->growth_length);
+    return g > 1.0 ? g : 1.0;
+}
+
+double ac_budget_max_scaled(const ac_budgets *b, const ac_problem *p, ac_dtype t, ac_output o)
+{
+    return b->max_scaled[t][o] * ac_budget_growth(b, p, t, o);
+}
+
+/* ---- the gate --------------------------------------------------------------- */
+
+static void put(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void put(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+/* "b=0 h=1 row=5 col=17"; K-like outputs name the KV head and the key. */
+static void format_where(ac_output o, ac_where w, char *buf, size_t len)
+{
+    if (o == AC_OUT_LSE)
+        snprintf(buf, len, "b=%d h=%d row=%d", w.b, w.h, w.row);
+    else if (o == AC_OUT_DK || o == AC_OUT_DV)
+        snprintf(buf, len, "b=%d hkv=%d key=%d col=%d", w.b, w.h, w.row, w.col);
+    else
+        snprintf(buf, len, "b=%d h=%d row=%d col=%d", w.b, w.h, w.row, w.col);
+}
+
+typedef struct {
+    const char *name, *meaning;
+} class_info;
+
+static const class_info classes[] = {
+    {"unwritten", "never written (the poison NaN survived)"},
+    {"unexpected-nan", "NaN where the reference is finite"},
+    {"overflow", "+-Inf where the reference is finite"},
+    {"lost-special", "not the reference's NaN/Inf"},
+    {"wrong-zero", "a zero where the reference is not (or nonzero where it is exactly 0)"},
+};
+
+static size_t class_count(const ac_metrics *m, int k)
+{
+    const size_t counts[] = {m->n_unwritten, m->n_unexpected_nan, m->n_overflow, m->n_lost_special, m->n_wrong_zero};
+    return counts[k];
+}
+
+static bool gate_specials(const ac_metrics m[AC_OUT_COUNT], char *why, size_t why_len, char *kind,
+                          size_t kind_len)
+{
+    for (int k = 0; k < (int)(sizeof classes / sizeof classes[0]); k++)
+        for (int o = 0; o < AC_OUT_COUNT; o++) {
+            size_t n = m[o].present ? class_count(&m[o], k) : 0;
+            if (n == 0)
+                continue;
+            char where[96];
+            format_where((ac_output)o, m[o].first_special, where, sizeof where);
+            const char *name = ac_output_name((ac_output)o);
+            put(kind, kind_len, "%s:%s", name, classes[k].name);
+            put(why, why_len, "%s %s: %zu of %zu elements %s; first special value at %s%s", name,
+                classes[k].name, n, m[o].n_compared, classes[k].meaning, where,
+                m[o].masked_rows_nan ? "; fully masked rows give NaN (naive-softmax convention), "
+                                       "attncheck expects O = 0 and LSE = -inf (FlashAttention's)" : "");
+            return true;
+        }
+    return false;
+}
+
+static bool gate_scaled(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], const ac_budgets *b,
+                        char *why, size_t why_len, char *kind, size_t kind_len)
+{
+    ac_dtype t = in->c.dtype;
+    for (int o = 0; o < AC_OUT_COUNT; o++) {
+        double limit = ac_budget_max_scaled(b, &in->p, t, (ac_output)o);
+        if (!m[o].present || m[o].max_scaled <= limit)
+            continue;
+        const char *name = ac_output_name((ac_output)o), *dt = ac_dtype_name(t);
+        char where[96], grown[96] = "";
+        format_where((ac_output)o, m[o].at_max_scaled, where, sizeof where);
+        double g = ac_budget_growth(b, &in->p, t, (ac_output)o);
+        if (g > 1.0)
+            snprintf(grown, sizeof grown, " = %g x growth %.3g", b->max_scaled[t][o], g);
+        put(kind, kind_len, "%s:scaled", name);
+        put(why, why_len, "%s scaled error %.3g > budget %.3g (%s %s scaled%s; %.3gx over) at %s", name,
+            m[o].max_scaled, limit, dt, name, grown, m[o].max_scaled / limit, where);
+        return true;
+    }
+    return false;
+}
+
+static bool vs_naive_applies(const ac_metrics *m, ac_dtype t, ac_output o)
+{
+    double u = ac_unit_roundoff(ac_output_dtype(t, o));
+    return m->present && m->has_naive && m->n_compared >= AC_VS_NAIVE_MIN_ELEMS &&
+           m->naive_mean_abs > 0.0 && m->naive_mean_abs >= u * m->mean_escale / AC_VS_NAIVE_FLOOR_DIV;
+}
+
+static bool gate_vs_naive(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], const ac_budgets *b,
+                          char *why, size_t why_len, char *kind, size_t kind_len)
+{
+    ac_dtype t = in->c.dtype;
+    for (int o = 0; o < AC_OUT_COUNT; o++) {
+        double limit = b->max_vs_naive_mean[t][o];
+        if (limit <= 0.0 || !vs_naive_applies(&m[o], t, (ac_output)o) || m[o].vs_naive_mean <= limit)
+            continue;
+        const char *name = ac_output_name((ac_output)o);
+        put(kind, kind_len, "%s:vs-naive-mean", name);
+        put(why, why_len, "%s mean abs error %.3g is %.3gx the naive baseline's %.3g > budget %g (%s %s "
+            "vs-naive-mean; over %zu elements)", name, m[o].mean_abs, m[o].vs_naive_mean,
+            m[o].naive_mean_abs, limit, ac_dtype_name(t), name, m[o].n_compared);
+        return true;
+    }
+    return false;
+}
+
+ac_verdict ac_gate(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], const ac_budgets *b,
+                   char *why, size_t why_len, char *kind, size_t kind_len)
+{
+    put(why, why_len, "%s", "");
+    put(kind, kind_len, "%s", "");
+    if (!b || b->version != 1) {
+        put(kind, kind_len, "%s", "budgets");
+        put(why, why_len, "%s", "no budgets loaded (ac_budgets_load first)");
+        return AC_VERDICT_ERROR;
+    }
+    if (gate_specials(m, why, why_len, kind, kind_len) ||
+        gate_scaled(in, m, b, why, why_len, kind, kind_len) ||
+        gate_vs_naive(in, m, b, why, why_len, kind, kind_len))
+        return AC_VERDICT_FAIL;
+    return AC_VERDICT_PASS;
+}
+
+bool ac_cert_note(const ac_cert *cert, char *why, size_t why_len)
+{
+    if (!cert || cert->rows_checked == 0 || cert->certified || !why || why_len == 0)
+        return false;
+    size_t used = strlen(why);
+    if (used + 1 >= why_len)
+        return true;
+    snprintf(why + used, why_len - used,
+             "%sreference not certified: fp64 O is %.3g ulp from MPFR on %zu sampled rows (> 1/64 ulp); "
+             "not a kernel failure, the reference needs a closer look",
+             used ? "; " : "", cert->max_ulp_o, cert->rows_checked);
+    return true;
+}

@@ -1,0 +1,541 @@
+/* harness/shrink.c — the shrinker and the failure corpus writer.
+ *
+ * ac_shrink is Hypothesis-style greedy shrinking over case lines: a list of
+ * edits, each proposing candidates from simplest to least simple; the first
+ * candidate that is a valid case and still fails (the predicate) replaces the
+ * current case and the same edit is tried again; passes over all edits repeat
+ * until one keeps nothing.
+ *
+ * Every candidate an edit proposes is strictly smaller than the current case
+ * in that edit's own field (batch, (hq, hq/hkv), nq, nk, d, mask rank, ...)
+ * and leaves the fields of the other edits alone, so the process terminates
+ * even without max_steps.  Integer fields are tried as 1, a ladder of
+ * common values, n/2, then n - n/4, n - n/8, ..., n - 1: for a monotone
+ * predicate ("fails iff nk >= 37") that reaches the exact threshold in
+ * O(log n) accepted steps. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* An edit writes candidate i of cur into cand: 1 = a candidate, 0 = none at
+ * this i (try the next), -1 = no more candidates. */
+typedef int (*edit_fn)(const ac_case *cur, int i, ac_case *cand);
+
+/* ---- integer ladders ------------------------------------------------------- */
+
+/* Candidate i for shrinking n: ladder values below n ascending, then n/2,
+ * then n - n/4, n - n/8, ..., n - 1.  0 when candidate i is not below n. */
+static int int_candidate(int n, const int *ladder, int n_ladder, int i)
+{
+    if (i < n_ladder)
+        return ladder[i] < n ? ladder[i] : 0;
+    i -= n_ladder;
+    if (i == 0)
+        return n / 2 >= 1 ? n / 2 : 0;
+    /* i = 1: n - n/4, i = 2: n - n/8, ...; the last of these is n - 1 (n >= 4) */
+    if (i >= 30)
+        return -1;
+    int step = n >> (i + 1);
+    if (step >= 1)
+        return n - step;
+    return i == 1 && n - 1 > n / 2 ? n - 1 : -1; /* n = 3: 2 */
+}
+
+static const int seqlen_ladder[] = {1};
+static const int dim_ladder[] = {1, 2, 4, 8, 16, 32, 64, 96, 128, 160, 192, 224, 256};
+
+/* ---- the edits ----------------------------------------------------------- */
+
+/* batch -> 1 keeping sequence i (only distinct with seqlens), then halve, -1. */
+static int edit_batch(const ac_case *cur, int i, ac_case *cand)
+{
+    int nb = cur->batch;
+    if (nb <= 1)
+        return -1;
+    *cand = *cur;
+    bool has_lens = cur->n_seqlens_q > 0 || cur->n_seqlens_k > 0;
+    int keep_from = 0, new_b;
+    if (i < nb) {
+        if (i > 0 && !has_lens)
+            return 0;
+        keep_from = i;
+        new_b = 1;
+    } else {
+        int v = int_candidate(nb, NULL, 0, i - nb);
+        if (v <= 0)
+            return v;
+        new_b = v;
+    }
+    cand->batch = new_b;
+    if (cur->n_seqlens_q > 0) {
+        cand->n_seqlens_q = new_b;
+        memmove(cand->seqlens_q, cur->seqlens_q + keep_from, sizeof(int) * (size_t)new_b);
+    }
+    if (cur->n_seqlens_k > 0) {
+        cand->n_seqlens_k = new_b;
+        memmove(cand->seqlens_k, cur->seqlens_k + keep_from, sizeof(int) * (size_t)new_b);
+    }
+    return 1;
+}
+
+static int edit_drop_seqlens(const ac_case *cur, int i, ac_case *cand)
+{
+    *cand = *cur;
+    switch (i) {
+    case 0: /* both */
+        if (cur->n_seqlens_q == 0 || cur->n_seqlens_k == 0)
+            return 0;
+        cand->n_seqlens_q = cand->n_seqlens_k = 0;
+        return 1;
+    case 1:
+        if (cur->n_seqlens_q == 0)
+            return 0;
+        cand->n_seqlens_q = 0;
+        return 1;
+    case 2:
+        if (cur->n_seqlens_k == 0)
+            return 0;
+        cand->n_seqlens_k = 0;
+        return 1;
+    default: return -1;
+    }
+}
+
+/* Heads: every candidate lowers hq, or keeps hq and lowers the group size. */
+static int edit_heads(const ac_case *cur, int i, ac_case *cand)
+{
+    int hq = cur->heads_q, hkv = cur->heads_kv;
+    int group = hkv > 0 ? hq / hkv : 1;
+    *cand = *cur;
+    switch (i) {
+    case 0: cand->heads_q = 1, cand->heads_kv = 1; break;             /* one head */
+    case 1: cand->heads_q = group, cand->heads_kv = 1; break;         /* one KV head, same ratio */
+    case 2:                                                            /* halve both */
+        if (hq % 2 || hkv % 2)
+            return 0;
+        cand->heads_q = hq / 2, cand->heads_kv = hkv / 2;
+        break;
+    case 3:                                                            /* halve the group */
+        if ((hq / 2) % hkv || hq / 2 < hkv)
+            return 0;
+        cand->heads_q = hq / 2;
+        break;
+    case 4: cand->heads_kv = hq; break;                                /* no GQA */
+    default: return -1;
+    }
+    bool smaller = cand->heads_q < hq || (cand->heads_q == hq && cand->heads_q / cand->heads_kv < group);
+    return smaller && cand->heads_q % cand->heads_kv == 0 ? 1 : 0;
+}
+
+static void clamp_lens(int *lens, int n, int max)
+{
+    for (int b = 0; b < n; b++)
+        if (lens[b] > max)
+            lens[b] = max;
+}
+
+static int edit_seqlen_q(const ac_case *cur, int i, ac_case *cand)
+{
+    int v = int_candidate(cur->seqlen_q, seqlen_ladder, 1, i);
+    if (v <= 0)
+        return v;
+    *cand = *cur;
+    cand->seqlen_q = v;
+    clamp_lens(cand->seqlens_q, cand->n_seqlens_q, v);
+    return 1;
+}
+
+static int edit_seqlen_k(const ac_case *cur, int i, ac_case *cand)
+{
+    int v = int_candidate(cur->seqlen_k, seqlen_ladder, 1, i);
+    if (v <= 0)
+        return v;
+    *cand = *cur;
+    cand->seqlen_k = v;
+    clamp_lens(cand->seqlens_k, cand->n_seqlens_k, v);
+    return 1;
+}
+
+/* Smaller head dims: the predicate says which ones the kernel supports. */
+static int edit_head_dim(const ac_case *cur, int i, ac_case *cand)
+{
+    int v = int_candidate(cur->head_dim, dim_ladder, (int)(sizeof dim_ladder / sizeof dim_ladder[0]), i);
+    if (v <= 0)
+        return v;
+    *cand = *cur;
+    cand->head_dim = v;
+    return 1;
+}
+
+/* Mask rank none < causal < window < dense; every candidate lowers it. */
+static int edit_mask(const ac_case *cur, int i, ac_case *cand)
+{
+    *cand = *cur;
+    if (i == 0) {
+        if (cur->mask == AC_CMASK_NONE)
+            return -1;
+        cand->mask = AC_CMASK_NONE;
+        cand->masked_rows = 0;
+        return 1;
+    }
+    if (i == 1 && cur->mask == AC_CMASK_WINDOW) {
+        cand->mask = AC_CMASK_CAUSAL;
+        cand->window_left = AC_WINDOW_INF;
+        cand->window_right = 0;
+        return 1;
+    }
+    return -1;
+}
+
+/* Fewer fully masked rows; the alignment back to the default when it does not matter. */
+static int edit_mask_details(const ac_case *cur, int i, ac_case *cand)
+{
+    ac_case def = ac_case_default();
+    *cand = *cur;
+    switch (i) {
+    case 0:
+        if (cur->masked_rows == 0)
+            return 0;
+        cand->masked_rows = 0;
+        return 1;
+    case 1:
+        if (cur->align == def.align)
+            return 0;
+        cand->align = def.align;
+        return 1;
+    default: return -1;
+    }
+}
+
+static int edit_dist(const ac_case *cur, int i, ac_case *cand)
+{
+    ac_case def = ac_case_default();
+    if (i > 0 || (cur->dist == def.dist && cur->dist_a == def.dist_a && cur->dist_b == def.dist_b))
+        return -1;
+    *cand = *cur;
+    cand->dist = def.dist;
+    cand->dist_a = def.dist_a;
+    cand->dist_b = def.dist_b;
+    return 1;
+}
+
+static int edit_layout_scale(const ac_case *cur, int i, ac_case *cand)
+{
+    ac_case def = ac_case_default();
+    *cand = *cur;
+    switch (i) {
+    case 0:
+        if (cur->layout == def.layout)
+            return 0;
+        cand->layout = def.layout;
+        return 1;
+    case 1:
+        if (cur->scale_auto)
+            return 0;
+        cand->scale_auto = true;
+        return 1;
+    default: return -1;
+    }
+}
+
+/* Seeds 1, 2, ... below the current one: small seeds read better in a fixture. */
+#define SHRINK_MAX_SEED 8
+static int edit_seed(const ac_case *cur, int i, ac_case *cand)
+{
+    uint64_t s = (uint64_t)i + 1;
+    if (s > SHRINK_MAX_SEED || s >= cur->seed)
+        return -1;
+    *cand = *cur;
+    cand->seed = s;
+    return 1;
+}
+
+static const edit_fn edits[] = {
+    edit_batch, edit_drop_seqlens, edit_heads, edit_seqlen_q, edit_seqlen_k, edit_head_dim,
+    edit_mask, edit_mask_details, edit_dist, edit_layout_scale, edit_seed,
+};
+
+/* ---- the greedy loop ------------------------------------------------------- */
+
+typedef struct {
+    ac_still_fails pred;
+    void *ctx;
+    int calls, max_steps;
+} shrink_state;
+
+static bool same_case(const ac_case *a, const ac_case *b)
+{
+    char la[AC_CASE_LINE_MAX], lb[AC_CASE_LINE_MAX];
+    if (ac_case_format(a, la, sizeof la) < 0 || ac_case_format(b, lb, sizeof lb) < 0)
+        return false;
+    return strcmp(la, lb) == 0;
+}
+
+/* Applies edit e to cur as long as one of its candidates still fails. */
+static bool apply_edit(edit_fn e, ac_case *cur, shrink_state *s)
+{
+    bool kept_any = false;
+    for (int i = 0; s->calls < s->max_steps; i++) {
+        ac_case cand;
+        int r = e(cur, i, &cand);
+        if (r < 0)
+            break;
+        if (r == 0 || same_case(&cand, cur) || ac_case_validate(&cand, NULL) != AC_OK)
+            continue;
+        s->calls++;
+        if (s->pred(&cand, s->ctx)) {
+            *cur = cand;
+            kept_any = true;
+            i = -1; /* restart this edit from its simplest candidate */
+        }
+    }
+    return kept_any;
+}
+
+int ac_shrink(const ac_case *failing, ac_still_fails pred, void *ctx, int max_steps, ac_case *minimal)
+{
+    shrink_state s = {.pred = pred, .ctx = ctx, .calls = 0, .max_steps = max_steps > 0 ? max_steps : 1 << 30};
+    ac_case cur = *failing;
+    bool changed = true;
+    while (changed && s.calls < s.max_steps) {
+        changed = false;
+        for (size_t e = 0; e < sizeof edits / sizeof edits[0]; e++)
+            changed |= apply_edit(edits[e], &cur, &s);
+    }
+    *minimal = cur;
+    return s.calls;
+}
+
+/* ---- the failure corpus ---------------------------------------------------- */
+
+/* Reads all of path into a malloc'd buffer (empty when the file does not exist). */
+static int read_all(const char *path, char **out, size_t *len, ac_err *err)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT)
+            return AC_OK;
+        return ac_fail(err, AC_ERR_INPUT, "cannot read %s: %s", path, strerror(errno));
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        return ac_fail(err, AC_ERR_ENV, "cannot read %s", path);
+    }
+    *out = buf;
+    *len = n;
+    return AC_OK;
+}
+
+/* One line of text: newlines in why would break the corpus format. */
+static void one_line(const char *in, char *out, size_t len)
+{
+    snprintf(out, len, "%s", in ? in : "");
+    for (char *p = out; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+}
+
+int ac_write_atomic(const char *path, const char *data, size_t len, ac_err *err)
+{
+    char tmp[4096];
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path) : 1;
+    const char *dir = slash ? path : ".";
+    if (snprintf(tmp, sizeof tmp, "%.*s/.tmp-XXXXXX", dir_len, dir) >= (int)sizeof tmp)
+        return ac_fail(err, AC_ERR_INPUT, "path too long: %s", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return ac_fail(err, AC_ERR_INPUT, "cannot create a file beside %s: %s", path, strerror(errno));
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, data + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    /* mkstemp makes 0600; a corpus or report is an ordinary file */
+    bool ok = done == len && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return ac_fail(err, AC_ERR_ENV, "cannot write %s: %s", path, strerror(e));
+    }
+    return AC_OK;
+}
+
+/* Keeps file names to [A-Za-z0-9._-]: a plugin's name must not escape DIR. */
+static void file_stem(const char *kernel, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = kernel; *p && n + 1 < len; p++) {
+        char ch = *p;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+                  ch == '_' || (ch == '.' && n > 0);
+        out[n++] = ok ? ch : '_';
+    }
+    out[n] = '\0';
+    if (n == 0)
+        snprintf(out, len, "kernel");
+}
+
+int ac_save_failure(const char *dir, const char *kernel, const char *why, const char *line, ac_err *err)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ac_fail(err, AC_ERR_INPUT, "--save-failures: cannot create %s: %s", dir, strerror(errno));
+    char stem[128], path[4096], why1[1024], line1[AC_CASE_LINE_MAX], date[32];
+    file_stem(kernel, stem, sizeof stem);
+    if (snprintf(path, sizeof path, "%s/%s.cases", dir, stem) >= (int)sizeof path)
+        return ac_fail(err, AC_ERR_INPUT, "--save-failures: path too long");
+    one_line(why, why1, sizeof why1);
+    one_line(line, line1, sizeof line1);
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+    char *old;
+    size_t old_len;
+    int st = read_all(path, &old, &old_len, err);
+    if (st != AC_OK)
+        return st;
+    size_t add_cap = strlen(date) + strlen(kernel) + strlen(why1) + strlen(line1) + 16;
+    char *all = malloc(old_len + add_cap + 1);
+    if (!all) {
+        free(old);
+        return ac_fail(err, AC_ERR_ENV, "out of memory");
+    }
+    if (old_len)
+        memcpy(all, old, old_len);
+    size_t n = old_len;
+    if (n > 0 && all[n - 1] != '\n')
+        all[n++] = '\n'; /* a file someone edited without a final newline */
+    n += (size_t)snprintf(all + n, add_cap, "# %s %s: %s\n%s\n", date, kernel, why1, line1);
+    free(old);
+    st = ac_write_atomic(path, all, n, err);
+    free(all);
+    return st;
+}
+
+/* ---- reading a corpus ------------------------------------------------------ */
+
+int ac_corpus_add_line(ac_corpus *l, const char *line, const char *file, long lineno, ac_err *err)
+{
+    ac_case cs;
+    ac_err why = {{0}};
+    int st = ac_case_parse(line, &cs, &why);
+    if (st == AC_OK)
+        st = ac_case_validate(&cs, &why);
+    if (st != AC_OK)
+        return ac_fail(err, st, "%s:%ld: %s", file, lineno, why.msg);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        ac_case *nc = realloc(l->cases, cap * sizeof *nc);
+        if (nc)
+            l->cases = nc;
+        char(*nw)[AC_CORPUS_WHERE_MAX] = realloc(l->where, cap * sizeof *nw);
+        if (nw)
+            l->where = nw;
+        if (!nc || !nw)
+            return ac_fail(err, AC_ERR_ENV, "out of memory reading %s", file);
+        l->cap = cap;
+    }
+    l->cases[l->n] = cs;
+    snprintf(l->where[l->n], sizeof l->where[0], "%s:%ld", file, lineno);
+    l->n++;
+    return AC_OK;
+}
+
+static int corpus_file(ac_corpus *l, const char *path, ac_err *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ac_fail(err, AC_ERR_INPUT, "cannot open %s: %s", path, strerror(errno));
+    char line[AC_CASE_LINE_MAX + 2];
+    long lineno = 0;
+    int st = AC_OK;
+    while (st == AC_OK && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            st = ac_fail(err, AC_ERR_INPUT, "%s:%ld: line longer than %d characters", path, lineno,
+                         AC_CASE_LINE_MAX);
+            break;
+        }
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
+            line[--len] = '\0';
+        const char *p = line + strspn(line, " \t");
+        if (*p != '\0' && *p != '#')
+            st = ac_corpus_add_line(l, p, path, lineno, err);
+    }
+    fclose(f);
+    return st;
+}
+
+static int has_cases_suffix(const struct dirent *e)
+{
+    size_t n = strlen(e->d_name);
+    return e->d_name[0] != '.' && n > 6 && strcmp(e->d_name + n - 6, ".cases") == 0;
+}
+
+static int corpus_dir(ac_corpus *l, const char *dir, ac_err *err)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, has_cases_suffix, alphasort);
+    if (n < 0)
+        return ac_fail(err, AC_ERR_INPUT, "cannot read %s: %s", dir, strerror(errno));
+    int st = n == 0 ? ac_fail(err, AC_ERR_INPUT, "no *.cases files in %s", dir) : AC_OK;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        if (st == AC_OK)
+            st = corpus_file(l, path, err);
+        free(names[i]);
+    }
+    free(names);
+    return st;
+}
+
+int ac_corpus_load(ac_corpus *l, const char *path, ac_err *err)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return ac_fail(err, AC_ERR_INPUT, "cannot open %s: %s", path, strerror(errno));
+    return S_ISDIR(sb.st_mode) ? corpus_dir(l, path, err) : corpus_file(l, path, err);
+}
+
+void ac_corpus_free(ac_corpus *l)
+{
+    free(l->cases);
+    free(l->where);
+    memset(l, 0, sizeof *l);
+}
