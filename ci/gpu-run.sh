@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# ci/gpu-run.sh [DIR] — the GPU verification run, from a bundle (ci/make-bundle.sh)
+# or a build tree: GPU tests, compute-sanitizer memcheck + racecheck on small
+# cases, a fuzz campaign over the CUDA kernels, `attncheck bench` and the
+# PyTorch SDPA peer.  Logs go under $OUT (default ./gpu-out).
+#   GPU_STEPS  steps to run (default "info test sanitize fuzz prove bench torch")
+#   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
+#   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
+#   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
+# Exit status: 0 when every step that ran passed, else the first failure's.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+dir=${1:-}
+if [ -z "$dir" ]; then
+    if [ -x "$here/attncheck-test-cuda" ]; then dir=$here; elif [ -d "$here/.bundle" ]; then dir=$here/.bundle; else dir=$here/build; fi
+fi
+dir=$(cd "$dir" && pwd)
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+steps=${GPU_STEPS:-info test sanitize fuzz prove bench torch}
+export LD_LIBRARY_PATH="$dir/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-8}
+[ -d /usr/local/cuda/bin ] && export PATH="$PATH:/usr/local/cuda/bin"
+
+find_bin() { # name: bundle top level, else its place in a build tree
+    for p in "$dir/$1" "$dir/harness/$1" "$dir/kernels/cuda/$1" "$dir/ref/$1"; do
+        [ -x "$p" ] && { echo "$p"; return 0; }
+    done
+    return 1
+}
+test_cuda=$(find_bin attncheck-test-cuda) || test_cuda=
+attncheck=$(find_bin attncheck) || attncheck=
+unit=$(find_bin attncheck-tests) || unit=
+[ -f "$dir/budgets.txt" ] && export ATTNCHECK_BUDGETS=${ATTNCHECK_BUDGETS:-$dir/budgets.txt}
+[ -d "$dir/fixtures" ] && export ATTNCHECK_SOURCE_DIR=${ATTNCHECK_SOURCE_DIR:-$dir}
+
+status=0
+record() { # step rc
+    echo "== $1: rc=$2" | tee -a "$OUT/summary.txt"
+    if [ "$2" -ne 0 ] && [ "$status" -eq 0 ]; then status=$2; fi
+    return 0
+}
+has_cmd() { [ -n "$attncheck" ] && "$attncheck" "$1" --help >/dev/null 2>&1; }
+
+for step in $steps; do
+    case $step in
+    info)
+        { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; uname -a; } >"$OUT/info.txt" 2>&1
+        record info $? ;;
+    test)
+        [ -n "$test_cuda" ] && { "$test_cuda" 2>&1 | tee "$OUT/test-cuda.log"; record test-cuda "${PIPESTATUS[0]}"; }
+        [ -n "$unit" ] && { (cd "$dir" && "$unit" --jobs=8) >"$OUT/unit-tests.log" 2>&1; record unit-tests $?; tail -3 "$OUT/unit-tests.log"; } ;;
+    sanitize)
+        command -v compute-sanitizer >/dev/null || { echo "no compute-sanitizer"; record sanitize 3; continue; }
+        [ -n "$test_cuda" ] || continue
+        compute-sanitizer --tool memcheck --error-exitcode 9 "$test_cuda" --small cuda-flash >"$OUT/memcheck-flash.log" 2>&1
+        record memcheck-cuda-flash $?
+        compute-sanitizer --tool memcheck --error-exitcode 9 "$test_cuda" --small cuda-naive >"$OUT/memcheck-naive.log" 2>&1
+        record memcheck-cuda-naive $?
+        compute-sanitizer --tool racecheck --error-exitcode 9 "$test_cuda" --small cuda-flash >"$OUT/racecheck-flash.log" 2>&1
+        record racecheck-cuda-flash $?
+        # The race mutant must be caught: racecheck reports hazards (exit 9 expected).
+        compute-sanitizer --tool racecheck --error-exitcode 9 "$test_cuda" --small cuda-flash-mutant-race >"$OUT/racecheck-mut-race.log" 2>&1
+        rc=$?
+        grep -m3 -E "hazard|RACECHECK SUMMARY" "$OUT/racecheck-mut-race.log"
+        if [ $rc -eq 9 ]; then record racecheck-catches-mut-race 0; else record racecheck-catches-mut-race 1; fi
+        tail -n 2 "$OUT"/memcheck-*.log "$OUT"/racecheck-flash.log ;;
+    fuzz)
+        if has_cmd fuzz; then
+            for k in cuda-flash cuda-naive; do
+                "$attncheck" fuzz --kernel "$k" ${FUZZ_ARGS:---cases 2000} >"$OUT/fuzz-$k.log" 2>&1
+                record "fuzz-$k" $?
+                tail -n 5 "$OUT/fuzz-$k.log"
+            done
+        else
+            echo "attncheck fuzz not available in this build: skipped"; record fuzz-skipped 0
+        fi ;;
+    prove)
+        # Detection power: cuda-flash must pass, each cuda-flash-mutant-* must be caught.
+        if has_cmd prove; then
+            "$attncheck" prove --base cuda-flash ${PROVE_ARGS:---cases 300} --markdown "$OUT/prove-cuda.md" >"$OUT/prove-cuda.log" 2>&1
+            record prove-cuda $?
+            tail -n 12 "$OUT/prove-cuda.log"
+        else
+            echo "attncheck prove not available in this build: skipped"; record prove-skipped 0
+        fi ;;
+    bench)
+        if has_cmd bench; then "$attncheck" bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+        else "$test_cuda" --bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"; fi
+        record bench "${PIPESTATUS[0]}" ;;
+    torch)
+        script="$here/ci/torch_sdpa_bench.py"
+        [ -f "$script" ] || script="$dir/ci/torch_sdpa_bench.py"
+        if python3 -c 'import torch' 2>/dev/null; then
+            python3 "$script" ${QUICK_TORCH:+--quick} --ours "$OUT/bench.log" 2>&1 | tee "$OUT/torch-sdpa.log"
+            record torch-sdpa "${PIPESTATUS[0]}"
+        else
+            echo "no PyTorch: torch step skipped"; record torch-skipped 0
+        fi ;;
+    *) echo "unknown step $step"; record "$step" 2 ;;
+    esac
+done
+cat "$OUT/summary.txt"
+exit $status

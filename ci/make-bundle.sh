@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# ci/make-bundle.sh BUILD_DIR [BUNDLE_DIR] — copy the GPU-relevant executables
+# of a CUDA build (attncheck, attncheck-tests, attncheck-test-cuda, bench
+# binaries) into BUNDLE_DIR (default .bundle), with lib/ holding the shared
+# libraries ldd lists for them except the C runtime, the loader, the NVIDIA
+# driver and the CUDA toolkit's own (cudart, cuBLAS, cuBLASLt), which a GPU
+# node has.  See ../shared/GPU-RUNS.md.  Run it where the build was made.
+set -euo pipefail
+build=${1:?usage: ci/make-bundle.sh BUILD_DIR [BUNDLE_DIR]}
+bundle=${2:-.bundle}
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+rm -rf "$bundle"
+mkdir -p "$bundle/lib"
+bins=()
+for rel in harness/attncheck attncheck-tests kernels/cuda/attncheck-test-cuda ref/attncheck-bench-ref; do
+    if [ -x "$build/$rel" ]; then
+        cp "$build/$rel" "$bundle/"
+        bins+=("$bundle/$(basename "$rel")")
+    else
+        echo "make-bundle: $build/$rel not built, skipped" >&2
+    fi
+done
+[ ${#bins[@]} -gt 0 ] || { echo "make-bundle: no executables in $build" >&2; exit 2; }
+
+# Libraries to leave out: glibc pieces, the loader, the driver, the toolkit's own.
+skip='^(linux-vdso|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|ld-linux|libcuda\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libstdc\+\+\.so|libgcc_s\.so)'
+for b in "${bins[@]}"; do
+    ldd "$b" | awk '/=>/ {print $1, $3}' | while read -r name path; do
+        if [[ "$name" =~ $skip ]] || [ ! -f "$path" ]; then continue; fi
+        cp -L -n "$path" "$bundle/lib/$name"
+    done
+done
+
+# What the scripts read at run time: the GPU script, the torch peer, budgets, fixtures.
+mkdir -p "$bundle/ci"
+cp "$src/ci/gpu-run.sh" "$src/ci/torch_sdpa_bench.py" "$bundle/ci/" 2>/dev/null || true
+for f in "$src"/budgets*.txt; do [ -f "$f" ] && cp "$f" "$bundle/"; done
+[ -d "$src/fixtures" ] && cp -r "$src/fixtures" "$bundle/fixtures"
+echo "bundle: $bundle ($(du -sh "$bundle" | cut -f1)); libs: $(ls "$bundle/lib" | tr '\n' ' ')"

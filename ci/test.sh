@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds, then runs
+#   1. the Criterion unit tests (one binary, one synthesis line),
+#   2. the fixture corpus on the CPU emulation and the fp64 reference kernel,
+#   3. the detection-power proof (every planted bug caught; cpu-flash clean),
+#   4. a fixed-budget fuzz gate on cpu-flash and on the example plugin.
+# This is the README's test command; .ci/run calls exactly it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export BUILD_DIR=${BUILD_DIR:-build}
+bash ci/build.sh
+b=$BUILD_DIR
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
+export ATTNCHECK_SOURCE_DIR=$PWD
+step() { printf '\n== %s\n' "$*"; }
+
+step "unit tests (Criterion)"
+"$b/attncheck-tests" --jobs=2
+
+step "fixtures: the regression corpus"
+for k in cpu-flash cpu-flash-128x64 ref-fp64; do
+  "$b/harness/attncheck" run fixtures --kernel "$k" --quiet
+done
+
+step "detection power: every mutant caught, cpu-flash clean"
+"$b/harness/attncheck" prove --seed 1
+
+step "fuzz gate"
+"$b/harness/attncheck" fuzz --kernel cpu-flash --seed 20261122 --cases 1500 --quiet
+plugin=$(find "$b/plugins" -name 'libattncheck-example-plugin.so' -o -name 'attncheck-example-plugin.so' | head -n 1)
+"$b/harness/attncheck" fuzz --plugin "$plugin" --kernel example-plugin --seed 3 --cases 300 --quiet
