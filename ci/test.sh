@@ -19,13 +19,17 @@ step "unit tests (Criterion)"
 
 step "fixtures: the regression corpus"
 for k in cpu-flash cpu-flash-128x64 ref-fp64; do
-  "$b/harness/attncheck" run fixtures --kernel "$k" --quiet
+  "$b/harness/attncheck" run fixtures --kernel "$k" --quiet >"$b/fixtures-$k.log" ||
+    { cat "$b/fixtures-$k.log"; exit 1; }
+  echo "fixtures on $k: $(grep -c '^PASS' "$b/fixtures-$k.log" || true) cases passed"
 done
 
 step "detection power: every mutant caught, cpu-flash clean"
 "$b/harness/attncheck" prove --seed 1
 
 step "fuzz gate"
-"$b/harness/attncheck" fuzz --kernel cpu-flash --seed 20261122 --cases 1500 --quiet
-plugin=$(find "$b/plugins" -name 'libattncheck-example-plugin.so' -o -name 'attncheck-example-plugin.so' | head -n 1)
-"$b/harness/attncheck" fuzz --plugin "$plugin" --kernel example-plugin --seed 3 --cases 300 --quiet
+"$b/harness/attncheck" fuzz --kernel cpu-flash --seed 20261122 --cases 1000 --quiet
+"$b/harness/attncheck" fuzz --plugin "$b/plugins/libattncheck-example-plugin.so" --kernel example-flash-cpu \
+  --seed 3 --cases 200 --quiet
+
+step "all passed"

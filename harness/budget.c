@@ -300,10 +300,22 @@ static bool gate_scaled(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], c
     return false;
 }
 
-static bool vs_naive_applies(const ac_metrics *m, ac_dtype t, ac_output o)
+/* Query rows and keys the problem really has (padding excluded), over all heads. */
+static long problem_rows(const ac_problem *p, bool keys)
+{
+    long n = 0;
+    for (int b = 0; b < p->batch; b++)
+        n += keys ? ac_seqlen_k_of(p, b) : ac_seqlen_q_of(p, b);
+    return n * (keys ? p->heads_kv : p->heads_q);
+}
+
+/* The mean is a statistic: it needs enough elements, and enough query rows and
+ * keys, since the errors of one row's (or one key's) elements share their P. */
+static bool vs_naive_applies(const ac_problem *p, const ac_metrics *m, ac_dtype t, ac_output o)
 {
     double u = ac_unit_roundoff(ac_output_dtype(t, o));
     return m->present && m->has_naive && m->n_compared >= AC_VS_NAIVE_MIN_ELEMS &&
+           problem_rows(p, false) >= AC_VS_NAIVE_MIN_ROWS && problem_rows(p, true) >= AC_VS_NAIVE_MIN_ROWS &&
            m->naive_mean_abs > 0.0 && m->naive_mean_abs >= u * m->mean_escale / AC_VS_NAIVE_FLOOR_DIV;
 }
 
@@ -313,7 +325,7 @@ static bool gate_vs_naive(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT],
     ac_dtype t = in->c.dtype;
     for (int o = 0; o < AC_OUT_COUNT; o++) {
         double limit = b->max_vs_naive_mean[t][o];
-        if (limit <= 0.0 || !vs_naive_applies(&m[o], t, (ac_output)o) || m[o].vs_naive_mean <= limit)
+        if (limit <= 0.0 || !vs_naive_applies(&in->p, &m[o], t, (ac_output)o) || m[o].vs_naive_mean <= limit)
             continue;
         const char *name = ac_output_name((ac_output)o);
         put(kind, kind_len, "%s:vs-naive-mean", name);

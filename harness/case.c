@@ -26,9 +26,20 @@
 
 /* ---- canonical numbers ---------------------------------------------------- */
 
+/* Integers below 10^15 print as integers: "dominant(20)", not "2e+01". */
+static bool fmt_integer(char *buf, size_t len, double x)
+{
+    if (x != floor(x) || fabs(x) >= 1e15)
+        return false;
+    snprintf(buf, len, "%.0f", x);
+    return true;
+}
+
 /* Shortest %.Ng (N = 1..17) that strtod reads back to x exactly. */
 static void fmt_double(char *buf, size_t len, double x)
 {
+    if (fmt_integer(buf, len, x))
+        return;
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, len, "%.*g", prec, x);
         if (strtod(buf, NULL) == x)
@@ -40,6 +51,8 @@ static void fmt_double(char *buf, size_t len, double x)
 static void fmt_f32(char *buf, size_t len, double x)
 {
     float f = (float)x;
+    if (fmt_integer(buf, len, (double)f))
+        return;
     for (int prec = 1; prec <= 9; prec++) {
         snprintf(buf, len, "%.*g", prec, (double)f);
         if ((float)strtod(buf, NULL) == f)

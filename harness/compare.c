@@ -147,6 +147,8 @@ static el_class compare_element(accum *a, ac_where w, uint32_t got_bits, double 
         cls = classify_special_ref(a, x, y);
     else if (isnan(y))
         cls = EL_UNEXPECTED_NAN;
+    else if (isinf(y) && y == ac_round(a->t, x))
+        return EL_OK; /* x beyond the dtype's range: the correctly rounded output is this Inf */
     else if (isinf(y))
         cls = EL_OVERFLOW;
     else if (e == 0.0 && y != x)

@@ -5,15 +5,19 @@
  * The LSE error scale is defined here (ref/ has none: LSE's error is not a
  * dtype rounding).  Whatever the input dtype, a fused kernel computes
  * S = scale * Q K^T in f32 from dtype inputs and LSE = m + log(l) in f32, so
- *   E_lse_i = 1 + |LSE_i| + |scale| * max_{j visible} sum_c |Q_ic| |K_jc|
+ *   E_lse_i = 1 + |LSE_i| + (d + 2) G_i,  G_i = |scale| max_{j visible} sum_c |Q_ic||K_jc|
  * with LSE's scaled error |y - x| / (u_f32 * E_lse):
- *   - each S_ij is an f32 dot product of exact products: it errs by about
- *     u_f32 * scale * sum_c |Q_ic||K_jc| (times a small accumulation factor),
- *     and LSE is 1-Lipschitz in the max norm of S;
+ *   - each S_ij is an f32 dot product of d exact products: it errs by up to
+ *     d u_f32 |scale| sum_c |Q_ic||K_jc| (Higham's gamma_d; reached when the
+ *     products are alike, as "increasing" scores make them), and LSE is
+ *     1-Lipschitz in the max norm of S: the d G_i;
+ *   - the online softmax rescales l by exp(m_old - m_new), an exp of an f32
+ *     argument of size |m_old - m_new|; the changes of m sum to at most 2 G_i:
+ *     the 2 G_i;
  *   - l >= 1 (the maximum's own term), so log(l) errs by about u_f32 absolutely
  *     (times the accumulation factor over the Nk terms of l): the 1;
  *   - the final m + log(l) rounds relative to |LSE|: the |LSE_i|.
- * The accumulation factors are what the budgets' growth law allows for.  Rows
+ * The accumulation factor over Nk is what the budgets' growth law allows for.  Rows
  * with no visible key (LSE exactly -inf) and padding rows get E = 0. */
 #include <cblas.h>
 #include <math.h>
@@ -68,7 +72,7 @@ static void lse_scale_head(const ac_problem *p, const double *q, const double *k
             double g_max = row_visible_max(p, b, h, i, buf->g + (size_t)(i - i0) * nk);
             size_t at = ac_lse_index(p, b, h, i);
             if (g_max >= 0.0 && isfinite(lse[at]))
-                e_lse[at] = 1.0 + fabs(lse[at]) + scale * g_max;
+                e_lse[at] = 1.0 + fabs(lse[at]) + (d + 2.0) * scale * g_max;
         }
     }
 }

@@ -170,7 +170,7 @@ static void clean_metrics(ac_metrics m[AC_OUT_COUNT])
     memset(m, 0, sizeof(ac_metrics) * AC_OUT_COUNT);
     for (int o = 0; o < AC_OUT_COUNT; o++) {
         m[o].present = m[o].has_naive = true;
-        m[o].n_compared = 1000;
+        m[o].n_compared = 4096;
         m[o].max_scaled = 0.9;
         m[o].mean_abs = 1e-4;
         m[o].naive_mean_abs = 1e-4;
@@ -237,7 +237,7 @@ Test(harness_budget, special_classes_fail_before_magnitudes)
     m[AC_OUT_LSE].first_special = (ac_where){1, 0, 9, -1};
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
     cr_assert_str_eq(kind, "LSE:unexpected-nan");
-    cr_assert(strstr(why, "LSE unexpected-nan: 2 of 1000 elements") == why, "%s", why);
+    cr_assert(strstr(why, "LSE unexpected-nan: 2 of 4096 elements") == why, "%s", why);
     cr_assert(strstr(why, "at b=1 h=0 row=9") != NULL, "%s", why);
     m[AC_OUT_DV].n_unwritten = 1; /* unwritten outranks every other class */
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
@@ -271,7 +271,15 @@ Test(harness_budget, mean_vs_naive_fails_only_where_the_naive_mean_means_somethi
               "%s", why);
     m[AC_OUT_DQ].n_compared = AC_VS_NAIVE_MIN_ELEMS - 1; /* too few elements */
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_PASS, "%s", why);
-    m[AC_OUT_DQ].n_compared = 1000;
+    m[AC_OUT_DQ].n_compared = 4096;
+    ac_inputs one_row = gate_inputs(AC_F16, 64);
+    one_row.p.seqlen_q = 1; /* 2 heads x 1 row: too few query rows, however many elements */
+    cr_assert_eq(gate(&one_row, m, why, kind), AC_VERDICT_PASS, "%s", why);
+    ac_inputs few_keys = gate_inputs(AC_F16, 64);
+    few_keys.p.seqlen_k = 15; /* 2 heads x 15 keys = 30 < 32 */
+    cr_assert_eq(gate(&few_keys, m, why, kind), AC_VERDICT_PASS, "%s", why);
+    few_keys.p.seqlen_k = 16; /* 32 keys: the check applies again */
+    cr_assert_eq(gate(&few_keys, m, why, kind), AC_VERDICT_FAIL, "%s", why);
     m[AC_OUT_DQ].naive_mean_abs = 0x1p-11 / 128; /* below u * mean(E) / 64 */
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_PASS, "%s", why);
     m[AC_OUT_LSE].vs_naive_mean = 100.0; /* f16 LSE vs-naive-mean is off in the test file */

@@ -117,11 +117,14 @@ Test(harness_cli, cuda_kernel_without_gpu_exits_3)
     cr_assert_not_null(strstr(out, "cuda-flash"), "%s", out);
 }
 
+/* A mutant visible on short sequences (--max-seqlen 64 is one K/V tile, where a
+ * missing rescale is no bug at all): the causal mask off by one. */
 static const char *first_mutant(void)
 {
+    const char *want = "cpu-flash-mutant-causal-off-by-one";
     for (size_t i = 0; i < ac_kernel_count(); i++)
-        if (strstr(ac_kernel_at(i)->name, "cpu-flash-mutant"))
-            return ac_kernel_at(i)->name;
+        if (strcmp(ac_kernel_at(i)->name, want) == 0)
+            return want;
     return NULL;
 }
 

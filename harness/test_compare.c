@@ -258,6 +258,29 @@ Test(harness_compare, inf_in_one_element_is_one_overflow_there)
     fixture_free(&f);
 }
 
+Test(harness_compare, inf_where_the_reference_rounds_to_inf_is_correct_rounding)
+{
+    /* Exact dQ = 70000 in f16 (max finite 65504): +Inf is the correctly rounded
+     * output, not an overflow; -Inf there, and +Inf next to a finite 60000, are. */
+    fixture f;
+    ac_problem p = ac_problem_dense(1, 1, 1, 4, 4, 4);
+    fixture_init(&f, AC_F16, p, false);
+    size_t beyond = ac_q_index(&p, 0, 0, 2, 1), wrong_sign = ac_q_index(&p, 0, 0, 3, 0);
+    size_t inside = ac_q_index(&p, 0, 0, 3, 3);
+    f.ref[beyond] = f.ref[wrong_sign] = 70000.0;
+    f.ref[inside] = 60000.0;
+    f.escale[beyond] = f.escale[wrong_sign] = f.escale[inside] = 70000.0;
+    f.y[beyond] = INFINITY;
+    f.y[wrong_sign] = -INFINITY;
+    f.y[inside] = INFINITY;
+    ac_metrics m;
+    run(&f, AC_OUT_DQ, &m);
+    cr_assert_eq(m.n_overflow, 2, "-Inf for +70000 and +Inf for 60000 overflow; +Inf for 70000 does not");
+    assert_where(m.first_special, 0, 0, 3, 0);
+    cr_assert_eq(m.n_unexpected_nan + m.n_lost_special + m.n_wrong_zero + m.n_unwritten, 0);
+    fixture_free(&f);
+}
+
 Test(harness_compare, surviving_poison_is_one_unwritten_there)
 {
     fixture f;
@@ -414,7 +437,7 @@ Test(harness_compare, fully_masked_lse_accepts_minus_and_plus_inf_flags_nan_and_
 
 /* ---- the reference bundle's LSE scale ------------------------------------ */
 
-Test(harness_compare, lse_scale_is_one_plus_abs_lse_plus_scaled_max_visible_dot)
+Test(harness_compare, lse_scale_is_one_plus_abs_lse_plus_d_plus_2_times_scaled_max_visible_dot)
 {
     /* B = H = 1, Nq = 2, Nk = 3, d = 2, causal top-left: row 0 sees key 0, row 1 keys 0, 1. */
     ac_problem p = ac_problem_dense(1, 1, 1, 2, 3, 2);
@@ -429,8 +452,9 @@ Test(harness_compare, lse_scale_is_one_plus_abs_lse_plus_scaled_max_visible_dot)
     ac_err err;
     cr_assert_eq(ac_lse_error_scale(&p, q, k, lse, e_lse, &err), AC_OK, "%s", err.msg);
     /* row 0: key 0: 1*3 + 2*1 = 5;  row 1: key 0: 1.5 + 0.25 = 1.75, key 1: 0.5 + 1 = 1.5 */
-    cr_assert_eq(e_lse[0], 1.0 + 1.5 + 0.5 * 5.0);
-    cr_assert_eq(e_lse[1], 1.0 + 2.0 + 0.5 * 1.75);
+    /* (d + 2) = 4 */
+    cr_assert_eq(e_lse[0], 1.0 + 1.5 + 4 * 0.5 * 5.0);
+    cr_assert_eq(e_lse[1], 1.0 + 2.0 + 4 * 0.5 * 1.75);
 }
 
 Test(harness_compare, lse_scale_is_zero_on_rows_without_visible_keys)
@@ -444,7 +468,7 @@ Test(harness_compare, lse_scale_is_zero_on_rows_without_visible_keys)
     ac_err err;
     cr_assert_eq(ac_lse_error_scale(&p, q, k, lse, e_lse, &err), AC_OK, "%s", err.msg);
     cr_assert_eq(e_lse[0], 0.0);
-    cr_assert_float_eq(e_lse[1], 1.0 + 0.7 + 6.0, 1e-15);
+    cr_assert_float_eq(e_lse[1], 1.0 + 0.7 + 3 * 6.0, 1e-15); /* d + 2 = 3 */
 }
 
 /* ---- the whole bundle: the reference rounded to the dtype, compared as a kernel ---- */

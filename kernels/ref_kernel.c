@@ -65,11 +65,16 @@ static int ref_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, 
     ac_load(t, a->q, nq, b[0]);
     ac_load(t, a->k, nkv, b[1]);
     ac_load(t, a->v, nkv, b[2]);
-    ac_load(t, a->o, nq, b[3]); /* the given (rounded) O and LSE, as a training step would */
-    for (size_t i = 0; i < nl; i++)
-        b[4][i] = (double)a->lse[i];
     ac_load(t, a->d_o, nq, b[5]);
-    st = ref_backward_fp64(p, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], err);
+    /* LSE recomputed in double, not read back from the f32 it was stored in: a
+     * fused kernel's backward recomputes S the way its forward did, so its own
+     * rounded LSE is consistent with its S; this kernel's S is exact, and an f32
+     * LSE would put a relative error of |LSE| * 2^-24 on every P (exp(256) when
+     * scores reach 1e10).  O is the given, rounded one, as a training step has. */
+    st = ref_forward_fp64(p, b[0], b[1], b[2], b[3], b[4], err);
+    ac_load(t, a->o, nq, b[3]);
+    if (st == AC_OK)
+        st = ref_backward_fp64(p, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], err);
     if (st == AC_OK) {
         ac_store(t, b[6], nq, a->dq);
         ac_store(t, b[7], nkv, a->dk);

@@ -1,16 +1,35 @@
 /* ref/scales.c — the error scales E, the denominators of the gating metric
- * scaled_err = |y - x| / (u * E).  Exactly DESIGN.md's definitions: with
- * tau = eta / (2u) (eta the dtype's smallest subnormal, u its unit roundoff),
- * dPhat_ij = sum_c |dO_ic||V_jc| and Dhat_i = sum_c |dO_ic||O_ic|,
- *   E_O_ic  = sum_j (P_ij + tau) |V_jc|
- *   E_dV_jc = sum_i (P_ij + tau) |dO_ic|                 (i over the GQA group too)
- *   E_dQ_ic = scale * sum_j (P_ij (dPhat_ij + Dhat_i) + tau) |K_jc|
- *   E_dK_jc = scale * sum_i (P_ij (dPhat_ij + Dhat_i) + tau) |Q_ic|
- * the sums running over visible (i, j) pairs only: a masked pair is an exact
- * zero in any kernel, so it carries no rounding error.  Computed like the
- * forward, per (b, h) and per block of query rows, the products as dgemms on
- * absolute values.  P comes from the reference LSE; a scale is itself a
- * double computation of nonnegative terms, accurate to ~d * 2^-53. */
+ * scaled_err = |y - x| / (u * E).  DESIGN.md's definitions, with two terms it
+ * leaves out made explicit.  With tau = eta / (2u) (eta the dtype's smallest
+ * subnormal, u its unit roundoff), dPhat_ij = sum_c |dO_ic||V_jc|,
+ * Dhat_i = sum_c |dO_ic||O_ic|:
+ *   E_O_ic  = tau + sum_j (P_ij (1 + rho (G_ij + g_i)) + tau) |V_jc|
+ *   E_dV_jc = tau + sum_i (P_ij (1 + r_ij) + tau) |dO_ic|          (i over the GQA group too)
+ *   E_dQ_ic = tau + scale * sum_j (P_ij ((1 + r_ij)(dPhat_ij + Dhat_i) + R_i) + tau) |K_jc|
+ *   E_dK_jc = tau + scale * sum_i (P_ij ((1 + r_ij)(dPhat_ij + Dhat_i) + R_i) + tau) |Q_ic|
+ * The sums run over visible (i, j) pairs only: a masked pair is an exact zero
+ * in any kernel, so it carries no rounding error.
+ *
+ * The added terms, and why:
+ * - the leading tau: the output's own rounding.  Where an output lands in the
+ *   subnormals (dK of a barely-attended key in f16) the correctly rounded value
+ *   is off by eta/2 = u * tau, whatever E the computation had.  Added to every
+ *   element whose E is not an exact zero.
+ * - the S terms, rho = u_f32 / u: every fused kernel computes S = scale QK^T in
+ *   f32, a dot product of d exact products, so S_ij errs by up to u_f32 G_ij,
+ *   G_ij = d |scale| sum_c |Q_ic||K_jc| (Higham's gamma_d bound; reached when
+ *   the products are alike, as "increasing" scores make them).  Softmax turns it into a relative error of P_ij of
+ *   G_ij + g_i, g_i = sum_k P_ik G_ik (the normalisation's share).  The
+ *   backward recomputes P from the stored f32 LSE, whose rounding adds |L_i|:
+ *   r_ij = rho (G_ij + g_i + |L_i|).  That error reaches dS through P, and
+ *   through D computed from the forward's O: R_i = sum_k P_ik r_ik dPhat_ik.
+ *   Negligible for f16/bf16 at ordinary scores (rho = 2^-13, 2^-16), dominant
+ *   for f32 kernels and for scores in the thousands; without it a correct f32
+ *   kernel reads up to 485 on scores x16.
+ * Computed like the forward, per (b, h) and per block of query rows, the
+ * products as dgemms on absolute values.  P comes from the reference LSE; a
+ * scale is itself a double computation of nonnegative terms, accurate to
+ * ~d * 2^-53. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -22,14 +41,16 @@
 typedef struct {
     const double *q, *k, *v, *o, *lse, *d_o;
     double *e_o, *e_dq, *e_dk, *e_dv;
-    double tau;
+    double tau; /* eta / 2u */
+    double rho; /* u_f32 / u */
 } scale_tensors;
 
-/* Block buffers: probabilities, P + tau on visible pairs, the dQ/dK weights,
- * and |Q|, |dO|, |O| of the block's rows and |K|, |V| of the head, packed
- * (row stride d) so the dgemms read them like the originals. */
+/* Block buffers: probabilities, the O, dV and dQ/dK weights, the score
+ * magnitudes G (then the backward's relative error r of P), and |Q|, |dO|,
+ * |O| of the block's rows and |K|, |V| of the head, packed (row stride d) so
+ * the dgemms read them like the originals. */
 typedef struct {
-    double *prob, *weight_o, *weight_g;
+    double *prob, *weight_o, *weight_v, *weight_g, *rel_err;
     double *abs_q, *abs_do, *abs_o; /* (block, d) */
     double *abs_k, *abs_v;          /* (Nk, d) */
 } scale_buffers;
@@ -41,21 +62,41 @@ static void abs_rows(const double *src, size_t ld, int rows, int d, double *dst)
             dst[(size_t)r * d + c] = fabs(src[(size_t)r * ld + c]);
 }
 
-/* prob <- P, weight_o <- P + tau where visible, 0 where masked. */
+/* prob <- P; weight_o, weight_v as in the header, 0 where masked; rel_err <-
+ * r_ij, the backward's relative error of P in units of u. */
 static void block_weights_o(const ref_head *hd, const scale_tensors *t, int i0, int i1, int jlo,
                             int jhi, scale_buffers *buf)
 {
-    size_t n = (size_t)(i1 - i0) * (size_t)(jhi - jlo);
+    int rows = i1 - i0, cols = jhi - jlo, d = hd->d;
+    size_t n = (size_t)rows * (size_t)cols;
     ref_block_scores(hd, t->q, t->k, i0, i1, jlo, jhi, buf->prob);
     for (size_t e = 0; e < n; e++) /* ref_block_scores marks every masked pair with -inf */
-        buf->weight_o[e] = buf->prob[e] == -INFINITY ? 0.0 : t->tau;
+        buf->weight_o[e] = buf->prob[e] == -INFINITY ? 0.0 : 1.0;
     ref_block_probs_from_lse(hd, i0, i1, jlo, jhi, t->lse, buf->prob);
-    for (size_t e = 0; e < n; e++)
-        if (buf->weight_o[e] != 0.0)
-            buf->weight_o[e] += buf->prob[e];
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, d * fabs(hd->p->scale),
+                buf->abs_q, d, buf->abs_k + (size_t)jlo * d, d, 0.0, buf->rel_err, cols);
+    for (int r = 0; r < rows; r++) {
+        size_t at = (size_t)r * cols;
+        double *vis = buf->weight_o + at, *wv = buf->weight_v + at, *g = buf->rel_err + at;
+        const double *prob = buf->prob + at;
+        double g_row = 0.0;
+        for (int j = 0; j < cols; j++)
+            g_row += vis[j] != 0.0 ? prob[j] * g[j] : 0.0;
+        double lse = t->lse[ac_lse_index(hd->p, hd->b, hd->h, i0 + r)];
+        double lse_mag = isfinite(lse) ? fabs(lse) : 0.0;
+        for (int j = 0; j < cols; j++) {
+            if (vis[j] == 0.0) {
+                wv[j] = g[j] = 0.0;
+                continue;
+            }
+            vis[j] = prob[j] * (1.0 + t->rho * (g[j] + g_row)) + t->tau;
+            g[j] = t->rho * (g[j] + g_row + lse_mag);
+            wv[j] = prob[j] * (1.0 + g[j]) + t->tau;
+        }
+    }
 }
 
-/* weight_g <- P (dPhat + Dhat) + tau where visible, 0 where masked. */
+/* weight_g <- P ((1 + r)(dPhat + Dhat) + R) + tau where visible, 0 where masked. */
 static void block_weights_grad(const ref_head *hd, int i0, int i1, int jlo, int jhi,
                                const scale_tensors *t, scale_buffers *buf)
 {
@@ -63,13 +104,16 @@ static void block_weights_grad(const ref_head *hd, int i0, int i1, int jlo, int 
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, 1.0, buf->abs_do, d,
                 buf->abs_v + (size_t)jlo * d, d, 0.0, buf->weight_g, cols);
     for (int r = 0; r < rows; r++) {
-        double delta_hat = 0.0;
+        double delta_hat = 0.0, r_row = 0.0;
         for (int c = 0; c < d; c++)
             delta_hat += buf->abs_do[(size_t)r * d + c] * buf->abs_o[(size_t)r * d + c];
-        double *w = buf->weight_g + (size_t)r * cols;
-        const double *prob = buf->prob + (size_t)r * cols, *vis = buf->weight_o + (size_t)r * cols;
+        size_t at = (size_t)r * cols;
+        double *w = buf->weight_g + at;
+        const double *prob = buf->prob + at, *vis = buf->weight_o + at, *rel = buf->rel_err + at;
         for (int j = 0; j < cols; j++)
-            w[j] = vis[j] != 0.0 ? prob[j] * (w[j] + delta_hat) + t->tau : 0.0;
+            r_row += vis[j] != 0.0 ? prob[j] * rel[j] * w[j] : 0.0;
+        for (int j = 0; j < cols; j++)
+            w[j] = vis[j] != 0.0 ? prob[j] * ((1.0 + rel[j]) * (w[j] + delta_hat) + r_row) + t->tau : 0.0;
     }
 }
 
@@ -88,9 +132,9 @@ static void scales_block(const ref_head *hd, const scale_tensors *t, int i0, int
     size_t q_at = hd->q_base + (size_t)i0 * hd->ld_q;
     double scale = fabs(hd->p->scale);
     bool grads = t->e_dq != NULL;
+    abs_rows(t->q + q_at, hd->ld_q, rows, d, buf->abs_q);
     block_weights_o(hd, t, i0, i1, jlo, jhi, buf);
     if (grads) {
-        abs_rows(t->q + q_at, hd->ld_q, rows, d, buf->abs_q);
         abs_rows(t->d_o + q_at, hd->ld_q, rows, d, buf->abs_do);
         abs_rows(t->o + q_at, hd->ld_q, rows, d, buf->abs_o);
     }
@@ -101,7 +145,7 @@ static void scales_block(const ref_head *hd, const scale_tensors *t, int i0, int
         return;
     size_t kv_at = hd->kv_base + (size_t)jlo * hd->ld_kv;
     int ld_kv = (int)hd->ld_kv;
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, 1.0, buf->weight_o, cols,
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, 1.0, buf->weight_v, cols,
                 buf->abs_do, d, 1.0, t->e_dv + kv_at, ld_kv);
     block_weights_grad(hd, i0, i1, jlo, jhi, t, buf);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, scale, buf->weight_g, cols,
@@ -131,6 +175,8 @@ static void free_buffers(scale_buffers *buf)
     free(buf->prob);
     free(buf->weight_o);
     free(buf->weight_g);
+    free(buf->weight_v);
+    free(buf->rel_err);
     free(buf->abs_q);
     free(buf->abs_do);
     free(buf->abs_o);
@@ -145,13 +191,24 @@ static bool alloc_buffers(const ac_problem *p, int block, scale_buffers *buf)
     buf->prob = malloc(blk * sizeof(double));
     buf->weight_o = malloc(blk * sizeof(double));
     buf->weight_g = malloc(blk * sizeof(double));
+    buf->weight_v = malloc(blk * sizeof(double));
+    buf->rel_err = malloc(blk * sizeof(double));
     buf->abs_q = malloc(rows * sizeof(double));
     buf->abs_do = malloc(rows * sizeof(double));
     buf->abs_o = malloc(rows * sizeof(double));
     buf->abs_k = malloc(keys * sizeof(double));
     buf->abs_v = malloc(keys * sizeof(double));
-    return buf->prob && buf->weight_o && buf->weight_g && buf->abs_q && buf->abs_do &&
+    return buf->prob && buf->weight_o && buf->weight_g && buf->weight_v && buf->rel_err && buf->abs_q && buf->abs_do &&
            buf->abs_o && buf->abs_k && buf->abs_v;
+}
+
+/* The output's own rounding, eta/2 = u * tau, on every element that is not an
+ * exact zero of the computation (E = 0: a padding row, a fully masked row). */
+static void add_rounding_floor(double *e, size_t n, double tau)
+{
+    for (size_t i = 0; i < n; i++)
+        if (e[i] > 0.0)
+            e[i] += tau;
 }
 
 int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const double *k,
@@ -185,10 +242,17 @@ int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const dou
         memset(e_dv, 0, ac_kv_elems(p) * sizeof *e_dv);
     }
     double tau = ac_min_subnormal(t) / (2.0 * ac_unit_roundoff(t));
-    scale_tensors ts = {q, k, v, o, lse, d_o, e_o, e_dq, e_dk, e_dv, tau};
+    double rho = ac_unit_roundoff(AC_F32) / ac_unit_roundoff(t);
+    scale_tensors ts = {q, k, v, o, lse, d_o, e_o, e_dq, e_dk, e_dv, tau, rho};
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
             scales_head(p, &ts, b, h, block, &buf);
     free_buffers(&buf);
+    add_rounding_floor(e_o, ac_q_elems(p), tau);
+    if (grads) {
+        add_rounding_floor(e_dq, ac_q_elems(p), tau);
+        add_rounding_floor(e_dk, ac_kv_elems(p), tau);
+        add_rounding_floor(e_dv, ac_kv_elems(p), tau);
+    }
     return AC_OK;
 }

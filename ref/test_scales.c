@@ -33,40 +33,83 @@ static void run_reference(ts_case *c, ac_dtype t, scales *s)
     cr_assert_eq(ref_error_scales(p, t, c->q, c->k, c->v, c->o, c->lse, c->d_o, s->e_o, s->e_dq, s->e_dk, s->e_dv, &err), AC_OK, "%s", err.msg);
 }
 
-/* DESIGN.md's four definitions as direct loops over every visible pair. */
+/* G_ij = d |scale| sum_c |Q_ic||K_jc|: the bound of S_ij's f32 error, in u_f32. */
+static double score_magnitude(const ts_case *c, int b, int h, int i, int j)
+{
+    const ac_problem *p = &c->p;
+    double g = 0.0;
+    for (int cc = 0; cc < p->head_dim; cc++)
+        g += fabs(c->q[ac_q_index(p, b, h, i, cc)]) * fabs(c->k[ac_kv_index(p, b, ac_kv_head_of(p, h), j, cc)]);
+    return p->head_dim * fabs(p->scale) * g;
+}
+
+static double abs_dot_do(const ts_case *c, const double *x, int b, int h, int i, int j)
+{
+    const ac_problem *p = &c->p;
+    double s = 0.0;
+    for (int cc = 0; cc < p->head_dim; cc++)
+        s += fabs(c->d_o[ac_q_index(p, b, h, i, cc)]) *
+             fabs(j < 0 ? x[ac_q_index(p, b, h, i, cc)] : x[ac_kv_index(p, b, ac_kv_head_of(p, h), j, cc)]);
+    return s;
+}
+
+/* ref/scales.c's header definitions as direct loops over every visible pair:
+ * a first pass per row for g_i and R_i, a second for the weights. */
+static void direct_row(const ts_case *c, scales *s, double tau, double rho, int b, int h, int i,
+                       const double *p_row)
+{
+    const ac_problem *p = &c->p;
+    int d = p->head_dim, hk = ac_kv_head_of(p, h), lo, hi;
+    ac_visible_range(p, b, i, &lo, &hi); /* only to skip work: ac_visible decides */
+    double lse = c->lse[ac_lse_index(p, b, h, i)], g_row = 0.0, r_row = 0.0;
+    double delta_hat = abs_dot_do(c, c->o, b, h, i, -1);
+    for (int j = lo; j < hi; j++)
+        if (ac_visible(p, b, h, i, j))
+            g_row += p_row[j] * score_magnitude(c, b, h, i, j);
+    for (int j = lo; j < hi; j++)
+        if (ac_visible(p, b, h, i, j))
+            r_row += p_row[j] * rho * (score_magnitude(c, b, h, i, j) + g_row + fabs(lse)) *
+                     abs_dot_do(c, c->v, b, h, i, j);
+    for (int j = lo; j < hi; j++) {
+        if (!ac_visible(p, b, h, i, j))
+            continue;
+        double g = score_magnitude(c, b, h, i, j), r = rho * (g + g_row + fabs(lse));
+        double dp_hat = abs_dot_do(c, c->v, b, h, i, j);
+        double w_o = p_row[j] * (1.0 + rho * (g + g_row)) + tau, w_v = p_row[j] * (1.0 + r) + tau;
+        double w_g = p_row[j] * ((1.0 + r) * (dp_hat + delta_hat) + r_row) + tau;
+        for (int cc = 0; cc < d; cc++) {
+            size_t qi = ac_q_index(p, b, h, i, cc), kj = ac_kv_index(p, b, hk, j, cc);
+            s->e_o[qi] += w_o * fabs(c->v[kj]);
+            s->e_dv[kj] += w_v * fabs(c->d_o[qi]);
+            s->e_dq[qi] += p->scale * w_g * fabs(c->k[kj]);
+            s->e_dk[kj] += p->scale * w_g * fabs(c->q[qi]);
+        }
+    }
+}
+
+static void add_floor(double *e, size_t n, double tau)
+{
+    for (size_t i = 0; i < n; i++)
+        e[i] += e[i] > 0.0 ? tau : 0.0;
+}
+
 static scales direct_scales(const ts_case *c, ac_dtype t)
 {
     const ac_problem *p = &c->p;
     scales s = scales_alloc(p);
     double tau = ac_min_subnormal(t) / (2.0 * ac_unit_roundoff(t));
+    double rho = ac_unit_roundoff(AC_F32) / ac_unit_roundoff(t);
     double *o_row = ts_alloc((size_t)p->head_dim), *p_row = ts_alloc((size_t)p->seqlen_k);
-    int d = p->head_dim;
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < ac_seqlen_q_of(p, b); i++) {
-                int hk = ac_kv_head_of(p, h);
                 ts_direct_row(p, c->q, c->k, c->v, b, h, i, o_row, p_row);
-                double delta_hat = 0.0;
-                for (int cc = 0; cc < d; cc++)
-                    delta_hat += fabs(c->d_o[ac_q_index(p, b, h, i, cc)]) * fabs(c->o[ac_q_index(p, b, h, i, cc)]);
-                int lo, hi;
-                ac_visible_range(p, b, i, &lo, &hi); /* only to skip work: ac_visible decides */
-                for (int j = lo; j < hi; j++) {
-                    if (!ac_visible(p, b, h, i, j))
-                        continue;
-                    double dp_hat = 0.0;
-                    for (int cc = 0; cc < d; cc++)
-                        dp_hat += fabs(c->d_o[ac_q_index(p, b, h, i, cc)]) * fabs(c->v[ac_kv_index(p, b, hk, j, cc)]);
-                    double w_o = p_row[j] + tau, w_g = p_row[j] * (dp_hat + delta_hat) + tau;
-                    for (int cc = 0; cc < d; cc++) {
-                        size_t qi = ac_q_index(p, b, h, i, cc), kj = ac_kv_index(p, b, hk, j, cc);
-                        s.e_o[qi] += w_o * fabs(c->v[kj]);
-                        s.e_dv[kj] += w_o * fabs(c->d_o[qi]);
-                        s.e_dq[qi] += p->scale * w_g * fabs(c->k[kj]);
-                        s.e_dk[kj] += p->scale * w_g * fabs(c->q[qi]);
-                    }
-                }
+                direct_row(c, &s, tau, rho, b, h, i, p_row);
             }
+    add_floor(s.e_o, ac_q_elems(p), tau);
+    add_floor(s.e_dq, ac_q_elems(p), tau);
+    add_floor(s.e_dk, ac_kv_elems(p), tau);
+    add_floor(s.e_dv, ac_kv_elems(p), tau);
     free(o_row);
     free(p_row);
     return s;
@@ -118,18 +161,25 @@ Test(ref_scales, match_direct_loops_across_row_blocks)
     ts_case_free(&c);
 }
 
-Test(ref_scales, tau_is_half_the_smallest_subnormal_over_u)
+Test(ref_scales, tau_floor_and_f32_score_terms_on_a_one_by_one_case)
 {
-    /* One query, one key, V = 1, |dO| = |O| = 1: E_O = P + tau = 1 + tau. */
+    /* One query, one key, d = 1, Q = K = V = dO = 1, scale 1: S = L = P = 1,
+     * G = g = 1, r = rho (G + g + |L|) = 3 rho, dPhat = Dhat = 1, R = 3 rho.
+     *   E_O  = tau + (P (1 + rho (G + g)) + tau)      = 1 + 2 rho + 2 tau
+     *   E_dV = tau + (P (1 + r) + tau)                = 1 + 3 rho + 2 tau
+     *   E_dQ = tau + (P ((1 + r)(dPhat + Dhat) + R) + tau) = 2 + 9 rho + 2 tau */
     ac_problem p = ac_problem_dense(1, 1, 1, 1, 1, 1);
     double q = 1, k = 1, v = 1, o, lse, d_o = 1, e_o, e_dq, e_dk, e_dv;
     cr_assert_eq(ref_forward_fp64(&p, &q, &k, &v, &o, &lse, NULL), AC_OK);
     const double taus[3] = {0x1p-126, 0x1p-14, 0x1p-126}; /* f32, f16, bf16 */
+    const double rhos[3] = {1.0, 0x1p-13, 0x1p-16};
     for (int t = 0; t < 3; t++) {
+        double tau = taus[t], rho = rhos[t];
         cr_assert_eq(ref_error_scales(&p, (ac_dtype)t, &q, &k, &v, &o, &lse, &d_o, &e_o, &e_dq, &e_dk, &e_dv, NULL), AC_OK);
-        cr_assert_eq(e_o, 1.0 + taus[t], "%s: E_O = %a", ac_dtype_name((ac_dtype)t), e_o);
-        cr_assert_eq(e_dv, 1.0 + taus[t]);
-        cr_assert_eq(e_dq, 1.0 * (1.0 * (1.0 + 1.0) + taus[t]), "E_dQ = P (dPhat + Dhat) + tau");
+        cr_assert_float_eq(e_o, 1.0 + 2 * rho + 2 * tau, 1e-15, "%s: E_O = %a", ac_dtype_name((ac_dtype)t), e_o);
+        cr_assert_float_eq(e_dv, 1.0 + 3 * rho + 2 * tau, 1e-15, "E_dV = %a", e_dv);
+        cr_assert_float_eq(e_dq, 2.0 + 9 * rho + 2 * tau, 1e-15, "E_dQ = %a", e_dq);
+        cr_assert_float_eq(e_dk, 2.0 + 9 * rho + 2 * tau, 1e-15, "E_dK = %a", e_dk);
     }
 }
 
