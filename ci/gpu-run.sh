@@ -7,6 +7,10 @@
 #   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
 #   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
+#   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
+#              many fuzz processes of cuda-flash in parallel, CAMPAIGN_CASES cases
+#              each (seeds 1001..), plus cuda-naive and long-sequence runs, merged
+#              by ci/campaign_report.py into $OUT/accuracy-report.md
 # Exit status: 0 when every step that ran passed, else the first failure's.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,6 +79,28 @@ for step in $steps; do
         else
             echo "attncheck fuzz not available in this build: skipped"; record fuzz-skipped 0
         fi ;;
+    campaign)
+        procs=${CAMPAIGN_PROCS:-8}; per=${CAMPAIGN_CASES:-2600}
+        pids=()
+        for i in $(seq 1 "$procs"); do
+            OPENBLAS_NUM_THREADS=2 timeout "${CAMPAIGN_LIMIT_S:-480}" "$attncheck" fuzz --kernel cuda-flash --seed $((1000 + i)) --cases "$per" \
+                --quiet --json "$OUT/campaign-flash-$i.jsonl" >"$OUT/campaign-flash-$i.log" 2>&1 & pids+=($!)
+        done
+        OPENBLAS_NUM_THREADS=2 timeout "${CAMPAIGN_LIMIT_S:-480}" "$attncheck" fuzz --kernel cuda-flash --seed 2001 --cases $((per / 10)) --max-seqlen 4096 \
+            --quiet --json "$OUT/campaign-flash-long.jsonl" >"$OUT/campaign-flash-long.log" 2>&1 & pids+=($!)
+        OPENBLAS_NUM_THREADS=2 timeout "${CAMPAIGN_LIMIT_S:-480}" "$attncheck" fuzz --kernel cuda-naive --seed 3001 --cases "$per" \
+            --quiet --json "$OUT/campaign-naive.jsonl" >"$OUT/campaign-naive.log" 2>&1 & pids+=($!)
+        rc=0
+        for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+        record campaign $rc
+        tail -n 2 "$OUT"/campaign-*.log
+        script="$here/ci/campaign_report.py"; [ -f "$script" ] || script="$dir/ci/campaign_report.py"
+        python3 "$script" --title "Accuracy report: cuda-flash and cuda-naive on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+            --machine "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); $(uname -sr)" \
+            --command "CAMPAIGN_PROCS=$procs CAMPAIGN_CASES=$per GPU_STEPS=campaign ci/gpu-run.sh" \
+            "$OUT/accuracy-report.md" "$OUT"/campaign-*.jsonl
+        record campaign-report $?
+        gzip -f "$OUT"/campaign-*.jsonl ;;
     prove)
         # Detection power: cuda-flash must pass, each cuda-flash-mutant-* must be caught.
         if has_cmd prove; then

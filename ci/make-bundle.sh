@@ -13,9 +13,14 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$bundle"
 mkdir -p "$bundle/lib"
 bins=()
-for rel in harness/attncheck attncheck-tests kernels/cuda/attncheck-test-cuda ref/attncheck-bench-ref; do
+# BUNDLE_UNIT_TESTS=0 leaves the Criterion suite out (and with it libgit2, krb5,
+# OpenSSL and the rest of Criterion's dependencies: ~15 MB) to fit a size limit.
+rels="harness/attncheck kernels/cuda/attncheck-test-cuda ref/attncheck-bench-ref"
+[ "${BUNDLE_UNIT_TESTS:-1}" = 1 ] && rels="$rels attncheck-tests"
+for rel in $rels; do
     if [ -x "$build/$rel" ]; then
         cp "$build/$rel" "$bundle/"
+        strip --strip-debug "$bundle/$(basename "$rel")" 2>/dev/null || true
         bins+=("$bundle/$(basename "$rel")")
     else
         echo "make-bundle: $build/$rel not built, skipped" >&2
@@ -34,7 +39,7 @@ done
 
 # What the scripts read at run time: the GPU script, the torch peer, budgets, fixtures.
 mkdir -p "$bundle/ci"
-cp "$src/ci/gpu-run.sh" "$src/ci/torch_sdpa_bench.py" "$bundle/ci/" 2>/dev/null || true
+cp "$src/ci/gpu-run.sh" "$src/ci/torch_sdpa_bench.py" "$src/ci/campaign_report.py" "$bundle/ci/" 2>/dev/null || true
 for f in "$src"/budgets*.txt; do [ -f "$f" ] && cp "$f" "$bundle/"; done
 [ -d "$src/fixtures" ] && cp -r "$src/fixtures" "$bundle/fixtures"
 echo "bundle: $bundle ($(du -sh "$bundle" | cut -f1)); libs: $(ls "$bundle/lib" | tr '\n' ' ')"

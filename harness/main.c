@@ -93,14 +93,16 @@ static int parse_long(const char *opt, const char *s, long min, long *out)
 
 static int parse_int(const char *opt, const char *s, long min, int *out)
 {
-    long v;
+    long v = 0;
     int st = parse_long(opt, s, min, &v);
-    if (st == AC_OK && v > 1L << 30) {
+    if (st != AC_OK)
+        return st;
+    if (v > 1L << 30) {
         fprintf(stderr, "attncheck: %s: %s is too large\n", opt, s);
         return AC_ERR_INPUT;
     }
     *out = (int)v;
-    return st;
+    return AC_OK;
 }
 
 static int parse_seed(const char *s, uint64_t *out)

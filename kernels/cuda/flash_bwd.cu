@@ -144,7 +144,10 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
                     const float lse = sLse[il];
                     bool vis = lse != -INFINITY;
                     if (!tile_full) vis = vis && acd_visible(p, b, h, i0 + il, j, nq, nk);
-                    const float pr = vis ? acd_exp2(st[n][e] * p.scale_log2 - lse * ACD_LOG2E) : 0.f;
+                    // P <= 1: the clamp keeps a P whose exponent cancelled catastrophically
+                    // (scores ~1e10, where S*c and LSE*log2e each round by more than 1) finite
+                    // instead of Inf, which turned dS, dQ, dK, dV into NaN (found by the fuzzer).
+                    const float pr = vis ? fminf(acd_exp2(st[n][e] * p.scale_log2 - lse * ACD_LOG2E), 1.f) : 0.f;
                     st[n][e] = pr;
                     dpt[n][e] = pr * (dpt[n][e] - sDd[il]);
                 }
@@ -293,16 +296,25 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
 
 } // namespace
 
-// Workspace for a backward: D (rows floats) and the dQ accumulator (rows * d floats).
+// Workspace for a backward: D (rows floats, padded to 64 floats) and the dQ
+// accumulator (rows * d floats).  The padding keeps dQacc 256-byte aligned: its
+// float2 atomics fault on an odd float offset, which B * Hq * Nq odd gave
+// (found by the fuzzer: nq=5, hq=3; the fixed GPU tests all had even products).
+static size_t bwd_delta_floats(const acd_params &p)
+{
+    const size_t rows = (size_t)p.B * p.Hq * p.Nq;
+    return (rows + 63) / 64 * 64;
+}
+
 size_t acd_bwd_workspace_bytes(const acd_params &p)
 {
     const size_t rows = (size_t)p.B * p.Hq * p.Nq;
-    return sizeof(float) * rows * (1 + (size_t)p.D);
+    return sizeof(float) * (bwd_delta_floats(p) + rows * (size_t)p.D);
 }
 
 int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace, cudaStream_t stream, ac_err *err)
 {
-    float *Dv = (float *)workspace, *dQacc = Dv + (size_t)p.B * p.Hq * p.Nq;
+    float *Dv = (float *)workspace, *dQacc = Dv + bwd_delta_floats(p);
     switch (t) {
     case AC_F16: return run_bwd<__half>(p, a, Dv, dQacc, stream, err);
     case AC_BF16: return run_bwd<__nv_bfloat16>(p, a, Dv, dQacc, stream, err);

@@ -132,7 +132,8 @@ bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
                 dp = fmaf(sdo[c], sV[lane * LDK + c], dp);
             }
             const bool vis = acd_visible(p, b, h, i, j, nq, nk) && lse != -INFINITY;
-            const float pr = vis ? exp2f(s * p.scale_log2 - lse * ACD_LOG2E) : 0.f;
+            // P <= 1: see flash_bwd.cu (huge scores cancel catastrophically in the exponent)
+            const float pr = vis ? fminf(exp2f(s * p.scale_log2 - lse * ACD_LOG2E), 1.f) : 0.f;
             const float ds = pr * (dp - dd);
             if (__any_sync(0xffffffffu, pr != 0.f)) {
                 for (int c = 0; c < D; ++c) {
