@@ -159,7 +159,7 @@ int ac_dist_mode(const ac_case *c);
  *   o, lse, dq, dk, dv, delta: the fp64 reference (ref_forward_fp64 / ref_backward_fp64);
  *   e_*: error scales E (ref_error_scales), scaled_err = |y - x| / (u * E);
  *   e_lse: the LSE scale, defined here because the kernel computes LSE in f32
- *     whatever its dtype: E_lse_i = 1 + |LSE_i| + |scale| * max_{j visible} sum_c |Q_ic||K_jc|
+ *     whatever its dtype: E_lse_i = 1 + |LSE_i| + (d + 2) |scale| max_{j visible} sum_c |Q_ic||K_jc|
  *     (S_ij's f32 dot product errs by ~u_f32 * scale * sum_c |Q_ic||K_jc| and LSE is
  *     1-Lipschitz in S; log(l) >= 0 errs by ~u_f32 absolutely (the 1); the final
  *     m + log(l) rounds relative to |LSE|).  0 on a row with no visible key (exact -inf)
