@@ -6,6 +6,7 @@
 #   GPU_STEPS  steps to run (default "info test sanitize fuzz prove bench torch")
 #   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
 #   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
+#   (step "plugins", not in the defaults: a CUDA plugin that faults must exit 3 naming itself)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
 #              many fuzz processes of cuda-flash in parallel, CAMPAIGN_CASES cases
@@ -101,6 +102,18 @@ for step in $steps; do
             "$OUT/accuracy-report.md" "$OUT"/campaign-*.jsonl
         record campaign-report $?
         gzip -f "$OUT"/campaign-*.jsonl ;;
+    plugins)
+        # A CUDA plugin that faults on purpose must give exit 3 naming the plugin.
+        so=$(ls "$dir"/libattncheck-faulting-cuda-plugin.so "$dir"/plugins/libattncheck-faulting-cuda-plugin.so 2>/dev/null | head -n 1)
+        if [ -n "$so" ]; then
+            "$attncheck" run --plugin "$so" --kernel faulting-cuda \
+                --case 'v1 seed=1 b=1 hq=2 hkv=2 nq=64 nk=64 d=64 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto' \
+                >"$OUT/plugin-fault.log" 2>&1
+            rc=$?
+            cat "$OUT/plugin-fault.log"
+            if [ $rc -eq 3 ] && grep -q 'plugin faulting-cuda' "$OUT/plugin-fault.log"; then record plugin-fault-is-exit-3 0
+            else record plugin-fault-is-exit-3 1; fi
+        fi ;;
     prove)
         # Detection power: cuda-flash must pass, each cuda-flash-mutant-* must be caught.
         if has_cmd prove; then

@@ -37,6 +37,11 @@ for b in "${bins[@]}"; do
     done
 done
 
+# Plugins: the example and the one that faults on the device on purpose.
+for so in "$build"/plugins/libattncheck-example-plugin.so "$build"/plugins/libattncheck-faulting-cuda-plugin.so; do
+    [ -f "$so" ] && cp "$so" "$bundle/"
+done
+
 # What the scripts read at run time: the GPU script, the torch peer, budgets, fixtures.
 mkdir -p "$bundle/ci"
 cp "$src/ci/gpu-run.sh" "$src/ci/torch_sdpa_bench.py" "$src/ci/campaign_report.py" "$bundle/ci/" 2>/dev/null || true
