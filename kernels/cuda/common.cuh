@@ -125,6 +125,14 @@ __device__ __forceinline__ float acd_exp2(float x)
     return y;
 }
 
+// The backward's P: exact to the subnormals for bf16, whose range is f32's, so a
+// key attended with P < 2^-126 still gets its (tiny) gradient; ex2.approx.ftz
+// flushed it to 0 and cost bf16 dK/dV up to 90 scaled on large scores (found by
+// the fuzzer; the CPU emulation, using expf, passed the same cases).  f16's P
+// underflows at 2^-24 anyway, so f16 keeps the one-instruction form.
+template <typename T> __device__ __forceinline__ float acd_exp2_p(float x) { return acd_exp2(x); }
+template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) { return exp2f(x); }
+
 __device__ __forceinline__ uint32_t acd_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 __device__ __forceinline__ void acd_ldmatrix_x4(uint32_t r[4], const void *p)

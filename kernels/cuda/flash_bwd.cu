@@ -147,7 +147,7 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
                     // P <= 1: the clamp keeps a P whose exponent cancelled catastrophically
                     // (scores ~1e10, where S*c and LSE*log2e each round by more than 1) finite
                     // instead of Inf, which turned dS, dQ, dK, dV into NaN (found by the fuzzer).
-                    const float pr = vis ? fminf(acd_exp2(st[n][e] * p.scale_log2 - lse * ACD_LOG2E), 1.f) : 0.f;
+                    const float pr = vis ? fminf(acd_exp2_p<T>(st[n][e] * p.scale_log2 - lse * ACD_LOG2E), 1.f) : 0.f;
                     st[n][e] = pr;
                     dpt[n][e] = pr * (dpt[n][e] - sDd[il]);
                 }
