@@ -313,10 +313,12 @@ static long problem_rows(const ac_problem *p, bool keys)
  * keys, since the errors of one row's (or one key's) elements share their P. */
 static bool vs_naive_applies(const ac_problem *p, const ac_metrics *m, ac_dtype t, ac_output o)
 {
-    double u = ac_unit_roundoff(ac_output_dtype(t, o));
+    ac_dtype out = ac_output_dtype(t, o);
+    double u = ac_unit_roundoff(out), min_normal = ac_min_subnormal(out) / (2.0 * u);
     return m->present && m->has_naive && m->n_compared >= AC_VS_NAIVE_MIN_ELEMS &&
            problem_rows(p, false) >= AC_VS_NAIVE_MIN_ROWS && problem_rows(p, true) >= AC_VS_NAIVE_MIN_ROWS &&
-           m->naive_mean_abs > 0.0 && m->naive_mean_abs >= u * m->mean_escale / AC_VS_NAIVE_FLOOR_DIV;
+           m->naive_mean_abs > 0.0 && m->naive_mean_abs >= u * m->mean_escale / AC_VS_NAIVE_FLOOR_DIV &&
+           m->mean_ref >= min_normal;
 }
 
 static bool gate_vs_naive(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], const ac_budgets *b,

@@ -66,7 +66,7 @@ typedef struct {
     ac_dtype t;    /* the dtype of the stored output (f32 for LSE) */
     double u;      /* its unit roundoff */
     bool is_lse;
-    double sum_ulp, sum_abs, sum_naive_abs, sum_escale;
+    double sum_ulp, sum_abs, sum_naive_abs, sum_escale, sum_ref;
     size_t n_mag;  /* elements in the magnitudes */
 } accum;
 
@@ -119,6 +119,7 @@ static void add_magnitudes(accum *a, ac_where w, double x, double y, double e, c
     a->sum_abs += abs_err;
     a->sum_ulp += ulp_err;
     a->sum_escale += e;
+    a->sum_ref += fabs(x);
     if (abs_err > m->max_abs)
         m->max_abs = abs_err;
     update_max(ulp_err, &m->max_ulp, &m->at_max_ulp, w);
@@ -246,6 +247,7 @@ static void finish(accum *a)
     m->mean_ulp = a->sum_ulp / n;
     m->mean_abs = a->sum_abs / n;
     m->mean_escale = a->sum_escale / n;
+    m->mean_ref = a->sum_ref / n;
     if (m->max_scaled < 0.0)
         m->max_scaled = 0.0; /* every element had E == 0 and matched */
     if (!m->has_naive)

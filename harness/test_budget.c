@@ -176,6 +176,7 @@ static void clean_metrics(ac_metrics m[AC_OUT_COUNT])
         m[o].naive_mean_abs = 1e-4;
         m[o].vs_naive_mean = 1.0;
         m[o].mean_escale = 1.0;
+        m[o].mean_ref = 1.0;
     }
 }
 
@@ -282,6 +283,14 @@ Test(harness_budget, mean_vs_naive_fails_only_where_the_naive_mean_means_somethi
     cr_assert_eq(gate(&few_keys, m, why, kind), AC_VERDICT_FAIL, "%s", why);
     m[AC_OUT_DQ].naive_mean_abs = 0x1p-11 / 128; /* below u * mean(E) / 64 */
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_PASS, "%s", why);
+    m[AC_OUT_DQ].naive_mean_abs = 1e-4;
+    m[AC_OUT_DQ].mean_ref = 0x1p-14 * 0.99; /* dQ in f16's subnormals: rounding is absolute there */
+    cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_PASS, "%s", why);
+    m[AC_OUT_DQ].mean_ref = 0x1p-14; /* the smallest normal: the check applies */
+    m[AC_OUT_DQ].mean_abs = m[AC_OUT_DQ].naive_mean_abs * 2.5;
+    cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL, "%s", why);
+    cr_assert_str_eq(kind, "dQ:vs-naive-mean");
+    m[AC_OUT_DQ].vs_naive_mean = 1.0;
     m[AC_OUT_LSE].vs_naive_mean = 100.0; /* f16 LSE vs-naive-mean is off in the test file */
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_PASS, "%s", why);
 }

@@ -179,6 +179,11 @@ Test(harness_compare, vs_naive_ratios_are_kernel_over_naive)
     cr_assert_float_eq(m.naive_mean_abs, (0x1p-10 + 3 * 0x1p-11) / 16, 1e-18);
     cr_assert_float_eq(m.vs_naive_max, 2 * 0x1p-10 / (3 * 0x1p-11), 1e-12);
     cr_assert_float_eq(m.vs_naive_mean, 2 * 0x1p-10 / (0x1p-10 + 3 * 0x1p-11), 1e-12);
+    double sum_ref = 0.0; /* the gate's subnormal guard: mean |reference| over the compared elements */
+    for (size_t i = 0; i < f.n; i++)
+        sum_ref += fabs(f.ref[i]);
+    cr_assert(sum_ref > 2.0, "1.0 at a and b at least");
+    cr_assert_float_eq(m.mean_ref, sum_ref / 16, 1e-15);
     fixture_free(&f);
 }
 
