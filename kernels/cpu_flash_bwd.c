@@ -21,6 +21,7 @@ typedef struct {
     float *k_t, *v_t;                /* (d x Bc) the current K/V tile transposed */
     float *q_all, *do_all, *dq_acc;  /* (group x seqlen_q x d): the query heads of one kv head */
     float *lse_all, *delta_all;      /* (group x seqlen_q) */
+    float *lse_lo;                   /* (group x seqlen_q) f32 only: LSE's last bits, see refine_lse */
     float *o_rows;                   /* (seqlen_q x d) scratch for D */
     float *s, *p_dt, *dp;            /* (Br x Bc): P in f32, P in dtype, dP then dS */
     float *dk_acc, *dv_acc;          /* (Bc x d) */
@@ -30,7 +31,7 @@ typedef struct {
 
 static void bwd_work_free(bwd_work *w)
 {
-    void *all[] = {w->k_rows, w->v_rows, w->k_t, w->v_t, w->q_all, w->do_all, w->dq_acc, w->lse_all,
+    void *all[] = {w->k_rows, w->v_rows, w->k_t, w->v_t, w->q_all, w->do_all, w->dq_acc, w->lse_all, w->lse_lo,
                    w->delta_all, w->o_rows, w->s, w->p_dt, w->dp, w->dk_acc, w->dv_acc, w->heads, w->lo, w->hi};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
@@ -50,6 +51,7 @@ static int bwd_work_alloc(const cpu_flash_params *cp, const ac_problem *p, bwd_w
     w->do_all = malloc(group * nq * d * f);
     w->dq_acc = malloc(group * nq * d * f);
     w->lse_all = malloc(group * nq * f);
+    w->lse_lo = calloc(group * nq, f);
     w->delta_all = malloc(group * nq * f);
     w->o_rows = malloc(nq * d * f);
     w->s = malloc(br * bc * f);
@@ -60,7 +62,7 @@ static int bwd_work_alloc(const cpu_flash_params *cp, const ac_problem *p, bwd_w
     w->heads = malloc((size_t)p->heads_q * sizeof(int));
     w->lo = malloc(nq * sizeof(int));
     w->hi = malloc(nq * sizeof(int));
-    return w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc && w->lse_all &&
+    return w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc && w->lse_all && w->lse_lo &&
            w->delta_all && w->o_rows && w->s && w->p_dt && w->dp && w->dk_acc && w->dv_acc && w->heads && w->lo &&
            w->hi;
 }
@@ -80,6 +82,65 @@ static void bwd_delta(const cpu_flash_params *cp, const ac_problem *p, ac_dtype 
     }
 }
 
+/* P = exp(s * scale - lse) with the exponent carried to about u: the product's
+ * and the difference's rounding errors (an exact two-product and two-sum) enter
+ * as a first-order correction.  Rounding the exponent cost P a relative |lse| u,
+ * which put f32 dV at 2-4x the naive baseline's mean error, whose P is rounded
+ * once (found by the fuzzer on cuda-flash; this emulation showed the same).
+ * cuda-flash's f32 backward does the same (kernels/cuda/common.cuh). */
+static float exp_shifted(float s, float scale, float lse, float lse_lo)
+{
+    float hi = s * scale;
+    if (!isfinite(hi) || !isfinite(lse))
+        return expf(hi - lse);
+    float lo = fmaf(s, scale, -hi), x = hi - lse, bb = x - hi;
+    float err = (hi - (x - bb)) + (-lse - bb), corr = (lo + err) - lse_lo;
+    float e = expf(x);
+    /* Scores past ~2^14, where the correction is not small: the forward's LSE came
+     * from rounded scores, so P is taken as the forward saw them (one-hot there). */
+    return fabsf(corr) <= 0x1p-10f ? fmaf(e, corr, e) : e;
+}
+
+/* f32 only: the stored LSE is itself rounded, by up to |LSE| u / 2, and every P
+ * of its row inherits that error in full, the same for every key: at Nk = 65
+ * that alone put dV at 2.5x the naive baseline's mean error (whose P is rounded
+ * once per element).  So the backward measures the stored LSE's remainder,
+ * lse_lo = ln sum_j exp(s_ij scale - LSE_i), and subtracts it in the exponent:
+ * the scores are the backward's own f32 ones (the same sums in the same
+ * order), so its P sum to 1 and errors shared by a row's scores still cancel;
+ * the exponent and the sum are in double.  It only refines: a remainder past
+ * 2^-12 means an LSE wrong beyond rounding, left as it is so that a bad LSE
+ * still shows in the gradients; scores past 2^40, where double cannot hold
+ * the exponent to 2^-12, are left alone too. */
+static void refine_lse(const ac_problem *p, int b, int h, int nq, const float *q_rows, const float *k_rows,
+                       const int *lo, const int *hi, const float *lse, float *lse_lo)
+{
+    int d = p->head_dim;
+    double scale = (double)(float)p->scale;
+    for (int i = 0; i < nq; i++) {
+        lse_lo[i] = 0.0f;
+        if (lse[i] == -INFINITY || !isfinite(lse[i]))
+            continue;
+        const uint8_t *dense = NULL;
+        if (p->dense_mask) {
+            size_t mb = p->mask_batch == 1 ? 0 : (size_t)b, mh = p->mask_heads == 1 ? 0 : (size_t)h;
+            dense = p->dense_mask + ((mb * p->mask_heads + mh) * p->seqlen_q + i) * p->seqlen_k;
+        }
+        double sum = 0.0, top = 0.0;
+        for (int j = lo[i]; j < hi[i]; j++) {
+            if (dense && j < p->seqlen_k && !dense[j])
+                continue;
+            float s = 0.0f; /* as cf_gemm_nt sums it */
+            for (int c = 0; c < d; c++)
+                s += q_rows[(size_t)i * d + c] * k_rows[(size_t)j * d + c];
+            sum += exp((double)s * scale - lse[i]);
+            top = fmax(top, fabs((double)s * scale));
+        }
+        double r = sum > 0.0 ? log(sum) : 0.0;
+        lse_lo[i] = fabs(r) < 0x1p-12 && top < 0x1p40 ? (float)r : 0.0f;
+    }
+}
+
 /* One (Q tile of query head slot g, K/V tile at j0) block of the backward. */
 static void bwd_block(const ac_problem *p, ac_dtype t, int b, int h, int g, int i0, int rows, int j0, int cols,
                       bwd_work *w)
@@ -87,16 +148,14 @@ static void bwd_block(const ac_problem *p, ac_dtype t, int b, int h, int g, int 
     int d = p->head_dim;
     size_t row0 = (size_t)g * p->seqlen_q + i0;
     const float *q = w->q_all + row0 * d, *d_o = w->do_all + row0 * d;
-    const float *lse = w->lse_all + row0, *delta = w->delta_all + row0;
+    const float *lse = w->lse_all + row0, *lse_lo = w->lse_lo + row0, *delta = w->delta_all + row0;
     float *dq = w->dq_acc + row0 * d, scale = (float)p->scale;
-    cf_gemm_nt(q, w->k_t, rows, cols, d, w->s);
-    for (int x = 0; x < rows * cols; x++)
-        w->s[x] *= scale;
+    cf_gemm_nt(q, w->k_t, rows, cols, d, w->s); /* raw scores: the scale enters the exponent */
     cf_mask_tile(p, b, h, i0, rows, j0, cols, w->lo, w->hi, w->s);
     for (int r = 0; r < rows; r++) /* P recomputed from LSE; a row with nothing visible has P = 0 */
         for (int c = 0; c < cols; c++) {
             float *s = &w->s[(size_t)r * cols + c];
-            *s = lse[r] == -INFINITY ? 0.0f : expf(*s - lse[r]);
+            *s = lse[r] == -INFINITY ? 0.0f : exp_shifted(*s, scale, lse[r], lse_lo[r]);
             w->p_dt[(size_t)r * cols + c] = cf_round_to(t, *s);
         }
     cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d, w->dv_acc); /* dV += P^T dO */
@@ -123,6 +182,9 @@ static void bwd_load_group(const cpu_flash_params *cp, const ac_problem *p, ac_d
         cf_load_rows(p, t, a->d_o, p->heads_q, p->seqlen_q, b, h, 0, nq, do_rows);
         for (int i = 0; i < nq; i++)
             w->lse_all[(size_t)g * p->seqlen_q + i] = a->lse[ac_lse_index(p, b, h, i)];
+        if (t == AC_F32)
+            refine_lse(p, b, h, nq, w->q_all + g * stride, w->k_rows, w->lo, w->hi,
+                       w->lse_all + (size_t)g * p->seqlen_q, w->lse_lo + (size_t)g * p->seqlen_q);
         bwd_delta(cp, p, t, b, h, nq, a, do_rows, w->o_rows, w->delta_all + (size_t)g * p->seqlen_q);
     }
     memset(w->dq_acc, 0, (size_t)n_heads * stride * sizeof(float));

@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cstdint>
+#include <type_traits>
 
 #include "acd.h"
 
@@ -125,13 +126,94 @@ __device__ __forceinline__ float acd_exp2(float x)
     return y;
 }
 
+// LSE = m + ln l, with the running max m in units that m_to_nat turns into
+// natural ones (ln 2 for log2 units, the softmax scale for raw scores): one
+// rounding and logf's, where (m + log2 l) * ln 2 had three and log2f's, which
+// left f32 LSE at 4x the naive baseline's mean error (found by the fuzzer).
+__device__ __forceinline__ float acd_lse(float m, float m_to_nat, float l) { return fmaf(m, m_to_nat, logf(l)); }
+
+// The f32 backward's P = exp(s * scale - (lse + lse_lo)), with the exponent
+// carried to about u: the product's and the difference's rounding errors (an
+// exact two-product and two-sum; __f*_rn so nothing is contracted) and lse_lo,
+// the stored LSE's own rounding (bwd_f32_refine_lse), enter as a first-order
+// correction.  Each P of a row inherited the exponent's rounding, |lse| u, the
+// same for every key, which put f32 dV at 2-4x the naive baseline's mean error,
+// whose P is rounded once per element (found by the fuzzer).
+__device__ __forceinline__ float acd_exp_shifted(float s, float scale, float lse, float lse_lo)
+{
+    const float hi = __fmul_rn(s, scale);
+    if (!isfinite(hi) || !isfinite(lse)) return expf(hi - lse);
+    const float lo = fmaf(s, scale, -hi);
+    const float x = __fsub_rn(hi, lse), bb = __fsub_rn(x, hi);
+    const float err = __fadd_rn(__fsub_rn(hi, __fsub_rn(x, bb)), __fsub_rn(-lse, bb));
+    const float corr = (lo + err) - lse_lo, e = expf(x);
+    // Scores past ~2^14, where the correction is not small: the forward's LSE came
+    // from rounded scores, so P is taken as the forward saw them (one-hot there).
+    return fabsf(corr) <= 0x1p-10f ? fmaf(e, corr, e) : e;
+}
+
 // The backward's P: exact to the subnormals for bf16, whose range is f32's, so a
 // key attended with P < 2^-126 still gets its (tiny) gradient; ex2.approx.ftz
 // flushed it to 0 and cost bf16 dK/dV up to 90 scaled on large scores (found by
 // the fuzzer; the CPU emulation, using expf, passed the same cases).  f16's P
 // underflows at 2^-24 anyway, so f16 keeps the one-instruction form.
 template <typename T> __device__ __forceinline__ float acd_exp2_p(float x) { return acd_exp2(x); }
-template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) { return exp2f(x); }
+template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x)
+{
+    float y; // without .ftz: subnormal results kept, at a few instructions more than MUFU.EX2 alone
+    asm("ex2.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// dQ is summed over K/V blocks with global atomics, and PTX's atom/red.add.f32
+// flush subnormal operands and results to zero: a dQ below 2^-126 (f32 and bf16
+// inputs near the smallest normal) came back as 0 (found by the fuzzer; the CPU
+// emulation, summing in plain f32, passed the same cases).  So a partial sum
+// below 2^-90 goes, scaled by 2^64, into a second accumulator right after the
+// first, where it is normal; the conversion adds the two.  Where dQ is normal this
+// costs one compare.  What the first sum can still lose is a result that cancels
+// below 2^-126 from terms >= 2^-90: under 2^-36 of the terms, far below f32's
+// own rounding of them.
+#define ACD_DQ_TINY 0x1p-90f
+#define ACD_DQ_TINY_SCALE 0x1p64f
+
+__device__ __forceinline__ long long acd_dq_elems(const acd_params &p) { return (long long)p.B * p.Hq * p.Nq * p.D; }
+
+// 0 < |v| < 2^-90 (ACD_DQ_TINY, biased exponent 37) as one unsigned compare on
+// the magnitude's bits; 0, NaN and Inf stay with the plain sum.
+__device__ __forceinline__ bool acd_dq_is_tiny(float v) { return (__float_as_uint(v) & 0x7fffffffu) - 1u < (37u << 23) - 1u; }
+
+__device__ __forceinline__ void acd_dq_add(float *acc, long long elems, long long at, float v)
+{
+    if (acd_dq_is_tiny(v))
+        atomicAdd(acc + elems + at, v * ACD_DQ_TINY_SCALE);
+    else
+        atomicAdd(acc + at, v);
+}
+
+// Two neighbours (at even) of a tensor-core dQ: one 8-byte atomic on sm_90 when
+// neither is tiny.  f16 skips the test: its dS and K are multiples of 2^-24, so
+// every partial sum is a multiple of 2^-48, never below 2^-126 unless 0 (the
+// test cost the f16 backward 3-8%).
+template <typename T>
+__device__ __forceinline__ void acd_dq_add2(float *acc, long long elems, long long at, float a, float b)
+{
+    const bool plain = std::is_same<T, __half>::value || !(acd_dq_is_tiny(a) | acd_dq_is_tiny(b));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (plain) {
+        atomicAdd(reinterpret_cast<float2 *>(acc + at), make_float2(a, b));
+        return;
+    }
+#else
+    if (plain) {
+        atomicAdd(acc + at, a);
+        atomicAdd(acc + at + 1, b);
+        return;
+    }
+#endif
+    acd_dq_add(acc, elems, at, a);
+    acd_dq_add(acc, elems, at + 1, b);
+}
 
 __device__ __forceinline__ uint32_t acd_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -175,7 +257,7 @@ __device__ __forceinline__ void acd_load_tile(T *s, const T *g, long long ss, in
 
 // ---- launch-only entry points (no sync, no staging), for the bench ----
 int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
-int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err);
+int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc, cudaStream_t stream, ac_err *err);
 int acd_flash_forward_async(const acd_params &p, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 size_t acd_bwd_workspace_bytes(const acd_params &p);
 int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace, cudaStream_t stream, ac_err *err);

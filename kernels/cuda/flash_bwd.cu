@@ -2,12 +2,24 @@
 // D = rowsum(dO * O) pre-pass; one block per 64-key tile of one KV head,
 // looping over the query heads of its GQA group and their query tiles,
 // recomputing P from LSE; dK and dV accumulate in registers; dQ partial sums
-// go through shared memory (dS) and atomicAdd into an f32 workspace that a
-// last kernel scales and converts.
+// go through shared memory (dS) and atomicAdd into an f32 workspace (tiny
+// partial sums into a scaled second one) that a last kernel scales and converts.
 #include <algorithm>
 #include <cstdlib>
 
 #include "common.cuh"
+
+// Workspace for a backward: D and (f32) LSE's remainder, rows floats each,
+// padded to 64 floats, then the dQ accumulators, plain and tiny (2 * rows * d
+// floats).  The padding keeps dQacc 256-byte aligned: its float2 atomics fault
+// on an odd float offset, which B * Hq * Nq odd gave (found by the fuzzer:
+// nq=5, hq=3; the fixed GPU tests all had even products).
+static size_t bwd_rows_padded(const acd_params &p)
+{
+    const size_t rows = (size_t)p.B * p.Hq * p.Nq;
+    return (rows + 63) / 64 * 64;
+}
+static size_t bwd_delta_floats(const acd_params &p) { return 2 * bwd_rows_padded(p); }
 
 namespace {
 
@@ -46,7 +58,9 @@ __global__ void bwd_dq_convert(acd_params p, const float *__restrict__ dQacc, T 
         const int c = (int)(x % p.D);
         const long long row = x / p.D;
         const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
-        dQ[b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss + c] = acd_cvt<T>::from_f(dQacc[x] * p.scale);
+        // In double, so the tiny part's unscaling and the softmax scale round once.
+        const double dq = ((double)dQacc[x] + (double)dQacc[n + x] * (1.0 / ACD_DQ_TINY_SCALE)) * p.scale;
+        dQ[b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss + c] = acd_cvt<T>::from_f(__double2float_rn(dq));
     }
 }
 
@@ -203,16 +217,9 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
                 for (int r = 0; r < 2; ++r) {
                     const int i = i0 + rg * 16 + g + 8 * r;
                     if (i >= nq) continue;
-                    float *dst = dQacc + (((long long)b * p.Hq + h) * p.Nq + i) * D + c0 + 2 * t;
+                    const long long at = (((long long)b * p.Hq + h) * p.Nq + i) * D + c0 + 2 * t;
 #pragma unroll
-                    for (int n = 0; n < DC / 8; ++n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                        atomicAdd(reinterpret_cast<float2 *>(dst + n * 8), make_float2(dq[n][2 * r], dq[n][2 * r + 1]));
-#else
-                        atomicAdd(dst + n * 8, dq[n][2 * r]);
-                        atomicAdd(dst + n * 8 + 1, dq[n][2 * r + 1]);
-#endif
-                    }
+                    for (int n = 0; n < DC / 8; ++n) acd_dq_add2<T>(dQacc, acd_dq_elems(p), at + n * 8, dq[n][2 * r], dq[n][2 * r + 1]);
                 }
             }
             __syncthreads(); // sQ, sdO, sdS are rewritten by the next tile
@@ -278,12 +285,12 @@ template <typename T>
 int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
 {
     const long long rows = (long long)p.B * p.Hq * p.Nq;
-    ACD_CHECK(err, cudaMemsetAsync(dQacc, 0, sizeof(float) * rows * p.D, stream));
+    ACD_CHECK(err, cudaMemsetAsync(dQacc, 0, 2 * sizeof(float) * rows * p.D, stream)); // plain and tiny sums
     bwd_delta<T><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, (const T *)a->o, (const T *)a->d_o, Dv);
     ACD_CHECK_LAUNCH(err, "bwd_delta");
     int status;
     if constexpr (sizeof(T) == 4)
-        status = acd_bwd_f32(p, a, Dv, dQacc, stream, err);
+        status = acd_bwd_f32(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
     else
         status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);
     if (status != AC_OK) return status;
@@ -296,20 +303,10 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
 
 } // namespace
 
-// Workspace for a backward: D (rows floats, padded to 64 floats) and the dQ
-// accumulator (rows * d floats).  The padding keeps dQacc 256-byte aligned: its
-// float2 atomics fault on an odd float offset, which B * Hq * Nq odd gave
-// (found by the fuzzer: nq=5, hq=3; the fixed GPU tests all had even products).
-static size_t bwd_delta_floats(const acd_params &p)
-{
-    const size_t rows = (size_t)p.B * p.Hq * p.Nq;
-    return (rows + 63) / 64 * 64;
-}
-
 size_t acd_bwd_workspace_bytes(const acd_params &p)
 {
     const size_t rows = (size_t)p.B * p.Hq * p.Nq;
-    return sizeof(float) * (bwd_delta_floats(p) + rows * (size_t)p.D);
+    return sizeof(float) * (bwd_delta_floats(p) + 2 * rows * (size_t)p.D);
 }
 
 int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace, cudaStream_t stream, ac_err *err)

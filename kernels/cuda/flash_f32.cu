@@ -80,17 +80,60 @@ fwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
 #pragma unroll
         for (int k = 0; k < kF32MaxCols; ++k)
             if (lane + 32 * k < D) Orow[lane + 32 * k] = o[r][k] * inv;
-        if (lane == 0) LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? (m_run[r] + log2f(l)) * ACD_LN2 : -INFINITY;
+        if (lane == 0) LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? acd_lse(m_run[r], ACD_LN2, l) : -INFINITY;
+    }
+}
+
+// f32 backward pre-pass, one warp per query row: the stored LSE is rounded by
+// up to |LSE| u / 2 and every P of its row inherits that in full, so the
+// backward measures the remainder lse_lo = ln sum_j exp(s_ij scale - LSE_i) and
+// takes it out of the exponent.  The scores are bwd_f32's own (the same fmaf
+// chain), so its P sum to 1 and errors a row's scores share still cancel; the
+// exponent and the sum are in double.  It only refines: a remainder past 2^-12
+// is an LSE wrong beyond rounding, left as it is so that a bad LSE still shows
+// in the gradients, and scores past 2^40 (double cannot hold the exponent to
+// 2^-12 there) are left alone.  kernels/cpu_flash_bwd.c does the same.
+__global__ void bwd_f32_refine_lse(acd_params p, const float *__restrict__ Q, const float *__restrict__ K,
+                                   const float *__restrict__ LSE, float *__restrict__ lse_lo)
+{
+    const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= (long long)p.B * p.Hq * p.Nq) return;
+    const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
+    const int nq = acd_nq(p, b), nk = acd_nk(p, b);
+    const float lse = LSE[row];
+    double sum = 0.0, top = 0.0;
+    if (i < nq && isfinite(lse)) {
+        const float *q = Q + b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
+        const float *Kb = K + b * p.k_sb + (h / p.group) * p.k_sh;
+        int lo, hi;
+        acd_window(p, i, nq, nk, lo, hi);
+        for (int j = max(lo, 0) + lane; j < min(hi, nk); j += 32) {
+            if (!acd_visible(p, b, h, i, j, nq, nk)) continue;
+            float s = 0.f;
+            for (int c = 0; c < p.D; ++c) s = fmaf(q[c], Kb[(long long)j * p.k_ss + c], s);
+            const double x = (double)s * (double)p.scale;
+            sum += exp(x - (double)lse);
+            top = fmax(top, fabs(x));
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        top = fmax(top, __shfl_xor_sync(0xffffffffu, top, off));
+    }
+    if (lane == 0) {
+        const double r = sum > 0.0 ? log(sum) : 0.0;
+        lse_lo[row] = fabs(r) < 0x1p-12 && top < 0x1p40 ? (float)r : 0.f;
     }
 }
 
 // Backward: one warp per 32-key tile of one KV head; dK, dV rows in shared
 // memory (lane j updates row j only); dQ partial sums go to the f32
-// workspace with atomicAdd.  Rows are visited one at a time over the group's heads.
+// workspace with atomicAdd (acd_dq_add: tiny ones to its scaled twin).  Rows are visited one at a time over the group's heads.
 __global__ void __launch_bounds__(32)
 bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
         const float *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
-        float *__restrict__ dQacc, float *__restrict__ dK, float *__restrict__ dV)
+        const float *__restrict__ lse_lo, float *__restrict__ dQacc, float *__restrict__ dK, float *__restrict__ dV)
 {
     extern __shared__ float smf[];
     const int D = p.D, LDK = D + 1, lane = threadIdx.x;
@@ -125,7 +168,7 @@ bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
             }
             __syncwarp();
             const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
-            const float lse = LSE[row], dd = Dv[row];
+            const float lse = LSE[row], dd = Dv[row], lse_rem = lse_lo[row];
             float s = 0.f, dp = 0.f;
             for (int c = 0; c < D; ++c) {
                 s = fmaf(sq[c], sK[lane * LDK + c], s);
@@ -133,7 +176,7 @@ bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
             }
             const bool vis = acd_visible(p, b, h, i, j, nq, nk) && lse != -INFINITY;
             // P <= 1: see flash_bwd.cu (huge scores cancel catastrophically in the exponent)
-            const float pr = vis ? fminf(exp2f(s * p.scale_log2 - lse * ACD_LOG2E), 1.f) : 0.f;
+            const float pr = vis ? fminf(acd_exp_shifted(s, p.scale, lse, lse_rem), 1.f) : 0.f;
             const float ds = pr * (dp - dd);
             if (__any_sync(0xffffffffu, pr != 0.f)) {
                 for (int c = 0; c < D; ++c) {
@@ -143,7 +186,7 @@ bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
                 for (int c = lane; c < D; c += 32) {
                     float acc = 0.f;
                     for (int jj = 0; jj < 32; ++jj) acc = fmaf(__shfl_sync(0xffffffffu, ds, jj), sK[jj * LDK + c], acc);
-                    atomicAdd(dQacc + row * D + c, acc);
+                    acd_dq_add(dQacc, acd_dq_elems(p), row * D + c, acc);
                 }
             }
             __syncwarp();
@@ -173,14 +216,17 @@ int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, 
     return AC_OK;
 }
 
-int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc, cudaStream_t stream, ac_err *err)
 {
     if (p.D > 32 * kF32MaxCols) return ac_fail(err, AC_ERR_INPUT, "cuda-flash f32: head_dim %d > %d", p.D, 32 * kF32MaxCols);
+    const long long rows = (long long)p.B * p.Hq * p.Nq;
+    bwd_f32_refine_lse<<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, (const float *)a->q, (const float *)a->k, a->lse, lse_lo);
+    ACD_CHECK_LAUNCH(err, "bwd_f32_refine_lse");
     const size_t smem = sizeof(float) * ((size_t)128 * (p.D + 1) + 2 * (size_t)p.D);
     ACD_CHECK(err, cudaFuncSetAttribute(bwd_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nk + 31) / 32, p.Hkv, p.B);
     bwd_f32<<<grid, 32, smem, stream>>>(p, (const float *)a->q, (const float *)a->k, (const float *)a->v, (const float *)a->d_o,
-                                       a->lse, Dv, dQacc, (float *)a->dk, (float *)a->dv);
+                                       a->lse, Dv, lse_lo, dQacc, (float *)a->dk, (float *)a->dv);
     ACD_CHECK_LAUNCH(err, "bwd_f32");
     return AC_OK;
 }

@@ -209,7 +209,7 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
             for (int n = 0; n < D / 8; ++n)
                 acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[mr][n][2 * r] * inv, o[mr][n][2 * r + 1] * inv);
             if (t == 0)
-                LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? ((RAW ? m_run[mr][r] * p.scale_log2 : m_run[mr][r]) + log2f(l)) * ACD_LN2 : -INFINITY;
+                LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? acd_lse(m_run[mr][r], RAW ? p.scale : ACD_LN2, l) : -INFINITY;
         }
 }
 
