@@ -3,7 +3,7 @@
 # or a build tree: GPU tests, compute-sanitizer memcheck + racecheck on small
 # cases, a fuzz campaign over the CUDA kernels, `attncheck bench` and the
 # PyTorch SDPA peer.  Logs go under $OUT (default ./gpu-out).
-#   GPU_STEPS  steps to run (default "info test sanitize fuzz prove bench torch")
+#   GPU_STEPS  steps to run (default "info test sanitize fixtures fuzz prove bench torch")
 #   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
 #   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
 #   (step "plugins", not in the defaults: a CUDA plugin that faults must exit 3 naming itself)
@@ -22,7 +22,7 @@ fi
 dir=$(cd "$dir" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-steps=${GPU_STEPS:-info test sanitize fuzz prove bench torch}
+steps=${GPU_STEPS:-info test sanitize fixtures fuzz prove bench torch}
 export LD_LIBRARY_PATH="$dir/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-8}
 [ -d /usr/local/cuda/bin ] && export PATH="$PATH:/usr/local/cuda/bin"
@@ -70,6 +70,15 @@ for step in $steps; do
         grep -m3 -E "hazard|RACECHECK SUMMARY" "$OUT/racecheck-mut-race.log"
         if [ $rc -eq 9 ]; then record racecheck-catches-mut-race 0; else record racecheck-catches-mut-race 1; fi
         tail -n 2 "$OUT"/memcheck-*.log "$OUT"/racecheck-flash.log ;;
+    fixtures)
+        # The regression corpus on the CUDA kernels (cases outside their claims are skipped).
+        if [ -d "$dir/fixtures" ]; then
+            for k in cuda-flash cuda-naive; do
+                "$attncheck" run "$dir/fixtures" --kernel "$k" >"$OUT/fixtures-$k.log" 2>&1
+                record "fixtures-$k" $?
+                grep -E "^(FAIL|ERROR)|cases, " "$OUT/fixtures-$k.log" | head -n 20
+            done
+        fi ;;
     fuzz)
         if has_cmd fuzz; then
             for k in cuda-flash cuda-naive; do
