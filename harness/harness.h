@@ -199,12 +199,14 @@ typedef struct {
     ac_where at_max_ulp;
     double max_scaled;
     ac_where at_max_scaled;
+    /* The means (and mean E) are over the n_mean elements whose reference is at least
+     * the dtype's smallest normal: see compare.c, add_magnitudes. */
     double max_abs, mean_abs;
     double naive_max_abs, naive_mean_abs;
+    size_t n_mean;
     double vs_naive_max, vs_naive_mean; /* kernel / naive; 0 when both are 0, +inf when only naive is 0 */
     bool has_naive;                     /* naive was given; otherwise the naive fields are 0 */
     double mean_escale;                 /* mean E over the elements in the magnitudes (the gate's vs-naive guard) */
-    double mean_ref;                    /* mean |reference| over the same elements (the gate's subnormal guard) */
     /* special-value classes, checked before any magnitude */
     size_t n_unexpected_nan, n_overflow, n_lost_special, n_wrong_zero, n_unwritten;
     ac_where first_special;
@@ -277,10 +279,8 @@ double ac_budget_max_scaled(const ac_budgets *b, const ac_problem *p, ac_dtype t
  * and a ratio says nothing).  A mean over a handful of rows or keys is too noisy
  * for a 1.5x ratio (correct kernels read 1.67x over 100 dQ elements of 2 query
  * rows, 2.57x over the 1029 dK elements of one query row); small problems are
- * judged by the max scaled error alone.  Nor does it apply to an output living in
- * the subnormals (mean |reference| below the dtype's smallest normal): rounding
- * there is absolute, eta/2 a step, so the ratio counts rounding steps, not
- * precision (a correct f32 dQ near 1e-44 read 2.3x: 14 eta against the naive's 6). */
+ * judged by the max scaled error alone.  The elements counted are those in the
+ * means: references at least the smallest normal (ac_metrics.n_mean). */
 #define AC_VS_NAIVE_MIN_ELEMS 1024
 #define AC_VS_NAIVE_MIN_ROWS 32
 #define AC_VS_NAIVE_FLOOR_DIV 64.0

@@ -95,6 +95,7 @@ static cJSON *metrics_json(const ac_metrics *m)
 {
     cJSON *o = cJSON_CreateObject();
     add_number(o, "n_compared", (double)m->n_compared);
+    add_number(o, "n_mean", (double)m->n_mean);
     add_number(o, "max_ulp", m->max_ulp);
     add_number(o, "mean_ulp", m->mean_ulp);
     add_where(o, "at_max_ulp", m->at_max_ulp);

@@ -179,11 +179,32 @@ Test(harness_compare, vs_naive_ratios_are_kernel_over_naive)
     cr_assert_float_eq(m.naive_mean_abs, (0x1p-10 + 3 * 0x1p-11) / 16, 1e-18);
     cr_assert_float_eq(m.vs_naive_max, 2 * 0x1p-10 / (3 * 0x1p-11), 1e-12);
     cr_assert_float_eq(m.vs_naive_mean, 2 * 0x1p-10 / (0x1p-10 + 3 * 0x1p-11), 1e-12);
-    double sum_ref = 0.0; /* the gate's subnormal guard: mean |reference| over the compared elements */
-    for (size_t i = 0; i < f.n; i++)
-        sum_ref += fabs(f.ref[i]);
-    cr_assert(sum_ref > 2.0, "1.0 at a and b at least");
-    cr_assert_float_eq(m.mean_ref, sum_ref / 16, 1e-15);
+    cr_assert_eq(m.n_mean, 16);
+    fixture_free(&f);
+}
+
+Test(harness_compare, means_skip_references_below_the_smallest_normal)
+{
+    fixture f;
+    ac_problem p = ac_problem_dense(1, 1, 1, 4, 4, 4); /* 16 elements */
+    fixture_init(&f, AC_F32, p, false);
+    size_t a = ac_q_index(&p, 0, 0, 1, 2), z = ac_q_index(&p, 0, 0, 2, 0), b = ac_q_index(&p, 0, 0, 3, 1);
+    f.ref[a] = f.naive[a] = 0x1p-130;  /* subnormal: the kernel 14 eta off, the naive exact */
+    f.y[a] = 0x1p-130 + 14 * 0x1p-149;
+    f.ref[z] = f.naive[z] = 0.0;       /* an exact zero reached by cancellation: noise */
+    f.y[z] = 3 * 0x1p-149;
+    f.ref[b] = 0x1p-126;               /* the smallest normal is in the means */
+    f.y[b] = 0x1p-126 + 0x1p-148;
+    f.naive[b] = 0x1p-126 + 0x1p-149;
+    ac_metrics m;
+    run(&f, AC_OUT_O, &m);
+    cr_assert_eq(m.n_compared, 16);
+    cr_assert_eq(m.n_mean, 14, "a and z left out, b kept");
+    cr_assert_float_eq(m.mean_abs, 0x1p-148 / 14, 1e-60);
+    cr_assert_float_eq(m.naive_mean_abs, 0x1p-149 / 14, 1e-60);
+    cr_assert_float_eq(m.vs_naive_mean, 2.0, 1e-12);
+    cr_assert_eq(m.max_abs, 14 * 0x1p-149, "the max still sees every element");
+    assert_no_specials(&m);
     fixture_free(&f);
 }
 
