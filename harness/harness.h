@@ -117,8 +117,8 @@ typedef struct {
     unsigned mask_filter;     /* AC_MASKCAP_* bits; 0 = all the kernel claims */
     int max_seqlen;           /* cap on nq, nk (keeps CPU kernels in budget); 0 = default */
 } ac_gen;
-/* max_seqlen 0 means AC_GEN_DEFAULT_MAX_SEQLEN (sized for CPU kernels: ~10 000 cases
- * a minute on 2 cores); CUDA campaigns raise it (4096+).  caps.max_seqlen, when set,
+/* max_seqlen 0 means AC_GEN_DEFAULT_MAX_SEQLEN (sized for CPU kernels: cpu-flash with backward
+ * runs ~2 000 cases a minute on 2 cores); CUDA campaigns raise it (4096+).  caps.max_seqlen, when set,
  * caps it further.  The weights of the stream are documented in generate.c. */
 #define AC_GEN_DEFAULT_MAX_SEQLEN 512
 
