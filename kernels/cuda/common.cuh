@@ -158,12 +158,10 @@ __device__ __forceinline__ float acd_exp_shifted(float s, float scale, float lse
 // the fuzzer; the CPU emulation, using expf, passed the same cases).  f16's P
 // underflows at 2^-24 anyway, so f16 keeps the one-instruction form.
 template <typename T> __device__ __forceinline__ float acd_exp2_p(float x) { return acd_exp2(x); }
-template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x)
-{
-    float y; // without .ftz: subnormal results kept, at a few instructions more than MUFU.EX2 alone
-    asm("ex2.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
+// bf16: 2^(x+64) 2^-64, one add and one multiply more than MUFU.EX2 (the non-ftz
+// ex2 and exp2f cost the bf16 backward ~15%); P down to 2^-190 survives, far
+// below bf16's smallest subnormal, and the add costs P at most 2^-17 relative.
+template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) { return acd_exp2(x + 64.f) * 0x1p-64f; }
 
 // dQ is summed over K/V blocks with global atomics, and PTX's atom/red.add.f32
 // flush subnormal operands and results to zero: a dQ below 2^-126 (f32 and bf16
@@ -191,28 +189,39 @@ __device__ __forceinline__ void acd_dq_add(float *acc, long long elems, long lon
         atomicAdd(acc + at, v);
 }
 
-// Two neighbours (at even) of a tensor-core dQ: one 8-byte atomic on sm_90 when
-// neither is tiny.  f16 skips the test: its dS and K are multiples of 2^-24, so
-// every partial sum is a multiple of 2^-48, never below 2^-126 unless 0 (the
-// test cost the f16 backward 3-8%).
-template <typename T>
-__device__ __forceinline__ void acd_dq_add2(float *acc, long long elems, long long at, float a, float b)
+// Two neighbours (at even), plain: one 8-byte atomic on sm_90.
+__device__ __forceinline__ void acd_dq_add2_plain(float *acc, long long at, float a, float b)
 {
-    const bool plain = std::is_same<T, __half>::value || !(acd_dq_is_tiny(a) | acd_dq_is_tiny(b));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (plain) {
-        atomicAdd(reinterpret_cast<float2 *>(acc + at), make_float2(a, b));
-        return;
-    }
+    atomicAdd(reinterpret_cast<float2 *>(acc + at), make_float2(a, b));
 #else
-    if (plain) {
-        atomicAdd(acc + at, a);
-        atomicAdd(acc + at + 1, b);
+    atomicAdd(acc + at, a);
+    atomicAdd(acc + at + 1, b);
+#endif
+}
+
+// One thread's share of a dQ row from the tensor cores: pairs dq[n][2r], dq[n][2r+1]
+// at at + 8n.  One test for the lot, then plain atomics (the common case) or the
+// split.  f16 skips the test: its dS and K are multiples of 2^-24, so every
+// partial sum is a multiple of 2^-48, never below 2^-126 unless 0 (the test cost
+// the f16 backward 3-8%).
+template <typename T, int N>
+__device__ __forceinline__ void acd_dq_add_row(float *acc, long long elems, long long at, const float (*dq)[4], int r)
+{
+    bool tiny = false;
+    if constexpr (!std::is_same<T, __half>::value) {
+#pragma unroll
+        for (int n = 0; n < N; ++n) tiny |= acd_dq_is_tiny(dq[n][2 * r]) | acd_dq_is_tiny(dq[n][2 * r + 1]);
+    }
+    if (!tiny) {
+#pragma unroll
+        for (int n = 0; n < N; ++n) acd_dq_add2_plain(acc, at + n * 8, dq[n][2 * r], dq[n][2 * r + 1]);
         return;
     }
-#endif
-    acd_dq_add(acc, elems, at, a);
-    acd_dq_add(acc, elems, at + 1, b);
+    for (int n = 0; n < N; ++n) {
+        acd_dq_add(acc, elems, at + n * 8, dq[n][2 * r]);
+        acd_dq_add(acc, elems, at + n * 8 + 1, dq[n][2 * r + 1]);
+    }
 }
 
 __device__ __forceinline__ uint32_t acd_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }

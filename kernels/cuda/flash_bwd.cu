@@ -218,8 +218,7 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
                     const int i = i0 + rg * 16 + g + 8 * r;
                     if (i >= nq) continue;
                     const long long at = (((long long)b * p.Hq + h) * p.Nq + i) * D + c0 + 2 * t;
-#pragma unroll
-                    for (int n = 0; n < DC / 8; ++n) acd_dq_add2<T>(dQacc, acd_dq_elems(p), at + n * 8, dq[n][2 * r], dq[n][2 * r + 1]);
+                    acd_dq_add_row<T, DC / 8>(dQacc, acd_dq_elems(p), at, dq, r);
                 }
             }
             __syncthreads(); // sQ, sdO, sdS are rewritten by the next tile
