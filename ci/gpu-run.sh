@@ -6,7 +6,8 @@
 #   GPU_STEPS  steps to run (default "info test sanitize fixtures fuzz prove bench torch")
 #   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
 #   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
-#   (step "plugins", not in the defaults: a CUDA plugin that faults must exit 3 naming itself)
+#   (step "plugins", not in the defaults: a CUDA plugin that faults must exit 3 naming itself;
+#   step "sdpa", not in the defaults: PyTorch SDPA backends dumped and judged by `attncheck check`)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
 #              many fuzz processes of cuda-flash in parallel, CAMPAIGN_CASES cases
@@ -79,6 +80,34 @@ for step in $steps; do
                 grep -E "^(FAIL|ERROR)|cases, " "$OUT/fixtures-$k.log" | head -n 20
             done
         fi ;;
+    sdpa)
+        # The check door on third-party kernels: PyTorch's SDPA backends, dumped by
+        # ci/sdpa_dump.py and judged by `attncheck check` (each must exit 0).
+        script="$here/ci/sdpa_dump.py"; [ -f "$script" ] || script="$dir/ci/sdpa_dump.py"
+        if ! python3 -c 'import torch' 2>/dev/null; then echo "no PyTorch: sdpa step skipped"; record sdpa-skipped 0; continue; fi
+        i=0
+        while read -r spec; do
+            i=$((i + 1)); case_dir="${SDPA_DIR:-/tmp/attncheck-sdpa}/$i"
+            # shellcheck disable=SC2086  # spec is a list of options
+            if python3 "$script" --out "$case_dir" --seed "$i" $spec >"$OUT/sdpa-$i.log" 2>&1; then
+                line=$(tail -n 1 "$case_dir/check.txt")
+                # shellcheck disable=SC2086
+                "$attncheck" ${line#attncheck } >>"$OUT/sdpa-$i.log" 2>&1
+                rc=$?
+            else rc=3; fi
+            echo "sdpa $i ($spec): rc=$rc"
+            grep -E "^(PASS|FAIL|ERROR)" "$OUT/sdpa-$i.log" | head -n 3
+            record "sdpa-$i" $rc
+        done <<'SPECS'
+--dtype bf16 --backend flash --causal --nq 300 --d 128
+--dtype f16 --backend flash --hq 8 --hkv 2 --nq 257 --nk 511
+--dtype f16 --backend efficient --mask-keep 0.7 --nq 129
+--dtype f32 --backend efficient --nq 200 --d 96
+--dtype bf16 --backend cudnn --causal --nq 512 --d 128
+--dtype f16 --backend math --nq 64 --nk 700
+--dtype f32 --backend math --causal --nq 100 --nk 300
+SPECS
+        ;;
     fuzz)
         if has_cmd fuzz; then
             for k in cuda-flash cuda-naive; do

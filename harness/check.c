@@ -291,8 +291,10 @@ static int run_check(const check_opts *o, ac_err *err)
         st = ac_check_make_inputs(o, &f, &in, err);
     if (st == AC_OK)
         st = gather_outputs(o, &f, &in, &g, err);
+    double t0 = ac_now_seconds(); /* the reference and the comparison: what check spends */
     if (st == AC_OK)
         st = verdict(o, &in, &g, &r, err);
+    r.seconds = ac_now_seconds() - t0;
     if (st == AC_OK) {
         print_result(&in, label, &r);
         st = report(o, label, &r, err);

@@ -372,6 +372,8 @@ int ac_shrink_failure(const ac_kernel *k, const ac_budgets *b, const ac_run_opts
                       const char *kind, int max_steps, ac_case *minimal);
 void ac_summary_add(ac_summary *s, const ac_result *r);
 void ac_summary_print(FILE *f, const char *kernel, const ac_summary *s);
+/* Seconds on the monotonic clock, for the time lines of run, fuzz and check. */
+double ac_now_seconds(void);
 
 /* ---- prove (prove.c): detection power ----
  * Fuzzes the base kernel for clean_cases cases (it must pass them all), then

@@ -6,7 +6,6 @@
  * usage or input, 3 environment (a requested kernel cannot run here).  Only this
  * file calls exit-like paths: everything below returns a status. */
 #include <errno.h>
-#include <time.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -462,12 +461,10 @@ static int cmd_run(const cli *c, const ac_kernel *k, const ac_budgets *b, ac_rep
     int st = collect_cases(c, &l);
     if (st == AC_OK) {
         replay r = {.k = k, .b = b, .o = run_opts(c), .rep = rep, .quiet = c->quiet};
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = ac_now_seconds();
         for (size_t i = 0; i < l.n; i++)
             replay_one(&r, &l.cases[i], l.where[i]);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        r.s.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        r.s.seconds = ac_now_seconds() - t0;
         ac_summary_print(stdout, k->name, &r.s);
         if (r.skipped)
             printf("%ld cases skipped: outside %s's capabilities\n", r.skipped, k->name);

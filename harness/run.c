@@ -32,7 +32,7 @@ typedef struct {
     void *q, *k, *v, *d_o, *o, *lse, *dq, *dk, *dv;
 } dev_buffers;
 
-static double now_seconds(void)
+double ac_now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -220,7 +220,7 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in, const ac_budgets 
 int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const ac_run_opts *o, ac_result *r,
                 ac_err *err)
 {
-    double t0 = now_seconds();
+    double t0 = ac_now_seconds();
     memset(r, 0, sizeof *r);
     r->dtype = c->dtype;
     if (ac_case_format(c, r->line, sizeof r->line) < 0)
@@ -233,7 +233,7 @@ int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const
     else
         st = run_loaded(k, &in, b, o, r, err);
     ac_inputs_free(&in);
-    r->seconds = now_seconds() - t0;
+    r->seconds = ac_now_seconds() - t0;
     return st;
 }
 
@@ -304,7 +304,8 @@ void ac_summary_add(ac_summary *s, const ac_result *r)
 
 void ac_summary_print(FILE *f, const char *kernel, const ac_summary *s)
 {
-    fprintf(f, "\n%s: %ld cases, %ld passed, %ld failed, %ld errors in %.1f s (%.1f cases/s)\n", kernel, s->cases,
+    /* Three significant digits: a check of one case takes milliseconds. */
+    fprintf(f, "\n%s: %ld cases, %ld passed, %ld failed, %ld errors in %.3g s (%.3g cases/s)\n", kernel, s->cases,
             s->passed, s->failed, s->errors, s->seconds, s->seconds > 0 ? (double)s->cases / s->seconds : 0.0);
     fprintf(f, "%-5s %-4s %7s %10s %10s %9s %9s %8s %8s\n", "dtype", "out", "cases", "max-ulp", "max-scaled",
             "naive-max", "naive-mean", "specials", "failures");
@@ -379,9 +380,9 @@ int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts 
     g.dtype_filter = o->dtype_filter;
     g.mask_filter = o->mask_filter;
     g.max_seqlen = o->max_seqlen;
-    double t0 = now_seconds(), last_progress = 0;
+    double t0 = ac_now_seconds(), last_progress = 0;
     int st = AC_OK;
-    while (!campaign_done(o, s, now_seconds() - t0)) {
+    while (!campaign_done(o, s, ac_now_seconds() - t0)) {
         ac_case c;
         if ((st = ac_gen_next(&g, &c, err)) != AC_OK)
             break;
@@ -391,7 +392,7 @@ int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts 
         char minimal_line[AC_CASE_LINE_MAX] = "";
         if (st == AC_OK && r.verdict == AC_VERDICT_FAIL) {
             st = handle_failure(k, b, o, &c, &r, minimal_line, sizeof minimal_line, err);
-            note_first_failure(s, &r, minimal_line, now_seconds() - t0);
+            note_first_failure(s, &r, minimal_line, ac_now_seconds() - t0);
         } else if (st != AC_OK && o->out) {
             fprintf(o->out, "ERROR %s: %s\n  case: %s\n", k->name, r.why, r.line);
         }
@@ -399,13 +400,13 @@ int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts 
         if (st == AC_ERR_ENV)
             break; /* a device fault: what follows would not be about the kernel */
         st = AC_OK;
-        double now = now_seconds() - t0;
+        double now = ac_now_seconds() - t0;
         if (now - last_progress >= 0.25) {
             progress_line(o, s, now, false);
             last_progress = now;
         }
     }
-    s->seconds = now_seconds() - t0;
+    s->seconds = ac_now_seconds() - t0;
     progress_line(o, s, s->seconds, true);
     return st;
 }
