@@ -25,7 +25,7 @@
 #define DEFAULT_PROVE_CLEAN 1000
 #define MAX_PLUGINS 16
 
-enum { C_FUZZ = 1, C_RUN = 2, C_LIST = 4, C_PROVE = 8, C_ALL = 15 };
+enum { C_FUZZ = 1, C_RUN = 2, C_LIST = 4, C_PROVE = 8, C_ALL = 15, C_CASES = C_FUZZ | C_RUN | C_PROVE };
 
 typedef struct {
     const char *name;
@@ -50,12 +50,12 @@ static const opt_spec specs[] = {
     {"--case", true, C_RUN, "'LINE'  replay this one case line"},
     {"--clean-cases", true, C_PROVE, "N  cases the base kernel must pass"},
     {"--base", true, C_PROVE, "NAME  the correct kernel whose mutants are proved (default cpu-flash)"},
-    {"--json", true, C_ALL, "FILE  JSON Lines, one object per case"},
-    {"--junit", true, C_ALL, "FILE  JUnit XML"},
-    {"--markdown", true, C_ALL, "FILE  Markdown summary (prove: the detection table)"},
-    {"--budgets", true, C_ALL, "FILE  budgets file (default: the repository's budgets.txt)"},
+    {"--json", true, C_CASES, "FILE  JSON Lines, one object per case"},
+    {"--junit", true, C_CASES, "FILE  JUnit XML"},
+    {"--markdown", true, C_CASES, "FILE  Markdown summary (prove: the detection table)"},
+    {"--budgets", true, C_CASES, "FILE  budgets file (default: the repository's budgets.txt)"},
     {"--plugin", true, C_ALL, "PATH.so  load a kernel plugin (repeatable)"},
-    {"--quiet", false, C_ALL, "  print failures and the summary only"},
+    {"--quiet", false, C_CASES, "  print failures and the summary only"},
     {"--help", false, C_ALL, "  this text"},
 };
 

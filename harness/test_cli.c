@@ -80,6 +80,15 @@ Test(harness_cli, list_names_every_kernel_with_availability)
     cr_assert_not_null(strstr(out, "  available\n"));
 }
 
+Test(harness_cli, list_offers_only_its_own_options)
+{
+    cr_assert_eq(run_cli("list --help", out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "--plugin"), "%s", out);
+    cr_assert_null(strstr(out, "--json"), "list writes no reports:\n%s", out);
+    cr_assert_eq(run_cli("list --json /dev/null", out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "unknown option '--json'"), "%s", out);
+}
+
 Test(harness_cli, fixtures_pass_on_ref_fp64)
 {
     char args[1024];
