@@ -264,8 +264,24 @@ __device__ __forceinline__ void acd_load_tile(T *s, const T *g, long long ss, in
     }
 }
 
+// Storage type <-> f32, for kernels templated on it (f32 included).
+template <typename T> struct acd_cvt {
+    static __device__ __forceinline__ float to_f(T x) { return acd_tc<T>::to_f(x); }
+    static __device__ __forceinline__ T from_f(float x) { return acd_tc<T>::from_f(x); }
+};
+template <> struct acd_cvt<float> {
+    static __device__ __forceinline__ float to_f(float x) { return x; }
+    static __device__ __forceinline__ float from_f(float x) { return x; }
+};
+
+// Head dims with tensor-core tiles (f16/bf16); the others, up to 256, and f32
+// run the CUDA-core kernels of flash_f32.cu.
+inline bool acd_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d == 128; }
+
 // ---- launch-only entry points (no sync, no staging), for the bench ----
-int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
+// The CUDA-core path: f32 arithmetic throughout on T (float, __half, __nv_bfloat16) storage.
+template <typename T> int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
+template <typename T>
 int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc, cudaStream_t stream, ac_err *err);
 int acd_flash_forward_async(const acd_params &p, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 size_t acd_bwd_workspace_bytes(const acd_params &p);

@@ -29,12 +29,12 @@ static int naive_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t,
 #define ALL_DTYPES ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
 #define BOTH_LAYOUTS ((1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD))
 
-/* Tensor-core tiles are instantiated for these head dims (f32 runs any d <= 256,
- * but one list serves every dtype). */
-#define FLASH_CAPS(bwd)                                                            \
-    {                                                                              \
-        .dtypes = ALL_DTYPES, .head_dims = {32, 64, 96, 128}, .n_head_dims = 4,    \
-        .max_head_dim = 128, .masks = AC_MASKCAP_ALL, .layouts = BOTH_LAYOUTS,     \
+/* Tensor-core tiles are instantiated for 32, 64, 96 and 128; d = 256 (and f32 at
+ * every d) runs the CUDA-core kernels.  One list serves every dtype. */
+#define FLASH_CAPS(bwd)                                                                \
+    {                                                                                  \
+        .dtypes = ALL_DTYPES, .head_dims = {32, 64, 96, 128, 256}, .n_head_dims = 5,   \
+        .max_head_dim = 256, .masks = AC_MASKCAP_ALL, .layouts = BOTH_LAYOUTS,         \
         .gqa = true, .varlen = true, .backward = (bwd), .max_seqlen = 0,           \
     }
 

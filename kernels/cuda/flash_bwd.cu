@@ -24,15 +24,6 @@ static size_t bwd_delta_floats(const acd_params &p) { return 2 * bwd_rows_padded
 namespace {
 
 
-template <typename T> struct acd_cvt {
-    static __device__ __forceinline__ float to_f(T x) { return acd_tc<T>::to_f(x); }
-    static __device__ __forceinline__ T from_f(float x) { return acd_tc<T>::from_f(x); }
-};
-template <> struct acd_cvt<float> {
-    static __device__ __forceinline__ float to_f(float x) { return x; }
-    static __device__ __forceinline__ float from_f(float x) { return x; }
-};
-
 // D_i = sum_c dO_ic O_ic in f32, one warp per row; padding rows get 0.
 template <typename T>
 __global__ void bwd_delta(acd_params p, const T *__restrict__ O, const T *__restrict__ dO, float *__restrict__ Dv)
@@ -289,7 +280,9 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
     ACD_CHECK_LAUNCH(err, "bwd_delta");
     int status;
     if constexpr (sizeof(T) == 4)
-        status = acd_bwd_f32(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
+        status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
+    else if (!acd_tc_head_dim(p.D)) // no tensor-core tiles: the CUDA-core path (d <= 256)
+        status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
     else
         status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);
     if (status != AC_OK) return status;

@@ -1,5 +1,7 @@
 // kernels/cuda/flash_f32.cu — the fused algorithm in true f32 on the CUDA
-// cores (no TF32): forward and backward, any head dim up to 256.  Lane j of a
+// cores (no TF32): forward and backward, any head dim up to 256, for f32 and
+// for f16/bf16 at head dims without tensor-core tiles (d = 256; inputs widened
+// exactly, outputs rounded once, P and dS kept in f32).  Lane j of a
 // warp owns key j of a 32-key tile; dot products read K/V rows from shared
 // memory with a pitch of D + 1 floats, so a warp's 32 rows hit 32 banks.
 #include "common.cuh"
@@ -10,9 +12,10 @@ constexpr int kF32Rows = 4;   // query rows per warp (forward)
 constexpr int kF32Warps = 4;  // warps per block (forward)
 constexpr int kF32MaxCols = 8; // head dim <= 32 * 8
 
+template <typename T>
 __global__ void __launch_bounds__(kF32Warps * 32)
-fwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-        float *__restrict__ O, float *__restrict__ LSE)
+fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+        T *__restrict__ O, float *__restrict__ LSE)
 {
     constexpr int BM = kF32Rows * kF32Warps;
     extern __shared__ float smf[];
@@ -21,8 +24,8 @@ fwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b), i0 = blockIdx.x * BM;
-    const float *Qb = Q + b * p.q_sb + h * p.q_sh;
-    const float *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const T *Qb = Q + b * p.q_sb + h * p.q_sh;
+    const T *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
 
     int key_lo = 0, key_hi = 0;
     if (i0 < nq) acd_block_keys(p, i0, min(i0 + BM, nq) - 1, nq, nk, key_lo, key_hi);
@@ -31,7 +34,7 @@ fwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
 
     for (int x = tid; x < BM * D; x += blockDim.x) {
         int r = x / D, c = x % D;
-        sQ[x] = i0 + r < nq ? Qb[(long long)(i0 + r) * p.q_ss + c] : 0.f;
+        sQ[x] = i0 + r < nq ? acd_cvt<T>::to_f(Qb[(long long)(i0 + r) * p.q_ss + c]) : 0.f;
     }
     float o[kF32Rows][kF32MaxCols] = {};
     float m_run[kF32Rows], l_run[kF32Rows];
@@ -43,8 +46,8 @@ fwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
         for (int x = tid; x < 32 * D; x += blockDim.x) {
             int r = x / D, c = x % D;
             bool ok = j0 + r < nk;
-            sK[r * LDK + c] = ok ? Kb[(long long)(j0 + r) * p.k_ss + c] : 0.f;
-            sV[r * LDK + c] = ok ? Vb[(long long)(j0 + r) * p.k_ss + c] : 0.f;
+            sK[r * LDK + c] = ok ? acd_cvt<T>::to_f(Kb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
+            sV[r * LDK + c] = ok ? acd_cvt<T>::to_f(Vb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
         }
         __syncthreads();
 #pragma unroll
@@ -76,10 +79,10 @@ fwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
         const int i = i0 + warp * kF32Rows + r;
         if (i >= p.Nq) continue;
         const float l = l_run[r], inv = l > 0.f ? 1.f / l : 0.f;
-        float *Orow = O + b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
+        T *Orow = O + b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
 #pragma unroll
         for (int k = 0; k < kF32MaxCols; ++k)
-            if (lane + 32 * k < D) Orow[lane + 32 * k] = o[r][k] * inv;
+            if (lane + 32 * k < D) Orow[lane + 32 * k] = acd_cvt<T>::from_f(o[r][k] * inv);
         if (lane == 0) LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? acd_lse(m_run[r], ACD_LN2, l) : -INFINITY;
     }
 }
@@ -93,7 +96,8 @@ fwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
 // is an LSE wrong beyond rounding, left as it is so that a bad LSE still shows
 // in the gradients, and scores past 2^40 (double cannot hold the exponent to
 // 2^-12 there) are left alone.  kernels/cpu_flash_bwd.c does the same.
-__global__ void bwd_f32_refine_lse(acd_params p, const float *__restrict__ Q, const float *__restrict__ K,
+template <typename T>
+__global__ void bwd_f32_refine_lse(acd_params p, const T *__restrict__ Q, const T *__restrict__ K,
                                    const float *__restrict__ LSE, float *__restrict__ lse_lo)
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -104,14 +108,14 @@ __global__ void bwd_f32_refine_lse(acd_params p, const float *__restrict__ Q, co
     const float lse = LSE[row];
     double sum = 0.0, top = 0.0;
     if (i < nq && isfinite(lse)) {
-        const float *q = Q + b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
-        const float *Kb = K + b * p.k_sb + (h / p.group) * p.k_sh;
+        const T *q = Q + b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
+        const T *Kb = K + b * p.k_sb + (h / p.group) * p.k_sh;
         int lo, hi;
         acd_window(p, i, nq, nk, lo, hi);
         for (int j = max(lo, 0) + lane; j < min(hi, nk); j += 32) {
             if (!acd_visible(p, b, h, i, j, nq, nk)) continue;
             float s = 0.f;
-            for (int c = 0; c < p.D; ++c) s = fmaf(q[c], Kb[(long long)j * p.k_ss + c], s);
+            for (int c = 0; c < p.D; ++c) s = fmaf(acd_cvt<T>::to_f(q[c]), acd_cvt<T>::to_f(Kb[(long long)j * p.k_ss + c]), s);
             const double x = (double)s * (double)p.scale;
             sum += exp(x - (double)lse);
             top = fmax(top, fabs(x));
@@ -130,10 +134,11 @@ __global__ void bwd_f32_refine_lse(acd_params p, const float *__restrict__ Q, co
 // Backward: one warp per 32-key tile of one KV head; dK, dV rows in shared
 // memory (lane j updates row j only); dQ partial sums go to the f32
 // workspace with atomicAdd (acd_dq_add: tiny ones to its scaled twin).  Rows are visited one at a time over the group's heads.
+template <typename T>
 __global__ void __launch_bounds__(32)
-bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, const float *__restrict__ V,
-        const float *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
-        const float *__restrict__ lse_lo, float *__restrict__ dQacc, float *__restrict__ dK, float *__restrict__ dV)
+bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+        const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
+        const float *__restrict__ lse_lo, float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
 {
     extern __shared__ float smf[];
     const int D = p.D, LDK = D + 1, lane = threadIdx.x;
@@ -141,12 +146,12 @@ bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
     float *sq = sdV + 32 * LDK, *sdo = sq + D;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * 32, j = j0 + lane;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
-    const float *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const T *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
     for (int x = lane; x < 32 * D; x += 32) {
         int r = x / D, c = x % D;
         bool ok = j0 + r < nk;
-        sK[r * LDK + c] = ok ? Kb[(long long)(j0 + r) * p.k_ss + c] : 0.f;
-        sV[r * LDK + c] = ok ? Vb[(long long)(j0 + r) * p.k_ss + c] : 0.f;
+        sK[r * LDK + c] = ok ? acd_cvt<T>::to_f(Kb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
+        sV[r * LDK + c] = ok ? acd_cvt<T>::to_f(Vb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
         sdK[r * LDK + c] = 0.f;
         sdV[r * LDK + c] = 0.f;
     }
@@ -160,11 +165,11 @@ bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
     }
     if (j0 >= nk) i_hi = i_lo;
     for (int h = hk * p.group; h < (hk + 1) * p.group; ++h) {
-        const float *Qb = Q + b * p.q_sb + h * p.q_sh, *dOb = dO + b * p.q_sb + h * p.q_sh;
+        const T *Qb = Q + b * p.q_sb + h * p.q_sh, *dOb = dO + b * p.q_sb + h * p.q_sh;
         for (int i = i_lo; i < i_hi; ++i) {
             for (int c = lane; c < D; c += 32) {
-                sq[c] = Qb[(long long)i * p.q_ss + c];
-                sdo[c] = dOb[(long long)i * p.q_ss + c];
+                sq[c] = acd_cvt<T>::to_f(Qb[(long long)i * p.q_ss + c]);
+                sdo[c] = acd_cvt<T>::to_f(dOb[(long long)i * p.q_ss + c]);
             }
             __syncwarp();
             const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
@@ -197,36 +202,44 @@ bwd_f32(acd_params p, const float *__restrict__ Q, const float *__restrict__ K, 
         int r = x / D, c = x % D;
         if (j0 + r >= p.Nk) continue;
         long long at = b * p.k_sb + hk * p.k_sh + (long long)(j0 + r) * p.k_ss + c;
-        dK[at] = sdK[r * LDK + c] * p.scale;
-        dV[at] = sdV[r * LDK + c];
+        dK[at] = acd_cvt<T>::from_f(sdK[r * LDK + c] * p.scale);
+        dV[at] = acd_cvt<T>::from_f(sdV[r * LDK + c]);
     }
 }
 
 } // namespace
 
-int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+template <typename T> int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    if (p.D > 32 * kF32MaxCols) return ac_fail(err, AC_ERR_INPUT, "cuda-flash f32: head_dim %d > %d", p.D, 32 * kF32MaxCols);
+    if (p.D > 32 * kF32MaxCols) return ac_fail(err, AC_ERR_INPUT, "cuda-flash (CUDA cores): head_dim %d > %d", p.D, 32 * kF32MaxCols);
     constexpr int BM = kF32Rows * kF32Warps;
     const size_t smem = sizeof(float) * ((size_t)64 * (p.D + 1) + (size_t)BM * p.D);
-    ACD_CHECK(err, cudaFuncSetAttribute(fwd_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    ACD_CHECK(err, cudaFuncSetAttribute(fwd_f32<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nq + BM - 1) / BM, p.Hq, p.B);
-    fwd_f32<<<grid, kF32Warps * 32, smem, stream>>>(p, (const float *)a->q, (const float *)a->k, (const float *)a->v, (float *)a->o, a->lse);
+    fwd_f32<T><<<grid, kF32Warps * 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
     ACD_CHECK_LAUNCH(err, "fwd_f32");
     return AC_OK;
 }
 
+template <typename T>
 int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc, cudaStream_t stream, ac_err *err)
 {
-    if (p.D > 32 * kF32MaxCols) return ac_fail(err, AC_ERR_INPUT, "cuda-flash f32: head_dim %d > %d", p.D, 32 * kF32MaxCols);
+    if (p.D > 32 * kF32MaxCols) return ac_fail(err, AC_ERR_INPUT, "cuda-flash (CUDA cores): head_dim %d > %d", p.D, 32 * kF32MaxCols);
     const long long rows = (long long)p.B * p.Hq * p.Nq;
-    bwd_f32_refine_lse<<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, (const float *)a->q, (const float *)a->k, a->lse, lse_lo);
+    bwd_f32_refine_lse<T><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, (const T *)a->q, (const T *)a->k, a->lse, lse_lo);
     ACD_CHECK_LAUNCH(err, "bwd_f32_refine_lse");
     const size_t smem = sizeof(float) * ((size_t)128 * (p.D + 1) + 2 * (size_t)p.D);
-    ACD_CHECK(err, cudaFuncSetAttribute(bwd_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    ACD_CHECK(err, cudaFuncSetAttribute(bwd_f32<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nk + 31) / 32, p.Hkv, p.B);
-    bwd_f32<<<grid, 32, smem, stream>>>(p, (const float *)a->q, (const float *)a->k, (const float *)a->v, (const float *)a->d_o,
-                                       a->lse, Dv, lse_lo, dQacc, (float *)a->dk, (float *)a->dv);
+    bwd_f32<T><<<grid, 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
+                                          a->lse, Dv, lse_lo, dQacc, (T *)a->dk, (T *)a->dv);
     ACD_CHECK_LAUNCH(err, "bwd_f32");
     return AC_OK;
 }
+
+#define ACD_INSTANTIATE_F32_PATH(T)                                                                   \
+    template int acd_fwd_f32<T>(const acd_params &, const ac_fwd_args *, cudaStream_t, ac_err *); \
+    template int acd_bwd_f32<T>(const acd_params &, const ac_bwd_args *, const float *, float *, float *, cudaStream_t, ac_err *);
+ACD_INSTANTIATE_F32_PATH(float)
+ACD_INSTANTIATE_F32_PATH(__half)
+ACD_INSTANTIATE_F32_PATH(__nv_bfloat16)

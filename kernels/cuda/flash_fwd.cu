@@ -253,7 +253,7 @@ int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, 
         // Scale folded into the exponent's FFMA: same speed within noise (PERF.md).
         if (v == 3 && p.scale_log2 > 0.f) return launch_tc<T, 128, 4, 2, 32, 32, true>(p, a, stream, err);
         return launch_tc<T, 128, 4, 2, 32>(p, a, stream, err);
-    default: return ac_fail(err, AC_ERR_INPUT, "cuda-flash: head_dim %d not built (32, 64, 96, 128)", p.D);
+    default: return acd_fwd_f32<T>(p, a, stream, err); // no tensor-core tiles: the CUDA-core path (d <= 256)
     }
 }
 
@@ -266,7 +266,7 @@ int acd_flash_forward_async(const acd_params &p, ac_dtype t, const ac_fwd_args *
     switch (t) {
     case AC_F16: return dispatch_tc<__half>(p, a, stream, err);
     case AC_BF16: return dispatch_tc<__nv_bfloat16>(p, a, stream, err);
-    case AC_F32: return acd_fwd_f32(p, a, stream, err);
+    case AC_F32: return acd_fwd_f32<float>(p, a, stream, err);
     default: return ac_fail(err, AC_ERR_INPUT, "cuda-flash: unsupported dtype %d", (int)t);
     }
 }

@@ -48,10 +48,11 @@ Test(cuda_kernels, flash_claims_what_it_was_built_for)
     const ac_kernel *k = find_cuda("cuda-flash");
     cr_assert_not_null(k);
     cr_assert(k->caps.backward && k->backward);
-    cr_assert_eq(k->caps.n_head_dims, 4);
-    int want[] = {32, 64, 96, 128};
-    for (int i = 0; i < 4; i++)
+    cr_assert_eq(k->caps.n_head_dims, 5);
+    int want[] = {32, 64, 96, 128, 256}; /* 256 on the CUDA cores */
+    for (int i = 0; i < 5; i++)
         cr_assert_eq(k->caps.head_dims[i], want[i]);
+    cr_assert_eq(k->caps.max_head_dim, 256);
     cr_assert_eq(k->caps.masks, (unsigned)AC_MASKCAP_ALL);
     cr_assert_eq(k->caps.dtypes, (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16));
     cr_assert(k->caps.gqa && k->caps.varlen);

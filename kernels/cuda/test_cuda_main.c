@@ -246,6 +246,9 @@ int main(int argc, char **argv)
         /* B * Hq * Nq odd: the backward's dQ accumulator once sat at an odd float
          * offset and its float2 atomics faulted (found by the fuzzer) */
         cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 3, 3, 5, 5, 96, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false};
+        /* d = 256: the CUDA-core path on f16/bf16 storage */
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 97, 130, 256, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 64, 64, 256, AC_LAYOUT_BHSD, M_DENSE, false, true, false};
     }
     const int fdims[] = {32, 64, 128, 80};
     for (int di = 0; di < 3; di++)
