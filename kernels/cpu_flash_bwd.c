@@ -119,7 +119,7 @@ static void refine_lse(const ac_problem *p, int b, int h, int nq, const float *q
     double scale = (double)(float)p->scale;
     for (int i = 0; i < nq; i++) {
         lse_lo[i] = 0.0f;
-        if (lse[i] == -INFINITY || !isfinite(lse[i]))
+        if (!isfinite(lse[i])) /* -inf: a row with nothing visible */
             continue;
         const uint8_t *dense = NULL;
         if (p->dense_mask) {
