@@ -166,6 +166,14 @@ bool cf_block_masked(const int *lo, const int *hi, int i0, int i1, int j0, int j
     return hi[i1 - 1] <= lo[i0] || hi[i1 - 1] <= j0 || lo[i0] >= j1;
 }
 
+const uint8_t *cf_dense_row(const ac_problem *p, int b, int h, int i)
+{
+    if (!p->dense_mask)
+        return NULL;
+    size_t mb = p->mask_batch == 1 ? 0 : (size_t)b, mh = p->mask_heads == 1 ? 0 : (size_t)h;
+    return p->dense_mask + ((mb * p->mask_heads + mh) * p->seqlen_q + i) * p->seqlen_k;
+}
+
 /* Mask the scores of rows [i0, i0+rows) x keys [j0, j0+cols): -inf where hidden. */
 void cf_mask_tile(const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols, const int *lo,
                       const int *hi, float *s)
@@ -173,11 +181,7 @@ void cf_mask_tile(const ac_problem *p, int b, int h, int i0, int rows, int j0, i
     for (int r = 0; r < rows; r++) {
         int i = i0 + r;
         float *sr = s + (size_t)r * cols;
-        const uint8_t *dense = NULL;
-        if (p->dense_mask) {
-            size_t mb = p->mask_batch == 1 ? 0 : (size_t)b, mh = p->mask_heads == 1 ? 0 : (size_t)h;
-            dense = p->dense_mask + ((mb * p->mask_heads + mh) * p->seqlen_q + i) * p->seqlen_k;
-        }
+        const uint8_t *dense = cf_dense_row(p, b, h, i);
         for (int c = 0; c < cols; c++) {
             int j = j0 + c;
             /* j >= seqlen_k only when the last tile is left unmasked: no mask entry there */

@@ -121,11 +121,7 @@ static void refine_lse(const ac_problem *p, int b, int h, int nq, const float *q
         lse_lo[i] = 0.0f;
         if (!isfinite(lse[i])) /* -inf: a row with nothing visible */
             continue;
-        const uint8_t *dense = NULL;
-        if (p->dense_mask) {
-            size_t mb = p->mask_batch == 1 ? 0 : (size_t)b, mh = p->mask_heads == 1 ? 0 : (size_t)h;
-            dense = p->dense_mask + ((mb * p->mask_heads + mh) * p->seqlen_q + i) * p->seqlen_k;
-        }
+        const uint8_t *dense = cf_dense_row(p, b, h, i);
         double sum = 0.0, top = 0.0;
         for (int j = lo[i]; j < hi[i]; j++) {
             if (dense && j < p->seqlen_k && !dense[j])

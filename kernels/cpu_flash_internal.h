@@ -51,6 +51,9 @@ uint32_t cf_narrow_bits(ac_dtype t, float x);
 
 /* ---- shared by the forward (cpu_flash.c) and the backward (cpu_flash_bwd.c) ---- */
 
+/* Row i of the dense boolean mask for (batch b, head h), or NULL without one. */
+const uint8_t *cf_dense_row(const ac_problem *p, int b, int h, int i);
+
 /* Element `at` of a dtype-t buffer set to x rounded to t. */
 void cf_store_elem(ac_dtype t, void *buf, size_t at, float x);
 /* Rows [first, first + n_rows) of head h of a Q-like (heads_q, seqlen_q) or K-like
