@@ -55,6 +55,8 @@ for step in $steps; do
         record info $? ;;
     test)
         [ -n "$test_cuda" ] && { "$test_cuda" 2>&1 | tee "$OUT/test-cuda.log"; record test-cuda "${PIPESTATUS[0]}"; }
+        # On Hopper d = 64/128 run the wgmma forward; the mma.sync one (other GPUs) is checked too.
+        [ -n "$test_cuda" ] && { ACD_NO_WGMMA=1 "$test_cuda" cuda-flash >"$OUT/test-cuda-mma-sync.log" 2>&1; record test-cuda-mma-sync $?; tail -n 1 "$OUT/test-cuda-mma-sync.log"; }
         [ -n "$unit" ] && { (cd "$dir" && "$unit" --jobs=8) >"$OUT/unit-tests.log" 2>&1; record unit-tests $?; tail -3 "$OUT/unit-tests.log"; } ;;
     sanitize)
         command -v compute-sanitizer >/dev/null || { echo "no compute-sanitizer"; record sanitize 3; continue; }

@@ -48,20 +48,48 @@ __device__ __forceinline__ void acd_window(const acd_params &p, int i, int nq, i
     }
 }
 
-// ref.h's visibility rule; the tail mutant forgets the key-length bound.
+// Keys row i sees by the lengths and the window: [lo, hi), empty past the
+// row's sequence end; the tail mutant forgets the key-length bound.
+__device__ __forceinline__ void acd_row_keys(const acd_params &p, int i, int nq, int nk, int &lo, int &hi)
+{
+    acd_window(p, i, nq, nk, lo, hi);
+    lo = max(lo, 0);
+    if (p.mutant != ACD_MUT_TAIL_UNMASKED) hi = min(hi, nk);
+    if (i >= nq) hi = lo;
+}
+
+// Rows that see key j by the lengths and the window, [lo, hi): acd_row_keys
+// inverted (row i sees j exactly when lo <= i < hi), for kernels that walk
+// the rows of a key.
+__device__ __forceinline__ void acd_key_rows(const acd_params &p, int j, int nq, int nk, int &lo, int &hi)
+{
+    lo = 0;
+    hi = nq;
+    if (j < 0 || (j >= nk && p.mutant != ACD_MUT_TAIL_UNMASKED)) hi = 0;
+    if (p.windowed) {
+        const int off = p.align_br ? nk - nq : 0; // row i's window is centred on key i + off
+        if (p.wr >= 0) lo = max(lo, j - p.wr - off);
+        if (p.wl >= 0) hi = min(hi, j + p.wl - off + 1);
+    }
+}
+
+// The dense mask's row i of (b, h): one byte per key, or null without a mask.
+__device__ __forceinline__ const unsigned char *acd_mask_row(const acd_params &p, int b, int h, int i)
+{
+    if (!p.mask) return nullptr;
+    const int mb = p.mask_batch == 1 ? 0 : b, mh = p.mask_heads == 1 ? 0 : h;
+    return p.mask + (((long long)mb * p.mask_heads + mh) * p.Nq + i) * p.Nk;
+}
+
+// ref.h's visibility rule: the row's key range, then the dense mask (keys
+// past its width are hidden).
 __device__ __forceinline__ bool acd_visible(const acd_params &p, int b, int h, int i, int j, int nq, int nk)
 {
-    if (i >= nq || j < 0) return false;
-    if (j >= nk && p.mutant != ACD_MUT_TAIL_UNMASKED) return false;
     int lo, hi;
-    acd_window(p, i, nq, nk, lo, hi);
+    acd_row_keys(p, i, nq, nk, lo, hi);
     if (j < lo || j >= hi) return false;
-    if (p.mask) {
-        int mb = p.mask_batch == 1 ? 0 : b, mh = p.mask_heads == 1 ? 0 : h;
-        if (j >= p.Nk) return false;
-        return p.mask[(((long long)mb * p.mask_heads + mh) * p.Nq + i) * p.Nk + j] != 0;
-    }
-    return true;
+    const unsigned char *mrow = acd_mask_row(p, b, h, i);
+    return !mrow || (j < p.Nk && mrow[j] != 0);
 }
 
 // Keys that rows [i_first, i_last] may see, clipped to [0, nk): [lo, hi).
@@ -239,10 +267,16 @@ __device__ __forceinline__ void acd_ldmatrix_x4_trans(uint32_t r[4], const void 
 }
 
 // 16 bytes global -> shared; ok == false fills zeros (src is then any valid address).
-__device__ __forceinline__ void acd_cp_async16(void *dst, const void *src, bool ok)
+__device__ __forceinline__ void acd_cp_async16_to(uint32_t dst, const void *src, bool ok)
 {
     int src_bytes = ok ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(acd_smem_addr(dst)), "l"(src), "r"(src_bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void acd_cp_async16(void *dst, const void *src, bool ok) { acd_cp_async16_to(acd_smem_addr(dst), src, ok); }
+// 4 bytes global -> shared (LSE and D rows of the backward).
+__device__ __forceinline__ void acd_cp_async4_to(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
 }
 __device__ __forceinline__ void acd_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void acd_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
@@ -283,6 +317,9 @@ inline bool acd_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d =
 template <typename T> int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 template <typename T>
 int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc, cudaStream_t stream, ac_err *err);
+// flash_fwd_sm90.cu (sm_90a): the wgmma forward for f16/bf16 at d = 64, 128 on Hopper.
+bool acd_fwd_wgmma_usable(int d);
+template <typename T> int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 int acd_flash_forward_async(const acd_params &p, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 size_t acd_bwd_workspace_bytes(const acd_params &p);
 int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace, cudaStream_t stream, ac_err *err);

@@ -65,10 +65,13 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     constexpr int kBN = 16 * NW, kNT = 32 * NW, LD = D + 8, LDS = kBN + 8;
     constexpr int RG = BMQ / 16, CG = NW / RG, DC = D / CG; // dQ: warps over row groups x column groups
     static_assert(DC % 16 == 0, "dQ column group must be a multiple of 16");
+    static_assert(BMQ <= 64, "one visibility bit per S entry of a thread");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    T *sK = reinterpret_cast<T *>(smem_raw), *sV = sK + kBN * LD, *sQ = sV + kBN * LD, *sdO = sQ + BMQ * LD;
-    T *sdS = sdO + BMQ * LD;
-    float *sLse = reinterpret_cast<float *>(sdS + BMQ * LDS), *sDd = sLse + BMQ;
+    // Q, dO, LSE and D come in two stages: the next query tile's copy runs
+    // while this one is computed (its latency was exposed on every tile).
+    T *sK = reinterpret_cast<T *>(smem_raw), *sV = sK + kBN * LD, *sQ2 = sV + kBN * LD, *sdO2 = sQ2 + 2 * BMQ * LD;
+    T *sdS = sdO2 + 2 * BMQ * LD;
+    float *sLse2 = reinterpret_cast<float *>(sdS + BMQ * LDS), *sDd2 = sLse2 + 2 * BMQ;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, kw = warp * 16;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * kBN;
@@ -96,124 +99,163 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 #pragma unroll
         for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
 
-    for (int h = hk * p.group; h < (hk + 1) * p.group; ++h) {
-        const T *Qb = Q + b * p.q_sb + h * p.q_sh, *dOb = dO + b * p.q_sb + h * p.q_sh;
-        for (int i0 = (i_lo / BMQ) * BMQ; i0 < i_hi; i0 += BMQ) {
-            acd_load_tile<T, BMQ, D, kNT>(sQ, Qb, p.q_ss, i0, nq, tid);
-            acd_load_tile<T, BMQ, D, kNT>(sdO, dOb, p.q_ss, i0, nq, tid);
-            acd_cp_async_commit();
-            if (tid < BMQ) {
-                const int i = i0 + tid;
-                const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
-                sLse[tid] = i < nq ? LSE[row] : -INFINITY;
-                sDd[tid] = i < nq ? Dv[row] : 0.f;
+    // The (query head, query tile) pairs of this block, one after the other.
+    const int it0 = (i_lo / BMQ) * BMQ, tiles_per_head = i_hi > it0 ? (i_hi - it0 + BMQ - 1) / BMQ : 0;
+    const int n_tiles = p.group * tiles_per_head;
+    auto load_q_tile = [&](int x) {
+        const int h = hk * p.group + x / tiles_per_head, i0 = it0 + (x % tiles_per_head) * BMQ, stage = x & 1;
+        acd_load_tile<T, BMQ, D, kNT>(sQ2 + stage * BMQ * LD, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile<T, BMQ, D, kNT>(sdO2 + stage * BMQ * LD, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
+        if (tid < BMQ) {
+            const int i = i0 + tid;
+            const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
+            if (i < nq) {
+                acd_cp_async4_to(acd_smem_addr(sLse2 + stage * BMQ + tid), LSE + row);
+                acd_cp_async4_to(acd_smem_addr(sDd2 + stage * BMQ + tid), Dv + row);
+            } else {
+                sLse2[stage * BMQ + tid] = -INFINITY; // rows past the end see nothing
+                sDd2[stage * BMQ + tid] = 0.f;
             }
-            acd_cp_async_wait<0>();
-            __syncthreads();
-
-            // S^T = K_w Q^T and dP^T = V_w dO^T: 16 keys x BMQ queries per warp.
-            float st[BMQ / 8][4], dpt[BMQ / 8][4];
-#pragma unroll
-            for (int n = 0; n < BMQ / 8; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                uint32_t ka[4], va[4];
-                acd_ldmatrix_x4(ka, sK + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-                acd_ldmatrix_x4(va, sV + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-                for (int nn = 0; nn < BMQ / 16; ++nn) {
-                    uint32_t qf[4], df[4];
-                    const int roff = (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8;
-                    acd_ldmatrix_x4(qf, sQ + roff);
-                    acd_ldmatrix_x4(df, sdO + roff);
-                    acd_tc<T>::mma(st[2 * nn], ka, qf[0], qf[1]);
-                    acd_tc<T>::mma(st[2 * nn + 1], ka, qf[2], qf[3]);
-                    acd_tc<T>::mma(dpt[2 * nn], va, df[0], df[1]);
-                    acd_tc<T>::mma(dpt[2 * nn + 1], va, df[2], df[3]);
-                }
-            }
-            // P^T from LSE (masked -> 0), dS^T = P^T (dP^T - D); st <- P, dpt <- dS.
-            // Every (query, key) pair of the tile visible: no per-element test.
-            bool tile_full = keys_full && i0 + BMQ <= nq;
-            if (p.windowed) {
-                if (p.wl >= 0) tile_full = tile_full && j0 >= i0 + BMQ - 1 + win_off - p.wl;
-                if (p.wr >= 0) tile_full = tile_full && j0 + kBN - 1 <= i0 + win_off + p.wr;
-            }
-#pragma unroll
-            for (int n = 0; n < BMQ / 8; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int il = n * 8 + 2 * t + (e & 1), j = j0 + kw + g + (e >= 2 ? 8 : 0);
-                    const float lse = sLse[il];
-                    bool vis = lse != -INFINITY;
-                    if (!tile_full) vis = vis && acd_visible(p, b, h, i0 + il, j, nq, nk);
-                    // P <= 1: the clamp keeps a P whose exponent cancelled catastrophically
-                    // (scores ~1e10, where S*c and LSE*log2e each round by more than 1) finite
-                    // instead of Inf, which turned dS, dQ, dK, dV into NaN (found by the fuzzer).
-                    const float pr = vis ? fminf(acd_exp2_p<T>(st[n][e] * p.scale_log2 - lse * ACD_LOG2E), 1.f) : 0.f;
-                    st[n][e] = pr;
-                    dpt[n][e] = pr * (dpt[n][e] - sDd[il]);
-                }
-            // dV += P^T dO, dK += dS^T Q (k = queries).
-#pragma unroll
-            for (int kq = 0; kq < BMQ / 16; ++kq) {
-                uint32_t pa[4], sa[4];
-                pa[0] = acd_tc<T>::pack(st[2 * kq][0], st[2 * kq][1]);
-                pa[1] = acd_tc<T>::pack(st[2 * kq][2], st[2 * kq][3]);
-                pa[2] = acd_tc<T>::pack(st[2 * kq + 1][0], st[2 * kq + 1][1]);
-                pa[3] = acd_tc<T>::pack(st[2 * kq + 1][2], st[2 * kq + 1][3]);
-                sa[0] = acd_tc<T>::pack(dpt[2 * kq][0], dpt[2 * kq][1]);
-                sa[1] = acd_tc<T>::pack(dpt[2 * kq][2], dpt[2 * kq][3]);
-                sa[2] = acd_tc<T>::pack(dpt[2 * kq + 1][0], dpt[2 * kq + 1][1]);
-                sa[3] = acd_tc<T>::pack(dpt[2 * kq + 1][2], dpt[2 * kq + 1][3]);
-#pragma unroll
-                for (int dn = 0; dn < D / 16; ++dn) {
-                    uint32_t of[4], qf[4];
-                    const int roff = (kq * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8;
-                    acd_ldmatrix_x4_trans(of, sdO + roff);
-                    acd_ldmatrix_x4_trans(qf, sQ + roff);
-                    acd_tc<T>::mma(dv[2 * dn], pa, of[0], of[1]);
-                    acd_tc<T>::mma(dv[2 * dn + 1], pa, of[2], of[3]);
-                    acd_tc<T>::mma(dk[2 * dn], sa, qf[0], qf[1]);
-                    acd_tc<T>::mma(dk[2 * dn + 1], sa, qf[2], qf[3]);
-                }
-            }
-            // dS (queries x keys) to shared memory for dQ = dS K.
-#pragma unroll
-            for (int n = 0; n < BMQ / 8; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    sdS[(n * 8 + 2 * t + (e & 1)) * LDS + kw + g + (e >= 2 ? 8 : 0)] = acd_tc<T>::from_f(dpt[n][e]);
-            __syncthreads();
-            {
-                const int rg = warp % RG, c0 = (warp / RG) * DC;
-                float dq[DC / 8][4];
-#pragma unroll
-                for (int n = 0; n < DC / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
-#pragma unroll
-                for (int kk = 0; kk < kBN / 16; ++kk) {
-                    uint32_t sa[4];
-                    acd_ldmatrix_x4(sa, sdS + (rg * 16 + lane % 16) * LDS + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-                    for (int dn = 0; dn < DC / 16; ++dn) {
-                        uint32_t kf[4];
-                        acd_ldmatrix_x4_trans(kf, sK + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + c0 + dn * 16 + (lane / 16) * 8);
-                        acd_tc<T>::mma(dq[2 * dn], sa, kf[0], kf[1]);
-                        acd_tc<T>::mma(dq[2 * dn + 1], sa, kf[2], kf[3]);
-                    }
-                }
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const int i = i0 + rg * 16 + g + 8 * r;
-                    if (i >= nq) continue;
-                    const long long at = (((long long)b * p.Hq + h) * p.Nq + i) * D + c0 + 2 * t;
-                    acd_dq_add_row<T, DC / 8>(dQacc, acd_dq_elems(p), at, dq, r);
-                }
-            }
-            __syncthreads(); // sQ, sdO, sdS are rewritten by the next tile
         }
+        acd_cp_async_commit();
+    };
+    if (n_tiles > 0) load_q_tile(0);
+
+    for (int x = 0; x < n_tiles; ++x) {
+        const int h = hk * p.group + x / tiles_per_head, i0 = it0 + (x % tiles_per_head) * BMQ, stage = x & 1;
+        const T *sQ = sQ2 + stage * BMQ * LD, *sdO = sdO2 + stage * BMQ * LD;
+        const float *sLse = sLse2 + stage * BMQ, *sDd = sDd2 + stage * BMQ;
+        if (x + 1 < n_tiles) {
+            load_q_tile(x + 1); // into the stage the previous tile freed
+            acd_cp_async_wait<1>();
+        } else {
+            acd_cp_async_wait<0>();
+        }
+        __syncthreads();
+
+        // S^T = K_w Q^T and dP^T = V_w dO^T: 16 keys x BMQ queries per warp.
+        float st[BMQ / 8][4], dpt[BMQ / 8][4];
+#pragma unroll
+        for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t ka[4], va[4];
+            acd_ldmatrix_x4(ka, sK + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+            acd_ldmatrix_x4(va, sV + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+            for (int nn = 0; nn < BMQ / 16; ++nn) {
+                uint32_t qf[4], df[4];
+                const int roff = (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8;
+                acd_ldmatrix_x4(qf, sQ + roff);
+                acd_ldmatrix_x4(df, sdO + roff);
+                acd_tc<T>::mma(st[2 * nn], ka, qf[0], qf[1]);
+                acd_tc<T>::mma(st[2 * nn + 1], ka, qf[2], qf[3]);
+                acd_tc<T>::mma(dpt[2 * nn], va, df[0], df[1]);
+                acd_tc<T>::mma(dpt[2 * nn + 1], va, df[2], df[3]);
+            }
+        }
+        // P^T from LSE (masked -> 0), dS^T = P^T (dP^T - D); st <- P, dpt <- dS.
+        // Every (query, key) pair of the tile visible: no per-element test.
+        bool tile_full = keys_full && i0 + BMQ <= nq;
+        if (p.windowed) {
+            if (p.wl >= 0) tile_full = tile_full && j0 >= i0 + BMQ - 1 + win_off - p.wl;
+            if (p.wr >= 0) tile_full = tile_full && j0 + kBN - 1 <= i0 + win_off + p.wr;
+        }
+        // Otherwise a bit per entry: each of the thread's two keys has a row
+        // range, then the dense mask (the per-entry acd_visible had the
+        // compiler compute mask addresses for every entry of every tile).
+        uint32_t hidden = 0;
+        if (!tile_full) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int j = j0 + kw + g + 8 * r;
+                int lo, hi;
+                acd_key_rows(p, j, nq, nk, lo, hi);
+                const unsigned char *mask0 = acd_mask_row(p, b, h, 0);
+#pragma unroll
+                for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int i = i0 + n * 8 + 2 * t + e;
+                        bool vis = i >= lo && i < hi;
+                        if (mask0) vis = vis && j < p.Nk && mask0[(long long)i * p.Nk + j] != 0;
+                        if (!vis) hidden |= 1u << (4 * n + 2 * r + e);
+                    }
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int il = n * 8 + 2 * t + (e & 1);
+                const float lse = sLse[il];
+                const bool vis = lse != -INFINITY && !((hidden >> (4 * n + e)) & 1u);
+                // P <= 1: the clamp keeps a P whose exponent cancelled catastrophically
+                // (scores ~1e10, where S*c and LSE*log2e each round by more than 1) finite
+                // instead of Inf, which turned dS, dQ, dK, dV into NaN (found by the fuzzer).
+                const float pr = vis ? fminf(acd_exp2_p<T>(st[n][e] * p.scale_log2 - lse * ACD_LOG2E), 1.f) : 0.f;
+                st[n][e] = pr;
+                dpt[n][e] = pr * (dpt[n][e] - sDd[il]);
+            }
+        // dV += P^T dO, dK += dS^T Q (k = queries).
+#pragma unroll
+        for (int kq = 0; kq < BMQ / 16; ++kq) {
+            uint32_t pa[4], sa[4];
+            pa[0] = acd_tc<T>::pack(st[2 * kq][0], st[2 * kq][1]);
+            pa[1] = acd_tc<T>::pack(st[2 * kq][2], st[2 * kq][3]);
+            pa[2] = acd_tc<T>::pack(st[2 * kq + 1][0], st[2 * kq + 1][1]);
+            pa[3] = acd_tc<T>::pack(st[2 * kq + 1][2], st[2 * kq + 1][3]);
+            sa[0] = acd_tc<T>::pack(dpt[2 * kq][0], dpt[2 * kq][1]);
+            sa[1] = acd_tc<T>::pack(dpt[2 * kq][2], dpt[2 * kq][3]);
+            sa[2] = acd_tc<T>::pack(dpt[2 * kq + 1][0], dpt[2 * kq + 1][1]);
+            sa[3] = acd_tc<T>::pack(dpt[2 * kq + 1][2], dpt[2 * kq + 1][3]);
+#pragma unroll
+            for (int dn = 0; dn < D / 16; ++dn) {
+                uint32_t of[4], qf[4];
+                const int roff = (kq * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8;
+                acd_ldmatrix_x4_trans(of, sdO + roff);
+                acd_ldmatrix_x4_trans(qf, sQ + roff);
+                acd_tc<T>::mma(dv[2 * dn], pa, of[0], of[1]);
+                acd_tc<T>::mma(dv[2 * dn + 1], pa, of[2], of[3]);
+                acd_tc<T>::mma(dk[2 * dn], sa, qf[0], qf[1]);
+                acd_tc<T>::mma(dk[2 * dn + 1], sa, qf[2], qf[3]);
+            }
+        }
+        // dS (queries x keys) to shared memory for dQ = dS K.
+#pragma unroll
+        for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                sdS[(n * 8 + 2 * t + (e & 1)) * LDS + kw + g + (e >= 2 ? 8 : 0)] = acd_tc<T>::from_f(dpt[n][e]);
+        __syncthreads();
+        {
+            const int rg = warp % RG, c0 = (warp / RG) * DC;
+            float dq[DC / 8][4];
+#pragma unroll
+            for (int n = 0; n < DC / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < kBN / 16; ++kk) {
+                uint32_t sa[4];
+                acd_ldmatrix_x4(sa, sdS + (rg * 16 + lane % 16) * LDS + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+                for (int dn = 0; dn < DC / 16; ++dn) {
+                    uint32_t kf[4];
+                    acd_ldmatrix_x4_trans(kf, sK + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + c0 + dn * 16 + (lane / 16) * 8);
+                    acd_tc<T>::mma(dq[2 * dn], sa, kf[0], kf[1]);
+                    acd_tc<T>::mma(dq[2 * dn + 1], sa, kf[2], kf[3]);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int i = i0 + rg * 16 + g + 8 * r;
+                if (i >= nq) continue;
+                const long long at = (((long long)b * p.Hq + h) * p.Nq + i) * D + c0 + 2 * t;
+                acd_dq_add_row<T, DC / 8>(dQacc, acd_dq_elems(p), at, dq, r);
+            }
+        }
+        __syncthreads(); // this stage and sdS are rewritten by the next tiles
     }
     acd_cp_async_wait<0>();
 #pragma unroll
@@ -233,7 +275,8 @@ template <typename T, int D, int BMQ, int NW>
 int launch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
 {
     constexpr int BN = 16 * NW;
-    const size_t smem = sizeof(T) * ((size_t)(2 * BN + 2 * BMQ) * (D + 8) + (size_t)BMQ * (BN + 8)) + 2 * sizeof(float) * BMQ;
+    // K, V; two stages of Q, dO; dS; two stages of LSE and D.
+    const size_t smem = sizeof(T) * ((size_t)(2 * BN + 4 * BMQ) * (D + 8) + (size_t)BMQ * (BN + 8)) + 4 * sizeof(float) * BMQ;
     ACD_CHECK(err, cudaFuncSetAttribute(bwd_tc<T, D, BMQ, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nk + BN - 1) / BN, p.Hkv, p.B);
     bwd_tc<T, D, BMQ, NW><<<grid, NW * 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
