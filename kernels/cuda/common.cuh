@@ -317,9 +317,12 @@ inline bool acd_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d =
 template <typename T> int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 template <typename T>
 int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc, cudaStream_t stream, ac_err *err);
-// flash_fwd_sm90.cu (sm_90a): the wgmma forward for f16/bf16 at d = 64, 128 on Hopper.
-bool acd_fwd_wgmma_usable(int d);
+// flash_fwd_sm90.cu, flash_bwd_sm90.cu (sm_90a): the wgmma kernels for f16/bf16
+// at d = 64, 128 on Hopper.
+bool acd_wgmma_usable(int d);
 template <typename T> int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
+template <typename T>
+int acd_bwd_wgmma(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err);
 int acd_flash_forward_async(const acd_params &p, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 size_t acd_bwd_workspace_bytes(const acd_params &p);
 int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace, cudaStream_t stream, ac_err *err);

@@ -326,6 +326,8 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
     else if (!acd_tc_head_dim(p.D)) // no tensor-core tiles: the CUDA-core path (d <= 256)
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
+    else if (acd_wgmma_usable(p.D)) // Hopper, d = 64, 128: flash_bwd_sm90.cu
+        status = acd_bwd_wgmma<T>(p, a, Dv, dQacc, stream, err);
     else
         status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);
     if (status != AC_OK) return status;

@@ -242,7 +242,7 @@ int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, 
     // The race mutant stays on mma.sync: compute-sanitizer's racecheck does not see
     // wgmma's shared-memory reads (async proxy), so with the barrier gone there it
     // reported 0 hazards; ldmatrix's reads it does see.
-    if (p.mutant != ACD_MUT_RACE && acd_fwd_wgmma_usable(p.D)) return acd_fwd_wgmma<T>(p, a, stream, err);
+    if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D)) return acd_fwd_wgmma<T>(p, a, stream, err);
     const int v = fwd_variant();
     switch (p.D) {
     case 32: return launch_tc<T, 32, 4, 1>(p, a, stream, err);

@@ -15,28 +15,6 @@
 
 namespace {
 
-// ROWS x D tile of a sequence into the swizzled layout of wgmma.cuh; rows >=
-// limit are zero-filled, so padding and tails never reach the math.  Each
-// thread copies one 16-byte chunk column, every NT / (D / 8)-th row: its
-// addresses advance by constants (this loop was a third of the kernel's
-// integer work when the compiler could not see that).
-template <typename T, int ROWS, int D, int NT>
-__device__ __forceinline__ void load_tile_sw128(uint32_t s, const T *g, long long ss, int row0, int limit, int tid)
-{
-    constexpr int CPR = D / 8, kRowStep = NT / CPR;
-    static_assert(NT % CPR == 0 && kRowStep % 8 == 0, "tile copy shape");
-    const int chunk = tid % CPR, r0 = tid / CPR;
-    const T *src = g + (long long)(row0 + r0) * ss + chunk * 8;
-    const uint32_t dst = s + acd_sw128_offset<ROWS>(r0, chunk); // r % 8 == r0 % 8 for every row below
-#pragma unroll
-    for (int k = 0; k < (ROWS + kRowStep - 1) / kRowStep; ++k) {
-        if (ROWS % kRowStep != 0 && r0 + k * kRowStep >= ROWS) break;
-        const bool ok = row0 + r0 + k * kRowStep < limit;
-        acd_cp_async16_to(dst + k * kRowStep * 128, ok ? src : g, ok);
-        src += kRowStep * ss;
-    }
-}
-
 // S entries this thread holds that the rules hide become -inf: per row the key
 // range (two compares per entry), then the dense mask where there is one.
 template <int BN>
@@ -123,9 +101,9 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     static_assert(kStages == 3, "three stages rotate below");
     uint32_t st_prev = sKV + 4 * kKVBytes, st_cur = sKV, st_next = sKV + 2 * kKVBytes;
     if (nb_lo < nb_hi) {
-        load_tile_sw128<T, BM, D, NT>(sQ, Qb, p.q_ss, i0, nq, tid);
-        load_tile_sw128<T, BN, D, NT>(st_cur, Kb, p.k_ss, nb_lo * BN, nk, tid);
-        load_tile_sw128<T, BN, D, NT>(st_cur + kKVBytes, Vb, p.k_ss, nb_lo * BN, nk, tid);
+        acd_load_tile_sw128<T, BM, D, NT>(sQ, Qb, p.q_ss, i0, nq, tid);
+        acd_load_tile_sw128<T, BN, D, NT>(st_cur, Kb, p.k_ss, nb_lo * BN, nk, tid);
+        acd_load_tile_sw128<T, BN, D, NT>(st_cur + kKVBytes, Vb, p.k_ss, nb_lo * BN, nk, tid);
         acd_cp_async_commit();
     }
     // Iteration it issues S = Q K^T of its tile and, behind it on the tensor
@@ -145,8 +123,8 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         // drops such a barrier, runs flash_fwd.cu: racecheck cannot see wgmma.)
         __syncthreads();
         if (nb + 1 < nb_hi) {
-            load_tile_sw128<T, BN, D, NT>(st_next, Kb, p.k_ss, (nb + 1) * BN, nk, tid);
-            load_tile_sw128<T, BN, D, NT>(st_next + kKVBytes, Vb, p.k_ss, (nb + 1) * BN, nk, tid);
+            acd_load_tile_sw128<T, BN, D, NT>(st_next, Kb, p.k_ss, (nb + 1) * BN, nk, tid);
+            acd_load_tile_sw128<T, BN, D, NT>(st_next + kKVBytes, Vb, p.k_ss, (nb + 1) * BN, nk, tid);
             acd_cp_async_commit();
         }
 
@@ -239,7 +217,7 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         if (t == 0) LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? acd_lse(m_run[r], ACD_LN2, l) : -INFINITY;
     }
 #elif defined(__CUDA_ARCH__)
-    __trap(); // built without sm_90a's wgmma: never launched (acd_fwd_wgmma_usable)
+    __trap(); // built without sm_90a's wgmma: never launched (acd_wgmma_usable)
 #endif
 }
 
@@ -258,8 +236,9 @@ int launch_wg(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac
 } // namespace
 
 // Hopper (compute capability 9.0, where the sm_90a code runs), head dims 64 and
-// 128; ACD_NO_WGMMA=1 sends these shapes to flash_fwd.cu's mma.sync kernel.
-bool acd_fwd_wgmma_usable(int d)
+// 128; ACD_NO_WGMMA=1 sends these shapes to the mma.sync kernels (flash_fwd.cu,
+// flash_bwd.cu), which other GPUs run.
+bool acd_wgmma_usable(int d)
 {
     if (d != 64 && d != 128) return false;
     static int usable = -1;

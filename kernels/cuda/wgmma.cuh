@@ -1,5 +1,5 @@
 // kernels/cuda/wgmma.cuh — Hopper's warpgroup tensor-core product (wgmma,
-// sm_90a only) for the forward of flash_fwd_sm90.cu: shared-memory matrix
+// sm_90a only) for flash_fwd_sm90.cu and flash_bwd_sm90.cu: shared-memory matrix
 // descriptors over 128-byte-swizzled tiles, the m64nNk16 products it uses
 // (N = 64, 128; f16 and bf16 in, f32 accumulate), and the fences around them.
 //
@@ -13,6 +13,8 @@
 #include <cuda_fp16.h>
 #include <cstdint>
 #include <type_traits>
+
+#include "common.cuh"
 
 // Byte offset of the 16-byte chunk `chunk` (8 elements) of row r in such a tile.
 template <int ROWS>
@@ -33,6 +35,28 @@ __device__ __forceinline__ uint64_t acd_wg_desc(uint32_t addr, uint32_t lbo, uin
 // The descriptor of the same operand `bytes` further on (16-byte multiples that
 // stay inside shared memory: the address field cannot carry over).
 __device__ __forceinline__ uint64_t acd_wg_desc_add(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
+// ROWS x D tile of a sequence into the swizzled layout of wgmma.cuh; rows >=
+// limit are zero-filled, so padding and tails never reach the math.  Each
+// thread copies one 16-byte chunk column, every NT / (D / 8)-th row: its
+// addresses advance by constants (this loop was a third of the kernel's
+// integer work when the compiler could not see that).
+template <typename T, int ROWS, int D, int NT>
+__device__ __forceinline__ void acd_load_tile_sw128(uint32_t s, const T *g, long long ss, int row0, int limit, int tid)
+{
+    constexpr int CPR = D / 8, kRowStep = NT / CPR;
+    static_assert(NT % CPR == 0 && kRowStep % 8 == 0, "tile copy shape");
+    const int chunk = tid % CPR, r0 = tid / CPR;
+    const T *src = g + (long long)(row0 + r0) * ss + chunk * 8;
+    const uint32_t dst = s + acd_sw128_offset<ROWS>(r0, chunk); // r % 8 == r0 % 8 for every row below
+#pragma unroll
+    for (int k = 0; k < (ROWS + kRowStep - 1) / kRowStep; ++k) {
+        if (ROWS % kRowStep != 0 && r0 + k * kRowStep >= ROWS) break;
+        const bool ok = row0 + r0 + k * kRowStep < limit;
+        acd_cp_async16_to(dst + k * kRowStep * 128, ok ? src : g, ok);
+        src += kRowStep * ss;
+    }
+}
 
 __device__ __forceinline__ void acd_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void acd_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -63,28 +87,29 @@ template <int N> __device__ __forceinline__ void acd_wg_hold(uint32_t (&a)[N])
 // scale_d == 0 overwrites the accumulator (the first k step of S), else adds.
 #define ACD_WG_PRED(i) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #i ", 0;\n"
 
-// D(64 x N) (+)= A(64 x 16) B(16 x N), A and B from shared memory, both K-major.
-template <typename T, int N> struct acd_wg_ss;
-template <typename T> struct acd_wg_ss<T, 64> {
+// D(64 x N) (+)= A(64 x 16) B(16 x N), A and B from shared memory, A K-major,
+// B K-major or (TB) MN-major.
+template <typename T, int N, bool TB = false> struct acd_wg_ss;
+template <typename T, bool TB> struct acd_wg_ss<T, 64, TB> {
     static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db, int scale_d)
     {
         if constexpr (std::is_same<T, __half>::value)
-            asm volatile(ACD_WG_PRED(34) "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " ACD_WG_R32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                         : ACD_WG_D32 : "l"(da), "l"(db), "r"(scale_d));
+            asm volatile(ACD_WG_PRED(34) "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " ACD_WG_R32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+                         : ACD_WG_D32 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
         else
-            asm volatile(ACD_WG_PRED(34) "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACD_WG_R32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                         : ACD_WG_D32 : "l"(da), "l"(db), "r"(scale_d));
+            asm volatile(ACD_WG_PRED(34) "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACD_WG_R32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+                         : ACD_WG_D32 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
     }
 };
-template <typename T> struct acd_wg_ss<T, 128> {
+template <typename T, bool TB> struct acd_wg_ss<T, 128, TB> {
     static __device__ __forceinline__ void run(float (&d)[64], uint64_t da, uint64_t db, int scale_d)
     {
         if constexpr (std::is_same<T, __half>::value)
-            asm volatile(ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACD_WG_R64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                         : ACD_WG_D64 : "l"(da), "l"(db), "r"(scale_d));
+            asm volatile(ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACD_WG_R64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
+                         : ACD_WG_D64 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
         else
-            asm volatile(ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACD_WG_R64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                         : ACD_WG_D64 : "l"(da), "l"(db), "r"(scale_d));
+            asm volatile(ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACD_WG_R64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
+                         : ACD_WG_D64 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
     }
 };
 
