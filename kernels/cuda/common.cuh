@@ -102,6 +102,72 @@ __device__ __forceinline__ void acd_block_keys(const acd_params &p, int i_first,
     hi = min(hi1, nk);
 }
 
+// The forward's K/V tiles of BN keys for query rows [i0, i0 + BM): tiles
+// [nb_lo, nb_hi) can hold visible keys, none at or past key_hi; a tile starting
+// at j0 with lo_last <= j0 and j0 + BN <= hi_first (and inside nk) is visible
+// to every row.  The causal-skip mutant stops one tile early.
+struct acd_fwd_tiles {
+    int nb_lo, nb_hi, key_hi, lo_last, hi_first;
+};
+__device__ __forceinline__ acd_fwd_tiles acd_fwd_tile_range(const acd_params &p, int i0, int bm, int bn, int nq, int nk)
+{
+    acd_fwd_tiles r{0, 0, 0, 0, 0};
+    int key_lo = 0;
+    if (i0 < nq) {
+        int i_last = min(i0 + bm, nq) - 1, dummy;
+        acd_block_keys(p, i0, i_last, nq, nk, key_lo, r.key_hi);
+        acd_window(p, i_last, nq, nk, r.lo_last, dummy);
+        acd_window(p, i0, nq, nk, dummy, r.hi_first);
+    }
+    r.nb_lo = key_lo / bn;
+    r.nb_hi = r.key_hi > key_lo ? (r.key_hi + bn - 1) / bn : r.nb_lo;
+    if (p.mutant == ACD_MUT_CAUSAL_SKIP && p.windowed && p.wr >= 0 && r.nb_hi > r.nb_lo) r.nb_hi -= 1;
+    return r;
+}
+
+// The backward's query rows that can see keys [j0, j0 + bn): [i_lo, i_hi),
+// the window inverted (empty past the key sequence's end).
+__device__ __forceinline__ void acd_bwd_query_rows(const acd_params &p, int j0, int bn, int nq, int nk, int &i_lo, int &i_hi)
+{
+    i_lo = 0;
+    i_hi = nq;
+    if (p.windowed) {
+        const int off = p.align_br ? nk - nq : 0, j_last = min(j0 + bn, nk) - 1;
+        if (p.wr >= 0) i_lo = max(i_lo, j0 - p.wr - off);
+        if (p.wl >= 0) i_hi = min(i_hi, j_last + p.wl - off + 1);
+    }
+    if (j0 >= nk) i_hi = i_lo;
+}
+
+// The backward's S^T / dP^T entries a thread holds for keys key, key + 8 and
+// queries i0 + 8n + 2t + {0, 1} that the rules hide, a bit each (bit 4n + e as
+// the mma/wgmma accumulator's entry 4n + e): per key a row range, then the
+// dense mask (acd_visible per entry had the compiler compute mask addresses for
+// every entry of every tile).
+template <int BMQ>
+__device__ __forceinline__ uint32_t acd_bwd_hidden(const acd_params &p, int b, int h, int i0, int key, int t, int nq, int nk)
+{
+    static_assert(BMQ <= 64, "one bit per entry");
+    uint32_t hidden = 0;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int j = key + 8 * r;
+        int lo, hi;
+        acd_key_rows(p, j, nq, nk, lo, hi);
+        const unsigned char *mask0 = acd_mask_row(p, b, h, 0);
+#pragma unroll
+        for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int i = i0 + n * 8 + 2 * t + e;
+                bool vis = i >= lo && i < hi;
+                if (mask0) vis = vis && j < p.Nk && mask0[(long long)i * p.Nk + j] != 0;
+                if (!vis) hidden |= 1u << (4 * n + 2 * r + e);
+            }
+    }
+    return hidden;
+}
+
 // ---- dtype traits: packing and the tensor-core product ----
 template <typename T> struct acd_tc;
 
@@ -280,6 +346,25 @@ __device__ __forceinline__ void acd_cp_async4_to(uint32_t dst, const void *src)
 }
 __device__ __forceinline__ void acd_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void acd_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// The backward's LSE and D of query rows [i0, i0 + BMQ) of head h into shared
+// memory (threads tid < BMQ, one row each, joining the caller's cp.async
+// group); rows past the sequence end get LSE = -inf (they see nothing), D = 0.
+template <int BMQ>
+__device__ __forceinline__ void acd_load_lse_d(float *sLse, float *sDd, const float *LSE, const float *Dv, const acd_params &p,
+                                               int b, int h, int i0, int nq, int tid)
+{
+    if (tid >= BMQ) return;
+    const int i = i0 + tid;
+    const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
+    if (i < nq) {
+        acd_cp_async4_to(acd_smem_addr(sLse + tid), LSE + row);
+        acd_cp_async4_to(acd_smem_addr(sDd + tid), Dv + row);
+    } else {
+        sLse[tid] = -INFINITY;
+        sDd[tid] = 0.f;
+    }
+}
 
 // ROWS x D tile of a sequence (row stride ss elements) into shared memory with
 // row pitch D + 8 (16 bytes of padding keep ldmatrix free of bank conflicts).

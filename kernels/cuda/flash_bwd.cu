@@ -65,7 +65,6 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     constexpr int kBN = 16 * NW, kNT = 32 * NW, LD = D + 8, LDS = kBN + 8;
     constexpr int RG = BMQ / 16, CG = NW / RG, DC = D / CG; // dQ: warps over row groups x column groups
     static_assert(DC % 16 == 0, "dQ column group must be a multiple of 16");
-    static_assert(BMQ <= 64, "one visibility bit per S entry of a thread");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Q, dO, LSE and D come in two stages: the next query tile's copy runs
     // while this one is computed (its latency was exposed on every tile).
@@ -82,14 +81,8 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     acd_load_tile<T, kBN, D, kNT>(sV, Vb, p.k_ss, j0, nk, tid);
     acd_cp_async_commit();
 
-    // Query rows that can see keys [j0, j_last]: the window inverted.
-    int i_lo = 0, i_hi = nq;
-    if (p.windowed) {
-        const int off = p.align_br ? nk - nq : 0, j_last = min(j0 + kBN, nk) - 1;
-        if (p.wr >= 0) i_lo = max(i_lo, j0 - p.wr - off);
-        if (p.wl >= 0) i_hi = min(i_hi, j_last + p.wl - off + 1);
-    }
-    if (j0 >= nk) i_hi = i_lo;
+    int i_lo, i_hi; // query rows that can see this block's keys
+    acd_bwd_query_rows(p, j0, kBN, nq, nk, i_lo, i_hi);
     const bool keys_full = j0 + kBN <= nk && !p.mask;
     const int win_off = p.align_br ? nk - nq : 0;
 
@@ -106,17 +99,7 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         const int h = hk * p.group + x / tiles_per_head, i0 = it0 + (x % tiles_per_head) * BMQ, stage = x & 1;
         acd_load_tile<T, BMQ, D, kNT>(sQ2 + stage * BMQ * LD, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
         acd_load_tile<T, BMQ, D, kNT>(sdO2 + stage * BMQ * LD, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
-        if (tid < BMQ) {
-            const int i = i0 + tid;
-            const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
-            if (i < nq) {
-                acd_cp_async4_to(acd_smem_addr(sLse2 + stage * BMQ + tid), LSE + row);
-                acd_cp_async4_to(acd_smem_addr(sDd2 + stage * BMQ + tid), Dv + row);
-            } else {
-                sLse2[stage * BMQ + tid] = -INFINITY; // rows past the end see nothing
-                sDd2[stage * BMQ + tid] = 0.f;
-            }
-        }
+        acd_load_lse_d<BMQ>(sLse2 + stage * BMQ, sDd2 + stage * BMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
     if (n_tiles > 0) load_q_tile(0);
@@ -157,34 +140,13 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
             }
         }
         // P^T from LSE (masked -> 0), dS^T = P^T (dP^T - D); st <- P, dpt <- dS.
-        // Every (query, key) pair of the tile visible: no per-element test.
+        // Unless every (query, key) pair of the tile is visible, a bit per hidden entry.
         bool tile_full = keys_full && i0 + BMQ <= nq;
         if (p.windowed) {
             if (p.wl >= 0) tile_full = tile_full && j0 >= i0 + BMQ - 1 + win_off - p.wl;
             if (p.wr >= 0) tile_full = tile_full && j0 + kBN - 1 <= i0 + win_off + p.wr;
         }
-        // Otherwise a bit per entry: each of the thread's two keys has a row
-        // range, then the dense mask (the per-entry acd_visible had the
-        // compiler compute mask addresses for every entry of every tile).
-        uint32_t hidden = 0;
-        if (!tile_full) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int j = j0 + kw + g + 8 * r;
-                int lo, hi;
-                acd_key_rows(p, j, nq, nk, lo, hi);
-                const unsigned char *mask0 = acd_mask_row(p, b, h, 0);
-#pragma unroll
-                for (int n = 0; n < BMQ / 8; ++n)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const int i = i0 + n * 8 + 2 * t + e;
-                        bool vis = i >= lo && i < hi;
-                        if (mask0) vis = vis && j < p.Nk && mask0[(long long)i * p.Nk + j] != 0;
-                        if (!vis) hidden |= 1u << (4 * n + 2 * r + e);
-                    }
-            }
-        }
+        const uint32_t hidden = tile_full ? 0u : acd_bwd_hidden<BMQ>(p, b, h, i0, j0 + kw + g, t, nq, nk);
 #pragma unroll
         for (int n = 0; n < BMQ / 8; ++n)
 #pragma unroll

@@ -16,31 +16,6 @@ namespace {
 
 constexpr int kBN = 128, kBMQ = 64, kNT = 256; // keys per block, query rows per tile, threads
 
-// S^T / dP^T entries this thread holds that the rules hide, one bit each
-// (bit 4n + e for column chunk n, entry e): per key a row range, then the
-// dense mask (as bwd_tc).
-__device__ __forceinline__ uint32_t hidden_entries(const acd_params &p, int b, int h, int i0, int key, int t, int nq, int nk)
-{
-    uint32_t hidden = 0;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int j = key + 8 * r;
-        int lo, hi;
-        acd_key_rows(p, j, nq, nk, lo, hi);
-        const unsigned char *mask0 = acd_mask_row(p, b, h, 0);
-#pragma unroll
-        for (int n = 0; n < kBMQ / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int i = i0 + n * 8 + 2 * t + e;
-                bool vis = i >= lo && i < hi;
-                if (mask0) vis = vis && j < p.Nk && mask0[(long long)i * p.Nk + j] != 0;
-                if (!vis) hidden |= 1u << (4 * n + 2 * r + e);
-            }
-    }
-    return hidden;
-}
-
 template <typename T, int D>
 __global__ void __launch_bounds__(kNT, 1)
 bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
@@ -64,14 +39,8 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     acd_load_tile_sw128<T, kBN, D, kNT>(sV, V + b * p.k_sb + hk * p.k_sh, p.k_ss, j0, nk, tid);
     acd_cp_async_commit();
 
-    // Query rows that can see keys [j0, j_last]: the window inverted.
-    int i_lo = 0, i_hi = nq;
-    if (p.windowed) {
-        const int off = p.align_br ? nk - nq : 0, j_last = min(j0 + kBN, nk) - 1;
-        if (p.wr >= 0) i_lo = max(i_lo, j0 - p.wr - off);
-        if (p.wl >= 0) i_hi = min(i_hi, j_last + p.wl - off + 1);
-    }
-    if (j0 >= nk) i_hi = i_lo;
+    int i_lo, i_hi; // query rows that can see this block's keys
+    acd_bwd_query_rows(p, j0, kBN, nq, nk, i_lo, i_hi);
     const bool keys_full = j0 + kBN <= nk && !p.mask;
     const int win_off = p.align_br ? nk - nq : 0;
 
@@ -86,17 +55,7 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         const int h = hk * p.group + x / tiles_per_head, i0 = it0 + (x % tiles_per_head) * kBMQ, stage = x & 1;
         acd_load_tile_sw128<T, kBMQ, D, kNT>(sQ2 + stage * kQBytes, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
         acd_load_tile_sw128<T, kBMQ, D, kNT>(sdO2 + stage * kQBytes, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
-        if (tid < kBMQ) {
-            const int i = i0 + tid;
-            const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
-            if (i < nq) {
-                acd_cp_async4_to(acd_smem_addr(sLse2 + stage * kBMQ + tid), LSE + row);
-                acd_cp_async4_to(acd_smem_addr(sDd2 + stage * kBMQ + tid), Dv + row);
-            } else {
-                sLse2[stage * kBMQ + tid] = -INFINITY; // rows past the end see nothing
-                sDd2[stage * kBMQ + tid] = 0.f;
-            }
-        }
+        acd_load_lse_d<kBMQ>(sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
     if (n_tiles > 0) load_q_tile(0);
@@ -138,7 +97,7 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
             if (p.wl >= 0) tile_full = tile_full && j0 >= i0 + kBMQ - 1 + win_off - p.wl;
             if (p.wr >= 0) tile_full = tile_full && j0 + kBN - 1 <= i0 + win_off + p.wr;
         }
-        const uint32_t hidden = tile_full ? 0u : hidden_entries(p, b, h, i0, key, t, nq, nk);
+        const uint32_t hidden = tile_full ? 0u : acd_bwd_hidden<kBMQ>(p, b, h, i0, key, t, nq, nk);
 #pragma unroll
         for (int n = 0; n < kBMQ / 8; ++n)
 #pragma unroll

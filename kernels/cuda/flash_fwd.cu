@@ -36,15 +36,8 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const T *Vb = V + b * p.k_sb + hk * p.k_sh;
 
     // The K/V tiles these rows can see; tiles outside the window are skipped.
-    int key_lo = 0, key_hi = 0, lo_last = 0, hi_first = 0;
-    if (i0 < nq) {
-        int i_last = min(i0 + BM, nq) - 1, dummy;
-        acd_block_keys(p, i0, i_last, nq, nk, key_lo, key_hi);
-        acd_window(p, i_last, nq, nk, lo_last, dummy);
-        acd_window(p, i0, nq, nk, dummy, hi_first);
-    }
-    int nb_lo = key_lo / kBN, nb_hi = key_hi > key_lo ? (key_hi + kBN - 1) / kBN : nb_lo;
-    if (p.mutant == ACD_MUT_CAUSAL_SKIP && p.windowed && p.wr >= 0 && nb_hi > nb_lo) nb_hi -= 1;
+    const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, kBN, nq, nk);
+    const int nb_lo = span.nb_lo, nb_hi = span.nb_hi, key_hi = span.key_hi, lo_last = span.lo_last, hi_first = span.hi_first;
     // A tile needs the per-element test unless every row sees every key of it.
     const bool rows_full = i0 + BM <= nq && !p.mask;
 
