@@ -53,17 +53,24 @@ def canonical(records):
     return [json.dumps(r, sort_keys=True) for r in sorted(records, key=sort_key)]
 
 
+def differing_field(a, b, path=""):
+    """The first key path where two decoded records differ, with both values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                return differing_field(a.get(key), b.get(key), path + "." + key)
+    return "%s: sharded %s, unsharded %s" % (path or "record", json.dumps(a)[:200], json.dumps(b)[:200])
+
+
 def first_difference(name, got, want):
     if len(got) != len(want):
         print("%s: %d records, the unsharded run has %d" % (name, len(got), len(want)))
     for i, (a, b) in enumerate(zip(got, want)):
         if a != b:
-            print("%s: sorted record %d differs:\n  sharded:   %s\n  unsharded: %s"
-                  % (name, i, a[:400], b[:400]))
+            ra, rb = json.loads(a), json.loads(b)
+            print("%s: sorted record %d (case '%s') differs at %s"
+                  % (name, i, rb.get("case", "?"), differing_field(ra, rb)))
             return
-    if len(got) != len(want):
-        extra = got[len(want):] or want[len(got):]
-        print("%s: first unmatched record: %s" % (name, extra[0][:400]))
 
 
 def check_records(results, shards, unsharded):

@@ -20,7 +20,9 @@
 # Variables:
 #   SLURM_LOCAL_DIR      the cluster's folder (default /tmp/attncheck-slurm); start
 #                        wipes its state, stop keeps DIR/log for reading
-#   SLURM_LOCAL_PORT     slurmctld's port; slurmd uses the next (default 16817)
+#   SLURM_LOCAL_PORT     slurmctld's port; slurmd uses the next (default: the first
+#                        pair from 16817 up, in steps of 2, where nothing listens, so
+#                        that test runs side by side get clusters of their own)
 #   SLURM_LOCAL_TIMEOUT  seconds to wait for the node to become idle (default 60)
 #   SLURM_LOCAL_CPUS     CPUs of the node (default: nproc, the CPUs this process may use)
 #   SLURM_LOCAL_MEM_MB   memory of the node in MiB (default: MemTotal, or the
@@ -29,7 +31,7 @@
 # (the logs' tails are printed); 2 bad usage.
 set -euo pipefail
 dir=${SLURM_LOCAL_DIR:-/tmp/attncheck-slurm}
-port=${SLURM_LOCAL_PORT:-16817}
+port=${SLURM_LOCAL_PORT:-}
 timeout_s=${SLURM_LOCAL_TIMEOUT:-60}
 node=localhost
 conf=$dir/slurm.conf
@@ -61,12 +63,25 @@ install_packages() { # like ci/install-deps.sh: nothing when all are there
     fi
 }
 
+listening() { # port: whether something on 127.0.0.1 accepts connections there
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+free_port_pair() { # the first p = 16817, 16819, ... with p and p + 1 both free
+    local p
+    for ((p = 16817; p < 16917; p += 2)); do
+        listening "$p" || listening $((p + 1)) || { echo "$p"; return 0; }
+    done
+    say "no free port pair in 16817..16916 (set SLURM_LOCAL_PORT)"
+    exit 1
+}
+
 node_mem_mb() { # MemTotal, or the cgroup limit when lower, less 5% for the daemons
     local mem_kb limit
     mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
     limit=$(cat /sys/fs/cgroup/memory.max 2>/dev/null || echo max)
     if [ "$limit" != max ] && [ $((limit / 1024)) -lt "$mem_kb" ]; then mem_kb=$((limit / 1024)); fi
-    echo $((mem_kb / 1024 * 95 / 100))
+    echo $((mem_kb * 95 / 100 / 1024))
 }
 
 write_conf() {
@@ -152,9 +167,14 @@ start() {
         say "already running (slurmctld pid $(pid_of slurmctld)); stop it first"
         exit 1
     fi
+    # munged's socket path must fit a sockaddr_un (108 bytes)
+    [ ${#dir} -le 80 ] || { say "SLURM_LOCAL_DIR too long for munge's socket path (${#dir} > 80 characters): $dir"; exit 2; }
+    [ -n "$port" ] || port=$(free_port_pair)
     rm -rf "$dir"
-    mkdir -p -m 0755 "$dir" "$dir/run" "$dir/log" "$dir/ctld" "$dir/spool"
-    mkdir -p -m 0700 "$dir/munge"
+    mkdir -p "$dir"
+    chmod 0755 "$dir"
+    mkdir -m 0755 "$dir/run" "$dir/log" "$dir/ctld" "$dir/spool"
+    mkdir -m 0700 "$dir/munge"
     if command -v mungekey >/dev/null; then
         mungekey --create --keyfile="$dir/munge/munge.key"
     else

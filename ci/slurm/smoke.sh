@@ -15,8 +15,9 @@
 #
 # Variables: SMOKE_KERNEL (default cpu-flash), SMOKE_SEED (default 20261123),
 #   SMOKE_CASES (the whole campaign, default 160: 40 a shard), SMOKE_SHARDS
-#   (default 4), SMOKE_DIR (work folder, default /tmp/attncheck-slurm-smoke;
-#   wiped first), BUILD_DIR (default build).
+#   (default 4), SMOKE_DIR (work folder, wiped first and kept; default a new
+#   /tmp/attncheck-slurm-smoke.XXXXXX, removed after a pass, kept after a failure), BUILD_DIR (default build), ATTNCHECK (the executable; default
+#   BUILD_DIR/harness/attncheck).
 # Exit status: 0 equal; 1 a difference or a failed job; 2 bad usage; 3 no cluster.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,13 +26,14 @@ kernel=${SMOKE_KERNEL:-cpu-flash}
 seed=${SMOKE_SEED:-20261123}
 cases=${SMOKE_CASES:-160}
 shards=${SMOKE_SHARDS:-4}
-work=${SMOKE_DIR:-/tmp/attncheck-slurm-smoke}
+work=${SMOKE_DIR:-}
+[ -n "$work" ] || { work=$(mktemp -d /tmp/attncheck-slurm-smoke.XXXXXX); made_work=1; }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 t_start=$(now)
 
 bash ci/build.sh
-attncheck=$PWD/$BUILD_DIR/harness/attncheck
+attncheck=${ATTNCHECK:-$PWD/$BUILD_DIR/harness/attncheck}
 export ATTNCHECK_SOURCE_DIR=$PWD OPENBLAS_NUM_THREADS=1
 rm -rf "$work"
 mkdir -p "$work"
@@ -57,6 +59,7 @@ t_unsharded=$(secs "$t0" "$(now)")
 
 t0=$(now)
 trap 'bash ci/slurm/local-cluster.sh stop' EXIT
+trap 'exit 130' INT TERM
 eval "$(bash ci/slurm/local-cluster.sh start)" || exit 3
 t_cluster=$(secs "$t0" "$(now)")
 
@@ -89,6 +92,9 @@ echo "smoke: times: cluster start ${t_cluster} s (package installs included when
      "array ${t_array} s and array + merge ${t_jobs} s (submission to sbatch --wait's return);" \
      "unsharded run ${t_unsharded} s; total $(secs "$t_start" "$(now)") s with the build check"
 if [ "$ok" = 1 ]; then
+    trap - EXIT
+    bash ci/slurm/local-cluster.sh stop
+    [ "${made_work:-0}" = 1 ] && rm -rf "$work"
     echo "smoke: PASS ($([ "$real" = 1 ] && echo "fuzz --shard + merge" || echo placeholder), $shards shards)"
     exit 0
 fi
