@@ -88,6 +88,11 @@ write_conf() {
     local cpus=${SLURM_LOCAL_CPUS:-$(nproc)} mem_mb=${SLURM_LOCAL_MEM_MB:-$(node_mem_mb)}
     # No cgroups (a container may not delegate them), no accounting, no GPUs:
     # jobs are tracked by their process tree; CPUs are the consumable resource.
+    # Latency, measured on a 4-task array of short tasks: MinJobAge=4 keeps
+    # `sbatch --wait` polling every 2 s (at the default 300 its interval grows
+    # 2, 8, 32 s: it returned 7 s after the job had ended); batch_sched_delay=0
+    # starts waiting array tasks and the merge job within 1 s of a job's end
+    # (3 s with the default).
     cat >"$conf" <<EOF
 # Written by ci/slurm/local-cluster.sh: one node on localhost, for tests.
 ClusterName=attncheck-local
