@@ -14,6 +14,7 @@ line); 3 environment (matplotlib cannot be imported).  Records of an unknown
 "type" are skipped with a note on stderr and in the report.
 """
 import argparse
+import importlib.util
 import os
 import sys
 import tempfile
@@ -25,14 +26,13 @@ PROG = "html_report"
 
 
 def matplotlib_or_reexec() -> str:
-    """"" when matplotlib imports.  Otherwise, once, re-runs this script with
+    """"" when matplotlib can be imported (found, not imported: bad input is
+    refused before paying for it).  Otherwise, once, re-runs this script with
     Debian's python3 (a python3 earlier in PATH, e.g. pyenv's, does not see
-    Debian's packages); returns the import error when that is not possible."""
-    try:
-        import matplotlib  # noqa: F401
+    Debian's packages); returns why when that is not possible."""
+    if importlib.util.find_spec("matplotlib") is not None:
         return ""
-    except ImportError as e:
-        error = str(e)
+    error = "No module named 'matplotlib'"
     here = os.path.realpath(sys.executable or "")
     if os.environ.get(REEXEC_GUARD) or not os.access(DEBIAN_PYTHON, os.X_OK) or \
             here == os.path.realpath(DEBIAN_PYTHON):
@@ -96,8 +96,10 @@ def main(argv=None) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     try:
         return run(args)
-    except Exception as e:  # a bug here: one line naming where, not a traceback
-        where = traceback.extract_tb(e.__traceback__)[-1]
+    except Exception as e:  # a bug here: one line naming where (in this tool's files), not a traceback
+        frames = traceback.extract_tb(e.__traceback__)
+        here = os.path.dirname(os.path.abspath(__file__))
+        where = ([f for f in frames if f.filename.startswith(here)] or frames)[-1]
         print("%s: internal error: %s: %s (at %s:%d)" % (PROG, type(e).__name__, e,
                                                          os.path.basename(where.filename), where.lineno),
               file=sys.stderr)

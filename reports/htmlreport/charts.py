@@ -49,6 +49,17 @@ def to_svg(fig: Figure, prefix: str) -> str:
 SCALED_FLOOR = 1e-4   # scaled errors below this are exact for any reader: the left edge of the axis
 
 
+ECDF_MAX_STEPS = 400     # a long campaign's CDF drawn through 400 of its points: the same picture, a small SVG
+
+
+def _thinned(n: int) -> List[int]:
+    """Indices 0..n-1, at most ECDF_MAX_STEPS of them, evenly spread, the last always kept."""
+    if n <= ECDF_MAX_STEPS:
+        return list(range(n))
+    step = (n - 1) / (ECDF_MAX_STEPS - 1)
+    return sorted({round(i * step) for i in range(ECDF_MAX_STEPS)})
+
+
 def _ecdf(ax, values: Sequence[Optional[float]], label: str, **style) -> str:
     """Steps of the empirical CDF over all the cases given, on a log x axis
     starting at SCALED_FLOOR: cases at or below it (zeros too) count from the
@@ -61,8 +72,9 @@ def _ecdf(ax, values: Sequence[Optional[float]], label: str, **style) -> str:
     low = sum(1 for v in present if math.isfinite(v) and v <= SCALED_FLOOR)
     nonfinite = len(present) - len(above) - low
     n = len(present)
-    ys = [(low + i) / n for i in range(len(above) + 1)]
-    ax.step([SCALED_FLOOR] + above, ys, where="post", label=label, **style)
+    ranks = _thinned(len(above))
+    ax.step([SCALED_FLOOR] + [above[i] for i in ranks], [low / n] + [(low + i + 1) / n for i in ranks],
+            where="post", label=label, **style)
     parts = (["%d at or below %g" % (low, SCALED_FLOOR)] if low else []) + \
         (["%d inf/nan" % nonfinite] if nonfinite else [])
     return "%s: %s" % (label, ", ".join(parts)) if parts else ""

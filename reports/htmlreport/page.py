@@ -4,11 +4,10 @@ them (#summary, #environment, #overview, #distributions, #shape, #special,
 #failures, #detection, #speed, #notes; charts chart-dist-KERNEL-DTYPE,
 chart-shape-KERNEL, chart-speed)."""
 import collections
-import math
 from typing import Dict, List, Optional, Tuple
 
 from . import charts, failures, speed
-from .html import Cell, code, esc, figure, num, page, reproduce_command, section, slug, table
+from .html import Cell, code, esc, figure, num, page, section, slug, table
 from .inputs import MASKED_ROW_COUNTS, SPECIAL_CLASSES
 from .model import NOT_RECORDED, Model, environment, is_mutant
 
@@ -18,6 +17,8 @@ Section = Optional[Tuple[str, str, str]]
 # ---- summary ----------------------------------------------------------------------
 
 def _headline(model: Model) -> str:
+    if not model.cases:
+        return "No case records: the inputs hold speed measurements only."
     counts = model.subject_counts()
     n_cases = sum(counts.values())
     kernels = ", ".join(code(k) for k in model.subjects)
@@ -25,7 +26,8 @@ def _headline(model: Model) -> str:
              % (n_cases, kernels, counts["pass"], counts["fail"], counts["error"], counts["skipped"])]
     if model.detection:
         caught = sum(1 for r in model.detection if r.first_catch is not None)
-        parts.append("Detection power: %d of %d mutant campaigns caught their mutant." % (caught, len(model.detection)))
+        parts.append("Detection power: %d of %d mutant campaigns caught their mutant."
+                     % (caught, len(model.detection)))
     uncertified = len(model.uncertified())
     if uncertified:
         parts.append("%d cases whose reference was not certified." % uncertified)

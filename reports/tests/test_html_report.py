@@ -162,7 +162,8 @@ class ReadingInputs(TempDir):
 
     def test_the_h100_torch_file(self):
         run = inputs.read_inputs([os.path.join(REPORTS, "h100-torch-sdpa.txt")]).torch_runs[0]
-        self.assertEqual((run.torch_version, run.backend_names, len(run.rows)), ("2.11.0+cu130", ["flash", "cudnn"], 96))
+        self.assertEqual((run.torch_version, run.backend_names, len(run.rows)),
+                         ("2.11.0+cu130", ["flash", "cudnn"], 96))
         last = run.rows[-1]
         self.assertEqual((last.direction, last.dtype, last.d, last.causal, last.n), ("bwd", "bf16", 128, 1, 16384))
         self.assertEqual((last.ours_tflops, last.backends["flash"], last.backends["cudnn"]),
@@ -263,6 +264,25 @@ class Aggregating(unittest.TestCase):
                          "3 of 3 cases (100.0%) with every sampled row certified against MPFR")
 
 
+class Charts(unittest.TestCase):
+    def test_a_long_cdf_is_thinned_keeping_both_ends(self):
+        from htmlreport import charts
+        self.assertEqual(charts._thinned(5), [0, 1, 2, 3, 4])
+        kept = charts._thinned(21060)
+        self.assertEqual((len(kept), kept[0], kept[-1]), (charts.ECDF_MAX_STEPS, 0, 21059))
+
+    def test_svg_ids_are_prefixed_and_every_reference_resolves(self):
+        from htmlreport import charts
+        m = read(testdata.campaign("cpu-flash", 12, seed=2, dtypes=("f16",)))
+        svg = charts.error_distribution("cpu-flash", "f16", m.groups_of("cpu-flash", "f16"), "fig7")
+        ids = re.findall(r'\bid="([^"]+)"', svg)
+        refs = re.findall(r'(?:url\(#|href="#)([^")]+)', svg)
+        self.assertTrue(ids and refs)
+        self.assertEqual([i for i in ids if not i.startswith("fig7-")], [])
+        self.assertEqual(set(refs) - set(ids), set())
+        self.assertTrue(svg.startswith('<svg role="img" '))
+
+
 class ThePage(TempDir):
     @classmethod
     def setUpClass(cls):
@@ -342,6 +362,18 @@ class ThePage(TempDir):
 
 
 class CommandLine(TempDir):
+    def test_bench_output_alone_gives_a_speed_report(self):
+        out = os.path.join(self.dir, "r.html")
+        p = self.script("--out", out, os.path.join(REPORTS, "h100-bench.txt"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(out) as f:
+            page = Tables(f.read())
+        self.assertEqual([i for i in page.ids if i in ("summary", "environment", "overview", "failures", "speed",
+                                                       "chart-speed", "speed-table", "memory-table")],
+                         ["summary", "environment", "speed", "chart-speed", "speed-table", "memory-table"])
+        self.assertEqual(page.row("speed-table", "bf16", "64", "1", "512")[4:6], ["182", "78.5"])
+        self.assertEqual(page.row("memory-table", "8192")[1:4], ["1.11", "8.34", "7.5"])
+
     def test_bad_inputs_exit_2_with_file_and_line(self):
         good = json.dumps(testdata.case_record("k", testdata.case_line(), {"O": testdata.metrics()}))
         cases = [("bad.jsonl", good + "\n{\"kernel\": \n", ":2: not valid JSON"),
@@ -366,6 +398,19 @@ class CommandLine(TempDir):
         p = self.script("--out", os.path.join(self.dir, "no", "such", "dir", "r.html"), path)
         self.assertEqual(p.returncode, 2)
         self.assertRegex(p.stderr, r"^html_report: cannot write .*r\.html: ")
+
+    def test_an_internal_error_is_one_line_and_exit_3(self):
+        import contextlib
+        import io
+        from unittest import mock
+        import html_report
+        path = self.jsonl("a.jsonl", testdata.campaign("k", 2, seed=1))
+        err = io.StringIO()
+        with mock.patch("htmlreport.page.build_page", side_effect=RuntimeError("planted")), \
+                contextlib.redirect_stderr(err):
+            rc = html_report.main(["--out", os.path.join(self.dir, "r.html"), path])
+        self.assertEqual(rc, 3)
+        self.assertRegex(err.getvalue(), r"^html_report: internal error: RuntimeError: planted \(at html_report\.py:\d+\)\n$")
 
     def test_an_unknown_record_is_noted_on_stderr_and_in_the_report(self):
         path = self.jsonl("u.jsonl", [{"type": "baseline-pair"}] + testdata.campaign("k", 3, seed=1))
