@@ -47,4 +47,5 @@ mkdir -p "$bundle/ci"
 cp "$src/ci/gpu-run.sh" "$src/ci/torch_sdpa_bench.py" "$src/ci/campaign_report.py" "$src/ci/sdpa_dump.py" "$bundle/ci/" 2>/dev/null || true
 for f in "$src"/budgets*.txt; do [ -f "$f" ] && cp "$f" "$bundle/"; done
 [ -d "$src/fixtures" ] && cp -r "$src/fixtures" "$bundle/fixtures"
+[ -d "$src/ci/slurm" ] && cp -r "$src/ci/slurm" "$bundle/ci/"
 echo "bundle: $bundle ($(du -sh "$bundle" | cut -f1)); libs: $(ls "$bundle/lib" | tr '\n' ' ')"

@@ -3,7 +3,9 @@
 #   1. the Criterion unit tests (one binary, one synthesis line),
 #   2. the fixture corpus on the CPU emulation and the fp64 reference kernel,
 #   3. the detection-power proof (every planted bug caught; cpu-flash clean),
-#   4. a fixed-budget fuzz gate on cpu-flash and on the example plugin.
+#   4. a fixed-budget fuzz gate on cpu-flash and on the example plugin,
+#   5. the HTML report opened in headless Chromium (ci/test-html-report.sh),
+#   6. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only).
 # This is the README's test command; .ci/run calls exactly it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,5 +33,15 @@ step "fuzz gate"
 "$b/harness/attncheck" fuzz --kernel cpu-flash --seed 20261122 --cases 1000 --quiet
 "$b/harness/attncheck" fuzz --plugin "$b/plugins/libattncheck-example-plugin.so" --kernel example-flash-cpu \
   --seed 3 --cases 200 --quiet
+
+step "HTML report in headless Chromium"
+bash ci/test-html-report.sh
+
+step "sharded campaign on a one-node Slurm cluster"
+if [ "$(id -u)" -eq 0 ]; then
+  bash ci/slurm/smoke.sh
+else
+  echo "skipped: ci/slurm/smoke.sh starts Slurm's daemons and installs packages, which needs root"
+fi
 
 step "all passed"
