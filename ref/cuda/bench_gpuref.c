@@ -167,7 +167,7 @@ static ac_problem problem_of(shape s)
     return p;
 }
 
-static void print_stats(shape s, const ref_gpu_stats *st, double dgemm_tflops)
+static void print_stats(const ref_gpu_stats *st, double dgemm_tflops)
 {
     double fp64_s = st->seconds[REF_GPU_STAGE_FORWARD] + st->seconds[REF_GPU_STAGE_BACKWARD] +
                     st->seconds[REF_GPU_STAGE_SCALES];
@@ -187,7 +187,6 @@ static void print_stats(shape s, const ref_gpu_stats *st, double dgemm_tflops)
     say("  naive: %.3f s, %.2f TFLOP/s f32 (sequential-order kernels)\n",
         st->seconds[REF_GPU_STAGE_NAIVE_FWD] + st->seconds[REF_GPU_STAGE_NAIVE_BWD],
         st->flops_naive / (st->seconds[REF_GPU_STAGE_NAIVE_FWD] + st->seconds[REF_GPU_STAGE_NAIVE_BWD] + 1e-30) / 1e12);
-    (void)s;
 }
 
 static bool spot(const ac_problem *p, const host_set *h)
@@ -240,7 +239,7 @@ static int bench_shape(shape s, bool with_spot, double dgemm_tflops)
         return status;
     }
     say("  wall %.3f s with stage timing on %s\n", st.total_seconds, st.device);
-    print_stats(s, &st, dgemm_tflops);
+    print_stats(&st, dgemm_tflops);
     bool agrees = !with_spot || spot(&p, &h);
     host_free(&h);
     return agrees ? AC_OK : 1;

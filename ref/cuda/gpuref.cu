@@ -154,7 +154,7 @@ int alloc_group(refg_run *r, ac_err *err)
     REFG_TRY(maybe(r, sc, &g.e_lse, rows, "E_lse", err));
     REFG_TRY(maybe(r, nv, &g.n_lse, rows, "naive LSE", err));
     size_t largest = q > kv ? q : kv;
-    REFG_TRY(dev_alloc(r, (char **)&g.staging, largest, ac_dtype_size(r->t), "input staging", err));
+    REFG_TRY(dev_alloc(r, &g.staging, largest, ac_dtype_size(r->t), "input staging", err));
     return maybe(r, r->p->layout == AC_LAYOUT_BSHD, &g.perm, q, "BSHD staging", err);
 }
 
@@ -242,7 +242,6 @@ int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void
                       ref_gpu_stats *stats, ac_err *err)
 {
     double t0 = refg_now();
-    REFG_TRY(check_outputs(p, t, q, k, v, d_o, out, err));
     ref_gpu_opts no_opts = {};
     ref_gpu_stats no_stats;
     if (!opts)
@@ -250,6 +249,7 @@ int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void
     if (!stats)
         stats = &no_stats;
     memset(stats, 0, sizeof *stats);
+    REFG_TRY(check_outputs(p, t, q, k, v, d_o, out, err));
     refg_run r = {};
     r.p = p;
     r.t = t;

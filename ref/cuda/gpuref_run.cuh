@@ -63,7 +63,7 @@ struct refg_group_bufs {
     double *dk, *dv, *e_dk, *e_dv, *n_dk, *n_dv;
     float *n_dk_sum, *n_dv_sum;              // the naive's f32 sums over rows and heads
     double *lse, *delta, *e_lse, *n_lse;     // (G, Nq)
-    void *staging;                           // bit patterns on their way up
+    unsigned char *staging;                  // bit patterns on their way up
     double *perm;                            // BSHD order on the way down
 };
 
