@@ -10,14 +10,16 @@
  *     DGEMM, softmax, masks and row sums in fp64 kernels of this tier;
  *   the error scales E (ref/scales.c's formulas: tau, rho, G, g, r, R) through
  *     DGEMMs on absolute values, and e_lse = 1 + |LSE| + (d + 2) |scale| G_max;
- *   the naive baseline (ref/naive.c's contract) through cuBLAS SGEMM on the
- *     inputs widened to f32 (CUBLAS_DEFAULT_MATH: FFMA, never TF32), with S, P,
- *     dP, dS and the outputs rounded to the dtype between the products.  Its f32
- *     summation order is cuBLAS's (each output's dot product accumulated with
- *     FMAs along k, split-K partial sums where cuBLAS picks them; dK and dV
- *     summed over row blocks and the heads of a GQA group in that order); the
- *     row reductions (max, l, D) are tree sums.  Any order is a valid naive f32
- *     baseline: its error statistics match the scalar CPU naive's, not its bits.
+ *   the naive baseline (ref/naive.c's contract) through f32 GEMM kernels of
+ *     this tier (no tensor cores, no TF32), with S, P, dP, dS and the outputs
+ *     rounded to the dtype between the products.  Its f32 summation order is
+ *     ref/naive.c's scalar one: every product rounded, then added, in order over
+ *     c (S, dP, D), over j (l, O, dQ), over the rows of every head of a GQA group
+ *     (dK, dV); expf/logf are the f32 roundings of fp64 exp/log.  So the device
+ *     reproduces the scalar CPU naive bit for bit except where glibc's expf or
+ *     logf round the other way (rare).  Any f32 order is a valid naive; this one
+ *     keeps the vs-naive ratios the same on either tier.  The cost is GEMMs
+ *     without split-K or FMA: about a third of FP32 peak.
  *
  * Work goes per (batch, KV head): the group's Q rows (every query head of the
  * group), K, V and dO are copied to the device as the dtype's bit patterns
@@ -106,21 +108,23 @@ int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void
                       const ref_gpu_outputs *out, ref_gpu_stats *stats, ac_err *err);
 
 /* ---- the memory plan (pure arithmetic; also in builds without CUDA) ------
- * Per (batch, KV head) group of G = Hq / Hkv query heads, with Nq, Nk the padded
- * lengths, d the head dim and s the dtype's size in bytes, the resident set is
- *   group_bytes = G Nq d (2s + 8 Q + 4 F + 8 B_out) + Nk d (2s + 8 K + 4 F_k + 8 B_k)
- *               + G Nq 8 L + staging
- * (Q: widened Q, dO and their |.|: 4 f64 arrays with the backward, 2 without;
- *  F: their f32 copies; B_out: the Q-like outputs O, dQ, E_O, E_dQ, naive O and
- *  dQ; K and F_k, B_k alike for K, V and dK, dV, E_dK, E_dV, naive dK, dV and
- *  their f32 sums; L: the LSE-like rows), and one block of R rows and C keys
- *   block_bytes = R C (8 n64 + 4 n32 + 1 [dense mask]) + R d 8 (f32 partials) + R 64
- * with n64 = 5 f64 buffers (S/P, |Q||K|^T, weights, dP/dS, |dO||V|^T/weights;
- * 2 for a forward) and n32 = 2 f32 buffers for the naive.  C is Nk, or
- * R + left + right for a window with both sides finite.  The chosen R is the
- * largest that keeps R C <= 2^27 (1 GiB per f64 buffer) and the total within
- * the limit, capped at max(64, Nq/16) for causal and window masks (a block's
- * key range is a rectangle: taller blocks compute more masked pairs). */
+ * Per (batch, KV head) group of G = Hq / Hkv query heads (Nq, Nk the padded
+ * lengths, d the head dim, s the dtype's bytes), a full call (backward,
+ * scales, naive) keeps resident
+ *   group: 88 G Nq d + 96 Nk d + 32 G Nq bytes + staging
+ *     (f64 Q, dO, |Q|, |dO|, O, dQ, E_O, E_dQ, naive O, naive dQ; f32 Q, dO;
+ *      f64 K, V, |K|, |V|, dK, dV, E_dK, E_dV, naive dK, dV; f32 K, V and the
+ *      naive's dK, dV sums; LSE, D, E_lse, naive LSE; staging: the largest
+ *      tensor's bit patterns, plus 8 G Nq d for the BSHD permutation)
+ *   block: 48 R C + R (4 d + 32) bytes [+ R C with a dense mask]
+ *     (f64 S/P, |Q||K|^T, weights, dP/dS, |dO||V|^T; f32 naive S/P, dP/dS)
+ * and less without the backward, scales or naive.  C = Nk, or R + left + right
+ * for a window with both sides finite.  R is the largest height with R C <=
+ * 2^27 (1 GiB per f64 buffer) that fits the limit, capped at max(64, Nq/16)
+ * for causal and window masks (a block computes the rectangle over its key
+ * range: taller ones compute more masked pairs).  Batch and head counts do
+ * not enter: groups run one after another.  bf16, d = 128, causal: N = 131072
+ * at G = 1 needs 8.9 GiB (R = 1024), N = 32768 3.7 GiB (R = 2048). */
 typedef struct {
     int block_rows, block_cols;  /* R, C */
     size_t group_bytes, block_bytes, total_bytes;

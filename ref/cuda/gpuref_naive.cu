@@ -192,12 +192,13 @@ template <int T> int naive_forward(refg_run *r, const refg_block_view &v, ac_err
     rows_args a = {r->geom, v.i0, v.jlo, cols, r->p->dense_mask ? bb.mask : nullptr, bb.n_s, r->scale_f, bb.n_max};
     naive_scores<T><<<rows, refg_row_threads(cols), 0, st>>>(a);
     REFG_LAUNCH(err, "naive_scores");
-    naive_row_sums<<<(rows + 127) / 128, 128, 0, st>>>(bb.n_s, rows, cols, bb.n_max, bb.n_sum, g.n_lse + row_at);
+    // One warp a CTA: the rows' sequential sums spread over as many SMs as there are warps.
+    naive_row_sums<<<(rows + 31) / 32, 32, 0, st>>>(bb.n_s, rows, cols, bb.n_max, bb.n_sum, g.n_lse + row_at);
     REFG_LAUNCH(err, "naive_row_sums");
     naive_probs<T><<<refg_grid((size_t)rows * cols), 256, 0, st>>>(bb.n_s, rows, cols, bb.n_max, bb.n_sum);
     REFG_LAUNCH(err, "naive_probs");
     REFG_TRY(gemm(r, false, false, rows, d, cols, bb.n_s, cols, g.v32 + v.kv_at, d, false, bb.n_part, d, err));
-    naive_out_rows<T><<<(rows + 127) / 128, 128, 0, st>>>(bb.n_part, rows, d, g.n_o + v.q_at,
+    naive_out_rows<T><<<(rows + 31) / 32, 32, 0, st>>>(bb.n_part, rows, d, g.n_o + v.q_at,
                                                           r->backward ? g.d_o32 + v.q_at : nullptr,
                                                           r->backward ? bb.n_delta : nullptr);
     REFG_LAUNCH(err, "naive_out_rows");
