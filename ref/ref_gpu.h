@@ -19,7 +19,7 @@
  *     reproduces the scalar CPU naive bit for bit except where glibc's expf or
  *     logf round the other way (rare).  Any f32 order is a valid naive; this one
  *     keeps the vs-naive ratios the same on either tier.  The cost is GEMMs
- *     without split-K or FMA: about a third of FP32 peak.
+ *     without split-K or FMA, slower than cuBLAS SGEMM (the bench prints both).
  *
  * Work goes per (batch, KV head): the group's Q rows (every query head of the
  * group), K, V and dO are copied to the device as the dtype's bit patterns

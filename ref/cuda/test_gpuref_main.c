@@ -8,8 +8,10 @@
  * Then the error paths: a memory limit too small (AC_ERR_ENV naming it), bad
  * arguments (AC_ERR_INPUT).
  *
- *   attncheck-test-gpuref [--fixtures DIR] [--random N] [--seed S] [--quick]
+ *   attncheck-test-gpuref [--fixtures DIR|none] [--random N] [--seed S] [--quick]
  *                         [--verbose] [--cpu-only]
+ * (defaults: $ATTNCHECK_SOURCE_DIR/fixtures, 96 random lines, seed 1; --quick:
+ * 36 random lines and no long lines, for compute-sanitizer)
  * --cpu-only runs what needs no device: every line parsed and its CPU bundle
  * built, and the comparator's self-test (a copy of the CPU bundle passes; one
  * planted error per array fails that array alone).  Output goes to stdout and
@@ -356,7 +358,9 @@ int main(int argc, char **argv)
         return 3;
     }
     tg_lines lines = {0};
-    if (tg_load_fixtures(&lines, o.fixtures, &err) != AC_OK || tg_random_lines(&lines, o.seed, o.random, &err) != AC_OK) {
+    bool fixtures = strcmp(o.fixtures, "none") != 0;
+    if ((fixtures && tg_load_fixtures(&lines, o.fixtures, &err) != AC_OK) ||
+        tg_random_lines(&lines, o.seed, o.random, &err) != AC_OK) {
         tg_say("attncheck-test-gpuref: %s\n", err.msg);
         return 2;
     }
