@@ -213,7 +213,7 @@ int plan_call(refg_run *r, const ref_gpu_opts *opts, ac_err *err)
     size_t free_bytes = 0, total_bytes = 0;
     REFG_CUDA(err, cudaMemGetInfo(&free_bytes, &total_bytes));
     size_t margin = total_bytes / 32 > ((size_t)512 << 20) ? total_bytes / 32 : (size_t)512 << 20;
-    size_t limit = free_bytes > margin ? free_bytes - margin : 0;
+    size_t limit = free_bytes > margin ? free_bytes - margin : 1; /* 0 would read "no limit" */
     if (opts->device_mem_limit && opts->device_mem_limit < limit)
         limit = opts->device_mem_limit;
     ref_gpu_plan_t plan;
