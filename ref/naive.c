@@ -15,25 +15,19 @@
  * dK and dV summed over the query heads of a GQA group.  Masked pairs are
  * skipped; a row with no visible key gives O = 0, LSE = -inf, dQ = 0.
  *
- * How it is computed (naive_blocks.h): the products are cblas_sgemm calls on
- * float copies of the inputs, per block of NAIVE_ROWS query rows and tile of
- * NAIVE_KEYS keys, with the roundings applied between them; only the key
- * tiles a block can see are computed (causal and window blocks skipped).
- * Blocks run in parallel (parallel.h) over (b, h, row block).
- *
- * The float summation orders, any of which is a valid "naive f32" baseline:
- *   - sums over c (S, dP): OpenBLAS's sgemm accumulation over k = d, one
- *     (block, tile) call each; for f16/bf16 inputs the products are exact;
- *   - l: in key order, one element at a time (as a framework's softmax);
- *   - D: in order over c;
- *   - sums over keys (O, dQ): one sgemm over the block's key range;
- *   - sums over query rows (dK, dV): one sgemm per (head, row block) with
- *     k = the block's rows, those partial sums added into the float
- *     accumulator in order of (query head of the group, row block).
- * The partition is fixed (not the thread count's), so the results are the
- * same bit for bit on any number of threads.  The scalar implementation
- * (naive_scalar.c, sums strictly in order) is the tests' oracle. */
-#include <cblas.h>
+ * How it is computed (naive_blocks.h, naive_kernels.h): on float copies of
+ * the inputs, per block of NAIVE_ROWS query rows, only over the keys the
+ * block can see (causal and window blocks skipped), with vectorised product
+ * loops that keep the definition's float summation order exactly: every sum
+ * runs in index order from 0 (over c for S, dP and D; over keys for l, O and
+ * dQ; over the group's query heads, then rows, for dK and dV), each product
+ * rounded before it is added.  That order is the one the scalar
+ * implementation (naive_scalar.c, the tests' oracle) has always used, so the
+ * two agree bit for bit.  A BLAS sgemm would be faster still but sums in its
+ * own order with FMAs: its f32 baseline is 5-20% more accurate than this one
+ * (mean error), which would shift every f32 vs-naive ratio.
+ * Blocks run in parallel (parallel.h) over (b, h, row block); each writes
+ * only its rows, so results do not depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +45,27 @@ typedef struct {
     const double *q, *k, *v, *d_o, *o;
 } pack_job;
 
-static void pack_head(const double *src, size_t base, size_t ld, int rows, int d, float *dst)
+/* rows x d of a head into dst with row stride d_pad, the padding zeroed. */
+static void pack_head(const double *src, size_t base, size_t ld, int rows, int d, int d_pad, float *dst)
 {
-    for (int r = 0; r < rows; r++)
+    for (int r = 0; r < rows; r++) {
         for (int c = 0; c < d; c++)
-            dst[(size_t)r * d + c] = (float)src[base + (size_t)r * ld + c];
+            dst[(size_t)r * d_pad + c] = (float)src[base + (size_t)r * ld + c];
+        for (int c = d; c < d_pad; c++)
+            dst[(size_t)r * d_pad + c] = 0.0f;
+    }
+}
+
+/* The transpose, (d, cols_pad): dst[c * cols_pad + j], keys past `rows` zeroed. */
+static void pack_head_transposed(const double *src, size_t base, size_t ld, int rows, int d,
+                                 int cols_pad, float *dst)
+{
+    for (int c = 0; c < d; c++) {
+        for (int j = 0; j < rows; j++)
+            dst[(size_t)c * cols_pad + j] = (float)src[base + (size_t)j * ld + c];
+        for (int j = rows; j < cols_pad; j++)
+            dst[(size_t)c * cols_pad + j] = 0.0f;
+    }
 }
 
 /* Task: one (b, h) of the Q-like tensors, then one (b, h_kv) of the K-like. */
@@ -70,18 +80,24 @@ static void pack_task(void *arg, size_t task, int worker)
     if (task < q_heads) {
         int b = (int)(task / p->heads_q), h = (int)(task % p->heads_q);
         ref_head_init(&hd, p, b, h);
-        pack_head(job->q, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, naive_q_row(ctx, ctx->q, b, h, 0));
+        pack_head(job->q, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad, naive_q_row(ctx, ctx->q, b, h, 0));
         if (ctx->d_o) {
-            pack_head(job->d_o, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, naive_q_row(ctx, ctx->d_o, b, h, 0));
-            pack_head(job->o, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, naive_q_row(ctx, ctx->o, b, h, 0));
+            pack_head(job->d_o, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad,
+                      naive_q_row(ctx, ctx->d_o, b, h, 0));
+            pack_head(job->o, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad, naive_q_row(ctx, ctx->o, b, h, 0));
         }
         return;
     }
     task -= q_heads;
     int b = (int)(task / p->heads_kv), h_kv = (int)(task % p->heads_kv);
     ref_head_init(&hd, p, b, h_kv * (p->heads_q / p->heads_kv)); /* a query head of the group */
-    pack_head(job->k, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, naive_kv_row(ctx, ctx->k, b, h_kv, 0));
-    pack_head(job->v, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, naive_kv_row(ctx, ctx->v, b, h_kv, 0));
+    pack_head(job->k, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->d_pad, naive_kv_row(ctx, ctx->k, b, h_kv, 0));
+    pack_head(job->v, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->d_pad, naive_kv_row(ctx, ctx->v, b, h_kv, 0));
+    pack_head_transposed(job->k, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->nk_pad,
+                         naive_kvt_col(ctx, ctx->kt, b, h_kv, 0));
+    if (ctx->d_o) /* dP = dO V^T: the backward only */
+        pack_head_transposed(job->v, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->nk_pad,
+                             naive_kvt_col(ctx, ctx->vt, b, h_kv, 0));
 }
 
 void naive_ctx_free(naive_ctx *ctx)
@@ -91,6 +107,8 @@ void naive_ctx_free(naive_ctx *ctx)
     free(ctx->v);
     free(ctx->d_o);
     free(ctx->o);
+    free(ctx->kt);
+    free(ctx->vt);
     free(ctx->key_lo);
     free(ctx->key_hi);
     memset(ctx, 0, sizeof *ctx);
@@ -118,18 +136,26 @@ int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double
     ctx->p = p;
     ctx->t = t;
     ctx->d = p->head_dim;
+    ctx->d_pad = naive_pad(p->head_dim);
+    ctx->nk_pad = naive_pad(p->seqlen_k);
     ctx->scale = (float)p->scale;
     ctx->row_blocks = (p->seqlen_q + NAIVE_ROWS - 1) / NAIVE_ROWS;
     bool grads = d_o && o;
-    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), rows = (size_t)p->batch * p->seqlen_q;
-    ctx->q = malloc((nq ? nq : 1) * sizeof(float));
-    ctx->k = malloc((nkv ? nkv : 1) * sizeof(float));
-    ctx->v = malloc((nkv ? nkv : 1) * sizeof(float));
-    ctx->d_o = grads ? malloc((nq ? nq : 1) * sizeof(float)) : NULL;
-    ctx->o = grads ? malloc((nq ? nq : 1) * sizeof(float)) : NULL;
-    ctx->key_lo = malloc((rows ? rows : 1) * sizeof(int));
-    ctx->key_hi = malloc((rows ? rows : 1) * sizeof(int));
-    if (!ctx->q || !ctx->k || !ctx->v || !ctx->key_lo || !ctx->key_hi || (grads && (!ctx->d_o || !ctx->o))) {
+    size_t nq = (size_t)p->batch * p->heads_q * p->seqlen_q * ctx->d_pad + 1;
+    size_t nkv = (size_t)p->batch * p->heads_kv * p->seqlen_k * ctx->d_pad + 1;
+    size_t nkvt = (size_t)p->batch * p->heads_kv * p->head_dim * ctx->nk_pad + 1;
+    size_t rows = (size_t)p->batch * p->seqlen_q + 1;
+    ctx->q = malloc(nq * sizeof(float));
+    ctx->k = malloc(nkv * sizeof(float));
+    ctx->v = malloc(nkv * sizeof(float));
+    ctx->kt = malloc(nkvt * sizeof(float));
+    ctx->vt = grads ? malloc(nkvt * sizeof(float)) : NULL;
+    ctx->d_o = grads ? malloc(nq * sizeof(float)) : NULL;
+    ctx->o = grads ? malloc(nq * sizeof(float)) : NULL;
+    ctx->key_lo = malloc(rows * sizeof(int));
+    ctx->key_hi = malloc(rows * sizeof(int));
+    if (!ctx->q || !ctx->k || !ctx->v || !ctx->kt || !ctx->key_lo || !ctx->key_hi ||
+        (grads && (!ctx->d_o || !ctx->o || !ctx->vt))) {
         naive_ctx_free(ctx);
         return ac_fail(err, AC_ERR_ENV, "naive baseline: out of memory for float copies of the inputs "
                        "(%zu Q-like, %zu K-like elements)", nq, nkv);
@@ -144,14 +170,22 @@ int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double
 float *naive_q_row(const naive_ctx *ctx, float *base, int b, int h, int i)
 {
     const ac_problem *p = ctx->p;
-    return base + (((size_t)b * p->heads_q + h) * p->seqlen_q + i) * ctx->d;
+    return base + (((size_t)b * p->heads_q + h) * p->seqlen_q + i) * ctx->d_pad;
 }
 
 float *naive_kv_row(const naive_ctx *ctx, float *base, int b, int h_kv, int j)
 {
     const ac_problem *p = ctx->p;
-    return base + (((size_t)b * p->heads_kv + h_kv) * p->seqlen_k + j) * ctx->d;
+    return base + (((size_t)b * p->heads_kv + h_kv) * p->seqlen_k + j) * ctx->d_pad;
 }
+
+float *naive_kvt_col(const naive_ctx *ctx, float *base, int b, int h_kv, int j)
+{
+    const ac_problem *p = ctx->p;
+    return base + ((size_t)b * p->heads_kv + h_kv) * p->head_dim * ctx->nk_pad + j;
+}
+
+int naive_pad(int x) { return (x + NK_COLS - 1) / NK_COLS * NK_COLS; }
 
 const uint8_t *naive_mask_row(const naive_ctx *ctx, int b, int h, int i)
 {
@@ -187,9 +221,8 @@ bool naive_block_at(const naive_ctx *ctx, size_t index, naive_block *blk)
         blk->jt0 = blk->jt1 = 0;
         return true;
     }
-    blk->jt0 = lo / NAIVE_KEYS * NAIVE_KEYS;
-    int up = (hi + NAIVE_KEYS - 1) / NAIVE_KEYS * NAIVE_KEYS;
-    blk->jt1 = up < nk ? up : nk;
+    blk->jt0 = lo / NK_COLS * NK_COLS;
+    blk->jt1 = hi;
     return true;
 }
 
@@ -207,36 +240,27 @@ void naive_padding_rows(const naive_ctx *ctx, size_t index, int *b, int *h, int 
         *r0 = *r1;
 }
 
-void naive_tile_product(const naive_ctx *ctx, const float *a_row0, const float *b_row0, int rows,
-                        int j0, int j1, float *out, int ld)
-{
-    int d = ctx->d;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, j1 - j0, d, 1.0f, a_row0, d,
-                b_row0 + (size_t)j0 * d, d, 0.0f, out, ld);
-}
-
-void naive_block_scores(const naive_ctx *ctx, const naive_block *blk, float *s, bool *any)
+void naive_scores(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, float *s, bool *any)
 {
     const ac_problem *p = ctx->p;
-    int rows = blk->i1 - blk->i0, cols = blk->jt1 - blk->jt0, nk = ac_seqlen_k_of(p, blk->b);
-    const float *q0 = naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0);
-    const float *k0 = naive_kv_row(ctx, ctx->k, blk->b, blk->h_kv, 0);
-    for (int j0 = blk->jt0; j0 < blk->jt1; j0 += NAIVE_KEYS) {
-        int j1 = j0 + NAIVE_KEYS < nk ? j0 + NAIVE_KEYS : nk;
-        naive_tile_product(ctx, q0, k0, rows, j0, j1, s + (j0 - blk->jt0), cols);
-    }
+    int rows = blk->i1 - blk->i0, ld = naive_pad(j1 - j0);
+    nk_dot_rows(naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), (size_t)ctx->d_pad, rows,
+                naive_kvt_col(ctx, ctx->kt, blk->b, blk->h_kv, j0), (size_t)ctx->nk_pad, ld, ctx->d, s,
+                (size_t)ld);
     for (int r = 0; r < rows; r++) {
         int i = blk->i0 + r;
         size_t at = (size_t)blk->b * p->seqlen_q + i;
         int lo = ctx->key_lo[at], hi = ctx->key_hi[at];
         const uint8_t *mask = naive_mask_row(ctx, blk->b, blk->h, i);
-        float *row = s + (size_t)r * cols;
-        any[r] = false;
-        for (int j = blk->jt0; j < blk->jt1; j++) {
+        float *row = s + (size_t)r * ld;
+        bool seen = false;
+        for (int j = j0; j < j1; j++) {
             bool visible = j >= lo && j < hi && (!mask || mask[j]);
-            row[j - blk->jt0] = visible ? rf_round(ctx->t, row[j - blk->jt0] * ctx->scale) : -INFINITY;
-            any[r] |= visible;
+            row[j - j0] = visible ? rf_round(ctx->t, row[j - j0] * ctx->scale) : -INFINITY;
+            seen |= visible;
         }
+        if (any)
+            any[r] = seen;
     }
 }
 
@@ -261,12 +285,12 @@ void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float *m_out,
     *l_out = l;
 }
 
-void naive_store_rows(ac_dtype t, float alpha, const float *acc, int rows, int d, double *dst,
-                      size_t ld_dst)
+void naive_store_rows(ac_dtype t, float alpha, const float *acc, size_t ld_acc, int rows, int d,
+                      double *dst, size_t ld_dst)
 {
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < d; c++)
-            dst[(size_t)r * ld_dst + c] = rf_round(t, alpha * acc[(size_t)r * d + c]);
+            dst[(size_t)r * ld_dst + c] = rf_round(t, alpha * acc[(size_t)r * ld_acc + c]);
 }
 
 int naive_check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n,
@@ -288,7 +312,7 @@ int naive_check_args(const ac_problem *p, ac_dtype t, const void *const *tensors
 typedef struct {
     const naive_ctx *ctx;
     double *o, *lse;
-    float **s, **acc; /* per worker: (NAIVE_ROWS, Nk) scores, (NAIVE_ROWS, d) sums */
+    float **s, **acc; /* per worker: (NAIVE_ROWS, nk_pad) scores, (NAIVE_ROWS, d_pad) sums */
 } forward_job;
 
 static void zero_rows(const ac_problem *p, double *x, double *lse, int b, int h, int r0, int r1)
@@ -304,20 +328,20 @@ static void forward_block(const forward_job *job, const naive_block *blk, float 
 {
     const naive_ctx *ctx = job->ctx;
     const ac_problem *p = ctx->p;
-    int rows = blk->i1 - blk->i0, cols = blk->jt1 - blk->jt0, d = ctx->d;
+    int rows = blk->i1 - blk->i0, cols = blk->jt1 - blk->jt0, ld = naive_pad(cols), d = ctx->d;
     bool any[NAIVE_ROWS];
-    naive_block_scores(ctx, blk, s, any);
+    naive_scores(ctx, blk, blk->jt0, blk->jt1, s, any);
     for (int r = 0; r < rows; r++) {
         float m, l;
-        naive_softmax_row(ctx->t, s + (size_t)r * cols, cols, any[r], &m, &l);
+        naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], &m, &l);
         job->lse[ac_lse_index(p, blk->b, blk->h, blk->i0 + r)] = any[r] ? m + logf(l) : -INFINITY;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, 1.0f, s, cols,
-                naive_kv_row(ctx, ctx->v, blk->b, blk->h_kv, blk->jt0), d, 0.0f, acc, d);
+    nk_acc_rows(s, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->v, blk->b, blk->h_kv, blk->jt0),
+                (size_t)ctx->d_pad, ctx->d_pad, acc, (size_t)ctx->d_pad);
     ref_head hd;
     ref_head_init(&hd, p, blk->b, blk->h);
     double *o_rows = job->o + hd.q_base + (size_t)blk->i0 * hd.ld_q;
-    naive_store_rows(ctx->t, 1.0f, acc, rows, d, o_rows, hd.ld_q);
+    naive_store_rows(ctx->t, 1.0f, acc, (size_t)ctx->d_pad, rows, d, o_rows, hd.ld_q);
     for (int r = 0; r < rows; r++) /* exact zeros, whatever V holds */
         if (!any[r])
             memset(o_rows + (size_t)r * hd.ld_q, 0, (size_t)d * sizeof(double));
@@ -378,7 +402,7 @@ int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const do
         return status;
     forward_job job = {&ctx, o, lse, NULL, NULL};
     float ***slots[] = {&job.s, &job.acc};
-    size_t sizes[] = {(size_t)NAIVE_ROWS * p->seqlen_k, (size_t)NAIVE_ROWS * p->head_dim};
+    size_t sizes[] = {(size_t)NAIVE_ROWS * ctx.nk_pad, (size_t)NAIVE_ROWS * ctx.d_pad};
     if (naive_scratch_alloc(slots, sizes, 2, ctx.workers))
         ref_parallel_for(ctx.workers, (size_t)p->batch * p->heads_q * ctx.row_blocks, forward_task, &job);
     else

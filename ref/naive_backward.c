@@ -5,13 +5,12 @@
  *      softmax), D, dP, dS, and dQ = dS K; it keeps each row's max m, sum l
  *      and D;
  *   2. per (b, h_kv, key tile): for every query head of the group and every
- *      row block that sees the tile, in that order, P and dS of the (block,
- *      tile) pair again from the same sgemm shapes and the kept m, l, D, then
- *      dV += P^T dO and dK += dS^T Q into float accumulators.
- * Pass 2 recomputes S and dP for the pairs (two more sgemms of d-deep products
- * and an expf per pair); the alternative, one pass adding every block's dK,
- * dV into shared sums, would make the order depend on the threads. */
-#include <cblas.h>
+ *      row block that sees the tile, in that order (the scalar's order of
+ *      rows), P and dS of the (block, tile) pair again from the kept m, l, D,
+ *      then dV += P^T dO and dK += dS^T Q into float running sums.
+ * Pass 2 recomputes S and dP for the pairs (two more d-deep products and an
+ * expf per pair); the alternative, one pass adding every block's dK, dV into
+ * shared sums, would make the order depend on the threads. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +26,7 @@ typedef struct {
     double *dq, *dk, *dv;
     float *row_max, *row_sum, *row_delta; /* (B, Hq, Nq) as pass 1 computed them */
     bool *row_any;                        /* the row sees a key */
-    float **s, **ds, **acc;               /* per worker: (NAIVE_ROWS, Nk) twice, (2 NAIVE_KEYS, d) */
+    float **s, **ds, **acc;               /* per worker: (NAIVE_ROWS, nk_pad) twice, (2 NAIVE_KEYS, d_pad) */
 } grad_job;
 
 static size_t row_at(const ac_problem *p, int b, int h, int i)
@@ -51,19 +50,17 @@ static float row_delta(const naive_ctx *ctx, int b, int h, int i)
     return delta;
 }
 
-/* dP of rows [i0, i1) and keys [j0, j1) into ds (row stride ld), tile by tile
- * from j0 (a tile boundary), then dS = round_t(P (round_t(dP) - D)) in place,
- * 0 where masked or the row sees no key.  p: P, same shape. */
+/* dP of rows [i0, i1) and keys [j0, j1) (j0 a multiple of NK_COLS) into ds,
+ * row stride naive_pad(j1 - j0), then dS = round_t(P (round_t(dP) - D)) in
+ * place, 0 where masked or the row sees no key.  p: P, same shape. */
 static void grad_scores(const grad_job *job, const naive_block *blk, int j0, int j1, const float *p,
-                        float *ds, int ld)
+                        float *ds)
 {
     const naive_ctx *ctx = job->ctx;
-    const float *do0 = naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0);
-    const float *v0 = naive_kv_row(ctx, ctx->v, blk->b, blk->h_kv, 0);
-    for (int jt = j0; jt < j1; jt += NAIVE_KEYS) {
-        int jt_end = jt + NAIVE_KEYS < j1 ? jt + NAIVE_KEYS : j1;
-        naive_tile_product(ctx, do0, v0, blk->i1 - blk->i0, jt, jt_end, ds + (jt - j0), ld);
-    }
+    int ld = naive_pad(j1 - j0);
+    nk_dot_rows(naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0), (size_t)ctx->d_pad, blk->i1 - blk->i0,
+                naive_kvt_col(ctx, ctx->vt, blk->b, blk->h_kv, j0), (size_t)ctx->nk_pad, ld, ctx->d, ds,
+                (size_t)ld);
     for (int i = blk->i0; i < blk->i1; i++) {
         size_t at = row_at(ctx->p, blk->b, blk->h, i), r = (size_t)(i - blk->i0) * ld;
         const uint8_t *mask = naive_mask_row(ctx, blk->b, blk->h, i);
@@ -81,22 +78,22 @@ static void dq_block(const grad_job *job, const naive_block *blk, float *s, floa
 {
     const naive_ctx *ctx = job->ctx;
     const ac_problem *p = ctx->p;
-    int rows = blk->i1 - blk->i0, cols = blk->jt1 - blk->jt0, d = ctx->d;
+    int rows = blk->i1 - blk->i0, cols = blk->jt1 - blk->jt0, ld = naive_pad(cols), d = ctx->d;
     bool any[NAIVE_ROWS];
-    naive_block_scores(ctx, blk, s, any);
+    naive_scores(ctx, blk, blk->jt0, blk->jt1, s, any);
     for (int r = 0; r < rows; r++) {
         size_t at = row_at(p, blk->b, blk->h, blk->i0 + r);
-        naive_softmax_row(ctx->t, s + (size_t)r * cols, cols, any[r], &job->row_max[at], &job->row_sum[at]);
+        naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], &job->row_max[at], &job->row_sum[at]);
         job->row_any[at] = any[r];
         job->row_delta[at] = any[r] ? row_delta(ctx, blk->b, blk->h, blk->i0 + r) : 0.0f;
     }
-    grad_scores(job, blk, blk->jt0, blk->jt1, s, ds, cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, 1.0f, ds, cols,
-                naive_kv_row(ctx, ctx->k, blk->b, blk->h_kv, blk->jt0), d, 0.0f, acc, d);
+    grad_scores(job, blk, blk->jt0, blk->jt1, s, ds);
+    nk_acc_rows(ds, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->k, blk->b, blk->h_kv, blk->jt0),
+                (size_t)ctx->d_pad, ctx->d_pad, acc, (size_t)ctx->d_pad);
     ref_head hd;
     ref_head_init(&hd, p, blk->b, blk->h);
     double *dq_rows = job->dq + hd.q_base + (size_t)blk->i0 * hd.ld_q;
-    naive_store_rows(ctx->t, ctx->scale, acc, rows, d, dq_rows, hd.ld_q);
+    naive_store_rows(ctx->t, ctx->scale, acc, (size_t)ctx->d_pad, rows, d, dq_rows, hd.ld_q);
     for (int r = 0; r < rows; r++)
         if (!any[r])
             memset(dq_rows + (size_t)r * hd.ld_q, 0, (size_t)d * sizeof(double));
@@ -134,17 +131,14 @@ static void dq_task(void *arg, size_t task, int worker)
 static void tile_probs(const grad_job *job, const naive_block *blk, int j0, int j1, float *s)
 {
     const naive_ctx *ctx = job->ctx;
-    int tw = j1 - j0;
-    naive_tile_product(ctx, naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0),
-                       naive_kv_row(ctx, ctx->k, blk->b, blk->h_kv, 0), blk->i1 - blk->i0, j0, j1, s, tw);
+    int ld = naive_pad(j1 - j0);
+    naive_scores(ctx, blk, j0, j1, s, NULL);
     for (int i = blk->i0; i < blk->i1; i++) {
         size_t at = row_at(ctx->p, blk->b, blk->h, i);
-        const uint8_t *mask = naive_mask_row(ctx, blk->b, blk->h, i);
-        float *row = s + (size_t)(i - blk->i0) * tw, m = job->row_max[at], l = job->row_sum[at];
-        for (int j = j0; j < j1; j++) {
-            float score = pair_visible(ctx, blk->b, mask, i, j) ? rf_round(ctx->t, row[j - j0] * ctx->scale) : -INFINITY;
-            float e = score == -INFINITY ? 0.0f : expf(score - m);
-            row[j - j0] = job->row_any[at] ? rf_round(ctx->t, e / l) : 0.0f;
+        float *row = s + (size_t)(i - blk->i0) * ld, m = job->row_max[at], l = job->row_sum[at];
+        for (int j = 0; j < j1 - j0; j++) {
+            float e = row[j] == -INFINITY ? 0.0f : expf(row[j] - m);
+            row[j] = job->row_any[at] ? rf_round(ctx->t, e / l) : 0.0f;
         }
     }
 }
@@ -153,13 +147,13 @@ static void kv_tile_pair(const grad_job *job, const naive_block *blk, int j0, in
                          float *ds, float *dk_acc, float *dv_acc)
 {
     const naive_ctx *ctx = job->ctx;
-    int rows = blk->i1 - blk->i0, tw = j1 - j0, d = ctx->d;
+    int rows = blk->i1 - blk->i0, tw = j1 - j0, ld = naive_pad(tw), d_pad = ctx->d_pad;
     tile_probs(job, blk, j0, j1, s);
-    grad_scores(job, blk, j0, j1, s, ds, tw);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, tw, d, rows, 1.0f, s, tw,
-                naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0), d, 1.0f, dv_acc, d);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, tw, d, rows, 1.0f, ds, tw,
-                naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), d, 1.0f, dk_acc, d);
+    grad_scores(job, blk, j0, j1, s, ds);
+    nk_acc_cols(s, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0), (size_t)d_pad,
+                d_pad, dv_acc, (size_t)d_pad);
+    nk_acc_cols(ds, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), (size_t)d_pad,
+                d_pad, dk_acc, (size_t)d_pad);
 }
 
 static bool block_sees_tile(const naive_ctx *ctx, const naive_block *blk, int j0, int j1)
@@ -179,9 +173,9 @@ static void kv_tile(const grad_job *job, int b, int h_kv, int j0, int j1, float 
 {
     const naive_ctx *ctx = job->ctx;
     const ac_problem *p = ctx->p;
-    int d = ctx->d, group = p->heads_q / p->heads_kv, tw = j1 - j0;
-    float *dk_acc = acc, *dv_acc = acc + (size_t)NAIVE_KEYS * d;
-    memset(acc, 0, 2 * (size_t)NAIVE_KEYS * d * sizeof *acc);
+    int d = ctx->d, d_pad = ctx->d_pad, group = p->heads_q / p->heads_kv, tw = j1 - j0;
+    float *dk_acc = acc, *dv_acc = acc + (size_t)NAIVE_KEYS * d_pad;
+    memset(acc, 0, 2 * (size_t)NAIVE_KEYS * d_pad * sizeof *acc);
     for (int h = h_kv * group; h < (h_kv + 1) * group; h++)
         for (int rb = 0; rb < ctx->row_blocks; rb++) {
             naive_block blk;
@@ -193,8 +187,8 @@ static void kv_tile(const grad_job *job, int b, int h_kv, int j0, int j1, float 
     ref_head hd;
     ref_head_init(&hd, p, b, h_kv * group);
     size_t at = hd.kv_base + (size_t)j0 * hd.ld_kv;
-    naive_store_rows(ctx->t, ctx->scale, dk_acc, tw, d, job->dk + at, hd.ld_kv);
-    naive_store_rows(ctx->t, 1.0f, dv_acc, tw, d, job->dv + at, hd.ld_kv);
+    naive_store_rows(ctx->t, ctx->scale, dk_acc, (size_t)d_pad, tw, d, job->dk + at, hd.ld_kv);
+    naive_store_rows(ctx->t, 1.0f, dv_acc, (size_t)d_pad, tw, d, job->dv + at, hd.ld_kv);
 }
 
 static void kv_task(void *arg, size_t task, int worker)
@@ -227,8 +221,8 @@ static int run_passes(naive_ctx *ctx, grad_job *job, ac_err *err)
     job->row_delta = malloc((rows ? rows : 1) * sizeof(float));
     job->row_any = calloc(rows ? rows : 1, sizeof(bool));
     float ***slots[] = {&job->s, &job->ds, &job->acc};
-    size_t block = (size_t)NAIVE_ROWS * (p->seqlen_k > NAIVE_KEYS ? p->seqlen_k : NAIVE_KEYS);
-    size_t sizes[] = {block, block, 2 * (size_t)NAIVE_KEYS * p->head_dim};
+    size_t block = (size_t)NAIVE_ROWS * (ctx->nk_pad > NAIVE_KEYS ? ctx->nk_pad : NAIVE_KEYS);
+    size_t sizes[] = {block, block, 2 * (size_t)NAIVE_KEYS * ctx->d_pad};
     int status = AC_OK;
     if (job->row_max && job->row_sum && job->row_delta && job->row_any &&
         naive_scratch_alloc(slots, sizes, 3, ctx->workers)) {
