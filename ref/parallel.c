@@ -36,6 +36,14 @@ int ref_thread_count(int *workers, ac_err *err)
     return AC_OK;
 }
 
+int ref_workers_within(int workers, size_t bytes_per_worker)
+{
+    size_t fit = bytes_per_worker ? REF_SCRATCH_BYTES / bytes_per_worker : (size_t)workers;
+    if (fit < 1)
+        fit = 1;
+    return (size_t)workers < fit ? workers : (int)fit;
+}
+
 /* OpenBLAS's thread count is process-wide: the first parallel region to
  * start saves it and sets 1, the last to end restores it, so regions running
  * at once on other threads do not undo each other. */

@@ -21,6 +21,12 @@
 #define REF_MAX_THREADS 256
 int ref_thread_count(int *workers, ac_err *err);
 
+/* Workers to use when each needs bytes_per_worker of scratch: at most
+ * `workers`, at least 1, and no more than REF_SCRATCH_BYTES in all (a 16-core
+ * machine at Nk = 128k would otherwise hold 16 score blocks of 128 MiB). */
+#define REF_SCRATCH_BYTES ((size_t)1 << 30)
+int ref_workers_within(int workers, size_t bytes_per_worker);
+
 /* fn(ctx, task, worker) for every task in [0, n_tasks), on up to `workers`
  * threads; `worker` in [0, workers) indexes per-worker scratch.  Returns when
  * all are done.  If threads cannot be started the remaining workers do all

@@ -168,6 +168,13 @@ int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const dou
                      const double *v, const double *o, const double *lse, const double *d_o,
                      double *e_o, double *e_dq, double *e_dk, double *e_dv, ac_err *err);
 
+/* LSE's error scale (ac_lse_elems(p) doubles; the derivation is in scales.c):
+ *   E_lse_i = 1 + |LSE_i| + (d + 2) |scale| max_{j visible} sum_c |Q_ic||K_jc|,
+ * LSE's scaled error being |y - x| / (u_f32 * E_lse) whatever the dtype.  Rows
+ * with no visible key (LSE = -inf) and padding rows get 0. */
+int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse,
+                        double *e_lse, ac_err *err);
+
 /* ---- naive same-dtype baseline -------------------------------------------
  * What a framework does in dtype t: S = scale * QK^T accumulated in f32 and
  * rounded to t, softmax in f32, P rounded to t, O = PV accumulated in f32 and
