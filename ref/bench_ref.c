@@ -234,17 +234,29 @@ static int stage_case_make(stage_case *c, ac_err *err)
     return AC_OK;
 }
 
-static int time_stage(stage_fn fn, stage_case *c, int reps, double *median_s, ac_err *err)
+/* CPU time of the whole process, all threads: what a stage costs when the
+ * machine is shared and its wall time depends on the neighbours. */
+static double cpu_s(void)
 {
-    double t[MAX_REPS];
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Medians of reps runs: wall and CPU seconds. */
+static int time_stage(stage_fn fn, stage_case *c, int reps, double *wall, double *cpu, ac_err *err)
+{
+    double t_wall[MAX_REPS], t_cpu[MAX_REPS];
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         int status = fn(c, err);
         if (status != AC_OK)
             return status;
-        t[r] = now_s() - t0;
+        t_wall[r] = now_s() - t0;
+        t_cpu[r] = cpu_s() - c0;
     }
-    *median_s = median(t, reps);
+    *wall = median(t_wall, reps);
+    *cpu = median(t_cpu, reps);
     return AC_OK;
 }
 
@@ -258,21 +270,24 @@ static int bench_stages(int reps, bool scalar)
     printf("\nstages of one case's reference: b=1 hq=4 hkv=4 nq=nk=1024 d=%d bf16 causal-br, median of %d runs,\n"
            "%d ref/ worker threads (ATTNCHECK_THREADS), OpenBLAS threads %d outside them\n\n",
            HEAD_DIM, reps, workers, openblas_get_num_threads());
-    printf("%-26s  %10s\n", "stage", "ms");
-    double total = 0.0;
+    printf("%-26s  %10s  %10s\n", "stage", "wall_ms", "cpu_ms");
+    double total = 0.0, total_cpu = 0.0, wall, cpu;
     for (size_t i = 0; status == AC_OK && i < N_STAGES; i++) {
-        double t;
-        if ((status = time_stage(stages[i].fn, &c, reps, &t, &err)) == AC_OK)
-            printf("%-26s  %10.1f\n", stages[i].name, 1e3 * t);
-        total += t;
+        if ((status = time_stage(stages[i].fn, &c, reps, &wall, &cpu, &err)) == AC_OK)
+            printf("%-26s  %10.1f  %10.1f\n", stages[i].name, 1e3 * wall, 1e3 * cpu);
+        total += wall;
+        total_cpu += cpu;
     }
     if (status == AC_OK)
-        printf("%-26s  %10.1f\n", "total", 1e3 * total);
-    double t_fwd = 0.0, t_bwd = 0.0;
-    if (status == AC_OK && scalar && (status = time_stage(st_naive_forward_scalar, &c, 1, &t_fwd, &err)) == AC_OK &&
-        (status = time_stage(st_naive_backward_scalar, &c, 1, &t_bwd, &err)) == AC_OK)
-        printf("\n%-26s  %10.1f\n%-26s  %10.1f\n", "naive forward, scalar", 1e3 * t_fwd, "naive backward, scalar",
-               1e3 * t_bwd);
+        printf("%-26s  %10.1f  %10.1f\n", "total", 1e3 * total, 1e3 * total_cpu);
+    const struct {
+        const char *name;
+        stage_fn fn;
+    } scalar_stages[2] = {{"naive forward, scalar", st_naive_forward_scalar},
+                          {"naive backward, scalar", st_naive_backward_scalar}};
+    for (int i = 0; status == AC_OK && scalar && i < 2; i++)
+        if ((status = time_stage(scalar_stages[i].fn, &c, 1, &wall, &cpu, &err)) == AC_OK)
+            printf("%s%-26s  %10.1f  %10.1f\n", i ? "" : "\n", scalar_stages[i].name, 1e3 * wall, 1e3 * cpu);
     if (status != AC_OK)
         fprintf(stderr, "attncheck-bench-ref: stages: %s\n", err.msg);
     stage_case_free(&c);
