@@ -224,6 +224,7 @@ static int run_passes(naive_ctx *ctx, grad_job *job, ac_err *err)
     size_t block = (size_t)NAIVE_ROWS * (ctx->nk_pad > NAIVE_KEYS ? ctx->nk_pad : NAIVE_KEYS);
     size_t sizes[] = {block, block, 2 * (size_t)NAIVE_KEYS * ctx->d_pad};
     int status = AC_OK;
+    ctx->workers = ref_workers_within(ctx->workers, (sizes[0] + sizes[1] + sizes[2]) * sizeof(float));
     if (job->row_max && job->row_sum && job->row_delta && job->row_any &&
         naive_scratch_alloc(slots, sizes, 3, ctx->workers)) {
         int tiles = (p->seqlen_k + NAIVE_KEYS - 1) / NAIVE_KEYS;

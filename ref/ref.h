@@ -125,7 +125,11 @@ int ac_kv_head_of(const ac_problem *p, int h_q); /* h_q / (Hq / Hkv) */
 
 /* ---- fp64 reference (OpenBLAS) -------------------------------------------
  * S = scale * Q K^T and O = P V through cblas_dgemm, per (b, h), in blocks of
- * query rows so memory stays O(block * Nk).  Inputs are exact widenings. */
+ * query rows so memory stays O(block * Nk).  Inputs are exact widenings.
+ * The fp64 stages, the error scales and the naive baseline run their blocks on
+ * ATTNCHECK_THREADS worker threads (default: the CPUs this process may use;
+ * a bad value is AC_ERR_INPUT), each with one BLAS thread; their results are
+ * the same bit for bit for any thread count. */
 int ref_forward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
                      double *o, double *lse, ac_err *err);
 
