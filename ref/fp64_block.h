@@ -15,14 +15,14 @@
 #include "ref.h"
 
 /* Query rows per block, the unit of work of the parallel for: REF_BLOCK_ELEMS
- * (4 MiB of scores) / Nk, kept within [REF_BLOCK_MIN_ROWS, REF_BLOCK_MAX_ROWS]
+ * (8 MiB of scores) / Nk, kept within [REF_BLOCK_MIN_ROWS, REF_BLOCK_MAX_ROWS]
  * (and Nq).  Short blocks let causal and window masks skip the keys a block
- * cannot see and give every worker tasks; below 16 rows the dgemms would spend
- * more on re-packing K and V than on products.  A worker holds one or two
- * blocks, so 16 MiB each at Nk = 128k. */
+ * cannot see and give every worker tasks; tall ones make better dgemms (one
+ * BLAS thread at m = 64, 128, 256 rows: ~37, 45, 55 GFLOP/s here), so 128 at
+ * most.  A worker holds one or two blocks: 16 MiB each at Nk = 128k. */
 #define REF_BLOCK_MIN_ROWS 16
-#define REF_BLOCK_MAX_ROWS 64
-#define REF_BLOCK_ELEMS ((size_t)1 << 19)
+#define REF_BLOCK_MAX_ROWS 128
+#define REF_BLOCK_ELEMS ((size_t)1 << 20)
 int ref_block_rows(const ac_problem *p);
 int ref_block_count(const ac_problem *p); /* blocks per (b, h): ceil(Nq / ref_block_rows) */
 

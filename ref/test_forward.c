@@ -58,10 +58,10 @@ Test(ref_forward, matches_direct_double_loop_for_every_mask_kind)
 
 Test(ref_forward, matches_direct_double_loop_across_row_blocks)
 {
-    /* Nk = 16400 makes blocks of 31 rows: 300 rows are ten blocks, the last
+    /* Nk = 16400 makes blocks of 63 rows: 300 rows are five blocks, the last
      * partial, each with its own key range (window 3000 left, bottom-right). */
     ac_problem p = ac_problem_dense(1, 1, 1, 300, 16400, 4);
-    cr_assert_eq(ref_block_rows(&p), 31); /* 2^19 / 16400 */
+    cr_assert_eq(ref_block_rows(&p), 63); /* 2^20 / 16400 */
     p.windowed = true;
     p.window_left = 3000;
     p.window_right = 0;

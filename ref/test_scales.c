@@ -142,7 +142,7 @@ Test(ref_scales, match_direct_loops_for_every_mask_kind)
 
 Test(ref_scales, match_direct_loops_across_row_blocks)
 {
-    ac_problem p = ac_problem_dense(1, 2, 1, 200, 16400, 4); /* blocks of 128 rows: one full, one partial */
+    ac_problem p = ac_problem_dense(1, 2, 1, 200, 16400, 4); /* blocks of 63 rows: three full, one partial */
     p.windowed = true;
     p.window_left = 1000;
     p.window_right = 0;
