@@ -19,8 +19,8 @@
 #include "naive_kernels.h"
 #include "ref.h"
 
-#define NAIVE_ROWS 64
-#define NAIVE_KEYS 128
+#define NAIVE_ROWS 64  /* query rows per task (forward, dQ pass) */
+#define NAIVE_KEYS 128 /* keys per task of the dK/dV pass, a multiple of NK_COLS */
 
 typedef struct {
     const ac_problem *p;
