@@ -1,21 +1,33 @@
 /* ref/backward.c — the fp64 reference backward: dQ, dK, dV and D = rowsum(dO * O).
  *
  * The standard attention backward, with P recomputed from the forward's LSE
- * (P = exp(S - LSE), no second softmax), per (b, h) and per block of query rows:
+ * (P = exp(S - LSE), no second softmax), on blocks of query rows (fp64_block.h):
  *   D_i  = sum_c dO_ic O_ic
  *   dP   = dO V^T                 (dgemm)
  *   dS   = P * (dP - D)           (masked entries: P = 0, so dS = 0)
  *   dQ   = scale * dS K           (dgemm, written in place)
- *   dK  += scale * dS^T Q         (dgemm, beta = 1: summed over row blocks and
- *   dV  += P^T dO                  over the query heads of a GQA group)
- * A row with no visible key (LSE = -inf) contributes nothing and gets dQ = 0. */
+ *   dK   = scale * dS^T Q         (dgemms, beta = 1: summed over row blocks and
+ *   dV   = P^T dO                  over the query heads of a GQA group)
+ * A row with no visible key (LSE = -inf) contributes nothing and gets dQ = 0.
+ *
+ * Two parallel passes (parallel.h), so no two workers add into one output and
+ * the sums' order is fixed, whatever the thread count:
+ *   1. per (b, h, row block): D, then P, dS of the block and dQ;
+ *   2. per (b, h_kv, tile of REF_KEY_TILE keys): for each query head of the
+ *      group, then each row block that sees the tile, in that order, P and dS
+ *      of the (block, tile) pair again and dK, dV += their products.
+ * Pass 2 recomputes S and dP (two more dgemms over the visible pairs and an
+ * exp each): the price of sums that do not depend on the threads. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fp64_block.h"
+#include "parallel.h"
 #include "ref.h"
+
+#define REF_KEY_TILE 256
 
 typedef struct {
     const double *q, *k, *v, *o, *lse, *d_o;
@@ -51,8 +63,9 @@ static void block_grad_scores(const ref_head *hd, const backward_tensors *t, int
     }
 }
 
-static void backward_block(const ref_head *hd, const backward_tensors *t, int i0, int i1,
-                           double *p_blk, double *ds_blk)
+/* Pass 1: rows [i0, i1) of one head: D, and dQ = scale dS K over the block's keys. */
+static void dq_block(const ref_head *hd, const backward_tensors *t, int i0, int i1, double *p_blk,
+                     double *ds_blk)
 {
     block_delta(hd, t, i0, i1);
     int jlo, jhi;
@@ -65,60 +78,108 @@ static void backward_block(const ref_head *hd, const backward_tensors *t, int i0
     ref_block_scores(hd, t->q, t->k, i0, i1, jlo, jhi, p_blk);
     ref_block_probs_from_lse(hd, i0, i1, jlo, jhi, t->lse, p_blk);
     block_grad_scores(hd, t, i0, i1, jlo, jhi, p_blk, ds_blk);
-
-    double scale = hd->p->scale;
-    const double *q_rows = t->q + hd->q_base + (size_t)i0 * hd->ld_q;
-    const double *do_rows = t->d_o + hd->q_base + (size_t)i0 * hd->ld_q;
-    size_t kv_at = hd->kv_base + (size_t)jlo * hd->ld_kv;
-    int ld_q = (int)hd->ld_q, ld_kv = (int)hd->ld_kv;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd->d, cols, scale, ds_blk, cols,
-                t->k + kv_at, ld_kv, 0.0, t->dq + hd->q_base + (size_t)i0 * hd->ld_q, ld_q);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d, rows, scale, ds_blk, cols,
-                q_rows, ld_q, 1.0, t->dk + kv_at, ld_kv);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d, rows, 1.0, p_blk, cols,
-                do_rows, ld_q, 1.0, t->dv + kv_at, ld_kv);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd->d, cols, hd->p->scale, ds_blk, cols,
+                t->k + hd->kv_base + (size_t)jlo * hd->ld_kv, (int)hd->ld_kv, 0.0,
+                t->dq + hd->q_base + (size_t)i0 * hd->ld_q, (int)hd->ld_q);
 }
 
-static void backward_head(const ac_problem *p, const backward_tensors *t, int b, int h,
-                          int block, double *p_blk, double *ds_blk)
+/* Pass 2: the (block, tile) pair's P and dS, then dK, dV of the tile's keys += their share. */
+static void dkdv_pair(const ref_head *hd, const backward_tensors *t, int i0, int i1, int j0, int j1,
+                      double *p_blk, double *ds_blk)
 {
+    int rows = i1 - i0, cols = j1 - j0, ld_q = (int)hd->ld_q, ld_kv = (int)hd->ld_kv;
+    ref_block_scores(hd, t->q, t->k, i0, i1, j0, j1, p_blk);
+    ref_block_probs_from_lse(hd, i0, i1, j0, j1, t->lse, p_blk);
+    block_grad_scores(hd, t, i0, i1, j0, j1, p_blk, ds_blk);
+    size_t kv_at = hd->kv_base + (size_t)j0 * hd->ld_kv;
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d, rows, hd->p->scale, ds_blk, cols,
+                t->q + hd->q_base + (size_t)i0 * hd->ld_q, ld_q, 1.0, t->dk + kv_at, ld_kv);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d, rows, 1.0, p_blk, cols,
+                t->d_o + hd->q_base + (size_t)i0 * hd->ld_q, ld_q, 1.0, t->dv + kv_at, ld_kv);
+}
+
+typedef struct {
+    const ac_problem *p;
+    backward_tensors t;
+    double **p_blk, **ds_blk; /* per worker: (block, Nk) twice */
+} backward_job;
+
+static void dq_task(void *arg, size_t task, int worker)
+{
+    const backward_job *job = arg;
     ref_head hd;
-    ref_head_init(&hd, p, b, h);
-    for (int i0 = 0; i0 < hd.seqlen_q; i0 += block) {
-        int i1 = i0 + block < hd.seqlen_q ? i0 + block : hd.seqlen_q;
-        backward_block(&hd, t, i0, i1, p_blk, ds_blk);
+    int i0, i1;
+    ref_block_task(job->p, task, &hd, &i0, &i1);
+    int live = i1 < hd.seqlen_q ? i1 : hd.seqlen_q, pad0 = i0 > hd.seqlen_q ? i0 : hd.seqlen_q;
+    if (i0 < live)
+        dq_block(&hd, &job->t, i0, live, job->p_blk[worker], job->ds_blk[worker]);
+    ref_zero_q_rows(&hd, job->t.dq, pad0, i1); /* padding rows */
+    for (int i = pad0; i < i1; i++)
+        job->t.delta[ac_lse_index(job->p, hd.b, hd.h, i)] = 0.0;
+}
+
+/* Whether some row of [i0, i1) sees a key of [j0, j1) (window, causal and
+ * length; a dense mask can only hide more). */
+static bool rows_see_keys(const ref_head *hd, int i0, int i1, int j0, int j1)
+{
+    int jlo, jhi;
+    ref_block_keys(hd, i0, i1, &jlo, &jhi);
+    return jlo < j1 && jhi > j0 && jlo < jhi;
+}
+
+static int key_tiles(const ac_problem *p) { return (p->seqlen_k + REF_KEY_TILE - 1) / REF_KEY_TILE; }
+
+static void dkdv_task(void *arg, size_t task, int worker)
+{
+    const backward_job *job = arg;
+    const ac_problem *p = job->p;
+    int tiles = key_tiles(p), group = p->heads_q / p->heads_kv, rows = ref_block_rows(p);
+    int b = (int)(task / ((size_t)p->heads_kv * tiles)), h_kv = (int)(task / tiles % p->heads_kv);
+    int j0 = (int)(task % tiles) * REF_KEY_TILE;
+    int j_end = j0 + REF_KEY_TILE < p->seqlen_k ? j0 + REF_KEY_TILE : p->seqlen_k;
+    ref_head hd;
+    ref_head_init(&hd, p, b, h_kv * group);
+    for (int j = j0; j < j_end; j++) { /* the sums start at 0; padding keys stay 0 */
+        memset(job->t.dk + hd.kv_base + (size_t)j * hd.ld_kv, 0, (size_t)hd.d * sizeof(double));
+        memset(job->t.dv + hd.kv_base + (size_t)j * hd.ld_kv, 0, (size_t)hd.d * sizeof(double));
     }
-    ref_zero_q_rows(&hd, t->dq, hd.seqlen_q, p->seqlen_q); /* padding rows */
-    for (int i = hd.seqlen_q; i < p->seqlen_q; i++)
-        t->delta[ac_lse_index(p, b, h, i)] = 0.0;
+    int j1 = j_end < hd.seqlen_k ? j_end : hd.seqlen_k;
+    for (int h = h_kv * group; j0 < j1 && h < (h_kv + 1) * group; h++) {
+        ref_head_init(&hd, p, b, h);
+        for (int i0 = 0; i0 < hd.seqlen_q; i0 += rows) {
+            int i1 = i0 + rows < hd.seqlen_q ? i0 + rows : hd.seqlen_q;
+            if (rows_see_keys(&hd, i0, i1, j0, j1))
+                dkdv_pair(&hd, &job->t, i0, i1, j0, j1, job->p_blk[worker], job->ds_blk[worker]);
+        }
+    }
 }
 
 int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
                       const double *o, const double *lse, const double *d_o,
                       double *dq, double *dk, double *dv, double *delta, ac_err *err)
 {
-    int status = ac_problem_validate(p, 0, err);
+    int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)
         return status;
     if (!q || !k || !v || !o || !lse || !d_o || !dq || !dk || !dv || !delta)
         return ac_fail(err, AC_ERR_INPUT, "ref_backward_fp64: NULL tensor (q, k, v, o, lse, d_o, "
                        "dq, dk, dv and delta are required)");
+    if ((status = ref_thread_count(&workers, err)) != AC_OK)
+        return status;
     int block = ref_block_rows(p);
-    double *p_blk = malloc((size_t)block * p->seqlen_k * sizeof *p_blk);
-    double *ds_blk = malloc((size_t)block * p->seqlen_k * sizeof *ds_blk);
-    if (!p_blk || !ds_blk) {
-        free(p_blk);
-        free(ds_blk);
-        return ac_fail(err, AC_ERR_ENV, "ref_backward_fp64: out of memory for two %d x %d blocks",
-                       block, p->seqlen_k);
+    size_t elems = (size_t)block * (p->seqlen_k > REF_KEY_TILE ? p->seqlen_k : REF_KEY_TILE);
+    size_t sizes[2] = {elems, elems};
+    workers = ref_workers_within(workers, 2 * elems * sizeof(double));
+    backward_job job = {p, {q, k, v, o, lse, d_o, dq, dk, dv, delta}, NULL, NULL};
+    double ***slots[2] = {&job.p_blk, &job.ds_blk};
+    if (ref_scratch_alloc(slots, sizes, 2, workers)) {
+        /* pass 2 reads D, which pass 1 writes */
+        ref_parallel_for(workers, (size_t)p->batch * p->heads_q * ref_block_count(p), dq_task, &job);
+        ref_parallel_for(workers, (size_t)p->batch * p->heads_kv * key_tiles(p), dkdv_task, &job);
+    } else {
+        status = ac_fail(err, AC_ERR_ENV, "ref_backward_fp64: out of memory for %d workers' two %d x %d blocks",
+                         workers, block, p->seqlen_k);
     }
-    memset(dk, 0, ac_kv_elems(p) * sizeof *dk);
-    memset(dv, 0, ac_kv_elems(p) * sizeof *dv);
-    backward_tensors t = {q, k, v, o, lse, d_o, dq, dk, dv, delta};
-    for (int b = 0; b < p->batch; b++)
-        for (int h = 0; h < p->heads_q; h++)
-            backward_head(p, &t, b, h, block, p_blk, ds_blk);
-    free(p_blk);
-    free(ds_blk);
-    return AC_OK;
+    ref_scratch_free(slots, 2, workers);
+    return status;
 }

@@ -7,7 +7,10 @@
  * BSHD: heads * d), masked to -inf, softmax in double with the row maximum
  * subtracted, LSE = m + log(l), O = P V by cblas_dgemm writing in place, then
  * each row divided by l.  Only the key range a block can see goes through the
- * dgemms, so causal and window masks cost about what they keep.
+ * dgemms, so causal and window masks cost about what they keep.  The blocks
+ * are independent tasks of a parallel for (parallel.h: one BLAS thread per
+ * worker), each writing only its rows, so the result does not depend on the
+ * thread count.
  *
  * The exp over Nq * Nk scores is the one non-BLAS cost; glibc's scalar exp
  * alone takes longer than both dgemms at N = 4096, d = 128, so ref_exp_shifted
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "fp64_block.h"
+#include "parallel.h"
 #include "ref.h"
 
 /* ---- vectorised exp ------------------------------------------------------- */
@@ -151,10 +155,24 @@ static double row_max(const double *x, size_t n)
 
 int ref_block_rows(const ac_problem *p)
 {
-    size_t rows = REF_BLOCK_ELEMS / (size_t)p->seqlen_k;
-    if (rows < REF_BLOCK_ROWS)
-        rows = REF_BLOCK_ROWS;
-    return rows < (size_t)p->seqlen_q ? (int)rows : p->seqlen_q;
+    size_t rows = REF_BLOCK_ELEMS / (size_t)(p->seqlen_k > 0 ? p->seqlen_k : 1);
+    rows = rows < REF_BLOCK_MIN_ROWS ? REF_BLOCK_MIN_ROWS : rows > REF_BLOCK_MAX_ROWS ? REF_BLOCK_MAX_ROWS : rows;
+    return rows < (size_t)p->seqlen_q ? (int)rows : (p->seqlen_q > 0 ? p->seqlen_q : 1);
+}
+
+int ref_block_count(const ac_problem *p)
+{
+    int rows = ref_block_rows(p);
+    return (p->seqlen_q + rows - 1) / rows;
+}
+
+void ref_block_task(const ac_problem *p, size_t task, ref_head *hd, int *i0, int *i1)
+{
+    int blocks = ref_block_count(p), rows = ref_block_rows(p);
+    size_t head = task / (size_t)blocks;
+    ref_head_init(hd, p, (int)(head / p->heads_q), (int)(head % p->heads_q));
+    *i0 = (int)(task % (size_t)blocks) * rows;
+    *i1 = *i0 + rows < p->seqlen_q ? *i0 + rows : p->seqlen_q;
 }
 
 void ref_head_init(ref_head *hd, const ac_problem *p, int b, int h)
@@ -327,7 +345,7 @@ static void block_softmax(const ref_head *hd, int i0, int i1, int jlo, int jhi, 
                           double *l, double *lse)
 {
     softmax_job job = {hd, i0, jlo, jhi, s, l, lse};
-    ref_parallel_rows(block_softmax_rows, &job, i0, i1, (size_t)(i1 - i0) * (size_t)(jhi - jlo));
+    block_softmax_rows(&job, i0, i1); /* already on a worker of the parallel for */
 }
 
 static void forward_block(const ref_head *hd, const double *q, const double *k, const double *v,
@@ -355,37 +373,76 @@ static void forward_block(const ref_head *hd, const double *q, const double *k, 
     }
 }
 
+/* Task: one block of rows [i0, i1) of one (b, h), padding rows included
+ * (O = 0, LSE = -inf: not part of the problem). */
+typedef struct {
+    const ac_problem *p;
+    const double *q, *k, *v;
+    double *o, *lse;
+    double **s, **l; /* per worker: (block, Nk), (block) */
+} forward_job;
+
+static void forward_task(void *arg, size_t task, int worker)
+{
+    const forward_job *job = arg;
+    ref_head hd;
+    int i0, i1;
+    ref_block_task(job->p, task, &hd, &i0, &i1);
+    int live = i1 < hd.seqlen_q ? i1 : hd.seqlen_q;
+    if (i0 < live)
+        forward_block(&hd, job->q, job->k, job->v, i0, live, job->s[worker], job->l[worker], job->o, job->lse);
+    int pad0 = i0 > hd.seqlen_q ? i0 : hd.seqlen_q;
+    ref_zero_q_rows(&hd, job->o, pad0, i1);
+    for (int i = pad0; i < i1; i++)
+        job->lse[ac_lse_index(job->p, hd.b, hd.h, i)] = -INFINITY;
+}
+
 int ref_forward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
                      double *o, double *lse, ac_err *err)
 {
-    int status = ac_problem_validate(p, 0, err);
+    int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)
         return status;
     if (!q || !k || !v || !o || !lse)
         return ac_fail(err, AC_ERR_INPUT, "ref_forward_fp64: NULL tensor (q, k, v, o and lse are required)");
+    if ((status = ref_thread_count(&workers, err)) != AC_OK)
+        return status;
     int block = ref_block_rows(p);
-    double *s = malloc((size_t)block * p->seqlen_k * sizeof *s);
-    double *l = malloc((size_t)block * sizeof *l);
-    if (!s || !l) {
-        free(s);
-        free(l);
-        return ac_fail(err, AC_ERR_ENV, "ref_forward_fp64: out of memory for a %d x %d score block",
-                       block, p->seqlen_k);
+    size_t sizes[2] = {(size_t)block * p->seqlen_k, (size_t)block};
+    workers = ref_workers_within(workers, (sizes[0] + sizes[1]) * sizeof(double));
+    forward_job job = {p, q, k, v, o, lse, NULL, NULL};
+    double ***slots[2] = {&job.s, &job.l};
+    if (ref_scratch_alloc(slots, sizes, 2, workers))
+        ref_parallel_for(workers, (size_t)p->batch * p->heads_q * ref_block_count(p), forward_task, &job);
+    else
+        status = ac_fail(err, AC_ERR_ENV, "ref_forward_fp64: out of memory for %d workers' %d x %d score blocks",
+                         workers, block, p->seqlen_k);
+    ref_scratch_free(slots, 2, workers);
+    return status;
+}
+
+/* ---- per-worker scratch ----------------------------------------------------- */
+
+void ref_scratch_free(double ***slots[], int n_kinds, int workers)
+{
+    for (int kind = 0; kind < n_kinds; kind++) {
+        for (int w = 0; *slots[kind] && w < workers; w++)
+            free((*slots[kind])[w]);
+        free(*slots[kind]);
+        *slots[kind] = NULL;
     }
-    for (int b = 0; b < p->batch; b++)
-        for (int h = 0; h < p->heads_q; h++) {
-            ref_head hd;
-            ref_head_init(&hd, p, b, h);
-            for (int i0 = 0; i0 < hd.seqlen_q; i0 += block) {
-                int i1 = i0 + block < hd.seqlen_q ? i0 + block : hd.seqlen_q;
-                forward_block(&hd, q, k, v, i0, i1, s, l, o, lse);
-            }
-            /* padding rows are not part of the problem: O = 0, LSE = -inf */
-            ref_zero_q_rows(&hd, o, hd.seqlen_q, p->seqlen_q);
-            for (int i = hd.seqlen_q; i < p->seqlen_q; i++)
-                lse[ac_lse_index(p, b, h, i)] = -INFINITY;
+}
+
+bool ref_scratch_alloc(double ***slots[], const size_t sizes[], int n_kinds, int workers)
+{
+    bool ok = true;
+    for (int kind = 0; kind < n_kinds; kind++) {
+        *slots[kind] = calloc((size_t)workers, sizeof(double *));
+        ok &= *slots[kind] != NULL;
+        for (int w = 0; *slots[kind] && w < workers; w++) {
+            (*slots[kind])[w] = malloc((sizes[kind] ? sizes[kind] : 1) * sizeof(double));
+            ok &= (*slots[kind])[w] != NULL;
         }
-    free(s);
-    free(l);
-    return AC_OK;
+    }
+    return ok;
 }

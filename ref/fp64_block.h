@@ -9,16 +9,22 @@
 #ifndef ATTNCHECK_REF_FP64_BLOCK_H
 #define ATTNCHECK_REF_FP64_BLOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ref.h"
 
-/* Query rows per block: at least REF_BLOCK_ROWS (128 rows of S at Nk = 4096
- * are 4 MiB), more while a block stays within REF_BLOCK_ELEMS (16 MiB): every
- * block re-packs K and V inside the dgemms, so short keys want tall blocks. */
-#define REF_BLOCK_ROWS 128
-#define REF_BLOCK_ELEMS ((size_t)1 << 21)
+/* Query rows per block, the unit of work of the parallel for: REF_BLOCK_ELEMS
+ * (8 MiB of scores) / Nk, kept within [REF_BLOCK_MIN_ROWS, REF_BLOCK_MAX_ROWS]
+ * (and Nq).  Short blocks let causal and window masks skip the keys a block
+ * cannot see and give every worker tasks; tall ones make better dgemms (one
+ * BLAS thread at m = 64, 128, 256 rows: ~37, 45, 55 GFLOP/s here), so 128 at
+ * most.  A worker holds one or two blocks: 16 MiB each at Nk = 128k. */
+#define REF_BLOCK_MIN_ROWS 16
+#define REF_BLOCK_MAX_ROWS 128
+#define REF_BLOCK_ELEMS ((size_t)1 << 20)
 int ref_block_rows(const ac_problem *p);
+int ref_block_count(const ac_problem *p); /* blocks per (b, h): ceil(Nq / ref_block_rows) */
 
 /* One (b, h) slice: head bases and row strides of the Q-like and K-like tensors. */
 typedef struct {
@@ -31,6 +37,16 @@ typedef struct {
 } ref_head;
 
 void ref_head_init(ref_head *hd, const ac_problem *p, int b, int h);
+
+/* Task `task` of a parallel for over (b, h, block) in [0, B * Hq * ref_block_count):
+ * its head and its rows [*i0, *i1) (may reach past nq_b into padding). */
+void ref_block_task(const ac_problem *p, size_t task, ref_head *hd, int *i0, int *i1);
+
+/* Per-worker scratch: for each kind, `workers` double buffers of sizes[kind]
+ * elements, the array of them stored through slots[kind].  Free is safe after
+ * a failed alloc. */
+bool ref_scratch_alloc(double ***slots[], const size_t sizes[], int n_kinds, int workers);
+void ref_scratch_free(double ***slots[], int n_kinds, int workers);
 
 /* The key range [*jlo, *jhi) covering every visible key of rows [i0, i1)
  * (*jhi <= *jlo: none). */
@@ -51,9 +67,9 @@ void ref_block_probs_from_lse(const ref_head *hd, int i0, int i1, int jlo, int j
 double ref_exp_shifted(double *x, size_t n, double shift);
 
 /* Runs fn(ctx, r0, r1) over rows [i0, i1), split between this thread and one
- * more when the block holds at least 2^16 elements (OpenBLAS keeps two cores
- * busy in the dgemms; the exp passes would leave one idle).  fn must only
- * write what belongs to its rows. */
+ * more when the block holds at least 2^16 elements.  fn must only write what
+ * belongs to its rows.  For the MPFR reference's chunks (mpfr_ref.c); the
+ * fp64 stages use parallel.h's parallel for instead. */
 typedef void (*ref_rows_fn)(void *ctx, int r0, int r1);
 void ref_parallel_rows(ref_rows_fn fn, void *ctx, int i0, int i1, size_t elems);
 

@@ -2,71 +2,301 @@
  * dtype t without fusion, emulated on the CPU.  It is the denominator of the
  * vs-naive ratio (FlashAttention's own test criterion), not a reference.
  *
- * Forward, per row i:  S_ij = round_t(fl32(fl32(sum_c Q_ic K_jc) * scale)),
- * the sum accumulated in float in order over c;  m = max_j S_ij,
- * e_j = expf(S_ij - m), l = sum_j e_j (float, in order over j),
- * P_ij = round_t(e_j / l);  O_ic = round_t(sum_j P_ij V_jc) (float
- * accumulation);  LSE = m + logf(l) in float.
- * Backward (P recomputed exactly as the forward made it, i.e. the P a
- * framework would have saved; D from the given, naive O):
- *   D_i = sum_c dO_ic O_ic (float);  dP_ij = round_t(sum_c dO_ic V_jc);
- *   dS_ij = round_t(P_ij (dP_ij - D_i));  dQ = round_t(scale * sum_j dS_ij K_jc);
- *   dK = round_t(scale * sum_i dS_ij Q_ic);  dV = round_t(sum_i P_ij dO_ic),
- * the sums in float, dK and dV summed over the query heads of a GQA group.
- * For t = f32 rounding to t is the identity.  Masked pairs are skipped; a row
- * with no visible key gives O = 0, LSE = -inf.  Plain loops: it only runs on
- * harness-sized cases. */
+ * The contract, per row i of one (b, h), with round_t rounding a float to the
+ * nearest dtype-t value (the identity for f32) and every sum in float:
+ *   S_ij = round_t(fl32(sum_c Q_ic K_jc) * scale),   m = max_j S_ij,
+ *   e_j = expf(S_ij - m),  l = sum_j e_j,  P_ij = round_t(e_j / l),
+ *   O_ic = round_t(sum_j P_ij V_jc),  LSE = m + logf(l) in float.
+ * Backward (P recomputed exactly as the forward made it, the P a framework
+ * would have saved; D from the given, naive O):
+ *   D_i = sum_c dO_ic O_ic;  dP_ij = round_t(sum_c dO_ic V_jc);
+ *   dS_ij = round_t(P_ij (dP_ij - D_i));  dQ_ic = round_t(scale * sum_j dS_ij K_jc);
+ *   dK_jc = round_t(scale * sum_i dS_ij Q_ic);  dV_jc = round_t(sum_i P_ij dO_ic),
+ * dK and dV summed over the query heads of a GQA group.  Masked pairs are
+ * skipped; a row with no visible key gives O = 0, LSE = -inf, dQ = 0.
+ *
+ * How it is computed (naive_blocks.h, naive_kernels.h): on float copies of
+ * the inputs, per block of NAIVE_ROWS query rows, only over the keys the
+ * block can see (causal and window blocks skipped), with vectorised product
+ * loops that keep the definition's float summation order exactly: every sum
+ * runs in index order from 0 (over c for S, dP and D; over keys for l, O and
+ * dQ; over the group's query heads, then rows, for dK and dV), each product
+ * rounded before it is added.  That order is the one the scalar
+ * implementation (naive_scalar.c, the tests' oracle) has always used, so the
+ * two agree bit for bit.  A BLAS sgemm would be faster still but sums in its
+ * own order with FMAs: tried first, its f32 baseline came out more accurate
+ * than the definition's (mean error 0.78-0.97x, max 0.55-1.24x over
+ * test_naive.c's fixed cases), which would move every f32 vs-naive ratio.
+ * For f16/bf16 the order is invisible after the roundings.
+ * Blocks run in parallel (parallel.h) over (b, h, row block); each writes
+ * only its rows, so results do not depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp64_block.h"
+#include "naive_blocks.h"
+#include "parallel.h"
 #include "ref.h"
+#include "round_float.h"
 
-static float round_t(ac_dtype t, float x) { return (float)ac_round(t, (double)x); }
+/* ---- packing and the shared block pieces ---------------------------------- */
 
-/* Row i of head h as the forward makes it: p_row[j] = P_ij (0 where masked).
- * Returns false when no key is visible; *lse_nat gets m + logf(l). */
-static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                            int b, int h, int i, float *p_row, float *lse_nat)
+typedef struct {
+    const naive_ctx *ctx;
+    const double *q, *k, *v, *d_o, *o;
+} pack_job;
+
+/* rows x d of a head into dst with row stride d_pad, the padding zeroed. */
+static void pack_head(const double *src, size_t base, size_t ld, int rows, int d, int d_pad, float *dst)
 {
-    int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = p->head_dim;
-    float scale = (float)p->scale, m = -INFINITY;
-    bool any = false;
-    for (int j = 0; j < nk; j++) {
-        p_row[j] = -INFINITY;
-        if (!ac_visible(p, b, h, i, j))
-            continue;
-        float acc = 0.0f;
+    for (int r = 0; r < rows; r++) {
         for (int c = 0; c < d; c++)
-            acc += (float)q[ac_q_index(p, b, h, i, c)] * (float)k[ac_kv_index(p, b, h_kv, j, c)];
-        p_row[j] = round_t(t, acc * scale);
-        m = p_row[j] > m ? p_row[j] : m;
-        any = true;
+            dst[(size_t)r * d_pad + c] = (float)src[base + (size_t)r * ld + c];
+        for (int c = d; c < d_pad; c++)
+            dst[(size_t)r * d_pad + c] = 0.0f;
     }
-    if (!any) {
-        memset(p_row, 0, (size_t)nk * sizeof *p_row);
-        *lse_nat = -INFINITY;
+}
+
+/* The transpose, (d, cols_pad): dst[c * cols_pad + j], keys past `rows` zeroed. */
+static void pack_head_transposed(const double *src, size_t base, size_t ld, int rows, int d,
+                                 int cols_pad, float *dst)
+{
+    for (int c = 0; c < d; c++) {
+        for (int j = 0; j < rows; j++)
+            dst[(size_t)c * cols_pad + j] = (float)src[base + (size_t)j * ld + c];
+        for (int j = rows; j < cols_pad; j++)
+            dst[(size_t)c * cols_pad + j] = 0.0f;
+    }
+}
+
+/* Task: one (b, h) of the Q-like tensors, then one (b, h_kv) of the K-like. */
+static void pack_task(void *arg, size_t task, int worker)
+{
+    (void)worker;
+    const pack_job *job = arg;
+    const naive_ctx *ctx = job->ctx;
+    const ac_problem *p = ctx->p;
+    size_t q_heads = (size_t)p->batch * p->heads_q;
+    ref_head hd;
+    if (task < q_heads) {
+        int b = (int)(task / p->heads_q), h = (int)(task % p->heads_q);
+        ref_head_init(&hd, p, b, h);
+        pack_head(job->q, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad, naive_q_row(ctx, ctx->q, b, h, 0));
+        if (ctx->d_o) {
+            pack_head(job->d_o, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad,
+                      naive_q_row(ctx, ctx->d_o, b, h, 0));
+            pack_head(job->o, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad, naive_q_row(ctx, ctx->o, b, h, 0));
+        }
+        return;
+    }
+    task -= q_heads;
+    int b = (int)(task / p->heads_kv), h_kv = (int)(task % p->heads_kv);
+    ref_head_init(&hd, p, b, h_kv * (p->heads_q / p->heads_kv)); /* a query head of the group */
+    pack_head(job->k, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->d_pad, naive_kv_row(ctx, ctx->k, b, h_kv, 0));
+    pack_head(job->v, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->d_pad, naive_kv_row(ctx, ctx->v, b, h_kv, 0));
+    pack_head_transposed(job->k, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->nk_pad,
+                         naive_kvt_col(ctx, ctx->kt, b, h_kv, 0));
+    if (ctx->d_o) /* dP = dO V^T: the backward only */
+        pack_head_transposed(job->v, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->nk_pad,
+                             naive_kvt_col(ctx, ctx->vt, b, h_kv, 0));
+}
+
+void naive_ctx_free(naive_ctx *ctx)
+{
+    free(ctx->q);
+    free(ctx->k);
+    free(ctx->v);
+    free(ctx->d_o);
+    free(ctx->o);
+    free(ctx->kt);
+    free(ctx->vt);
+    free(ctx->key_lo);
+    free(ctx->key_hi);
+    memset(ctx, 0, sizeof *ctx);
+}
+
+static void fill_key_ranges(naive_ctx *ctx)
+{
+    const ac_problem *p = ctx->p;
+    for (int b = 0; b < p->batch; b++)
+        for (int i = 0; i < p->seqlen_q; i++) {
+            size_t at = (size_t)b * p->seqlen_q + i;
+            ac_visible_range(p, b, i, &ctx->key_lo[at], &ctx->key_hi[at]);
+            if (ctx->key_hi[at] <= ctx->key_lo[at])
+                ctx->key_lo[at] = ctx->key_hi[at] = 0;
+        }
+}
+
+int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double *q, const double *k,
+                   const double *v, const double *d_o, const double *o, ac_err *err)
+{
+    memset(ctx, 0, sizeof *ctx);
+    int status = ref_thread_count(&ctx->workers, err);
+    if (status != AC_OK)
+        return status;
+    ctx->p = p;
+    ctx->t = t;
+    ctx->d = p->head_dim;
+    ctx->d_pad = naive_pad(p->head_dim);
+    ctx->nk_pad = naive_pad(p->seqlen_k);
+    ctx->scale = (float)p->scale;
+    ctx->row_blocks = (p->seqlen_q + NAIVE_ROWS - 1) / NAIVE_ROWS;
+    bool grads = d_o && o;
+    size_t nq = (size_t)p->batch * p->heads_q * p->seqlen_q * ctx->d_pad + 1;
+    size_t nkv = (size_t)p->batch * p->heads_kv * p->seqlen_k * ctx->d_pad + 1;
+    size_t nkvt = (size_t)p->batch * p->heads_kv * p->head_dim * ctx->nk_pad + 1;
+    size_t rows = (size_t)p->batch * p->seqlen_q + 1;
+    ctx->q = malloc(nq * sizeof(float));
+    ctx->k = malloc(nkv * sizeof(float));
+    ctx->v = malloc(nkv * sizeof(float));
+    ctx->kt = malloc(nkvt * sizeof(float));
+    ctx->vt = grads ? malloc(nkvt * sizeof(float)) : NULL;
+    ctx->d_o = grads ? malloc(nq * sizeof(float)) : NULL;
+    ctx->o = grads ? malloc(nq * sizeof(float)) : NULL;
+    ctx->key_lo = malloc(rows * sizeof(int));
+    ctx->key_hi = malloc(rows * sizeof(int));
+    if (!ctx->q || !ctx->k || !ctx->v || !ctx->kt || !ctx->key_lo || !ctx->key_hi ||
+        (grads && (!ctx->d_o || !ctx->o || !ctx->vt))) {
+        naive_ctx_free(ctx);
+        return ac_fail(err, AC_ERR_ENV, "naive baseline: out of memory for float copies of the inputs "
+                       "(%zu Q-like, %zu K-like elements)", nq, nkv);
+    }
+    fill_key_ranges(ctx);
+    pack_job job = {ctx, q, k, v, d_o, o};
+    size_t heads = (size_t)p->batch * (p->heads_q + p->heads_kv);
+    ref_parallel_for(ctx->workers, heads, pack_task, &job);
+    return AC_OK;
+}
+
+float *naive_q_row(const naive_ctx *ctx, float *base, int b, int h, int i)
+{
+    const ac_problem *p = ctx->p;
+    return base + (((size_t)b * p->heads_q + h) * p->seqlen_q + i) * ctx->d_pad;
+}
+
+float *naive_kv_row(const naive_ctx *ctx, float *base, int b, int h_kv, int j)
+{
+    const ac_problem *p = ctx->p;
+    return base + (((size_t)b * p->heads_kv + h_kv) * p->seqlen_k + j) * ctx->d_pad;
+}
+
+float *naive_kvt_col(const naive_ctx *ctx, float *base, int b, int h_kv, int j)
+{
+    const ac_problem *p = ctx->p;
+    return base + ((size_t)b * p->heads_kv + h_kv) * p->head_dim * ctx->nk_pad + j;
+}
+
+int naive_pad(int x) { return (x + NK_COLS - 1) / NK_COLS * NK_COLS; }
+
+const uint8_t *naive_mask_row(const naive_ctx *ctx, int b, int h, int i)
+{
+    const ac_problem *p = ctx->p;
+    if (!p->dense_mask)
+        return NULL;
+    size_t mb = p->mask_batch == 1 ? 0 : (size_t)b, mh = p->mask_heads == 1 ? 0 : (size_t)h;
+    return p->dense_mask + ((mb * p->mask_heads + mh) * p->seqlen_q + i) * p->seqlen_k;
+}
+
+bool naive_block_at(const naive_ctx *ctx, size_t index, naive_block *blk)
+{
+    const ac_problem *p = ctx->p;
+    int rb = (int)(index % ctx->row_blocks);
+    size_t head = index / ctx->row_blocks;
+    blk->b = (int)(head / p->heads_q);
+    blk->h = (int)(head % p->heads_q);
+    blk->h_kv = ac_kv_head_of(p, blk->h);
+    int nq = ac_seqlen_q_of(p, blk->b), nk = ac_seqlen_k_of(p, blk->b);
+    blk->i0 = rb * NAIVE_ROWS;
+    blk->i1 = blk->i0 + NAIVE_ROWS < nq ? blk->i0 + NAIVE_ROWS : nq;
+    if (blk->i0 >= nq)
         return false;
+    int lo = nk, hi = 0;
+    for (int i = blk->i0; i < blk->i1; i++) {
+        size_t at = (size_t)blk->b * p->seqlen_q + i;
+        if (ctx->key_hi[at] <= ctx->key_lo[at])
+            continue;
+        lo = ctx->key_lo[at] < lo ? ctx->key_lo[at] : lo;
+        hi = ctx->key_hi[at] > hi ? ctx->key_hi[at] : hi;
     }
-    float l = 0.0f;
-    for (int j = 0; j < nk; j++) {
-        p_row[j] = p_row[j] == -INFINITY ? 0.0f : expf(p_row[j] - m);
-        l += p_row[j];
+    if (hi <= lo) {
+        blk->jt0 = blk->jt1 = 0;
+        return true;
     }
-    for (int j = 0; j < nk; j++)
-        p_row[j] = round_t(t, p_row[j] / l);
-    *lse_nat = m + logf(l);
+    blk->jt0 = lo / NK_COLS * NK_COLS;
+    blk->jt1 = hi;
     return true;
 }
 
-static void zero_row(const ac_problem *p, double *x, int b, int h, int i)
+void naive_padding_rows(const naive_ctx *ctx, size_t index, int *b, int *h, int *r0, int *r1)
 {
-    for (int c = 0; c < p->head_dim; c++)
-        x[ac_q_index(p, b, h, i, c)] = 0.0;
+    const ac_problem *p = ctx->p;
+    int rb = (int)(index % ctx->row_blocks);
+    size_t head = index / ctx->row_blocks;
+    *b = (int)(head / p->heads_q);
+    *h = (int)(head % p->heads_q);
+    int nq = ac_seqlen_q_of(p, *b), i0 = rb * NAIVE_ROWS;
+    *r1 = i0 + NAIVE_ROWS < p->seqlen_q ? i0 + NAIVE_ROWS : p->seqlen_q;
+    *r0 = i0 > nq ? i0 : nq;
+    if (*r0 > *r1)
+        *r0 = *r1;
 }
 
-static int check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n,
-                      const char *who, ac_err *err)
+void naive_scores(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, float *s, bool *any)
+{
+    const ac_problem *p = ctx->p;
+    int rows = blk->i1 - blk->i0, ld = naive_pad(j1 - j0);
+    nk_dot_rows(naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), (size_t)ctx->d_pad, rows,
+                naive_kvt_col(ctx, ctx->kt, blk->b, blk->h_kv, j0), (size_t)ctx->nk_pad, ld, ctx->d, s,
+                (size_t)ld);
+    for (int r = 0; r < rows; r++) {
+        int i = blk->i0 + r;
+        size_t at = (size_t)blk->b * p->seqlen_q + i;
+        int lo = ctx->key_lo[at], hi = ctx->key_hi[at];
+        const uint8_t *mask = naive_mask_row(ctx, blk->b, blk->h, i);
+        float *row = s + (size_t)r * ld;
+        bool seen = false;
+        for (int j = j0; j < j1; j++) {
+            bool visible = j >= lo && j < hi && (!mask || mask[j]);
+            row[j - j0] = visible ? rf_round(ctx->t, row[j - j0] * ctx->scale) : -INFINITY;
+            seen |= visible;
+        }
+        if (any)
+            any[r] = seen;
+    }
+}
+
+void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float *m_out, float *l_out)
+{
+    if (!any) {
+        memset(row, 0, (size_t)cols * sizeof *row);
+        *m_out = -INFINITY;
+        *l_out = 0.0f;
+        return;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int j = 0; j < cols; j++)
+        m = row[j] > m ? row[j] : m;
+    for (int j = 0; j < cols; j++) {
+        row[j] = row[j] == -INFINITY ? 0.0f : expf(row[j] - m);
+        l += row[j];
+    }
+    for (int j = 0; j < cols; j++)
+        row[j] = rf_round(t, row[j] / l);
+    *m_out = m;
+    *l_out = l;
+}
+
+void naive_store_rows(ac_dtype t, float alpha, const float *acc, size_t ld_acc, int rows, int d,
+                      double *dst, size_t ld_dst)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < d; c++)
+            dst[(size_t)r * ld_dst + c] = rf_round(t, alpha * acc[(size_t)r * ld_acc + c]);
+}
+
+int naive_check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n,
+                     const char *who, ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err);
     if (status != AC_OK)
@@ -79,134 +309,109 @@ static int check_args(const ac_problem *p, ac_dtype t, const void *const *tensor
     return AC_OK;
 }
 
+/* ---- the forward -------------------------------------------------------------- */
+
+typedef struct {
+    const naive_ctx *ctx;
+    double *o, *lse;
+    float **s, **acc; /* per worker: (NAIVE_ROWS, nk_pad) scores, (NAIVE_ROWS, d_pad) sums */
+} forward_job;
+
+static void zero_rows(const ac_problem *p, double *x, double *lse, int b, int h, int r0, int r1)
+{
+    ref_head hd;
+    ref_head_init(&hd, p, b, h);
+    ref_zero_q_rows(&hd, x, r0, r1);
+    for (int i = r0; lse && i < r1; i++)
+        lse[ac_lse_index(p, b, h, i)] = -INFINITY;
+}
+
+static void forward_block(const forward_job *job, const naive_block *blk, float *s, float *acc)
+{
+    const naive_ctx *ctx = job->ctx;
+    const ac_problem *p = ctx->p;
+    int rows = blk->i1 - blk->i0, cols = blk->jt1 - blk->jt0, ld = naive_pad(cols), d = ctx->d;
+    bool any[NAIVE_ROWS];
+    naive_scores(ctx, blk, blk->jt0, blk->jt1, s, any);
+    for (int r = 0; r < rows; r++) {
+        float m, l;
+        naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], &m, &l);
+        job->lse[ac_lse_index(p, blk->b, blk->h, blk->i0 + r)] = any[r] ? m + logf(l) : -INFINITY;
+    }
+    nk_acc_rows(s, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->v, blk->b, blk->h_kv, blk->jt0),
+                (size_t)ctx->d_pad, ctx->d_pad, acc, (size_t)ctx->d_pad);
+    ref_head hd;
+    ref_head_init(&hd, p, blk->b, blk->h);
+    double *o_rows = job->o + hd.q_base + (size_t)blk->i0 * hd.ld_q;
+    naive_store_rows(ctx->t, 1.0f, acc, (size_t)ctx->d_pad, rows, d, o_rows, hd.ld_q);
+    for (int r = 0; r < rows; r++) /* exact zeros, whatever V holds */
+        if (!any[r])
+            memset(o_rows + (size_t)r * hd.ld_q, 0, (size_t)d * sizeof(double));
+}
+
+static void forward_task(void *arg, size_t task, int worker)
+{
+    const forward_job *job = arg;
+    naive_block blk;
+    int b, h, r0, r1;
+    naive_padding_rows(job->ctx, task, &b, &h, &r0, &r1);
+    zero_rows(job->ctx->p, job->o, job->lse, b, h, r0, r1); /* padding: O = 0, LSE = -inf */
+    if (!naive_block_at(job->ctx, task, &blk))
+        return;
+    if (blk.jt1 <= blk.jt0) { /* no row of the block sees a key */
+        zero_rows(job->ctx->p, job->o, job->lse, b, h, blk.i0, blk.i1);
+        return;
+    }
+    forward_block(job, &blk, job->s[worker], job->acc[worker]);
+}
+
+/* Per-worker scratch: n_bufs buffers of each size in sizes[], in slots. */
+void naive_scratch_free(float ***slots[], int n_kinds, int workers)
+{
+    for (int kind = 0; kind < n_kinds; kind++) {
+        if (!slots[kind])
+            continue;
+        for (int w = 0; *slots[kind] && w < workers; w++)
+            free((*slots[kind])[w]);
+        free(*slots[kind]);
+        *slots[kind] = NULL;
+    }
+}
+
+bool naive_scratch_alloc(float ***slots[], const size_t sizes[], int n_kinds, int workers)
+{
+    bool ok = true;
+    for (int kind = 0; kind < n_kinds; kind++) {
+        *slots[kind] = calloc((size_t)workers, sizeof(float *));
+        ok &= *slots[kind] != NULL;
+        for (int w = 0; *slots[kind] && w < workers; w++) {
+            (*slots[kind])[w] = malloc((sizes[kind] ? sizes[kind] : 1) * sizeof(float));
+            ok &= (*slots[kind])[w] != NULL;
+        }
+    }
+    return ok;
+}
+
 int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
                       const double *v, double *o, double *lse, ac_err *err)
 {
     const void *tensors[] = {q, k, v, o, lse};
-    int status = check_args(p, t, tensors, 5, "ref_naive_forward", err);
+    int status = naive_check_args(p, t, tensors, 5, "ref_naive_forward", err);
+    naive_ctx ctx;
+    if (status == AC_OK)
+        status = naive_ctx_init(&ctx, p, t, q, k, v, NULL, NULL, err);
     if (status != AC_OK)
         return status;
-    float *p_row = malloc((size_t)p->seqlen_k * sizeof *p_row);
-    if (!p_row)
-        return ac_fail(err, AC_ERR_ENV, "ref_naive_forward: out of memory");
-    for (int b = 0; b < p->batch; b++)
-        for (int h = 0; h < p->heads_q; h++)
-            for (int i = 0; i < p->seqlen_q; i++) {
-                float lse_nat = -INFINITY;
-                size_t at = ac_lse_index(p, b, h, i);
-                if (i >= ac_seqlen_q_of(p, b) || !naive_probs_row(p, t, q, k, b, h, i, p_row, &lse_nat)) {
-                    zero_row(p, o, b, h, i);
-                    lse[at] = -INFINITY;
-                    continue;
-                }
-                lse[at] = lse_nat;
-                int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h);
-                for (int c = 0; c < p->head_dim; c++) {
-                    float acc = 0.0f;
-                    for (int j = 0; j < nk; j++)
-                        acc += p_row[j] * (float)v[ac_kv_index(p, b, h_kv, j, c)];
-                    o[ac_q_index(p, b, h, i, c)] = round_t(t, acc);
-                }
-            }
-    free(p_row);
-    return AC_OK;
-}
-
-/* ---- backward ---------------------------------------------------------------- */
-
-typedef struct {
-    const double *q, *k, *v, *o, *d_o;
-    double *dq;
-    float *p_row, *ds_row;
-    float *dk_acc, *dv_acc; /* (Nk, d) of the current K/V head, float sums */
-} naive_bwd;
-
-/* ds_row <- dS_i (0 where masked); P_i in p_row. */
-static void naive_grad_scores(const ac_problem *p, ac_dtype t, const naive_bwd *w, int b, int h, int i)
-{
-    int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = p->head_dim;
-    float delta = 0.0f;
-    for (int c = 0; c < d; c++)
-        delta += (float)w->d_o[ac_q_index(p, b, h, i, c)] * (float)w->o[ac_q_index(p, b, h, i, c)];
-    for (int j = 0; j < nk; j++) {
-        w->ds_row[j] = 0.0f;
-        if (!ac_visible(p, b, h, i, j))
-            continue;
-        float dp = 0.0f;
-        for (int c = 0; c < d; c++)
-            dp += (float)w->d_o[ac_q_index(p, b, h, i, c)] * (float)w->v[ac_kv_index(p, b, h_kv, j, c)];
-        w->ds_row[j] = round_t(t, w->p_row[j] * (round_t(t, dp) - delta));
-    }
-}
-
-static void naive_bwd_row(const ac_problem *p, ac_dtype t, const naive_bwd *w, int b, int h, int i)
-{
-    int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = p->head_dim;
-    float scale = (float)p->scale, lse_unused;
-    if (!naive_probs_row(p, t, w->q, w->k, b, h, i, w->p_row, &lse_unused)) {
-        zero_row(p, w->dq, b, h, i);
-        return;
-    }
-    naive_grad_scores(p, t, w, b, h, i);
-    for (int c = 0; c < d; c++) {
-        float acc = 0.0f;
-        for (int j = 0; j < nk; j++)
-            acc += w->ds_row[j] * (float)w->k[ac_kv_index(p, b, h_kv, j, c)];
-        w->dq[ac_q_index(p, b, h, i, c)] = round_t(t, scale * acc);
-    }
-    for (int j = 0; j < nk; j++)
-        for (int c = 0; c < d; c++) {
-            w->dk_acc[(size_t)j * d + c] += w->ds_row[j] * (float)w->q[ac_q_index(p, b, h, i, c)];
-            w->dv_acc[(size_t)j * d + c] += w->p_row[j] * (float)w->d_o[ac_q_index(p, b, h, i, c)];
-        }
-}
-
-/* One K/V head: every query row of its GQA group, then dK, dV rounded. */
-static void naive_bwd_kv_head(const ac_problem *p, ac_dtype t, naive_bwd *w, double *dk, double *dv,
-                              int b, int h_kv)
-{
-    int d = p->head_dim, group = p->heads_q / p->heads_kv;
-    memset(w->dk_acc, 0, (size_t)p->seqlen_k * d * sizeof *w->dk_acc);
-    memset(w->dv_acc, 0, (size_t)p->seqlen_k * d * sizeof *w->dv_acc);
-    for (int h = h_kv * group; h < (h_kv + 1) * group; h++)
-        for (int i = 0; i < p->seqlen_q; i++) {
-            if (i < ac_seqlen_q_of(p, b))
-                naive_bwd_row(p, t, w, b, h, i);
-            else
-                zero_row(p, w->dq, b, h, i);
-        }
-    float scale = (float)p->scale;
-    for (int j = 0; j < p->seqlen_k; j++)
-        for (int c = 0; c < d; c++) {
-            size_t at = ac_kv_index(p, b, h_kv, j, c);
-            dk[at] = round_t(t, scale * w->dk_acc[(size_t)j * d + c]);
-            dv[at] = round_t(t, w->dv_acc[(size_t)j * d + c]);
-        }
-}
-
-int ref_naive_backward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                       const double *v, const double *o, const double *lse, const double *d_o,
-                       double *dq, double *dk, double *dv, ac_err *err)
-{
-    /* lse is part of the interface for symmetry with the fp64 backward; the
-     * naive backward reuses P exactly as its forward rounded it instead. */
-    const void *tensors[] = {q, k, v, o, lse, d_o, dq, dk, dv};
-    int status = check_args(p, t, tensors, 9, "ref_naive_backward", err);
-    if (status != AC_OK)
-        return status;
-    size_t kv_head = (size_t)p->seqlen_k * p->head_dim;
-    naive_bwd w = {q, k, v, o, d_o, dq, malloc((size_t)p->seqlen_k * sizeof(float)),
-                   malloc((size_t)p->seqlen_k * sizeof(float)), malloc(kv_head * sizeof(float)),
-                   malloc(kv_head * sizeof(float))};
-    if (w.p_row && w.ds_row && w.dk_acc && w.dv_acc)
-        for (int b = 0; b < p->batch; b++)
-            for (int h_kv = 0; h_kv < p->heads_kv; h_kv++)
-                naive_bwd_kv_head(p, t, &w, dk, dv, b, h_kv);
+    forward_job job = {&ctx, o, lse, NULL, NULL};
+    float ***slots[] = {&job.s, &job.acc};
+    size_t sizes[] = {(size_t)NAIVE_ROWS * ctx.nk_pad, (size_t)NAIVE_ROWS * ctx.d_pad};
+    ctx.workers = ref_workers_within(ctx.workers, (sizes[0] + sizes[1]) * sizeof(float));
+    if (naive_scratch_alloc(slots, sizes, 2, ctx.workers))
+        ref_parallel_for(ctx.workers, (size_t)p->batch * p->heads_q * ctx.row_blocks, forward_task, &job);
     else
-        status = ac_fail(err, AC_ERR_ENV, "ref_naive_backward: out of memory");
-    free(w.p_row);
-    free(w.ds_row);
-    free(w.dk_acc);
-    free(w.dv_acc);
+        status = ac_fail(err, AC_ERR_ENV, "ref_naive_forward: out of memory for %d workers' %d x %d blocks",
+                         ctx.workers, NAIVE_ROWS, p->seqlen_k);
+    naive_scratch_free(slots, 2, ctx.workers);
+    naive_ctx_free(&ctx);
     return status;
 }

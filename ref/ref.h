@@ -125,7 +125,11 @@ int ac_kv_head_of(const ac_problem *p, int h_q); /* h_q / (Hq / Hkv) */
 
 /* ---- fp64 reference (OpenBLAS) -------------------------------------------
  * S = scale * Q K^T and O = P V through cblas_dgemm, per (b, h), in blocks of
- * query rows so memory stays O(block * Nk).  Inputs are exact widenings. */
+ * query rows so memory stays O(block * Nk).  Inputs are exact widenings.
+ * The fp64 stages, the error scales and the naive baseline run their blocks on
+ * ATTNCHECK_THREADS worker threads (default: the CPUs this process may use;
+ * a bad value is AC_ERR_INPUT), each with one BLAS thread; their results are
+ * the same bit for bit for any thread count. */
 int ref_forward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
                      double *o, double *lse, ac_err *err);
 
@@ -167,6 +171,13 @@ int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const 
 int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const double *k,
                      const double *v, const double *o, const double *lse, const double *d_o,
                      double *e_o, double *e_dq, double *e_dk, double *e_dv, ac_err *err);
+
+/* LSE's error scale (ac_lse_elems(p) doubles; the derivation is in scales.c):
+ *   E_lse_i = 1 + |LSE_i| + (d + 2) |scale| max_{j visible} sum_c |Q_ic||K_jc|,
+ * LSE's scaled error being |y - x| / (u_f32 * E_lse) whatever the dtype.  Rows
+ * with no visible key (LSE = -inf) and padding rows get 0. */
+int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse,
+                        double *e_lse, ac_err *err);
 
 /* ---- naive same-dtype baseline -------------------------------------------
  * What a framework does in dtype t: S = scale * QK^T accumulated in f32 and

@@ -196,7 +196,7 @@ static void assert_close_in_scale(const double *got, const double *want, const d
 
 Test(ref_backward, matches_direct_loops_across_row_blocks)
 {
-    ac_problem p = ac_problem_dense(1, 2, 1, 200, 16400, 4); /* blocks of 128 rows: one full, one partial */
+    ac_problem p = ac_problem_dense(1, 2, 1, 200, 16400, 4); /* blocks of 63 rows: three full, one partial */
     p.windowed = true;
     p.window_left = 1000;
     p.window_right = 0;
@@ -214,5 +214,30 @@ Test(ref_backward, matches_direct_loops_across_row_blocks)
     assert_close_in_scale(c.dk, dk, e_dk, nkv, "dK");
     assert_close_in_scale(c.dv, dv, e_dv, nkv, "dV");
     free(e_o); free(e_dq); free(e_dk); free(e_dv); free(dq); free(dk); free(dv);
+    ts_case_free(&c);
+}
+
+Test(ref_backward, results_do_not_depend_on_the_thread_count)
+{
+    ac_problem p = ac_problem_dense(1, 4, 2, 200, 600, 16); /* 4 blocks of rows, 3 tiles of 256 keys */
+    p.windowed = true;
+    p.window_left = 300;
+    p.window_right = 20;
+    p.align = AC_ALIGN_BOTTOM_RIGHT;
+    ts_case c;
+    ts_case_init(&c, &p, AC_BF16, 181);
+    cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
+    size_t nq = ac_q_elems(&p), nkv = ac_kv_elems(&p), nl = ac_lse_elems(&p);
+    double *dq = ts_alloc(nq), *dk = ts_alloc(nkv), *dv = ts_alloc(nkv), *delta = ts_alloc(nl);
+    cr_assert_eq(setenv("ATTNCHECK_THREADS", "1", 1), 0);
+    cr_assert_eq(ref_backward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, c.d_o, dq, dk, dv, delta, NULL), AC_OK);
+    cr_assert_eq(setenv("ATTNCHECK_THREADS", "3", 1), 0);
+    cr_assert_eq(ref_backward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, c.d_o, c.dq, c.dk, c.dv, c.delta, NULL), AC_OK);
+    unsetenv("ATTNCHECK_THREADS");
+    cr_assert(memcmp(dq, c.dq, nq * sizeof *dq) == 0, "dQ differs between 1 and 3 threads");
+    cr_assert(memcmp(dk, c.dk, nkv * sizeof *dk) == 0, "dK differs between 1 and 3 threads");
+    cr_assert(memcmp(dv, c.dv, nkv * sizeof *dv) == 0, "dV differs between 1 and 3 threads");
+    cr_assert(memcmp(delta, c.delta, nl * sizeof *delta) == 0, "D differs between 1 and 3 threads");
+    free(dq); free(dk); free(dv); free(delta);
     ts_case_free(&c);
 }

@@ -58,10 +58,10 @@ Test(ref_forward, matches_direct_double_loop_for_every_mask_kind)
 
 Test(ref_forward, matches_direct_double_loop_across_row_blocks)
 {
-    /* Nk = 16400 keeps blocks at 128 rows: 300 rows are three blocks, the last
+    /* Nk = 16400 makes blocks of 63 rows: 300 rows are five blocks, the last
      * partial, each with its own key range (window 3000 left, bottom-right). */
     ac_problem p = ac_problem_dense(1, 1, 1, 300, 16400, 4);
-    cr_assert_eq(ref_block_rows(&p), 128);
+    cr_assert_eq(ref_block_rows(&p), 63); /* 2^20 / 16400 */
     p.windowed = true;
     p.window_left = 3000;
     p.window_right = 0;
@@ -370,4 +370,26 @@ Test(ref_forward, rejects_bad_input_with_a_message)
     p.heads_kv = 2;
     cr_assert_eq(ref_forward_fp64(&p, x, x, x, o, lse, &err), AC_ERR_INPUT);
     cr_assert(strstr(err.msg, "heads_kv") != NULL, "message: %s", err.msg);
+}
+
+Test(ref_forward, results_do_not_depend_on_the_thread_count)
+{
+    ac_problem p = ac_problem_dense(2, 3, 1, 170, 150, 16); /* 6 heads x 3 blocks of 64 rows */
+    p.windowed = true;
+    p.window_right = 0;
+    p.align = AC_ALIGN_BOTTOM_RIGHT;
+    ts_case c;
+    ts_case_init(&c, &p, AC_F16, 171);
+    size_t nq = ac_q_elems(&p), nl = ac_lse_elems(&p);
+    double *o1 = ts_alloc(nq), *lse1 = ts_alloc(nl);
+    cr_assert_eq(setenv("ATTNCHECK_THREADS", "1", 1), 0);
+    cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, o1, lse1, NULL), AC_OK);
+    cr_assert_eq(setenv("ATTNCHECK_THREADS", "4", 1), 0);
+    cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
+    unsetenv("ATTNCHECK_THREADS");
+    cr_assert(memcmp(o1, c.o, nq * sizeof *o1) == 0, "O differs between 1 and 4 threads");
+    cr_assert(memcmp(lse1, c.lse, nl * sizeof *lse1) == 0, "LSE differs between 1 and 4 threads");
+    free(o1);
+    free(lse1);
+    ts_case_free(&c);
 }

@@ -142,7 +142,7 @@ Test(ref_scales, match_direct_loops_for_every_mask_kind)
 
 Test(ref_scales, match_direct_loops_across_row_blocks)
 {
-    ac_problem p = ac_problem_dense(1, 2, 1, 200, 16400, 4); /* blocks of 128 rows: one full, one partial */
+    ac_problem p = ac_problem_dense(1, 2, 1, 200, 16400, 4); /* blocks of 63 rows: three full, one partial */
     p.windowed = true;
     p.window_left = 1000;
     p.window_right = 0;
@@ -314,4 +314,88 @@ Test(ref_scales, rejects_bad_input)
     cr_assert(strstr(err.msg, "NULL") != NULL, "message: %s", err.msg);
     cr_assert_eq(ref_error_scales(&p, (ac_dtype)7, &x, &x, &x, &x, &x, NULL, &e, NULL, NULL, NULL, &err), AC_ERR_INPUT);
     cr_assert(strstr(err.msg, "dtype") != NULL, "message: %s", err.msg);
+}
+
+/* ---- the threaded scales against their serial predecessor ------------------ */
+
+#include "scales_serial.h"
+
+static void assert_rel_close(const double *got, const double *want, size_t n, double tol, const char *what, int which)
+{
+    for (size_t e = 0; e < n; e++)
+        cr_assert(fabs(got[e] - want[e]) <= tol * fabs(want[e]), "case %d %s[%zu] = %.17g, serial %.17g", which,
+                  what, e, got[e], want[e]);
+}
+
+static ac_problem serial_case(int which, ac_dtype *t)
+{
+    ac_problem p;
+    switch (which) {
+    case 0: /* causal bottom-right, GQA, several row blocks and key tiles */
+        p = ac_problem_dense(1, 4, 2, 150, 600, 32);
+        p.windowed = true;
+        p.window_right = 0;
+        p.align = AC_ALIGN_BOTTOM_RIGHT;
+        *t = AC_BF16;
+        break;
+    case 1: /* window, BSHD, two batches */
+        p = ac_problem_dense(2, 2, 1, 130, 300, 24);
+        p.layout = AC_LAYOUT_BSHD;
+        p.windowed = true;
+        p.window_left = 70;
+        p.window_right = 3;
+        *t = AC_F32;
+        break;
+    default: /* no mask, varlen */
+        p = ac_problem_dense(2, 2, 2, 100, 280, 16);
+        static const int sq[2] = {100, 61}, sk[2] = {280, 257};
+        p.seqlens_q = sq;
+        p.seqlens_k = sk;
+        *t = AC_F16;
+        break;
+    }
+    return p;
+}
+
+Test(ref_scales, match_the_serial_implementation_to_rounding)
+{
+    for (int which = 0; which < 3; which++) {
+        ac_dtype t;
+        ac_problem p = serial_case(which, &t);
+        ts_case c;
+        ts_case_init(&c, &p, t, 450 + which);
+        scales s = scales_alloc(&p), want = scales_alloc(&p);
+        run_reference(&c, t, &s);
+        ac_err err = {{0}};
+        cr_assert_eq(ref_error_scales_serial(&p, t, c.q, c.k, c.v, c.o, c.lse, c.d_o, want.e_o, want.e_dq, want.e_dk,
+                                             want.e_dv, &err), AC_OK, "%s", err.msg);
+        assert_rel_close(s.e_o, want.e_o, ac_q_elems(&p), 1e-12, "E_O", which);
+        assert_rel_close(s.e_dq, want.e_dq, ac_q_elems(&p), 1e-12, "E_dQ", which);
+        assert_rel_close(s.e_dk, want.e_dk, ac_kv_elems(&p), 1e-12, "E_dK", which);
+        assert_rel_close(s.e_dv, want.e_dv, ac_kv_elems(&p), 1e-12, "E_dV", which);
+        scales_free(&s);
+        scales_free(&want);
+        ts_case_free(&c);
+    }
+}
+
+Test(ref_scales, results_do_not_depend_on_the_thread_count)
+{
+    ac_dtype t;
+    ac_problem p = serial_case(0, &t);
+    ts_case c;
+    ts_case_init(&c, &p, t, 461);
+    scales one = scales_alloc(&p), three = scales_alloc(&p);
+    cr_assert_eq(setenv("ATTNCHECK_THREADS", "1", 1), 0);
+    run_reference(&c, t, &one);
+    cr_assert_eq(setenv("ATTNCHECK_THREADS", "3", 1), 0);
+    run_reference(&c, t, &three);
+    unsetenv("ATTNCHECK_THREADS");
+    cr_assert(memcmp(one.e_o, three.e_o, ac_q_elems(&p) * sizeof(double)) == 0, "E_O differs");
+    cr_assert(memcmp(one.e_dq, three.e_dq, ac_q_elems(&p) * sizeof(double)) == 0, "E_dQ differs");
+    cr_assert(memcmp(one.e_dk, three.e_dk, ac_kv_elems(&p) * sizeof(double)) == 0, "E_dK differs");
+    cr_assert(memcmp(one.e_dv, three.e_dv, ac_kv_elems(&p) * sizeof(double)) == 0, "E_dV differs");
+    scales_free(&one);
+    scales_free(&three);
+    ts_case_free(&c);
 }
