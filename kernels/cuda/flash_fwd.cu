@@ -3,24 +3,33 @@
 // 16 query rows; K/V tiles of 64 keys stream through shared memory with
 // cp.async double buffering; S and P live in registers (mma.sync m16n8k16,
 // f32 accumulate); online softmax in base 2; one normalisation at the end.
-#include <cstdlib>
-
 #include "common.cuh"
 
 namespace {
 
-// MR m-tiles of 16 rows per warp: MR = 2 halves the shared-memory reads of
-// K and V per tensor-core product (FlashAttention-2's 32 rows per warp); Q
-// fragments then come from shared memory at each step instead of registers.
-// RAW (scale > 0 only): the running max is kept on raw scores and the scale is
-// folded into one FFMA per probability.
-template <typename T, int D, int NW, int MR, int kBN, int BNC, bool RAW>
-__global__ void __launch_bounds__(NW * 32)
+// A tile configuration of fwd_tc: kWarps warps of kMTiles m-tiles of 16 query
+// rows each, kBlockN keys per K/V tile.  Two m-tiles halve the shared-memory
+// reads of K and V per tensor-core product (FlashAttention-2's 32 rows per
+// warp); Q's fragments then come from shared memory at each step instead of
+// registers.
+template <int D, int NW, int MR, int BN>
+struct fwd_tc_traits {
+    static constexpr int kHeadDim = D, kWarps = NW, kMTiles = MR, kBlockN = BN;
+    static constexpr int kWarpRows = 16 * MR, kBlockM = kWarpRows * NW, kThreads = 32 * NW;
+    static constexpr int kPitch = D + 8; // shared row pitch (elements): 16 bytes of padding keep ldmatrix free of bank conflicts
+    static constexpr bool kQInRegs = MR == 1;
+    // Q, then two stages each of K and V.
+    template <typename T> static constexpr size_t smem_bytes() { return sizeof(T) * (size_t)(kBlockM + 4 * BN) * kPitch; }
+};
+
+template <typename T, typename Kt>
+__global__ void __launch_bounds__(Kt::kThreads)
 fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        T *__restrict__ O, float *__restrict__ LSE)
 {
-    constexpr int WM = 16 * MR, BM = WM * NW, NT = NW * 32, LD = D + 8;
-    constexpr bool kQRegs = MR == 1;
+    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, kBN = Kt::kBlockN, BNC = kBN;
+    constexpr int WM = Kt::kWarpRows, BM = Kt::kBlockM, NT = Kt::kThreads, LD = Kt::kPitch;
+    constexpr bool kQRegs = Kt::kQInRegs, RAW = false;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);
     T *sK = sQ + BM * LD; // two stages
@@ -206,28 +215,24 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         }
 }
 
-template <typename T, int D, int NW, int MR, int BN = 64, int BNC = BN, bool RAW = false>
+template <typename T, typename Kt>
 int launch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    constexpr int BM = 16 * MR * NW;
-    const size_t smem = sizeof(T) * (size_t)(BM + 4 * BN) * (D + 8);
-    ACD_CHECK(err, cudaFuncSetAttribute(fwd_tc<T, D, NW, MR, BN, BNC, RAW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((p.Nq + BM - 1) / BM, p.Hq, p.B);
-    fwd_tc<T, D, NW, MR, BN, BNC, RAW><<<grid, NW * 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    const size_t smem = Kt::template smem_bytes<T>();
+    ACD_CHECK(err, cudaFuncSetAttribute(fwd_tc<T, Kt>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nq + Kt::kBlockM - 1) / Kt::kBlockM, p.Hq, p.B);
+    fwd_tc<T, Kt><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
     ACD_CHECK_LAUNCH(err, "fwd_tc");
     return AC_OK;
 }
 
-// Tile shapes per head dim; ACD_FWD_VARIANT (bench experiments) picks another.
-int fwd_variant()
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("ACD_FWD_VARIANT");
-        v = e ? atoi(e) : 0;
-    }
-    return v;
-}
+// Tile configurations per head dim (head dim, warps, m-tiles per warp, keys
+// per K/V tile).  d = 128, measured on an H100 (f16, N = 8k): 4 x 2 x 32: 264
+// TFLOP/s; 8 x 1 x 64: 235; 8 x 2 x 32: 247.
+using fwd_tc_d32 = fwd_tc_traits<32, 4, 1, 64>;
+using fwd_tc_d64 = fwd_tc_traits<64, 4, 1, 64>;
+using fwd_tc_d96 = fwd_tc_traits<96, 8, 1, 64>;
+using fwd_tc_d128 = fwd_tc_traits<128, 4, 2, 32>;
 
 template <typename T>
 int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
@@ -236,20 +241,11 @@ int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, 
     // wgmma's shared-memory reads (async proxy), so with the barrier gone there it
     // reported 0 hazards; ldmatrix's reads it does see.
     if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D)) return acd_fwd_wgmma<T>(p, a, stream, err);
-    const int v = fwd_variant();
     switch (p.D) {
-    case 32: return launch_tc<T, 32, 4, 1>(p, a, stream, err);
-    case 64:
-        if (v == 1) return launch_tc<T, 64, 4, 2, 32>(p, a, stream, err);
-        if (v == 2) return launch_tc<T, 64, 8, 1>(p, a, stream, err);
-        return launch_tc<T, 64, 4, 1>(p, a, stream, err);
-    case 96: return launch_tc<T, 96, 8, 1>(p, a, stream, err);
-    case 128: // measured on an H100 (f16, N = 8k): 4x2x32: 264 TFLOP/s; 8x1x64: 235; 8x2x32: 247
-        if (v == 1) return launch_tc<T, 128, 8, 1>(p, a, stream, err);
-        if (v == 2) return launch_tc<T, 128, 4, 2, 64, 32>(p, a, stream, err);
-        // Scale folded into the exponent's FFMA: same speed within noise (PERF.md).
-        if (v == 3 && p.scale_log2 > 0.f) return launch_tc<T, 128, 4, 2, 32, 32, true>(p, a, stream, err);
-        return launch_tc<T, 128, 4, 2, 32>(p, a, stream, err);
+    case 32: return launch_tc<T, fwd_tc_d32>(p, a, stream, err);
+    case 64: return launch_tc<T, fwd_tc_d64>(p, a, stream, err);
+    case 96: return launch_tc<T, fwd_tc_d96>(p, a, stream, err);
+    case 128: return launch_tc<T, fwd_tc_d128>(p, a, stream, err);
     default: return acd_fwd_f32<T>(p, a, stream, err); // no tensor-core tiles: the CUDA-core path (d <= 256)
     }
 }

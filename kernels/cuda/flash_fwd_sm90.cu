@@ -54,15 +54,23 @@ __device__ __forceinline__ void pv_issue(float (&o)[D / 2], const uint32_t (&pf)
 // tile before is still read by P V.
 constexpr int kStages = 3;
 
-// NWG warpgroups of 64 query rows; BN keys per K/V tile; MINB blocks per SM
-// for the register budget.
-template <typename T, int D, int BN, int NWG, int MINB>
-__global__ void __launch_bounds__(NWG * 128, MINB)
+// A tile configuration of fwd_wg: kWarpGroups warpgroups of 64 query rows,
+// kBlockN keys per K/V tile, kMinBlocks blocks per SM for the register budget.
+template <int D, int BN, int NWG, int MINB>
+struct fwd_wg_traits {
+    static constexpr int kHeadDim = D, kBlockN = BN, kWarpGroups = NWG, kMinBlocks = MINB;
+    static constexpr int kBlockM = 64 * NWG, kThreads = 128 * NWG;
+    // Q, the stages of K and V, and the slack that aligns them to 1024 bytes.
+    template <typename T> static constexpr size_t smem_bytes() { return sizeof(T) * (size_t)(kBlockM + kStages * 2 * BN) * D + 1024; }
+};
+
+template <typename T, typename Kt>
+__global__ void __launch_bounds__(Kt::kThreads, Kt::kMinBlocks)
 fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        T *__restrict__ O, float *__restrict__ LSE)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int BM = 64 * NWG, NT = 128 * NWG;
+    constexpr int D = Kt::kHeadDim, BN = Kt::kBlockN, BM = Kt::kBlockM, NT = Kt::kThreads;
     constexpr uint32_t kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Swizzle atoms must start 1024-byte aligned (the launch adds the slack).
@@ -214,17 +222,22 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 #endif
 }
 
-template <typename T, int D, int BN, int NWG, int MINB = 1>
+template <typename T, typename Kt>
 int launch_wg(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    constexpr int BM = 64 * NWG;
-    const size_t smem = sizeof(T) * (size_t)(BM + kStages * 2 * BN) * D + 1024; // Q, the stages of K and V
-    ACD_CHECK(err, cudaFuncSetAttribute(fwd_wg<T, D, BN, NWG, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((p.Nq + BM - 1) / BM, p.Hq, p.B);
-    fwd_wg<T, D, BN, NWG, MINB><<<grid, NWG * 128, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    const size_t smem = Kt::template smem_bytes<T>();
+    ACD_CHECK(err, cudaFuncSetAttribute(fwd_wg<T, Kt>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nq + Kt::kBlockM - 1) / Kt::kBlockM, p.Hq, p.B);
+    fwd_wg<T, Kt><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
     ACD_CHECK_LAUNCH(err, "fwd_wg");
     return AC_OK;
 }
+
+// Tile configurations (head dim, keys per K/V tile, warpgroups, blocks per SM),
+// measured on an H100 (f16, N = 8k, PERF.md): d = 128 with 128-key tiles and one
+// 2-warpgroup block per SM; d = 64 with 64-key tiles, two blocks per SM.
+using fwd_wg_d64 = fwd_wg_traits<64, 64, 2, 2>;
+using fwd_wg_d128 = fwd_wg_traits<128, 128, 2, 1>;
 
 } // namespace
 
@@ -249,10 +262,8 @@ bool acd_wgmma_usable(int d)
 template <typename T>
 int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    // Measured on an H100 (f16, N = 8k, PERF.md): d = 128 with 128-key tiles and
-    // one 2-warpgroup block per SM; d = 64 with 64-key tiles, two blocks per SM.
-    if (p.D == 64) return launch_wg<T, 64, 64, 2, 2>(p, a, stream, err);
-    return launch_wg<T, 128, 128, 2>(p, a, stream, err);
+    if (p.D == 64) return launch_wg<T, fwd_wg_d64>(p, a, stream, err);
+    return launch_wg<T, fwd_wg_d128>(p, a, stream, err);
 }
 template int acd_fwd_wgmma<__half>(const acd_params &, const ac_fwd_args *, cudaStream_t, ac_err *);
 template int acd_fwd_wgmma<__nv_bfloat16>(const acd_params &, const ac_fwd_args *, cudaStream_t, ac_err *);
