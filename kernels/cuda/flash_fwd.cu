@@ -27,9 +27,9 @@ __global__ void __launch_bounds__(Kt::kThreads)
 fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        T *__restrict__ O, float *__restrict__ LSE)
 {
-    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, kBN = Kt::kBlockN, BNC = kBN;
+    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, kBN = Kt::kBlockN;
     constexpr int WM = Kt::kWarpRows, BM = Kt::kBlockM, NT = Kt::kThreads, LD = Kt::kPitch;
-    constexpr bool kQRegs = Kt::kQInRegs, RAW = false;
+    constexpr bool kQRegs = Kt::kQInRegs;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);
     T *sK = sQ + BM * LD; // two stages
@@ -46,7 +46,7 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 
     // The K/V tiles these rows can see; tiles outside the window are skipped.
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, kBN, nq, nk);
-    const int nb_lo = span.nb_lo, nb_hi = span.nb_hi, key_hi = span.key_hi, lo_last = span.lo_last, hi_first = span.hi_first;
+    const int nb_lo = span.nb_lo, nb_hi = span.nb_hi, lo_last = span.lo_last, hi_first = span.hi_first;
     // A tile needs the per-element test unless every row sees every key of it.
     const bool rows_full = i0 + BM <= nq && !p.mask;
 
@@ -84,111 +84,104 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
                     acd_ldmatrix_x4(qf[kk], sQ + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
             }
         }
-        // The loaded tile is computed in sub-tiles of BNC keys: fewer barriers
-        // per key than loading BNC at a time, the registers of a BNC-key S.
-#pragma unroll
-        for (int sub = 0; sub < kBN / BNC; ++sub) {
-            const int j0 = nb * kBN + sub * BNC;
-            if (j0 >= key_hi && p.mutant != ACD_MUT_TAIL_UNMASKED) break; // nothing visible past key_hi
-            const T *sKs = sK + stage * kBN * LD + sub * BNC * LD, *sVs = sV + stage * kBN * LD + sub * BNC * LD;
+        const int j0 = nb * kBN;
+        const T *sKs = sK + stage * kBN * LD, *sVs = sV + stage * kBN * LD;
 
-            // S = Q K^T for this warp's WM rows x BNC keys.
-            float s[MR][BNC / 8][4];
+        // S = Q K^T for this warp's WM rows x kBN keys.
+        float s[MR][kBN / 8][4];
 #pragma unroll
-            for (int mr = 0; mr < MR; ++mr)
+        for (int mr = 0; mr < MR; ++mr)
 #pragma unroll
-                for (int n = 0; n < BNC / 8; ++n) s[mr][n][0] = s[mr][n][1] = s[mr][n][2] = s[mr][n][3] = 0.f;
+            for (int n = 0; n < kBN / 8; ++n) s[mr][n][0] = s[mr][n][1] = s[mr][n][2] = s[mr][n][3] = 0.f;
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                uint32_t qa[MR][4];
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t qa[MR][4];
 #pragma unroll
-                for (int mr = 0; mr < MR; ++mr) {
-                    if constexpr (kQRegs) {
+            for (int mr = 0; mr < MR; ++mr) {
+                if constexpr (kQRegs) {
 #pragma unroll
-                        for (int x = 0; x < 4; ++x) qa[mr][x] = qf[kk][x];
-                    } else {
-                        acd_ldmatrix_x4(qa[mr], sQ + (warp * WM + mr * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-                    }
-                }
-#pragma unroll
-                for (int nn = 0; nn < BNC / 16; ++nn) {
-                    uint32_t kf[4];
-                    acd_ldmatrix_x4(kf, sKs + (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
-#pragma unroll
-                    for (int mr = 0; mr < MR; ++mr) {
-                        acd_tc<T>::mma(s[mr][2 * nn], qa[mr], kf[0], kf[1]);
-                        acd_tc<T>::mma(s[mr][2 * nn + 1], qa[mr], kf[2], kf[3]);
-                    }
+                    for (int x = 0; x < 4; ++x) qa[mr][x] = qf[kk][x];
+                } else {
+                    acd_ldmatrix_x4(qa[mr], sQ + (warp * WM + mr * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
                 }
             }
-            const bool tile_full = rows_full && j0 >= lo_last && j0 + BNC <= hi_first && j0 + BNC <= nk;
 #pragma unroll
-            for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-                for (int n = 0; n < BNC / 8; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        float x = RAW ? s[mr][n][e] : s[mr][n][e] * p.scale_log2;
-                        if (!tile_full) {
-                            int i = iw + mr * 16 + g + (e >= 2 ? 8 : 0), j = j0 + n * 8 + 2 * t + (e & 1);
-                            if (!acd_visible(p, b, h, i, j, nq, nk)) x = -INFINITY;
-                        }
-                        s[mr][n][e] = x;
-                    }
-
-            // Online softmax: rows g (r = 0) and g + 8 (r = 1) of each m-tile.
-#pragma unroll
-            for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    float mx = -INFINITY;
-#pragma unroll
-                    for (int n = 0; n < BNC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mr][n][2 * r], s[mr][n][2 * r + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    const float m_new = fmaxf(m_run[mr][r], mx);
-                    const float m_use = m_new == -INFINITY ? 0.f : m_new; // a row with nothing visible yet
-                    const float alpha = RAW ? exp2f((m_run[mr][r] - m_use) * p.scale_log2) : exp2f(m_run[mr][r] - m_use);
-                    const float m_sc = RAW ? m_use * p.scale_log2 : m_use;
-                    float row_sum = 0.f;
-#pragma unroll
-                    for (int n = 0; n < BNC / 8; ++n) {
-                        s[mr][n][2 * r] = acd_exp2(RAW ? fmaf(s[mr][n][2 * r], p.scale_log2, -m_sc) : s[mr][n][2 * r] - m_use);
-                        s[mr][n][2 * r + 1] = acd_exp2(RAW ? fmaf(s[mr][n][2 * r + 1], p.scale_log2, -m_sc) : s[mr][n][2 * r + 1] - m_use);
-                        row_sum += s[mr][n][2 * r] + s[mr][n][2 * r + 1];
-                    }
-                    l_run[mr][r] = l_run[mr][r] * alpha + row_sum;
-                    m_run[mr][r] = m_new;
-#pragma unroll
-                    for (int n = 0; n < D / 8; ++n) {
-                        o[mr][n][2 * r] *= alpha;
-                        o[mr][n][2 * r + 1] *= alpha;
-                    }
-                }
-
-            // O += P V, P rounded to the input dtype as the tensor cores need.
-#pragma unroll
-            for (int kk = 0; kk < BNC / 16; ++kk) {
-                uint32_t pf[MR][4];
+            for (int nn = 0; nn < kBN / 16; ++nn) {
+                uint32_t kf[4];
+                acd_ldmatrix_x4(kf, sKs + (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
 #pragma unroll
                 for (int mr = 0; mr < MR; ++mr) {
-                    pf[mr][0] = acd_tc<T>::pack(s[mr][2 * kk][0], s[mr][2 * kk][1]);
-                    pf[mr][1] = acd_tc<T>::pack(s[mr][2 * kk][2], s[mr][2 * kk][3]);
-                    pf[mr][2] = acd_tc<T>::pack(s[mr][2 * kk + 1][0], s[mr][2 * kk + 1][1]);
-                    pf[mr][3] = acd_tc<T>::pack(s[mr][2 * kk + 1][2], s[mr][2 * kk + 1][3]);
-                }
-#pragma unroll
-                for (int dn = 0; dn < D / 16; ++dn) {
-                    uint32_t vf[4];
-                    acd_ldmatrix_x4_trans(vf, sVs + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8);
-#pragma unroll
-                    for (int mr = 0; mr < MR; ++mr) {
-                        acd_tc<T>::mma(o[mr][2 * dn], pf[mr], vf[0], vf[1]);
-                        acd_tc<T>::mma(o[mr][2 * dn + 1], pf[mr], vf[2], vf[3]);
-                    }
+                    acd_tc<T>::mma(s[mr][2 * nn], qa[mr], kf[0], kf[1]);
+                    acd_tc<T>::mma(s[mr][2 * nn + 1], qa[mr], kf[2], kf[3]);
                 }
             }
-        } // sub-tiles
+        }
+        const bool tile_full = rows_full && j0 >= lo_last && j0 + kBN <= hi_first && j0 + kBN <= nk;
+#pragma unroll
+        for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+            for (int n = 0; n < kBN / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float x = s[mr][n][e] * p.scale_log2;
+                    if (!tile_full) {
+                        int i = iw + mr * 16 + g + (e >= 2 ? 8 : 0), j = j0 + n * 8 + 2 * t + (e & 1);
+                        if (!acd_visible(p, b, h, i, j, nq, nk)) x = -INFINITY;
+                    }
+                    s[mr][n][e] = x;
+                }
+
+        // Online softmax: rows g (r = 0) and g + 8 (r = 1) of each m-tile.
+#pragma unroll
+        for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int n = 0; n < kBN / 8; ++n) mx = fmaxf(mx, fmaxf(s[mr][n][2 * r], s[mr][n][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_new = fmaxf(m_run[mr][r], mx);
+                const float m_use = m_new == -INFINITY ? 0.f : m_new; // a row with nothing visible yet
+                const float alpha = exp2f(m_run[mr][r] - m_use);
+                float row_sum = 0.f;
+#pragma unroll
+                for (int n = 0; n < kBN / 8; ++n) {
+                    s[mr][n][2 * r] = acd_exp2(s[mr][n][2 * r] - m_use);
+                    s[mr][n][2 * r + 1] = acd_exp2(s[mr][n][2 * r + 1] - m_use);
+                    row_sum += s[mr][n][2 * r] + s[mr][n][2 * r + 1];
+                }
+                l_run[mr][r] = l_run[mr][r] * alpha + row_sum;
+                m_run[mr][r] = m_new;
+#pragma unroll
+                for (int n = 0; n < D / 8; ++n) {
+                    o[mr][n][2 * r] *= alpha;
+                    o[mr][n][2 * r + 1] *= alpha;
+                }
+            }
+
+        // O += P V, P rounded to the input dtype as the tensor cores need.
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; ++kk) {
+            uint32_t pf[MR][4];
+#pragma unroll
+            for (int mr = 0; mr < MR; ++mr) {
+                pf[mr][0] = acd_tc<T>::pack(s[mr][2 * kk][0], s[mr][2 * kk][1]);
+                pf[mr][1] = acd_tc<T>::pack(s[mr][2 * kk][2], s[mr][2 * kk][3]);
+                pf[mr][2] = acd_tc<T>::pack(s[mr][2 * kk + 1][0], s[mr][2 * kk + 1][1]);
+                pf[mr][3] = acd_tc<T>::pack(s[mr][2 * kk + 1][2], s[mr][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dn = 0; dn < D / 16; ++dn) {
+                uint32_t vf[4];
+                acd_ldmatrix_x4_trans(vf, sVs + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8);
+#pragma unroll
+                for (int mr = 0; mr < MR; ++mr) {
+                    acd_tc<T>::mma(o[mr][2 * dn], pf[mr], vf[0], vf[1]);
+                    acd_tc<T>::mma(o[mr][2 * dn + 1], pf[mr], vf[2], vf[3]);
+                }
+            }
+        }
         // Every warp must be done with this stage before the next-but-one tile
         // is copied into it; the race mutant forgets.
         if (p.mutant != ACD_MUT_RACE) __syncthreads();
@@ -211,7 +204,7 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
             for (int n = 0; n < D / 8; ++n)
                 acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[mr][n][2 * r] * inv, o[mr][n][2 * r + 1] * inv);
             if (t == 0)
-                LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? acd_lse(m_run[mr][r], RAW ? p.scale : ACD_LN2, l) : -INFINITY;
+                LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? acd_lse(m_run[mr][r], ACD_LN2, l) : -INFINITY;
         }
 }
 
