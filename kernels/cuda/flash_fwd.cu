@@ -141,18 +141,10 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         qk_tc<T, Kt>(s, qf, sQ, sK + stage * BN * LD, warp, lane);
         const bool tile_full = span.full(j0, BN, nk);
 #pragma unroll
-        for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-            for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    float x = s[mr][n][e] * p.scale_log2;
-                    if (!tile_full) {
-                        int i = iw + mr * 16 + g + (e >= 2 ? 8 : 0), j = j0 + n * 8 + 2 * t + (e & 1);
-                        if (!acd_visible(p, b, h, i, j, nq, nk)) x = -INFINITY;
-                    }
-                    s[mr][n][e] = x;
-                }
+        for (int mr = 0; mr < MR; ++mr) {
+            acd_scores_to_log2<BN>(s[mr], p.scale_log2);
+            if (!tile_full) acd_mask_tile<BN>(s[mr], p, b, h, iw + mr * 16 + g, j0, t, nq, nk);
+        }
 #pragma unroll
         for (int mr = 0; mr < MR; ++mr) {
             float alpha[2];
