@@ -88,7 +88,7 @@ __device__ __forceinline__ void acd_load_lse_d(float *sLse, float *sDd, const fl
 }
 
 // A thread's dQ rows row and row + 8 of query head h: columns c0 + 8n + 2t +
-// {0, 1} of the accumulator tile dq (acd_frag) added into dQacc, whose rows are
+// {0, 1} of the accumulator tile dq added into dQacc, whose rows are
 // D floats; rows past the sequence end are skipped.
 template <typename T, int D, int N>
 __device__ __forceinline__ void acd_dq_add_rows(float *dQacc, const acd_params &p, int b, int h, int row, int c0, int t, int nq,

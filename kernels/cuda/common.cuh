@@ -91,7 +91,7 @@ template <> struct acd_tc<__nv_bfloat16> {
 
 // ---- accumulator tiles ----
 // A tensor-core product's f32 result, per warp 16 rows x N columns, is held as
-// float x[N / 8][4] (acd_frag): lane 4g + t holds x[n][e] = row g + 8 (e / 2),
+// float x[N / 8][4]: lane 4g + t holds x[n][e] = row g + 8 (e / 2),
 // column 8n + 2t + e % 2.  mma.sync m16n8k16 writes one x[n] per instruction;
 // wgmma's m64nN accumulator is the same per warp of its warpgroup.  A row is
 // spread over a quad of lanes (4g .. 4g + 3).

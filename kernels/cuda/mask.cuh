@@ -145,7 +145,7 @@ __device__ __forceinline__ uint32_t acd_bwd_hidden(const acd_params &p, int b, i
     return hidden;
 }
 
-// The scores a thread holds of an accumulator tile (acd_frag), rows row and
+// The scores a thread holds of an accumulator tile (common.cuh), rows row and
 // row + 8, keys j0 + 8n + 2t + {0, 1}, that the rules hide become -inf: per row
 // the key range (two compares per entry), then the dense mask where there is one.
 template <int N>

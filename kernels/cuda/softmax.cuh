@@ -88,7 +88,7 @@ template <int N> __device__ __forceinline__ void acd_scores_to_log2(float (&s)[N
         for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
 }
 
-// The online softmax of a tensor-core accumulator tile of N keys (acd_frag:
+// The online softmax of a tensor-core accumulator tile of N keys (common.cuh:
 // this thread's rows r = 0, 1 of the quad), in place: S in log2 units, hidden
 // entries -inf, becomes P = 2^(S - shift), not yet rounded; alpha[r] is the
 // factor of row r's O (acd_rescale_rows).  Max and sum run over the quad.
@@ -163,7 +163,7 @@ template <typename F> __device__ __forceinline__ acd_p_ds acd_recompute_p_ds(boo
 }
 
 // A tensor-core backward tile in place: S^T becomes P^T and dP^T becomes dS^T.
-// Entry [n][e] of these accumulator tiles (acd_frag) is key key + 8 (e / 2),
+// Entry [n][e] of these accumulator tiles is key key + 8 (e / 2),
 // query 8n + 2t + e % 2 of the tile, whose LSE and D are in sLse and sDd;
 // hidden: acd_bwd_plan::hidden's bits.
 template <typename T, int BMQ>

@@ -58,7 +58,7 @@ __device__ __forceinline__ void acd_load_tile_sw128(uint32_t s, const T *g, long
     }
 }
 
-// An accumulator tile (acd_frag) as wgmma's register list: x[n][e] is register 4n + e.
+// An accumulator tile as wgmma's register list: x[n][e] is register 4n + e.
 template <int N> __device__ __forceinline__ float (&acd_wg_regs(float (&x)[N][4]))[4 * N]
 {
     return reinterpret_cast<float (&)[4 * N]>(x);
