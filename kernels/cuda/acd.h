@@ -1,6 +1,6 @@
 /* kernels/cuda/acd.h — private to kernels/cuda: the C entry points of the CUDA
- * kernels, the checked-call macro, and the mutant ids.  Shared by the C host
- * files (descriptors, device memory, test program) and the .cu files. */
+ * kernels and the checked-call macro.  Shared by the C host files (descriptors,
+ * device memory, test program) and the .cu files. */
 #ifndef ATTNCHECK_ACD_H
 #define ATTNCHECK_ACD_H
 
@@ -9,7 +9,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "../kernel.h"
+#include "family.h" /* the kernels, their claims and the mutant ids */
 
 /* A failed cudart call becomes AC_ERR_ENV naming the call, file and line. */
 #define ACD_CHECK(err, call)                                                             \
@@ -28,14 +28,6 @@ extern "C" {
             return ac_fail((err), AC_ERR_ENV, "launch of %s failed: %s (%s:%d)", (name), \
                            cudaGetErrorString(acd_e_), __FILE__, __LINE__);              \
     } while (0)
-
-/* Planted bugs of the fused forward (cuda-flash mutants). */
-enum {
-    ACD_MUT_NONE = 0,
-    ACD_MUT_RACE = 1,          /* no barrier before a K/V stage is overwritten */
-    ACD_MUT_CAUSAL_SKIP = 2,   /* causal/window tile range ends one tile early */
-    ACD_MUT_TAIL_UNMASKED = 3, /* keys past the sequence end not masked */
-};
 
 /* Entry points: device pointers in a, problem arrays (mask, seqlens) on the host.
  * Each synchronises before returning, so a device fault is reported here. */

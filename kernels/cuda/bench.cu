@@ -1,7 +1,8 @@
 // kernels/cuda/bench.cu — `attncheck bench`: forward and backward TFLOP/s of
 // cuda-flash (FLOPs 4 B H Nq Nk d forward, 2.5x that backward, halved for
 // causal) and fused vs naive time and peak device memory.  Times are medians
-// of CUDA-event timings after warm-up, on random (never zero) inputs.
+// of CUDA-event timings after warm-up, on random (never zero) inputs, with the
+// L2 flushed before every timed run.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -12,11 +13,33 @@
 
 namespace {
 
+// Before each timed run a buffer twice the L2's size is written (as llm.c's
+// dev/cuda does), outside the timed events: every run then reads its inputs
+// from device memory, not from what the run before left in the L2 (the whole
+// problem fits in the H100's 50 MiB L2 up to N = 2k at d = 64).
+struct l2_flush {
+    void *buf = nullptr;
+    size_t bytes = 0;
+};
+
+int l2_flush_init(l2_flush *f, int l2_bytes, ac_err *err)
+{
+    f->bytes = 2 * (size_t)l2_bytes;
+    return ac_dev_alloc(&f->buf, f->bytes, err);
+}
+
+int l2_flush_run(const l2_flush &f, ac_err *err)
+{
+    ACD_CHECK(err, cudaMemsetAsync(f.buf, 0, f.bytes, 0));
+    return AC_OK;
+}
+
 struct bench_opts {
     bool quick = false;
     int reps = 10;
     int only_d = 0;          // --d N
     int only_dtype = -1;     // --dtype f16|bf16
+    l2_flush flush;
 };
 
 template <typename T> __device__ T cvt(float x);
@@ -79,29 +102,40 @@ int alloc_tensors(const ac_problem &pr, ac_dtype t, bool backward, tensors &x, a
     return st;
 }
 
-// Median milliseconds of reps runs of fn (after one warm-up run).
+// Milliseconds of one run of fn between the events a and b, the L2 flushed first.
 template <typename F>
-int time_median(int reps, F fn, double *ms, ac_err *err)
+int time_one(const l2_flush &flush, cudaEvent_t a, cudaEvent_t b, F fn, float *ms, ac_err *err)
 {
-    cudaEvent_t a, b;
-    ACD_CHECK(err, cudaEventCreate(&a));
-    ACD_CHECK(err, cudaEventCreate(&b));
-    int st = fn();
+    int st = l2_flush_run(flush, err);
     if (st != AC_OK) return st;
+    ACD_CHECK(err, cudaEventRecord(a));
+    if ((st = fn()) != AC_OK) return st;
+    ACD_CHECK(err, cudaEventRecord(b));
+    ACD_CHECK(err, cudaEventSynchronize(b));
+    ACD_CHECK(err, cudaEventElapsedTime(ms, a, b));
+    return AC_OK;
+}
+
+// Median milliseconds of o.reps runs of fn (after one warm-up run).
+template <typename F>
+int time_median(const bench_opts &o, F fn, double *ms, ac_err *err)
+{
+    cudaEvent_t a = nullptr, b = nullptr;
+    ACD_CHECK(err, cudaEventCreate(&a));
+    cudaError_t e = cudaEventCreate(&b);
+    int st = e == cudaSuccess ? fn() : ac_fail(err, AC_ERR_ENV, "cudaEventCreate failed: %s", cudaGetErrorString(e));
     std::vector<float> times;
-    for (int r = 0; r < reps; ++r) {
-        ACD_CHECK(err, cudaEventRecord(a));
-        if ((st = fn()) != AC_OK) return st;
-        ACD_CHECK(err, cudaEventRecord(b));
-        ACD_CHECK(err, cudaEventSynchronize(b));
+    for (int r = 0; r < o.reps && st == AC_OK; ++r) {
         float t = 0.f;
-        ACD_CHECK(err, cudaEventElapsedTime(&t, a, b));
-        times.push_back(t);
+        if ((st = time_one(o.flush, a, b, fn, &t, err)) == AC_OK) times.push_back(t);
     }
+    // The events go whatever happened; a failure to destroy them matters only after a clean run.
+    const cudaError_t ea = cudaEventDestroy(a), eb = b ? cudaEventDestroy(b) : cudaSuccess;
+    if (st != AC_OK) return st;
+    if (ea != cudaSuccess || eb != cudaSuccess)
+        return ac_fail(err, AC_ERR_ENV, "cudaEventDestroy failed: %s", cudaGetErrorString(ea != cudaSuccess ? ea : eb));
     std::sort(times.begin(), times.end());
     *ms = times[times.size() / 2];
-    ACD_CHECK(err, cudaEventDestroy(a));
-    ACD_CHECK(err, cudaEventDestroy(b));
     return AC_OK;
 }
 
@@ -143,8 +177,8 @@ int bench_speed(const bench_opts &o, ac_err *err)
                     ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse};
                     ac_bwd_args ba = {x.q, x.k, x.v, x.o, x.d_o, x.lse, x.dq, x.dk, x.dv};
                     double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0), ms_f = 0, ms_b = 0;
-                    s = time_median(o.reps, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
-                    if (s == AC_OK) s = time_median(o.reps, [&] { return acd_flash_backward_async(p, t, &ba, ws, 0, err); }, &ms_b, err);
+                    s = time_median(o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
+                    if (s == AC_OK) s = time_median(o, [&] { return acd_flash_backward_async(p, t, &ba, ws, 0, err); }, &ms_b, err);
                     if (s == AC_OK) s = ac_dev_sync(err);
                     ac_dev_free(ws);
                     free_tensors(x);
@@ -177,14 +211,14 @@ int bench_memory(const bench_opts &o, ac_err *err)
         ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse};
         const double io_bytes = 2.0 * x.q_bytes + 2.0 * x.kv_bytes + ac_lse_elems(&pr) * 4.0;
         double ms_f = 0, ms_n = 0;
-        s = time_median(o.reps, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
+        s = time_median(o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
         acd_naive_ws w;
         size_t free0 = 0, free1 = 0, total = 0;
         if (s == AC_OK) s = cudaMemGetInfo(&free0, &total) == cudaSuccess ? AC_OK : ac_fail(err, AC_ERR_ENV, "cudaMemGetInfo failed");
         if (s == AC_OK) s = acd_naive_prepare(p, t, &fa, &w, err);
         if (s == AC_OK) {
             if (cudaMemGetInfo(&free1, &total) != cudaSuccess) s = ac_fail(err, AC_ERR_ENV, "cudaMemGetInfo failed");
-            if (s == AC_OK) s = time_median(o.reps, [&] { return acd_naive_run(p, &pr, t, &fa, &w, 0, err); }, &ms_n, err);
+            if (s == AC_OK) s = time_median(o, [&] { return acd_naive_run(p, &pr, t, &fa, &w, 0, err); }, &ms_n, err);
             const double naive_ws = (double)(w.s_bytes + w.p_bytes + w.ptr_bytes);
             acd_naive_release(&w);
             if (s == AC_OK) s = ac_dev_sync(err);
@@ -242,10 +276,12 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
         fprintf(stderr, "attncheck bench: cudaGetDeviceProperties failed: %s\n", cudaGetErrorString(e));
         return AC_ERR_ENV;
     }
-    printf("# attncheck bench v1 on %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
-    int s = AC_OK;
-    if (speed) s = bench_speed(o, &err);
+    printf("# attncheck bench v1 on %s (sm_%d%d, %d SMs; L2 %d MiB, flushed before each timed run)\n", prop.name, prop.major,
+           prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    int s = l2_flush_init(&o.flush, prop.l2CacheSize, &err);
+    if (s == AC_OK && speed) s = bench_speed(o, &err);
     if (s == AC_OK && memory) s = bench_memory(o, &err);
+    ac_dev_free(o.flush.buf);
     if (s != AC_OK) fprintf(stderr, "attncheck bench: %s\n", err.msg);
     return s;
 }

@@ -5,9 +5,9 @@
 // go through shared memory (dS) and atomicAdd into an f32 workspace (tiny
 // partial sums into a scaled second one) that a last kernel scales and converts.
 #include <algorithm>
-#include <cstdlib>
 
-#include "common.cuh"
+#include "backward.cuh"
+#include "softmax.cuh"
 
 // Workspace for a backward: D and (f32) LSE's remainder, rows floats each,
 // padded to 64 floats, then the dQ accumulators, plain and tiny (2 * rows * d
@@ -22,7 +22,6 @@ static size_t bwd_rows_padded(const acd_params &p)
 static size_t bwd_delta_floats(const acd_params &p) { return 2 * bwd_rows_padded(p); }
 
 namespace {
-
 
 // D_i = sum_c dO_ic O_ic in f32, one warp per row; padding rows get 0.
 template <typename T>
@@ -55,60 +54,143 @@ __global__ void bwd_dq_convert(acd_params p, const float *__restrict__ dQacc, T 
     }
 }
 
-// NW warps, 16 keys each: a block owns BN = 16 NW keys of one KV head.
-template <typename T, int D, int BMQ, int NW>
-__global__ void __launch_bounds__(NW * 32)
+// A tile configuration of bwd_tc: kWarps warps of 16 keys each (a block owns
+// kBlockN = 16 kWarps keys of one KV head), query tiles of kBlockQ rows.  For
+// dQ = dS K the warps split into kRowGroups of 16 query rows x kColGroups of
+// kGroupCols columns.
+template <int D, int BMQ, int NW>
+struct bwd_tc_traits {
+    static constexpr int kHeadDim = D, kBlockQ = BMQ, kWarps = NW, kBlockN = 16 * kWarps, kThreads = 32 * kWarps;
+    static constexpr int kPitch = D + 8, kPitchS = kBlockN + 8; // shared row pitches (elements), as in fwd_tc
+    static constexpr int kRowGroups = BMQ / 16, kColGroups = kWarps / kRowGroups, kGroupCols = D / kColGroups;
+    static_assert(kGroupCols % 16 == 0, "dQ column group must be a multiple of 16");
+    // K, V; two stages of Q, dO; dS; two stages of LSE and D.
+    template <typename T> static constexpr size_t smem_bytes()
+    {
+        return sizeof(T) * ((size_t)(2 * kBlockN + 4 * BMQ) * kPitch + (size_t)BMQ * kPitchS) + 4 * sizeof(float) * BMQ;
+    }
+};
+
+// S^T = K_w Q^T and dP^T = V_w dO^T: a warp's 16 keys (rows kw of sK, sV) x
+// the tile's BMQ queries.
+template <typename T, typename Kt>
+__device__ __forceinline__ void st_dpt_tc(float (&st)[Kt::kBlockQ / 8][4], float (&dpt)[Kt::kBlockQ / 8][4], const T *sK,
+                                          const T *sV, const T *sQ, const T *sdO, int kw, int lane)
+{
+    constexpr int D = Kt::kHeadDim, BMQ = Kt::kBlockQ, LD = Kt::kPitch;
+    acd_zero(st);
+    acd_zero(dpt);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t ka[4], va[4];
+        acd_ldmatrix_x4(ka, sK + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+        acd_ldmatrix_x4(va, sV + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int nn = 0; nn < BMQ / 16; ++nn) {
+            uint32_t qf[4], df[4];
+            const int roff = (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8;
+            acd_ldmatrix_x4(qf, sQ + roff);
+            acd_ldmatrix_x4(df, sdO + roff);
+            acd_tc<T>::mma(st[2 * nn], ka, qf[0], qf[1]);
+            acd_tc<T>::mma(st[2 * nn + 1], ka, qf[2], qf[3]);
+            acd_tc<T>::mma(dpt[2 * nn], va, df[0], df[1]);
+            acd_tc<T>::mma(dpt[2 * nn + 1], va, df[2], df[3]);
+        }
+    }
+}
+
+// dV += P^T dO and dK += dS^T Q, k running over the tile's queries; P^T and
+// dS^T from the registers, rounded to T.
+template <typename T, typename Kt>
+__device__ __forceinline__ void dv_dk_tc(float (&dv)[Kt::kHeadDim / 8][4], float (&dk)[Kt::kHeadDim / 8][4],
+                                         const float (&pt)[Kt::kBlockQ / 8][4], const float (&dst)[Kt::kBlockQ / 8][4],
+                                         const T *sQ, const T *sdO, int lane)
+{
+    constexpr int D = Kt::kHeadDim, BMQ = Kt::kBlockQ, LD = Kt::kPitch;
+#pragma unroll
+    for (int kq = 0; kq < BMQ / 16; ++kq) {
+        uint32_t pa[4], sa[4];
+        acd_frag_to_a<T>(pa, pt, kq);
+        acd_frag_to_a<T>(sa, dst, kq);
+#pragma unroll
+        for (int dn = 0; dn < D / 16; ++dn) {
+            uint32_t of[4], qf[4];
+            const int roff = (kq * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8;
+            acd_ldmatrix_x4_trans(of, sdO + roff);
+            acd_ldmatrix_x4_trans(qf, sQ + roff);
+            acd_tc<T>::mma(dv[2 * dn], pa, of[0], of[1]);
+            acd_tc<T>::mma(dv[2 * dn + 1], pa, of[2], of[3]);
+            acd_tc<T>::mma(dk[2 * dn], sa, qf[0], qf[1]);
+            acd_tc<T>::mma(dk[2 * dn + 1], sa, qf[2], qf[3]);
+        }
+    }
+}
+
+// dQ = dS K for the tile, added into dQacc: dS (queries x keys, through shared
+// memory, since a warp holds dS^T) by the warps' row and column groups.
+template <typename T, typename Kt>
+__device__ __forceinline__ void dq_tc(float *dQacc, const acd_params &p, const T *sdS, const T *sK, int b, int h, int i0,
+                                      int nq, int warp, int lane)
+{
+    constexpr int D = Kt::kHeadDim, BN = Kt::kBlockN, LD = Kt::kPitch, LDS = Kt::kPitchS, RG = Kt::kRowGroups, DC = Kt::kGroupCols;
+    const int rg = warp % RG, c0 = (warp / RG) * DC;
+    float dq[DC / 8][4];
+    acd_zero(dq);
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+        uint32_t sa[4];
+        acd_ldmatrix_x4(sa, sdS + (rg * 16 + lane % 16) * LDS + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int dn = 0; dn < DC / 16; ++dn) {
+            uint32_t kf[4];
+            acd_ldmatrix_x4_trans(kf, sK + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + c0 + dn * 16 + (lane / 16) * 8);
+            acd_tc<T>::mma(dq[2 * dn], sa, kf[0], kf[1]);
+            acd_tc<T>::mma(dq[2 * dn + 1], sa, kf[2], kf[3]);
+        }
+    }
+    acd_dq_add_rows<T, D>(dQacc, p, b, h, i0 + rg * 16 + lane / 4, c0, lane % 4, nq, dq);
+}
+
+template <typename T, typename Kt>
+__global__ void __launch_bounds__(Kt::kThreads)
 bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
        float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
 {
-    constexpr int kBN = 16 * NW, kNT = 32 * NW, LD = D + 8, LDS = kBN + 8;
-    constexpr int RG = BMQ / 16, CG = NW / RG, DC = D / CG; // dQ: warps over row groups x column groups
-    static_assert(DC % 16 == 0, "dQ column group must be a multiple of 16");
+    constexpr int D = Kt::kHeadDim, BMQ = Kt::kBlockQ, BN = Kt::kBlockN, NT = Kt::kThreads, LD = Kt::kPitch, LDS = Kt::kPitchS;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Q, dO, LSE and D come in two stages: the next query tile's copy runs
     // while this one is computed (its latency was exposed on every tile).
-    T *sK = reinterpret_cast<T *>(smem_raw), *sV = sK + kBN * LD, *sQ2 = sV + kBN * LD, *sdO2 = sQ2 + 2 * BMQ * LD;
+    T *sK = reinterpret_cast<T *>(smem_raw), *sV = sK + BN * LD, *sQ2 = sV + BN * LD, *sdO2 = sQ2 + 2 * BMQ * LD;
     T *sdS = sdO2 + 2 * BMQ * LD;
     float *sLse2 = reinterpret_cast<float *>(sdS + BMQ * LDS), *sDd2 = sLse2 + 2 * BMQ;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, kw = warp * 16;
-    const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * kBN;
+    const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * BN;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
     const T *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
 
-    acd_load_tile<T, kBN, D, kNT>(sK, Kb, p.k_ss, j0, nk, tid);
-    acd_load_tile<T, kBN, D, kNT>(sV, Vb, p.k_ss, j0, nk, tid);
+    acd_load_tile<T, BN, D, NT>(sK, Kb, p.k_ss, j0, nk, tid);
+    acd_load_tile<T, BN, D, NT>(sV, Vb, p.k_ss, j0, nk, tid);
     acd_cp_async_commit();
 
-    int i_lo, i_hi; // query rows that can see this block's keys
-    acd_bwd_query_rows(p, j0, kBN, nq, nk, i_lo, i_hi);
-    const bool keys_full = j0 + kBN <= nk && !p.mask;
-    const int win_off = p.align_br ? nk - nq : 0;
-
     float dk[D / 8][4], dv[D / 8][4];
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
-
-    // The (query head, query tile) pairs of this block, one after the other.
-    const int it0 = (i_lo / BMQ) * BMQ, tiles_per_head = i_hi > it0 ? (i_hi - it0 + BMQ - 1) / BMQ : 0;
-    const int n_tiles = p.group * tiles_per_head;
+    acd_zero(dk);
+    acd_zero(dv);
+    const acd_bwd_plan<BMQ, BN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
-        const int h = hk * p.group + x / tiles_per_head, i0 = it0 + (x % tiles_per_head) * BMQ, stage = x & 1;
-        acd_load_tile<T, BMQ, D, kNT>(sQ2 + stage * BMQ * LD, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_tile<T, BMQ, D, kNT>(sdO2 + stage * BMQ * LD, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
+        const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
+        acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
         acd_load_lse_d<BMQ>(sLse2 + stage * BMQ, sDd2 + stage * BMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
-    if (n_tiles > 0) load_q_tile(0);
+    if (plan.count > 0) load_q_tile(0);
 
-    for (int x = 0; x < n_tiles; ++x) {
-        const int h = hk * p.group + x / tiles_per_head, i0 = it0 + (x % tiles_per_head) * BMQ, stage = x & 1;
+    for (int x = 0; x < plan.count; ++x) {
+        const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
         const T *sQ = sQ2 + stage * BMQ * LD, *sdO = sdO2 + stage * BMQ * LD;
-        const float *sLse = sLse2 + stage * BMQ, *sDd = sDd2 + stage * BMQ;
-        if (x + 1 < n_tiles) {
+        if (x + 1 < plan.count) {
             load_q_tile(x + 1); // into the stage the previous tile freed
             acd_cp_async_wait<1>();
         } else {
@@ -116,75 +198,11 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         }
         __syncthreads();
 
-        // S^T = K_w Q^T and dP^T = V_w dO^T: 16 keys x BMQ queries per warp.
         float st[BMQ / 8][4], dpt[BMQ / 8][4];
-#pragma unroll
-        for (int n = 0; n < BMQ / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            uint32_t ka[4], va[4];
-            acd_ldmatrix_x4(ka, sK + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-            acd_ldmatrix_x4(va, sV + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-            for (int nn = 0; nn < BMQ / 16; ++nn) {
-                uint32_t qf[4], df[4];
-                const int roff = (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8;
-                acd_ldmatrix_x4(qf, sQ + roff);
-                acd_ldmatrix_x4(df, sdO + roff);
-                acd_tc<T>::mma(st[2 * nn], ka, qf[0], qf[1]);
-                acd_tc<T>::mma(st[2 * nn + 1], ka, qf[2], qf[3]);
-                acd_tc<T>::mma(dpt[2 * nn], va, df[0], df[1]);
-                acd_tc<T>::mma(dpt[2 * nn + 1], va, df[2], df[3]);
-            }
-        }
-        // P^T from LSE (masked -> 0), dS^T = P^T (dP^T - D); st <- P, dpt <- dS.
-        // Unless every (query, key) pair of the tile is visible, a bit per hidden entry.
-        bool tile_full = keys_full && i0 + BMQ <= nq;
-        if (p.windowed) {
-            if (p.wl >= 0) tile_full = tile_full && j0 >= i0 + BMQ - 1 + win_off - p.wl;
-            if (p.wr >= 0) tile_full = tile_full && j0 + kBN - 1 <= i0 + win_off + p.wr;
-        }
-        const uint32_t hidden = tile_full ? 0u : acd_bwd_hidden<BMQ>(p, b, h, i0, j0 + kw + g, t, nq, nk);
-#pragma unroll
-        for (int n = 0; n < BMQ / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int il = n * 8 + 2 * t + (e & 1);
-                const float lse = sLse[il];
-                const bool vis = lse != -INFINITY && !((hidden >> (4 * n + e)) & 1u);
-                // P <= 1: the clamp keeps a P whose exponent cancelled catastrophically
-                // (scores ~1e10, where S*c and LSE*log2e each round by more than 1) finite
-                // instead of Inf, which turned dS, dQ, dK, dV into NaN (found by the fuzzer).
-                const float pr = vis ? fminf(acd_exp2_p<T>(st[n][e] * p.scale_log2 - lse * ACD_LOG2E), 1.f) : 0.f;
-                st[n][e] = pr;
-                dpt[n][e] = pr * (dpt[n][e] - sDd[il]);
-            }
-        // dV += P^T dO, dK += dS^T Q (k = queries).
-#pragma unroll
-        for (int kq = 0; kq < BMQ / 16; ++kq) {
-            uint32_t pa[4], sa[4];
-            pa[0] = acd_tc<T>::pack(st[2 * kq][0], st[2 * kq][1]);
-            pa[1] = acd_tc<T>::pack(st[2 * kq][2], st[2 * kq][3]);
-            pa[2] = acd_tc<T>::pack(st[2 * kq + 1][0], st[2 * kq + 1][1]);
-            pa[3] = acd_tc<T>::pack(st[2 * kq + 1][2], st[2 * kq + 1][3]);
-            sa[0] = acd_tc<T>::pack(dpt[2 * kq][0], dpt[2 * kq][1]);
-            sa[1] = acd_tc<T>::pack(dpt[2 * kq][2], dpt[2 * kq][3]);
-            sa[2] = acd_tc<T>::pack(dpt[2 * kq + 1][0], dpt[2 * kq + 1][1]);
-            sa[3] = acd_tc<T>::pack(dpt[2 * kq + 1][2], dpt[2 * kq + 1][3]);
-#pragma unroll
-            for (int dn = 0; dn < D / 16; ++dn) {
-                uint32_t of[4], qf[4];
-                const int roff = (kq * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8;
-                acd_ldmatrix_x4_trans(of, sdO + roff);
-                acd_ldmatrix_x4_trans(qf, sQ + roff);
-                acd_tc<T>::mma(dv[2 * dn], pa, of[0], of[1]);
-                acd_tc<T>::mma(dv[2 * dn + 1], pa, of[2], of[3]);
-                acd_tc<T>::mma(dk[2 * dn], sa, qf[0], qf[1]);
-                acd_tc<T>::mma(dk[2 * dn + 1], sa, qf[2], qf[3]);
-            }
-        }
+        st_dpt_tc<T, Kt>(st, dpt, sK, sV, sQ, sdO, kw, lane);
+        const uint32_t hidden = plan.hidden(p, b, h, i0, j0 + kw + g, t, nq, nk);
+        acd_bwd_p_ds_tile<T, BMQ>(st, dpt, sLse2 + stage * BMQ, sDd2 + stage * BMQ, hidden, p.scale_log2, t); // P^T, dS^T
+        dv_dk_tc<T, Kt>(dv, dk, st, dpt, sQ, sdO, lane);
         // dS (queries x keys) to shared memory for dQ = dS K.
 #pragma unroll
         for (int n = 0; n < BMQ / 8; ++n)
@@ -192,86 +210,41 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
             for (int e = 0; e < 4; ++e)
                 sdS[(n * 8 + 2 * t + (e & 1)) * LDS + kw + g + (e >= 2 ? 8 : 0)] = acd_tc<T>::from_f(dpt[n][e]);
         __syncthreads();
-        {
-            const int rg = warp % RG, c0 = (warp / RG) * DC;
-            float dq[DC / 8][4];
-#pragma unroll
-            for (int n = 0; n < DC / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < kBN / 16; ++kk) {
-                uint32_t sa[4];
-                acd_ldmatrix_x4(sa, sdS + (rg * 16 + lane % 16) * LDS + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-                for (int dn = 0; dn < DC / 16; ++dn) {
-                    uint32_t kf[4];
-                    acd_ldmatrix_x4_trans(kf, sK + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + c0 + dn * 16 + (lane / 16) * 8);
-                    acd_tc<T>::mma(dq[2 * dn], sa, kf[0], kf[1]);
-                    acd_tc<T>::mma(dq[2 * dn + 1], sa, kf[2], kf[3]);
-                }
-            }
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int i = i0 + rg * 16 + g + 8 * r;
-                if (i >= nq) continue;
-                const long long at = (((long long)b * p.Hq + h) * p.Nq + i) * D + c0 + 2 * t;
-                acd_dq_add_row<T, DC / 8>(dQacc, acd_dq_elems(p), at, dq, r);
-            }
-        }
+        dq_tc<T, Kt>(dQacc, p, sdS, sK, b, h, i0, nq, warp, lane);
         __syncthreads(); // this stage and sdS are rewritten by the next tiles
     }
     acd_cp_async_wait<0>();
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int j = j0 + kw + g + 8 * r;
-        if (j >= p.Nk) continue;
-        const long long at = b * p.k_sb + hk * p.k_sh + (long long)j * p.k_ss + 2 * t;
-#pragma unroll
-        for (int n = 0; n < D / 8; ++n) {
-            acd_tc<T>::store2(dK + at + n * 8, dk[n][2 * r] * p.scale, dk[n][2 * r + 1] * p.scale);
-            acd_tc<T>::store2(dV + at + n * 8, dv[n][2 * r], dv[n][2 * r + 1]);
-        }
-    }
+    acd_store_dk_dv<T, D>(p, dK, dV, b, hk, j0 + kw + g, t, dk, dv);
 }
 
-template <typename T, int D, int BMQ, int NW>
+template <typename T, typename Kt>
 int launch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
 {
-    constexpr int BN = 16 * NW;
-    // K, V; two stages of Q, dO; dS; two stages of LSE and D.
-    const size_t smem = sizeof(T) * ((size_t)(2 * BN + 4 * BMQ) * (D + 8) + (size_t)BMQ * (BN + 8)) + 4 * sizeof(float) * BMQ;
-    ACD_CHECK(err, cudaFuncSetAttribute(bwd_tc<T, D, BMQ, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((p.Nk + BN - 1) / BN, p.Hkv, p.B);
-    bwd_tc<T, D, BMQ, NW><<<grid, NW * 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
-                                                           a->lse, Dv, dQacc, (T *)a->dk, (T *)a->dv);
+    const size_t smem = Kt::template smem_bytes<T>();
+    ACD_CHECK(err, cudaFuncSetAttribute(bwd_tc<T, Kt>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nk + Kt::kBlockN - 1) / Kt::kBlockN, p.Hkv, p.B);
+    bwd_tc<T, Kt><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
+                                                       a->lse, Dv, dQacc, (T *)a->dk, (T *)a->dv);
     ACD_CHECK_LAUNCH(err, "bwd_tc");
     return AC_OK;
 }
 
-// Tile shapes per head dim; ACD_BWD_VARIANT (bench experiments) picks another.
-int bwd_variant()
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("ACD_BWD_VARIANT");
-        v = e ? atoi(e) : 0;
-    }
-    return v;
-}
+// Tile configurations per head dim (head dim, query rows per tile, warps).
+// d = 128, measured on an H100 (f16, N = 8k): 64 x 8: 224.7-234.9 TFLOP/s;
+// 32 x 8: 196; 32 x 4: 185 (PERF.md).
+using bwd_tc_d32 = bwd_tc_traits<32, 64, 4>;
+using bwd_tc_d64 = bwd_tc_traits<64, 64, 8>;
+using bwd_tc_d96 = bwd_tc_traits<96, 32, 4>;
+using bwd_tc_d128 = bwd_tc_traits<128, 64, 8>;
 
 template <typename T>
 int dispatch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
 {
-    const int v = bwd_variant();
     switch (p.D) {
-    case 32: return launch_bwd_tc<T, 32, 64, 4>(p, a, Dv, dQacc, stream, err);
-    case 64:
-        if (v == 1) return launch_bwd_tc<T, 64, 64, 4>(p, a, Dv, dQacc, stream, err);
-        return launch_bwd_tc<T, 64, 64, 8>(p, a, Dv, dQacc, stream, err);
-    case 96: return launch_bwd_tc<T, 96, 32, 4>(p, a, Dv, dQacc, stream, err);
-    case 128:
-        if (v == 1) return launch_bwd_tc<T, 128, 32, 8>(p, a, Dv, dQacc, stream, err);
-        if (v == 2) return launch_bwd_tc<T, 128, 32, 4>(p, a, Dv, dQacc, stream, err);
-        return launch_bwd_tc<T, 128, 64, 8>(p, a, Dv, dQacc, stream, err);
+    case 32: return launch_bwd_tc<T, bwd_tc_d32>(p, a, Dv, dQacc, stream, err);
+    case 64: return launch_bwd_tc<T, bwd_tc_d64>(p, a, Dv, dQacc, stream, err);
+    case 96: return launch_bwd_tc<T, bwd_tc_d96>(p, a, Dv, dQacc, stream, err);
+    case 128: return launch_bwd_tc<T, bwd_tc_d128>(p, a, Dv, dQacc, stream, err);
     default: return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: head_dim %d not built (32, 64, 96, 128)", p.D);
     }
 }

@@ -9,12 +9,84 @@
 //   S^T = K Q^T, dP^T = V dO^T   both operands in shared memory
 //   dV += P^T dO, dK += dS^T Q   P^T, dS^T from the registers that held S^T, dP^T
 //   dQ  = dS K                   dS through shared memory (it is transposed)
-#include "common.cuh"
+#include "backward.cuh"
+#include "softmax.cuh"
 #include "wgmma.cuh"
 
 namespace {
 
 constexpr int kBN = 128, kBMQ = 64, kNT = 256; // keys per block, query rows per tile, threads
+
+// S^T = K_w Q^T and dP^T = V_w dO^T: this warpgroup's 64 keys (wg) x the
+// tile's 64 queries, both operands in shared memory.
+template <typename T, int D>
+__device__ __forceinline__ void st_dpt_wg(float (&st)[kBMQ / 8][4], float (&dpt)[kBMQ / 8][4], uint32_t sK, uint32_t sV,
+                                          uint32_t sQ, uint32_t sdO, int wg)
+{
+    const uint64_t dkd = acd_wg_desc(sK + wg * 64 * 128, 16, 1024), dvd = acd_wg_desc(sV + wg * 64 * 128, 16, 1024);
+    const uint64_t dqd = acd_wg_desc(sQ, 16, 1024), dod = acd_wg_desc(sdO, 16, 1024);
+    acd_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t a_off = (kk / 4) * (kBN * 128) + (kk % 4) * 32, b_off = (kk / 4) * (kBMQ * 128) + (kk % 4) * 32;
+        acd_wg_ss<T, kBMQ>::run(st, acd_wg_desc_add(dkd, a_off), acd_wg_desc_add(dqd, b_off), kk > 0);
+        acd_wg_ss<T, kBMQ>::run(dpt, acd_wg_desc_add(dvd, a_off), acd_wg_desc_add(dod, b_off), kk > 0);
+    }
+    acd_wg_commit();
+    acd_wg_wait<0>();
+    acd_wg_hold(st);
+    acd_wg_hold(dpt);
+}
+
+// dV += P^T dO and dK += dS^T Q issued, k running over the 64 queries, dO and Q
+// MN-major; the caller waits (pa, sa: P^T and dS^T as register operands).
+template <typename T, int D>
+__device__ __forceinline__ void dv_dk_issue(float (&dv)[D / 8][4], float (&dk)[D / 8][4], const uint32_t (&pa)[kBMQ / 16][4],
+                                            const uint32_t (&sa)[kBMQ / 16][4], uint32_t sQ, uint32_t sdO)
+{
+    const uint64_t dod = acd_wg_desc(sdO, kBMQ * 128, 1024), dqd = acd_wg_desc(sQ, kBMQ * 128, 1024);
+    acd_wg_fence();
+#pragma unroll
+    for (int kq = 0; kq < kBMQ / 16; ++kq) {
+        acd_wg_rs<T, D>::run(dv, pa[kq], acd_wg_desc_add(dod, kq * 16 * 128));
+        acd_wg_rs<T, D>::run(dk, sa[kq], acd_wg_desc_add(dqd, kq * 16 * 128));
+    }
+    acd_wg_commit();
+}
+
+// dS (queries x keys) into shared memory at sdS, K-major for dQ = dS K; this
+// thread's entries are keys kl, kl + 8 of the block.
+template <typename T>
+__device__ __forceinline__ void ds_to_smem(unsigned char *sdS, const float (&ds_t)[kBMQ / 8][4], int kl, int t)
+{
+#pragma unroll
+    for (int n = 0; n < kBMQ / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int q = n * 8 + 2 * t + (e & 1), k = kl + (e >= 2 ? 8 : 0);
+            *reinterpret_cast<T *>(sdS + acd_sw128_offset<kBMQ>(q, k / 8) + (k % 8) * 2) = acd_tc<T>::from_f(ds_t[n][e]);
+        }
+}
+
+// dQ = dS K issued for 64 queries x 64 columns: at d = 128 warpgroup wg takes
+// columns 64 wg.. over all 128 keys; at d = 64 all columns over its own 64 keys
+// (both add into dQacc).  Returns the first column.
+template <typename T, int D>
+__device__ __forceinline__ int dq_issue(float (&dq)[8][4], uint32_t sdS, uint32_t sK, int wg)
+{
+    constexpr int kKeys = D == 128 ? kBN : 64;
+    const int ka0 = D == 128 ? 0 : 64 * wg, c0 = D == 128 ? 64 * wg : 0;
+    const uint64_t dsd = acd_wg_desc(sdS, 16, 1024), dkd = acd_wg_desc(sK + (c0 / 64) * (kBN * 128), kBN * 128, 1024);
+    acd_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+        const int kl = ka0 + 16 * kk;
+        acd_wg_ss<T, 64, true>::run(dq, acd_wg_desc_add(dsd, (kl / 64) * (kBMQ * 128) + ((kl % 64) / 16) * 32),
+                                    acd_wg_desc_add(dkd, kl * 128), kk > 0);
+    }
+    acd_wg_commit();
+    return c0;
+}
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kNT, 1)
@@ -39,156 +111,57 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     acd_load_tile_sw128<T, kBN, D, kNT>(sV, V + b * p.k_sb + hk * p.k_sh, p.k_ss, j0, nk, tid);
     acd_cp_async_commit();
 
-    int i_lo, i_hi; // query rows that can see this block's keys
-    acd_bwd_query_rows(p, j0, kBN, nq, nk, i_lo, i_hi);
-    const bool keys_full = j0 + kBN <= nk && !p.mask;
-    const int win_off = p.align_br ? nk - nq : 0;
-
-    float dk[D / 2], dv[D / 2];
-#pragma unroll
-    for (int x = 0; x < D / 2; ++x) dk[x] = dv[x] = 0.f;
-
-    // The (query head, query tile) pairs of this block, one after the other.
-    const int it0 = (i_lo / kBMQ) * kBMQ, tiles_per_head = i_hi > it0 ? (i_hi - it0 + kBMQ - 1) / kBMQ : 0;
-    const int n_tiles = p.group * tiles_per_head;
+    float dk[D / 8][4], dv[D / 8][4];
+    acd_zero(dk);
+    acd_zero(dv);
+    const acd_bwd_plan<kBMQ, kBN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
-        const int h = hk * p.group + x / tiles_per_head, i0 = it0 + (x % tiles_per_head) * kBMQ, stage = x & 1;
+        const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
         acd_load_tile_sw128<T, kBMQ, D, kNT>(sQ2 + stage * kQBytes, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
         acd_load_tile_sw128<T, kBMQ, D, kNT>(sdO2 + stage * kQBytes, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
         acd_load_lse_d<kBMQ>(sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
-    if (n_tiles > 0) load_q_tile(0);
+    if (plan.count > 0) load_q_tile(0);
 
-    for (int x = 0; x < n_tiles; ++x) {
-        const int h = hk * p.group + x / tiles_per_head, i0 = it0 + (x % tiles_per_head) * kBMQ, stage = x & 1;
+    for (int x = 0; x < plan.count; ++x) {
+        const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
         const uint32_t sQ = sQ2 + stage * kQBytes, sdO = sdO2 + stage * kQBytes;
-        const float *sLse = sLse2 + stage * kBMQ, *sDd = sDd2 + stage * kBMQ;
         acd_cp_async_wait<0>(); // this tile (and, the first time, K and V): the only copies in flight
         // cp.async and the stores below wrote through the generic proxy; wgmma reads through the async one.
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         // Every warp sees this tile; every warpgroup is done with the previous
         // one, whose stage the next copy reuses, and with its dS.
         __syncthreads();
-        if (x + 1 < n_tiles) load_q_tile(x + 1);
+        if (x + 1 < plan.count) load_q_tile(x + 1);
 
-        // S^T = K_w Q^T and dP^T = V_w dO^T: this warpgroup's 64 keys x 64 queries.
-        float st[kBMQ / 2], dpt[kBMQ / 2];
-        {
-            const uint64_t dkd = acd_wg_desc(sK + wg * 64 * 128, 16, 1024), dvd = acd_wg_desc(sV + wg * 64 * 128, 16, 1024);
-            const uint64_t dqd = acd_wg_desc(sQ, 16, 1024), dod = acd_wg_desc(sdO, 16, 1024);
-            acd_wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                const uint32_t a_off = (kk / 4) * (kBN * 128) + (kk % 4) * 32, b_off = (kk / 4) * (kBMQ * 128) + (kk % 4) * 32;
-                acd_wg_ss<T, kBMQ>::run(st, acd_wg_desc_add(dkd, a_off), acd_wg_desc_add(dqd, b_off), kk > 0);
-                acd_wg_ss<T, kBMQ>::run(dpt, acd_wg_desc_add(dvd, a_off), acd_wg_desc_add(dod, b_off), kk > 0);
-            }
-            acd_wg_commit();
-            acd_wg_wait<0>();
-            acd_wg_hold(st);
-            acd_wg_hold(dpt);
-        }
-
-        // P^T from LSE (masked -> 0), dS^T = P^T (dP^T - D); entry 4n + e is key
-        // `key` + 8 (e / 2), query i0 + 8n + 2t + e % 2.
-        bool tile_full = keys_full && i0 + kBMQ <= nq;
-        if (p.windowed) {
-            if (p.wl >= 0) tile_full = tile_full && j0 >= i0 + kBMQ - 1 + win_off - p.wl;
-            if (p.wr >= 0) tile_full = tile_full && j0 + kBN - 1 <= i0 + win_off + p.wr;
-        }
-        const uint32_t hidden = tile_full ? 0u : acd_bwd_hidden<kBMQ>(p, b, h, i0, key, t, nq, nk);
-#pragma unroll
-        for (int n = 0; n < kBMQ / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int il = n * 8 + 2 * t + (e & 1);
-                const float lse = sLse[il];
-                const bool vis = lse != -INFINITY && !((hidden >> (4 * n + e)) & 1u);
-                // P <= 1: see bwd_tc (a catastrophically cancelled exponent gave Inf, then NaN).
-                const float pr = vis ? fminf(acd_exp2_p<T>(st[4 * n + e] * p.scale_log2 - lse * ACD_LOG2E), 1.f) : 0.f;
-                st[4 * n + e] = pr;
-                dpt[4 * n + e] = pr * (dpt[4 * n + e] - sDd[il]);
-            }
-
-        // dV += P^T dO, dK += dS^T Q: k runs over the 64 queries, dO and Q MN-major.
+        float st[kBMQ / 8][4], dpt[kBMQ / 8][4];
+        st_dpt_wg<T, D>(st, dpt, sK, sV, sQ, sdO, wg);
+        const uint32_t hidden = plan.hidden(p, b, h, i0, key, t, nq, nk);
+        acd_bwd_p_ds_tile<T, kBMQ>(st, dpt, sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, hidden, p.scale_log2, t); // P^T, dS^T
         uint32_t pa[kBMQ / 16][4], sa[kBMQ / 16][4];
 #pragma unroll
         for (int kq = 0; kq < kBMQ / 16; ++kq) {
-#pragma unroll
-            for (int x2 = 0; x2 < 4; ++x2) {
-                pa[kq][x2] = acd_tc<T>::pack(st[8 * kq + 2 * x2], st[8 * kq + 2 * x2 + 1]);
-                sa[kq][x2] = acd_tc<T>::pack(dpt[8 * kq + 2 * x2], dpt[8 * kq + 2 * x2 + 1]);
-            }
+            acd_frag_to_a<T>(pa[kq], st, kq);
+            acd_frag_to_a<T>(sa[kq], dpt, kq);
         }
-        {
-            const uint64_t dod = acd_wg_desc(sdO, kBMQ * 128, 1024), dqd = acd_wg_desc(sQ, kBMQ * 128, 1024);
-            acd_wg_fence();
-#pragma unroll
-            for (int kq = 0; kq < kBMQ / 16; ++kq) {
-                acd_wg_rs<T, D>::run(dv, pa[kq], acd_wg_desc_add(dod, kq * 16 * 128));
-                acd_wg_rs<T, D>::run(dk, sa[kq], acd_wg_desc_add(dqd, kq * 16 * 128));
-            }
-            acd_wg_commit();
-        }
-
-        // dS (queries x keys) to shared memory, K-major for dQ = dS K.
-        {
-            unsigned char *sdS_ptr = smem_raw + (sdS - acd_smem_addr(smem_raw));
-#pragma unroll
-            for (int n = 0; n < kBMQ / 8; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int q = n * 8 + 2 * t + (e & 1), kl = key - j0 + (e >= 2 ? 8 : 0); // kl: key within the block
-                    *reinterpret_cast<T *>(sdS_ptr + acd_sw128_offset<kBMQ>(q, kl / 8) + (kl % 8) * 2) = acd_tc<T>::from_f(dpt[4 * n + e]);
-                }
-        }
+        dv_dk_issue<T, D>(dv, dk, pa, sa, sQ, sdO);
+        ds_to_smem<T>(smem_raw + (sdS - acd_smem_addr(smem_raw)), dpt, key - j0, t);
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
 
-        // dQ = dS K for 64 queries x 64 columns: at d = 128 warpgroup w takes columns
-        // 64w.. over all 128 keys; at d = 64 it takes all columns over its own 64
-        // keys (both add into dQacc).
-        constexpr int kKeys = D == 128 ? kBN : 64;
-        const int ka0 = D == 128 ? 0 : 64 * wg, c0 = D == 128 ? 64 * wg : 0;
-        float dq[32];
-        {
-            const uint64_t dsd = acd_wg_desc(sdS, 16, 1024), dkd = acd_wg_desc(sK + (c0 / 64) * (kBN * 128), kBN * 128, 1024);
-            acd_wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < kKeys / 16; ++kk) {
-                const int kl = ka0 + 16 * kk;
-                acd_wg_ss<T, 64, true>::run(dq, acd_wg_desc_add(dsd, (kl / 64) * (kBMQ * 128) + ((kl % 64) / 16) * 32),
-                                            acd_wg_desc_add(dkd, kl * 128), kk > 0);
-            }
-            acd_wg_commit();
-            acd_wg_wait<0>(); // dV, dK and dQ
-            acd_wg_hold(dq);
-            acd_wg_hold(dk);
-            acd_wg_hold(dv);
-#pragma unroll
-            for (int kq = 0; kq < kBMQ / 16; ++kq) acd_wg_hold(pa[kq]), acd_wg_hold(sa[kq]);
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int i = i0 + (warp % 4) * 16 + g + 8 * r;
-            if (i >= nq) continue;
-            const long long at = (((long long)b * p.Hq + h) * p.Nq + i) * D + c0 + 2 * t;
-            acd_dq_add_row<T, 8>(dQacc, acd_dq_elems(p), at, reinterpret_cast<const float(*)[4]>(dq), r);
-        }
+        float dq[8][4];
+        const int c0 = dq_issue<T, D>(dq, sdS, sK, wg);
+        acd_wg_wait<0>(); // dV, dK and dQ
+        acd_wg_hold(dq);
+        acd_wg_hold(dk);
+        acd_wg_hold(dv);
+        acd_wg_hold(pa);
+        acd_wg_hold(sa);
+        acd_dq_add_rows<T, D>(dQacc, p, b, h, i0 + (warp % 4) * 16 + g, c0, t, nq, dq);
     }
     acd_cp_async_wait<0>();
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int j = key + 8 * r;
-        if (j >= p.Nk) continue;
-        const long long at = b * p.k_sb + hk * p.k_sh + (long long)j * p.k_ss + 2 * t;
-#pragma unroll
-        for (int n = 0; n < D / 8; ++n) {
-            acd_tc<T>::store2(dK + at + n * 8, dk[4 * n + 2 * r] * p.scale, dk[4 * n + 2 * r + 1] * p.scale);
-            acd_tc<T>::store2(dV + at + n * 8, dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
-        }
-    }
+    acd_store_dk_dv<T, D>(p, dK, dV, b, hk, key, t, dk, dv);
 #elif defined(__CUDA_ARCH__)
     __trap(); // built without sm_90a's wgmma: never launched (acd_wgmma_usable)
 #endif

@@ -4,7 +4,9 @@
 // exactly, outputs rounded once, P and dS kept in f32).  Lane j of a
 // warp owns key j of a 32-key tile; dot products read K/V rows from shared
 // memory with a pitch of D + 1 floats, so a warp's 32 rows hit 32 banks.
-#include "common.cuh"
+#include "backward.cuh"
+#include "mask.cuh"
+#include "softmax.cuh"
 
 namespace {
 
@@ -27,20 +29,16 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
     const T *Qb = Q + b * p.q_sb + h * p.q_sh;
     const T *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
 
-    int key_lo = 0, key_hi = 0;
-    if (i0 < nq) acd_block_keys(p, i0, min(i0 + BM, nq) - 1, nq, nk, key_lo, key_hi);
-    int nb_lo = key_lo / 32, nb_hi = key_hi > key_lo ? (key_hi + 31) / 32 : nb_lo;
-    if (p.mutant == ACD_MUT_CAUSAL_SKIP && p.windowed && p.wr >= 0 && nb_hi > nb_lo) nb_hi -= 1;
+    const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, 32, nq, nk);
 
     for (int x = tid; x < BM * D; x += blockDim.x) {
         int r = x / D, c = x % D;
         sQ[x] = i0 + r < nq ? acd_cvt<T>::to_f(Qb[(long long)(i0 + r) * p.q_ss + c]) : 0.f;
     }
     float o[kF32Rows][kF32MaxCols] = {};
-    float m_run[kF32Rows], l_run[kF32Rows];
-    for (int r = 0; r < kF32Rows; ++r) m_run[r] = -INFINITY, l_run[r] = 0.f;
+    acd_softmax_row rows[kF32Rows];
 
-    for (int nb = nb_lo; nb < nb_hi; ++nb) {
+    for (int nb = span.nb_lo; nb < span.nb_hi; ++nb) {
         const int j0 = nb * 32;
         if (p.mutant != ACD_MUT_RACE) __syncthreads(); // the previous tile is consumed
         for (int x = tid; x < 32 * D; x += blockDim.x) {
@@ -56,14 +54,14 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
             float s = 0.f;
             for (int c = 0; c < D; ++c) s = fmaf(sQ[il * D + c], sK[lane * LDK + c], s);
             s = acd_visible(p, b, h, i, j, nq, nk) ? s * p.scale_log2 : -INFINITY;
-            float mx = s;
+            // The online softmax of acd_softmax_row over a warp-wide row, with
+            // exp2f for P (kept in f32).
+            float mx = s, alpha;
             for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            const float m_new = fmaxf(m_run[r], mx), m_use = m_new == -INFINITY ? 0.f : m_new;
-            const float alpha = exp2f(m_run[r] - m_use), pj = exp2f(s - m_use);
+            const float pj = exp2f(s - rows[r].rescale(mx, alpha));
             float sum = pj;
             for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-            l_run[r] = l_run[r] * alpha + sum;
-            m_run[r] = m_new;
+            rows[r].add(alpha, sum);
 #pragma unroll
             for (int k = 0; k < kF32MaxCols; ++k) o[r][k] *= alpha;
             for (int jj = 0; jj < 32; ++jj) {
@@ -78,12 +76,12 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
     for (int r = 0; r < kF32Rows; ++r) {
         const int i = i0 + warp * kF32Rows + r;
         if (i >= p.Nq) continue;
-        const float l = l_run[r], inv = l > 0.f ? 1.f / l : 0.f;
-        T *Orow = O + b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
+        const float inv = rows[r].inv_l();
+        T *Orow = O + acd_q_offset(p, b, h, i);
 #pragma unroll
         for (int k = 0; k < kF32MaxCols; ++k)
             if (lane + 32 * k < D) Orow[lane + 32 * k] = acd_cvt<T>::from_f(o[r][k] * inv);
-        if (lane == 0) LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? acd_lse(m_run[r], ACD_LN2, l) : -INFINITY;
+        if (lane == 0) LSE[acd_row_index(p, b, h, i)] = rows[r].lse();
     }
 }
 
@@ -156,14 +154,8 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
         sdV[r * LDK + c] = 0.f;
     }
     __syncwarp();
-    // Rows that can see keys [j0, j0 + 31]: invert the window.
-    int i_lo = 0, i_hi = nq;
-    if (p.windowed) {
-        const int off = p.align_br ? nk - nq : 0, j_last = min(j0 + 31, nk - 1);
-        if (p.wr >= 0) i_lo = max(i_lo, j0 - p.wr - off);
-        if (p.wl >= 0) i_hi = min(i_hi, j_last + p.wl - off + 1);
-    }
-    if (j0 >= nk) i_hi = i_lo;
+    int i_lo, i_hi; // query rows that can see keys [j0, j0 + 31]
+    acd_bwd_query_rows(p, j0, 32, nq, nk, i_lo, i_hi);
     for (int h = hk * p.group; h < (hk + 1) * p.group; ++h) {
         const T *Qb = Q + b * p.q_sb + h * p.q_sh, *dOb = dO + b * p.q_sb + h * p.q_sh;
         for (int i = i_lo; i < i_hi; ++i) {
@@ -172,7 +164,7 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
                 sdo[c] = acd_cvt<T>::to_f(dOb[(long long)i * p.q_ss + c]);
             }
             __syncwarp();
-            const long long row = ((long long)b * p.Hq + h) * p.Nq + i;
+            const long long row = acd_row_index(p, b, h, i);
             const float lse = LSE[row], dd = Dv[row], lse_rem = lse_lo[row];
             float s = 0.f, dp = 0.f;
             for (int c = 0; c < D; ++c) {
@@ -180,9 +172,8 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
                 dp = fmaf(sdo[c], sV[lane * LDK + c], dp);
             }
             const bool vis = acd_visible(p, b, h, i, j, nq, nk) && lse != -INFINITY;
-            // P <= 1: see flash_bwd.cu (huge scores cancel catastrophically in the exponent)
-            const float pr = vis ? fminf(acd_exp_shifted(s, p.scale, lse, lse_rem), 1.f) : 0.f;
-            const float ds = pr * (dp - dd);
+            const acd_p_ds x = acd_recompute_p_ds(vis, [&] { return acd_exp_shifted(s, p.scale, lse, lse_rem); }, dp, dd);
+            const float pr = x.p, ds = x.ds;
             if (__any_sync(0xffffffffu, pr != 0.f)) {
                 for (int c = 0; c < D; ++c) {
                     sdV[lane * LDK + c] = fmaf(pr, sdo[c], sdV[lane * LDK + c]);

@@ -1,233 +1,184 @@
 // kernels/cuda/flash_fwd.cu — fused forward, FlashAttention-2 schedule on
 // tensor cores (f16, bf16): one block per (Q tile, head, batch); each warp owns
-// 16 query rows; K/V tiles of 64 keys stream through shared memory with
-// cp.async double buffering; S and P live in registers (mma.sync m16n8k16,
-// f32 accumulate); online softmax in base 2; one normalisation at the end.
-#include <cstdlib>
-
-#include "common.cuh"
+// 16 or 32 query rows; K/V tiles stream through shared memory with cp.async
+// double buffering; S and P live in registers (mma.sync m16n8k16, f32
+// accumulate); online softmax in base 2; one normalisation at the end.  Each
+// iteration: S = Q K^T, scale and mask, the softmax update, O += P V.
+#include "mask.cuh"
+#include "softmax.cuh"
 
 namespace {
 
-// MR m-tiles of 16 rows per warp: MR = 2 halves the shared-memory reads of
-// K and V per tensor-core product (FlashAttention-2's 32 rows per warp); Q
-// fragments then come from shared memory at each step instead of registers.
-// RAW (scale > 0 only): the running max is kept on raw scores and the scale is
-// folded into one FFMA per probability.
-template <typename T, int D, int NW, int MR, int kBN, int BNC, bool RAW>
-__global__ void __launch_bounds__(NW * 32)
+// A tile configuration of fwd_tc: kWarps warps of kMTiles m-tiles of 16 query
+// rows each, kBlockN keys per K/V tile.  Two m-tiles halve the shared-memory
+// reads of K and V per tensor-core product (FlashAttention-2's 32 rows per
+// warp); Q's fragments then come from shared memory at each step instead of
+// registers.
+template <int D, int NW, int MR, int BN>
+struct fwd_tc_traits {
+    static constexpr int kHeadDim = D, kWarps = NW, kMTiles = MR, kBlockN = BN;
+    static constexpr int kWarpRows = 16 * kMTiles, kBlockM = kWarpRows * kWarps, kThreads = 32 * kWarps;
+    static constexpr int kPitch = D + 8; // shared row pitch (elements): 16 bytes of padding keep ldmatrix free of bank conflicts
+    static constexpr bool kQInRegs = MR == 1;
+    static constexpr int kQFrags = kQInRegs ? D / 16 : 1; // Q's A fragments held in registers
+    // Q, then two stages each of K and V.
+    template <typename T> static constexpr size_t smem_bytes() { return sizeof(T) * (size_t)(kBlockM + 4 * BN) * kPitch; }
+};
+
+// S = Q K^T for a warp's m-tiles x kBlockN keys of the K stage sKs: Q's
+// fragments from qf (one m-tile: loaded once) or from shared memory.
+template <typename T, typename Kt>
+__device__ __forceinline__ void qk_tc(float (&s)[Kt::kMTiles][Kt::kBlockN / 8][4], const uint32_t (&qf)[Kt::kQFrags][4],
+                                      const T *sQ, const T *sKs, int warp, int lane)
+{
+    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, BN = Kt::kBlockN, LD = Kt::kPitch;
+#pragma unroll
+    for (int mr = 0; mr < MR; ++mr) acd_zero(s[mr]);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[MR][4];
+#pragma unroll
+        for (int mr = 0; mr < MR; ++mr) {
+            if constexpr (Kt::kQInRegs) {
+#pragma unroll
+                for (int x = 0; x < 4; ++x) qa[mr][x] = qf[kk][x];
+            } else {
+                acd_ldmatrix_x4(qa[mr], sQ + (warp * Kt::kWarpRows + mr * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+            }
+        }
+#pragma unroll
+        for (int nn = 0; nn < BN / 16; ++nn) {
+            uint32_t kf[4];
+            acd_ldmatrix_x4(kf, sKs + (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
+#pragma unroll
+            for (int mr = 0; mr < MR; ++mr) {
+                acd_tc<T>::mma(s[mr][2 * nn], qa[mr], kf[0], kf[1]);
+                acd_tc<T>::mma(s[mr][2 * nn + 1], qa[mr], kf[2], kf[3]);
+            }
+        }
+    }
+}
+
+// O += P V for a warp's m-tiles, P rounded to T as the tensor cores need, V
+// from the stage sVs.
+template <typename T, typename Kt>
+__device__ __forceinline__ void pv_tc(float (&o)[Kt::kMTiles][Kt::kHeadDim / 8][4], const float (&pr)[Kt::kMTiles][Kt::kBlockN / 8][4],
+                                      const T *sVs, int lane)
+{
+    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, BN = Kt::kBlockN, LD = Kt::kPitch;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+        uint32_t pf[MR][4];
+#pragma unroll
+        for (int mr = 0; mr < MR; ++mr) acd_frag_to_a<T>(pf[mr], pr[mr], kk);
+#pragma unroll
+        for (int dn = 0; dn < D / 16; ++dn) {
+            uint32_t vf[4];
+            acd_ldmatrix_x4_trans(vf, sVs + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8);
+#pragma unroll
+            for (int mr = 0; mr < MR; ++mr) {
+                acd_tc<T>::mma(o[mr][2 * dn], pf[mr], vf[0], vf[1]);
+                acd_tc<T>::mma(o[mr][2 * dn + 1], pf[mr], vf[2], vf[3]);
+            }
+        }
+    }
+}
+
+template <typename T, typename Kt>
+__global__ void __launch_bounds__(Kt::kThreads)
 fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        T *__restrict__ O, float *__restrict__ LSE)
 {
-    constexpr int WM = 16 * MR, BM = WM * NW, NT = NW * 32, LD = D + 8;
-    constexpr bool kQRegs = MR == 1;
+    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, BN = Kt::kBlockN, BM = Kt::kBlockM, NT = Kt::kThreads, LD = Kt::kPitch;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);
     T *sK = sQ + BM * LD; // two stages
-    T *sV = sK + 2 * kBN * LD;
+    T *sV = sK + 2 * BN * LD;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
     // Heaviest tiles first: under a causal mask the last query tiles see the most keys.
-    const int i0 = (gridDim.x - 1 - blockIdx.x) * BM, iw = i0 + warp * WM;
+    const int i0 = (gridDim.x - 1 - blockIdx.x) * BM, iw = i0 + warp * Kt::kWarpRows;
     const T *Qb = Q + b * p.q_sb + h * p.q_sh;
     const T *Kb = K + b * p.k_sb + hk * p.k_sh;
     const T *Vb = V + b * p.k_sb + hk * p.k_sh;
-
     // The K/V tiles these rows can see; tiles outside the window are skipped.
-    const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, kBN, nq, nk);
-    const int nb_lo = span.nb_lo, nb_hi = span.nb_hi, key_hi = span.key_hi, lo_last = span.lo_last, hi_first = span.hi_first;
-    // A tile needs the per-element test unless every row sees every key of it.
-    const bool rows_full = i0 + BM <= nq && !p.mask;
+    const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, BN, nq, nk);
 
     float o[MR][D / 8][4];
 #pragma unroll
-    for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-        for (int n = 0; n < D / 8; ++n) o[mr][n][0] = o[mr][n][1] = o[mr][n][2] = o[mr][n][3] = 0.f;
-    float m_run[MR][2], l_run[MR][2];
-#pragma unroll
-    for (int mr = 0; mr < MR; ++mr) m_run[mr][0] = m_run[mr][1] = -INFINITY, l_run[mr][0] = l_run[mr][1] = 0.f;
-    uint32_t qf[kQRegs ? D / 16 : 1][4];
+    for (int mr = 0; mr < MR; ++mr) acd_zero(o[mr]);
+    acd_softmax_row rows[MR][2];
+    uint32_t qf[Kt::kQFrags][4];
 
-    if (nb_lo < nb_hi) {
+    if (span.nb_lo < span.nb_hi) {
         acd_load_tile<T, BM, D, NT>(sQ, Qb, p.q_ss, i0, nq, tid);
-        acd_load_tile<T, kBN, D, NT>(sK, Kb, p.k_ss, nb_lo * kBN, nk, tid);
-        acd_load_tile<T, kBN, D, NT>(sV, Vb, p.k_ss, nb_lo * kBN, nk, tid);
+        acd_load_tile<T, BN, D, NT>(sK, Kb, p.k_ss, span.nb_lo * BN, nk, tid);
+        acd_load_tile<T, BN, D, NT>(sV, Vb, p.k_ss, span.nb_lo * BN, nk, tid);
         acd_cp_async_commit();
     }
-    for (int nb = nb_lo; nb < nb_hi; ++nb) {
-        const int stage = (nb - nb_lo) & 1;
-        if (nb + 1 < nb_hi) {
-            acd_load_tile<T, kBN, D, NT>(sK + (stage ^ 1) * kBN * LD, Kb, p.k_ss, (nb + 1) * kBN, nk, tid);
-            acd_load_tile<T, kBN, D, NT>(sV + (stage ^ 1) * kBN * LD, Vb, p.k_ss, (nb + 1) * kBN, nk, tid);
+    for (int nb = span.nb_lo; nb < span.nb_hi; ++nb) {
+        const int stage = (nb - span.nb_lo) & 1, j0 = nb * BN;
+        if (nb + 1 < span.nb_hi) {
+            acd_load_tile<T, BN, D, NT>(sK + (stage ^ 1) * BN * LD, Kb, p.k_ss, (nb + 1) * BN, nk, tid);
+            acd_load_tile<T, BN, D, NT>(sV + (stage ^ 1) * BN * LD, Vb, p.k_ss, (nb + 1) * BN, nk, tid);
             acd_cp_async_commit();
             acd_cp_async_wait<1>();
         } else {
             acd_cp_async_wait<0>();
         }
         __syncthreads();
-        if constexpr (kQRegs) {
-            if (nb == nb_lo) {
+        if constexpr (Kt::kQInRegs) {
+            if (nb == span.nb_lo) {
 #pragma unroll
                 for (int kk = 0; kk < D / 16; ++kk)
                     acd_ldmatrix_x4(qf[kk], sQ + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
             }
         }
-        // The loaded tile is computed in sub-tiles of BNC keys: fewer barriers
-        // per key than loading BNC at a time, the registers of a BNC-key S.
-#pragma unroll
-        for (int sub = 0; sub < kBN / BNC; ++sub) {
-            const int j0 = nb * kBN + sub * BNC;
-            if (j0 >= key_hi && p.mutant != ACD_MUT_TAIL_UNMASKED) break; // nothing visible past key_hi
-            const T *sKs = sK + stage * kBN * LD + sub * BNC * LD, *sVs = sV + stage * kBN * LD + sub * BNC * LD;
 
-            // S = Q K^T for this warp's WM rows x BNC keys.
-            float s[MR][BNC / 8][4];
+        float s[MR][BN / 8][4];
+        qk_tc<T, Kt>(s, qf, sQ, sK + stage * BN * LD, warp, lane);
+        const bool tile_full = span.full(j0, BN, nk);
 #pragma unroll
-            for (int mr = 0; mr < MR; ++mr)
+        for (int mr = 0; mr < MR; ++mr) {
+            acd_scores_to_log2<BN>(s[mr], p.scale_log2);
+            if (!tile_full) acd_mask_tile<BN>(s[mr], p, b, h, iw + mr * 16 + g, j0, t, nq, nk);
+        }
 #pragma unroll
-                for (int n = 0; n < BNC / 8; ++n) s[mr][n][0] = s[mr][n][1] = s[mr][n][2] = s[mr][n][3] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                uint32_t qa[MR][4];
-#pragma unroll
-                for (int mr = 0; mr < MR; ++mr) {
-                    if constexpr (kQRegs) {
-#pragma unroll
-                        for (int x = 0; x < 4; ++x) qa[mr][x] = qf[kk][x];
-                    } else {
-                        acd_ldmatrix_x4(qa[mr], sQ + (warp * WM + mr * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-                    }
-                }
-#pragma unroll
-                for (int nn = 0; nn < BNC / 16; ++nn) {
-                    uint32_t kf[4];
-                    acd_ldmatrix_x4(kf, sKs + (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
-#pragma unroll
-                    for (int mr = 0; mr < MR; ++mr) {
-                        acd_tc<T>::mma(s[mr][2 * nn], qa[mr], kf[0], kf[1]);
-                        acd_tc<T>::mma(s[mr][2 * nn + 1], qa[mr], kf[2], kf[3]);
-                    }
-                }
-            }
-            const bool tile_full = rows_full && j0 >= lo_last && j0 + BNC <= hi_first && j0 + BNC <= nk;
-#pragma unroll
-            for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-                for (int n = 0; n < BNC / 8; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        float x = RAW ? s[mr][n][e] : s[mr][n][e] * p.scale_log2;
-                        if (!tile_full) {
-                            int i = iw + mr * 16 + g + (e >= 2 ? 8 : 0), j = j0 + n * 8 + 2 * t + (e & 1);
-                            if (!acd_visible(p, b, h, i, j, nq, nk)) x = -INFINITY;
-                        }
-                        s[mr][n][e] = x;
-                    }
-
-            // Online softmax: rows g (r = 0) and g + 8 (r = 1) of each m-tile.
-#pragma unroll
-            for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    float mx = -INFINITY;
-#pragma unroll
-                    for (int n = 0; n < BNC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mr][n][2 * r], s[mr][n][2 * r + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    const float m_new = fmaxf(m_run[mr][r], mx);
-                    const float m_use = m_new == -INFINITY ? 0.f : m_new; // a row with nothing visible yet
-                    const float alpha = RAW ? exp2f((m_run[mr][r] - m_use) * p.scale_log2) : exp2f(m_run[mr][r] - m_use);
-                    const float m_sc = RAW ? m_use * p.scale_log2 : m_use;
-                    float row_sum = 0.f;
-#pragma unroll
-                    for (int n = 0; n < BNC / 8; ++n) {
-                        s[mr][n][2 * r] = acd_exp2(RAW ? fmaf(s[mr][n][2 * r], p.scale_log2, -m_sc) : s[mr][n][2 * r] - m_use);
-                        s[mr][n][2 * r + 1] = acd_exp2(RAW ? fmaf(s[mr][n][2 * r + 1], p.scale_log2, -m_sc) : s[mr][n][2 * r + 1] - m_use);
-                        row_sum += s[mr][n][2 * r] + s[mr][n][2 * r + 1];
-                    }
-                    l_run[mr][r] = l_run[mr][r] * alpha + row_sum;
-                    m_run[mr][r] = m_new;
-#pragma unroll
-                    for (int n = 0; n < D / 8; ++n) {
-                        o[mr][n][2 * r] *= alpha;
-                        o[mr][n][2 * r + 1] *= alpha;
-                    }
-                }
-
-            // O += P V, P rounded to the input dtype as the tensor cores need.
-#pragma unroll
-            for (int kk = 0; kk < BNC / 16; ++kk) {
-                uint32_t pf[MR][4];
-#pragma unroll
-                for (int mr = 0; mr < MR; ++mr) {
-                    pf[mr][0] = acd_tc<T>::pack(s[mr][2 * kk][0], s[mr][2 * kk][1]);
-                    pf[mr][1] = acd_tc<T>::pack(s[mr][2 * kk][2], s[mr][2 * kk][3]);
-                    pf[mr][2] = acd_tc<T>::pack(s[mr][2 * kk + 1][0], s[mr][2 * kk + 1][1]);
-                    pf[mr][3] = acd_tc<T>::pack(s[mr][2 * kk + 1][2], s[mr][2 * kk + 1][3]);
-                }
-#pragma unroll
-                for (int dn = 0; dn < D / 16; ++dn) {
-                    uint32_t vf[4];
-                    acd_ldmatrix_x4_trans(vf, sVs + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8);
-#pragma unroll
-                    for (int mr = 0; mr < MR; ++mr) {
-                        acd_tc<T>::mma(o[mr][2 * dn], pf[mr], vf[0], vf[1]);
-                        acd_tc<T>::mma(o[mr][2 * dn + 1], pf[mr], vf[2], vf[3]);
-                    }
-                }
-            }
-        } // sub-tiles
+        for (int mr = 0; mr < MR; ++mr) {
+            float alpha[2];
+            acd_softmax_tile<BN>(rows[mr], s[mr], alpha);
+            acd_rescale_rows<D>(o[mr], alpha);
+        }
+        pv_tc<T, Kt>(o, s, sV + stage * BN * LD, lane);
         // Every warp must be done with this stage before the next-but-one tile
         // is copied into it; the race mutant forgets.
         if (p.mutant != ACD_MUT_RACE) __syncthreads();
     }
     acd_cp_async_wait<0>();
-
-    // One normalisation; rows with nothing visible give O = 0 and LSE = -inf.
 #pragma unroll
-    for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float l = l_run[mr][r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            const int i = iw + mr * 16 + g + 8 * r;
-            if (i >= p.Nq) continue;
-            T *Orow = O + b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
-#pragma unroll
-            for (int n = 0; n < D / 8; ++n)
-                acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[mr][n][2 * r] * inv, o[mr][n][2 * r + 1] * inv);
-            if (t == 0)
-                LSE[((long long)b * p.Hq + h) * p.Nq + i] = l > 0.f ? acd_lse(m_run[mr][r], RAW ? p.scale : ACD_LN2, l) : -INFINITY;
-        }
+    for (int mr = 0; mr < MR; ++mr) acd_fwd_epilogue<T, D>(p, O, LSE, b, h, iw + mr * 16 + g, t, o[mr], rows[mr]);
 }
 
-template <typename T, int D, int NW, int MR, int BN = 64, int BNC = BN, bool RAW = false>
+template <typename T, typename Kt>
 int launch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    constexpr int BM = 16 * MR * NW;
-    const size_t smem = sizeof(T) * (size_t)(BM + 4 * BN) * (D + 8);
-    ACD_CHECK(err, cudaFuncSetAttribute(fwd_tc<T, D, NW, MR, BN, BNC, RAW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((p.Nq + BM - 1) / BM, p.Hq, p.B);
-    fwd_tc<T, D, NW, MR, BN, BNC, RAW><<<grid, NW * 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    const size_t smem = Kt::template smem_bytes<T>();
+    ACD_CHECK(err, cudaFuncSetAttribute(fwd_tc<T, Kt>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nq + Kt::kBlockM - 1) / Kt::kBlockM, p.Hq, p.B);
+    fwd_tc<T, Kt><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
     ACD_CHECK_LAUNCH(err, "fwd_tc");
     return AC_OK;
 }
 
-// Tile shapes per head dim; ACD_FWD_VARIANT (bench experiments) picks another.
-int fwd_variant()
-{
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("ACD_FWD_VARIANT");
-        v = e ? atoi(e) : 0;
-    }
-    return v;
-}
+// Tile configurations per head dim (head dim, warps, m-tiles per warp, keys
+// per K/V tile).  d = 128, measured on an H100 (f16, N = 8k): 4 x 2 x 32: 264
+// TFLOP/s; 8 x 1 x 64: 235; 8 x 2 x 32: 247.
+using fwd_tc_d32 = fwd_tc_traits<32, 4, 1, 64>;
+using fwd_tc_d64 = fwd_tc_traits<64, 4, 1, 64>;
+using fwd_tc_d96 = fwd_tc_traits<96, 8, 1, 64>;
+using fwd_tc_d128 = fwd_tc_traits<128, 4, 2, 32>;
 
 template <typename T>
 int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
@@ -236,20 +187,11 @@ int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, 
     // wgmma's shared-memory reads (async proxy), so with the barrier gone there it
     // reported 0 hazards; ldmatrix's reads it does see.
     if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D)) return acd_fwd_wgmma<T>(p, a, stream, err);
-    const int v = fwd_variant();
     switch (p.D) {
-    case 32: return launch_tc<T, 32, 4, 1>(p, a, stream, err);
-    case 64:
-        if (v == 1) return launch_tc<T, 64, 4, 2, 32>(p, a, stream, err);
-        if (v == 2) return launch_tc<T, 64, 8, 1>(p, a, stream, err);
-        return launch_tc<T, 64, 4, 1>(p, a, stream, err);
-    case 96: return launch_tc<T, 96, 8, 1>(p, a, stream, err);
-    case 128: // measured on an H100 (f16, N = 8k): 4x2x32: 264 TFLOP/s; 8x1x64: 235; 8x2x32: 247
-        if (v == 1) return launch_tc<T, 128, 8, 1>(p, a, stream, err);
-        if (v == 2) return launch_tc<T, 128, 4, 2, 64, 32>(p, a, stream, err);
-        // Scale folded into the exponent's FFMA: same speed within noise (PERF.md).
-        if (v == 3 && p.scale_log2 > 0.f) return launch_tc<T, 128, 4, 2, 32, 32, true>(p, a, stream, err);
-        return launch_tc<T, 128, 4, 2, 32>(p, a, stream, err);
+    case 32: return launch_tc<T, fwd_tc_d32>(p, a, stream, err);
+    case 64: return launch_tc<T, fwd_tc_d64>(p, a, stream, err);
+    case 96: return launch_tc<T, fwd_tc_d96>(p, a, stream, err);
+    case 128: return launch_tc<T, fwd_tc_d128>(p, a, stream, err);
     default: return acd_fwd_f32<T>(p, a, stream, err); // no tensor-core tiles: the CUDA-core path (d <= 256)
     }
 }

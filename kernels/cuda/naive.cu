@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "mask.cuh"
 #include "naive.cuh"
 
 #define ACD_CUBLAS(err, call)                                                                       \

@@ -1,10 +1,12 @@
 /* kernels/cuda/test_cuda_descriptors.c — Criterion tests of the CUDA kernel
  * descriptors and device-memory helpers that hold with or without a GPU (CI
- * has none): names, claims, and AC_ERR_ENV naming the failed call. */
+ * has none), and with or without CUDA (the same tests run on
+ * kernels/cuda_none.c): names, claims, and AC_ERR_ENV saying why. */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "acd.h"
+#include "attncheck_config.h"
+#include "family.h"
 
 static const ac_kernel *find_cuda(const char *name)
 {
@@ -61,8 +63,28 @@ Test(cuda_kernels, flash_claims_what_it_was_built_for)
     cr_assert(!naive->caps.backward && naive->backward == NULL);
 }
 
+/* Both builds claim the same: a build without CUDA lists what a CUDA build
+ * offers (it once listed d <= 128 and no mutants). */
+Test(cuda_kernels, mutants_claim_the_forward_of_flash)
+{
+    const ac_kernel *flash = find_cuda("cuda-flash");
+    const char *mutants[] = {"cuda-flash-mutant-race", "cuda-flash-mutant-causal-skip", "cuda-flash-mutant-tail-unmasked"};
+    for (int i = 0; i < 3; i++) {
+        const ac_kernel *k = find_cuda(mutants[i]);
+        cr_assert_not_null(k, "%s", mutants[i]);
+        const ac_caps *a = &k->caps, *b = &flash->caps;
+        cr_assert(a->dtypes == b->dtypes && a->n_head_dims == b->n_head_dims && a->max_head_dim == b->max_head_dim &&
+                      a->masks == b->masks && a->layouts == b->layouts && a->gqa == b->gqa && a->varlen == b->varlen &&
+                      a->max_seqlen == b->max_seqlen && !a->backward,
+                  "%s claims other than cuda-flash's forward", k->name);
+        cr_assert_arr_eq(a->head_dims, b->head_dims, sizeof a->head_dims, "%s", k->name);
+    }
+    cr_assert_eq(find_cuda("cuda-naive")->caps.max_seqlen, 16384);
+}
+
 /* Without a device, availability and allocation fail as environment errors
- * that say why; with one, a round trip returns the bytes sent. */
+ * that say why (the cudart call, or that CUDA was not built); with one, a round
+ * trip returns the bytes sent. */
 Test(cuda_kernels, device_helpers_report_env_or_round_trip)
 {
     ac_err why = {{0}};
@@ -76,7 +98,8 @@ Test(cuda_kernels, device_helpers_report_env_or_round_trip)
         err.msg[0] = '\0';
         cr_assert_eq(ac_dev_alloc(&dev, 64, &err), AC_ERR_ENV);
         cr_assert_null(dev);
-        cr_assert(strstr(err.msg, "cudaMalloc") != NULL, "message: %s", err.msg);
+        const char *why_alloc = ATTNCHECK_HAVE_CUDA ? "cudaMalloc" : "built without CUDA";
+        cr_assert(strstr(err.msg, why_alloc) != NULL, "message: %s", err.msg);
         return;
     }
     ac_err err = {{0}};

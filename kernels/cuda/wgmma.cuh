@@ -58,6 +58,12 @@ __device__ __forceinline__ void acd_load_tile_sw128(uint32_t s, const T *g, long
     }
 }
 
+// An accumulator tile as wgmma's register list: x[n][e] is register 4n + e.
+template <int N> __device__ __forceinline__ float (&acd_wg_regs(float (&x)[N][4]))[4 * N]
+{
+    return reinterpret_cast<float (&)[4 * N]>(x);
+}
+
 __device__ __forceinline__ void acd_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void acd_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void acd_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
@@ -73,6 +79,12 @@ template <int N> __device__ __forceinline__ void acd_wg_hold(uint32_t (&a)[N])
 {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void acd_wg_hold(float (&d)[N][4]) { acd_wg_hold(acd_wg_regs(d)); }
+template <int N> __device__ __forceinline__ void acd_wg_hold(uint32_t (&a)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i) acd_wg_hold(a[i]);
 }
 
 #define ACD_WG_D8(o) "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7])
@@ -91,8 +103,9 @@ template <int N> __device__ __forceinline__ void acd_wg_hold(uint32_t (&a)[N])
 // B K-major or (TB) MN-major.
 template <typename T, int N, bool TB = false> struct acd_wg_ss;
 template <typename T, bool TB> struct acd_wg_ss<T, 64, TB> {
-    static __device__ __forceinline__ void run(float (&d)[32], uint64_t da, uint64_t db, int scale_d)
+    static __device__ __forceinline__ void run(float (&acc)[8][4], uint64_t da, uint64_t db, int scale_d)
     {
+        float(&d)[32] = acd_wg_regs(acc);
         if constexpr (std::is_same<T, __half>::value)
             asm volatile(ACD_WG_PRED(34) "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " ACD_WG_R32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
                          : ACD_WG_D32 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
@@ -102,8 +115,9 @@ template <typename T, bool TB> struct acd_wg_ss<T, 64, TB> {
     }
 };
 template <typename T, bool TB> struct acd_wg_ss<T, 128, TB> {
-    static __device__ __forceinline__ void run(float (&d)[64], uint64_t da, uint64_t db, int scale_d)
+    static __device__ __forceinline__ void run(float (&acc)[16][4], uint64_t da, uint64_t db, int scale_d)
     {
+        float(&d)[64] = acd_wg_regs(acc);
         if constexpr (std::is_same<T, __half>::value)
             asm volatile(ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACD_WG_R64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
                          : ACD_WG_D64 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
@@ -117,8 +131,9 @@ template <typename T, bool TB> struct acd_wg_ss<T, 128, TB> {
 // fragment, per warp), B MN-major in shared memory (the transposed flag).
 template <typename T, int N> struct acd_wg_rs;
 template <typename T> struct acd_wg_rs<T, 64> {
-    static __device__ __forceinline__ void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
+    static __device__ __forceinline__ void run(float (&acc)[8][4], const uint32_t (&a)[4], uint64_t db)
     {
+        float(&d)[32] = acd_wg_regs(acc);
         if constexpr (std::is_same<T, __half>::value)
             asm volatile(ACD_WG_PRED(37) "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " ACD_WG_R32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
                          : ACD_WG_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
@@ -128,8 +143,9 @@ template <typename T> struct acd_wg_rs<T, 64> {
     }
 };
 template <typename T> struct acd_wg_rs<T, 128> {
-    static __device__ __forceinline__ void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db)
+    static __device__ __forceinline__ void run(float (&acc)[16][4], const uint32_t (&a)[4], uint64_t db)
     {
+        float(&d)[64] = acd_wg_regs(acc);
         if constexpr (std::is_same<T, __half>::value)
             asm volatile(ACD_WG_PRED(69) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACD_WG_R64 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
                          : ACD_WG_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));

@@ -1,0 +1,185 @@
+// kernels/cuda/softmax.cuh — the softmax numerics of every fused kernel,
+// written once: the forward's online softmax (running max and sum per row in
+// base 2, the tile update, the end that divides O by the sum and writes the
+// LSE) and the backward's P and dS recomputed from the LSE.  A numerics fix here
+// lands in the mma.sync, wgmma and CUDA-core kernels at once.
+#pragma once
+#include "common.cuh"
+
+// 2^x with one MUFU.EX2 (max rel. error ~2^-22, results below 2^-126 flushed):
+// ample for P that is rounded to f16/bf16 next; the f32 kernels use exp2f.
+__device__ __forceinline__ float acd_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// LSE = m ln 2 + ln l, m the running max in log2 units: one rounding and
+// logf's, where (m + log2 l) * ln 2 had three and log2f's, which left f32 LSE
+// at 4x the naive baseline's mean error (found by the fuzzer).
+__device__ __forceinline__ float acd_lse(float m_log2, float l) { return fmaf(m_log2, ACD_LN2, logf(l)); }
+
+// The f32 backward's P = exp(s * scale - (lse + lse_lo)), with the exponent
+// carried to about u: the product's and the difference's rounding errors (an
+// exact two-product and two-sum; __f*_rn so nothing is contracted) and lse_lo,
+// the stored LSE's own rounding (bwd_f32_refine_lse), enter as a first-order
+// correction.  Each P of a row inherited the exponent's rounding, |lse| u, the
+// same for every key, which put f32 dV at 2-4x the naive baseline's mean error,
+// whose P is rounded once per element (found by the fuzzer).
+__device__ __forceinline__ float acd_exp_shifted(float s, float scale, float lse, float lse_lo)
+{
+    const float hi = __fmul_rn(s, scale);
+    if (!isfinite(hi) || !isfinite(lse)) return expf(hi - lse);
+    const float lo = fmaf(s, scale, -hi);
+    const float x = __fsub_rn(hi, lse), bb = __fsub_rn(x, hi);
+    const float err = __fadd_rn(__fsub_rn(hi, __fsub_rn(x, bb)), __fsub_rn(-lse, bb));
+    const float corr = (lo + err) - lse_lo, e = expf(x);
+    // Scores past ~2^14, where the correction is not small: the forward's LSE came
+    // from rounded scores, so P is taken as the forward saw them (one-hot there).
+    return fabsf(corr) <= 0x1p-10f ? fmaf(e, corr, e) : e;
+}
+
+// The backward's P: exact to the subnormals for bf16, whose range is f32's, so a
+// key attended with P < 2^-126 still gets its (tiny) gradient; ex2.approx.ftz
+// flushed it to 0 and cost bf16 dK/dV up to 90 scaled on large scores (found by
+// the fuzzer; the CPU emulation, using expf, passed the same cases).  f16's P
+// underflows at 2^-24 anyway, so f16 keeps the one-instruction form.
+template <typename T> __device__ __forceinline__ float acd_exp2_p(float x) { return acd_exp2(x); }
+// bf16: 2^(x+64) 2^-64, one add and one multiply more than MUFU.EX2 (the non-ftz
+// ex2 and exp2f cost the bf16 backward ~15%); P down to 2^-190 survives, far
+// below bf16's smallest subnormal, and the add costs P at most 2^-17 relative.
+template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) { return acd_exp2(x + 64.f) * 0x1p-64f; }
+
+// ---- the forward ----
+
+// One query row's running max m, in log2 units (scores times scale log2 e),
+// and running sum l of 2^(s - m) over the keys seen so far.
+struct acd_softmax_row {
+    float m = -INFINITY, l = 0.f;
+
+    // Opens a tile whose scores' maximum over the row is tile_max; returns the
+    // shift of this tile's exponents, the new max, or 0 while the row has seen
+    // nothing visible (-inf - -inf would be NaN), and sets alpha, the factor
+    // that rescales what was summed (into l and O) before.
+    __device__ __forceinline__ float rescale(float tile_max, float &alpha)
+    {
+        const float m_new = fmaxf(m, tile_max);
+        const float shift = m_new == -INFINITY ? 0.f : m_new;
+        alpha = exp2f(m - shift);
+        m = m_new;
+        return shift;
+    }
+    // Closes the tile: tile_sum is the row's sum of 2^(s - shift) over it.
+    __device__ __forceinline__ void add(float alpha, float tile_sum) { l = l * alpha + tile_sum; }
+
+    // After the last tile, l summed over the whole row: the factor of O, and
+    // the LSE in natural log.  A row that saw nothing gives O = 0, LSE = -inf.
+    __device__ __forceinline__ float inv_l() const { return l > 0.f ? 1.f / l : 0.f; }
+    __device__ __forceinline__ float lse() const { return l > 0.f ? acd_lse(m, l) : -INFINITY; }
+};
+
+// Raw scores to log2 units, rounded once, before masking and the max.
+template <int N> __device__ __forceinline__ void acd_scores_to_log2(float (&s)[N / 8][4], float scale_log2)
+{
+#pragma unroll
+    for (int n = 0; n < N / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+}
+
+// The online softmax of a tensor-core accumulator tile of N keys (common.cuh:
+// this thread's rows r = 0, 1 of the quad), in place: S in log2 units, hidden
+// entries -inf, becomes P = 2^(S - shift), not yet rounded; alpha[r] is the
+// factor of row r's O (acd_rescale_rows).  Max and sum run over the quad.
+template <int N>
+__device__ __forceinline__ void acd_softmax_tile(acd_softmax_row (&rows)[2], float (&s)[N / 8][4], float (&alpha)[2])
+{
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < N / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float shift = rows[r].rescale(mx, alpha[r]);
+        float row_sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < N / 8; ++n) {
+            s[n][2 * r] = acd_exp2(s[n][2 * r] - shift);
+            s[n][2 * r + 1] = acd_exp2(s[n][2 * r + 1] - shift);
+            row_sum += s[n][2 * r] + s[n][2 * r + 1];
+        }
+        rows[r].add(alpha[r], row_sum);
+    }
+}
+
+// O's rows rescaled to the new running max (alpha from acd_softmax_tile).
+template <int D> __device__ __forceinline__ void acd_rescale_rows(float (&o)[D / 8][4], const float (&alpha)[2])
+{
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+}
+
+// The forward's end for a thread's rows row and row + 8 of a tensor-core
+// kernel: l summed over the quad, O = acc / l rounded once to T, and the LSE
+// (lane t = 0).  Rows past Nq, the padding of the last tile, are not written.
+template <typename T, int D>
+__device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, float *LSE, int b, int h, int row, int t,
+                                                 const float (&o)[D / 8][4], const acd_softmax_row (&rows)[2])
+{
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        acd_softmax_row fin = rows[r];
+        fin.l += __shfl_xor_sync(0xffffffffu, fin.l, 1);
+        fin.l += __shfl_xor_sync(0xffffffffu, fin.l, 2);
+        const float inv = fin.inv_l();
+        const int i = row + 8 * r;
+        if (i >= p.Nq) continue;
+        T *Orow = O + acd_q_offset(p, b, h, i);
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+        if (t == 0) LSE[acd_row_index(p, b, h, i)] = fin.lse();
+    }
+}
+
+// ---- the backward ----
+
+struct acd_p_ds {
+    float p, ds;
+};
+
+// One entry of the backward's softmax: P from its exponent p_of() (0 where
+// hidden) and dS = P (dP - D).  P <= 1: the clamp keeps a P whose exponent
+// cancelled catastrophically (scores ~1e10, where S*c and LSE*log2e each round
+// by more than 1) finite instead of Inf, which turned dS, dQ, dK, dV into NaN
+// (found by the fuzzer).
+template <typename F> __device__ __forceinline__ acd_p_ds acd_recompute_p_ds(bool visible, F p_of, float dp, float delta)
+{
+    const float pr = visible ? fminf(p_of(), 1.f) : 0.f;
+    return {pr, pr * (dp - delta)};
+}
+
+// A tensor-core backward tile in place: S^T becomes P^T and dP^T becomes dS^T.
+// Entry [n][e] of these accumulator tiles is key key + 8 (e / 2),
+// query 8n + 2t + e % 2 of the tile, whose LSE and D are in sLse and sDd;
+// hidden: acd_bwd_plan::hidden's bits.
+template <typename T, int BMQ>
+__device__ __forceinline__ void acd_bwd_p_ds_tile(float (&st)[BMQ / 8][4], float (&dpt)[BMQ / 8][4], const float *sLse,
+                                                  const float *sDd, uint32_t hidden, float scale_log2, int t)
+{
+#pragma unroll
+    for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int il = n * 8 + 2 * t + (e & 1);
+            const float lse = sLse[il];
+            const bool vis = lse != -INFINITY && !((hidden >> (4 * n + e)) & 1u);
+            const acd_p_ds x = acd_recompute_p_ds(
+                vis, [&] { return acd_exp2_p<T>(st[n][e] * scale_log2 - lse * ACD_LOG2E); }, dpt[n][e], sDd[il]);
+            st[n][e] = x.p;
+            dpt[n][e] = x.ds;
+        }
+}
