@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "../ref/rng.h"
 
 /* ---- the per-case stream ------------------------------------------------------ */
 
@@ -45,24 +46,16 @@ typedef struct {
     uint64_t state;
 } rng;
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static rng case_stream(uint64_t campaign_seed, uint64_t index)
 {
     uint64_t s = campaign_seed;
-    uint64_t a = splitmix64(&s);
+    uint64_t a = ac_splitmix64(&s);
     s = a ^ (index * 0xD1B54A32D192ED03ull + 0x2545F4914F6CDD1Dull);
-    rng r = {splitmix64(&s)};
+    rng r = {ac_splitmix64(&s)};
     return r;
 }
 
-static uint64_t next_u64(rng *r) { return splitmix64(&r->state); }
+static uint64_t next_u64(rng *r) { return ac_splitmix64(&r->state); }
 
 /* Uniform integer in lo..hi (inclusive). */
 static int uniform_int(rng *r, int lo, int hi)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "../ref/rng.h"
 
 /* ---- random streams -------------------------------------------------------- */
 
@@ -20,26 +21,18 @@ typedef struct {
     uint64_t state;
 } rng;
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 enum { STREAM_Q = 1, STREAM_K, STREAM_V, STREAM_DO, STREAM_MASK, STREAM_MODE, STREAM_SIGNS, STREAM_DOMINANT };
 
 static rng stream(uint64_t seed, uint64_t id)
 {
     uint64_t s = seed;
-    uint64_t a = splitmix64(&s);
+    uint64_t a = ac_splitmix64(&s);
     s = a ^ (id * 0xD1B54A32D192ED03ull);
-    rng r = {splitmix64(&s)};
+    rng r = {ac_splitmix64(&s)};
     return r;
 }
 
-static uint64_t next_u64(rng *r) { return splitmix64(&r->state); }
+static uint64_t next_u64(rng *r) { return ac_splitmix64(&r->state); }
 static double unif(rng *r) { return (double)(next_u64(r) >> 11) * 0x1p-53; } /* [0, 1) */
 static double sign(rng *r) { return (next_u64(r) >> 63) ? -1.0 : 1.0; }
 
