@@ -25,39 +25,16 @@ ac_dtype ac_output_dtype(ac_dtype t, ac_output which) { return which == AC_OUT_L
 
 /* ---- poison ------------------------------------------------------------ */
 
-static uint32_t poison_bits(ac_dtype t)
-{
-    switch (t) {
-    case AC_F16: return AC_POISON_F16;
-    case AC_BF16: return AC_POISON_BF16;
-    default: return AC_POISON_F32;
-    }
-}
-
-static uint32_t bits_at(ac_dtype t, const void *buf, size_t i)
-{
-    if (ac_dtype_size(t) == 2)
-        return ((const uint16_t *)buf)[i];
-    return ((const uint32_t *)buf)[i];
-}
-
 void ac_poison(ac_dtype t, void *buf, size_t n)
 {
-    uint32_t bits = poison_bits(t);
-    if (ac_dtype_size(t) == 2) {
-        uint16_t *h = buf;
-        for (size_t i = 0; i < n; i++)
-            h[i] = (uint16_t)bits;
-    } else {
-        uint32_t *w = buf;
-        for (size_t i = 0; i < n; i++)
-            w[i] = bits;
-    }
+    uint32_t bits = ac_dtype_poison(t);
+    for (size_t i = 0; i < n; i++)
+        ac_bits_put(t, buf, i, bits);
 }
 
 void ac_poison_f32(float *buf, size_t n) { ac_poison(AC_F32, buf, n); }
 
-bool ac_is_poison(ac_dtype t, const void *buf, size_t i) { return bits_at(t, buf, i) == poison_bits(t); }
+bool ac_is_poison(ac_dtype t, const void *buf, size_t i) { return ac_bits_get(t, buf, i) == ac_dtype_poison(t); }
 
 /* ---- one element ------------------------------------------------------- */
 
@@ -150,7 +127,7 @@ static void add_magnitudes(accum *a, ac_where w, double x, double y, double e, c
 static el_class compare_element(accum *a, ac_where w, uint32_t got_bits, double x, double e,
                                 const double *naive_x)
 {
-    if (got_bits == poison_bits(a->t)) {
+    if (got_bits == ac_dtype_poison(a->t)) {
         note_special(a, EL_UNWRITTEN, w);
         return EL_UNWRITTEN;
     }
@@ -212,12 +189,12 @@ static void compare_q_row(accum *a, const ac_problem *p, const tensors *tn, int 
     for (int c = 0; c < ncols; c++) {
         size_t at = a->is_lse ? ac_lse_index(p, b, h, i) : ac_q_index(p, b, h, i, c);
         ac_where w = {b, h, i, a->is_lse ? -1 : c};
-        uint32_t bits = bits_at(a->t, tn->got, at);
+        uint32_t bits = ac_bits_get(a->t, tn->got, at);
         compare_element(a, w, bits, tn->ref[at], tn->escale[at], tn->naive ? tn->naive + at : NULL);
         if (!masked)
             continue;
-        double y = bits == poison_bits(a->t) ? NAN : ac_widen(a->t, bits);
-        any_nan |= isnan(y) && bits != poison_bits(a->t);
+        double y = bits == ac_dtype_poison(a->t) ? NAN : ac_widen(a->t, bits);
+        any_nan |= isnan(y) && bits != ac_dtype_poison(a->t);
         all_zero &= a->is_lse ? isinf(y) : y == 0.0;
         lse_posinf |= a->is_lse && y == INFINITY;
     }
@@ -236,7 +213,7 @@ static void compare_k_rows(accum *a, const ac_problem *p, const tensors *tn, int
         for (int c = 0; c < p->head_dim; c++) {
             size_t at = ac_kv_index(p, b, h_kv, j, c);
             ac_where w = {b, h_kv, j, c};
-            compare_element(a, w, bits_at(a->t, tn->got, at), tn->ref[at], tn->escale[at],
+            compare_element(a, w, ac_bits_get(a->t, tn->got, at), tn->ref[at], tn->escale[at],
                             tn->naive ? tn->naive + at : NULL);
         }
 }

@@ -217,13 +217,8 @@ typedef struct {
     size_t masked_rows, masked_rows_zero, masked_rows_nan, masked_rows_lse_posinf;
 } ac_metrics;
 
-/* Poison: a quiet NaN with a payload no arithmetic produces (hardware and libm
- * produce the default NaN or propagate an input's payload, and inputs are never
- * NaN), so a surviving one means "never written":
- *   f32 0x7FC0DEAD, f16 0x7E5A, bf16 0x7FDA. */
-#define AC_POISON_F32 0x7FC0DEADu
-#define AC_POISON_F16 0x7E5Au
-#define AC_POISON_BF16 0x7FDAu
+/* Poison: fills n elements with ac_dtype_poison(t) (the dtype table's NaN
+ * pattern, see ref.h), so a surviving one means "never written". */
 void ac_poison(ac_dtype t, void *buf, size_t n);
 void ac_poison_f32(float *buf, size_t n);
 bool ac_is_poison(ac_dtype t, const void *buf, size_t i);

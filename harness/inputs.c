@@ -152,14 +152,6 @@ static double draw_value(draw_ctx *x, rng *r, int b, int h, int s, int ch)
 
 /* ---- tensors ---------------------------------------------------------------- */
 
-static void put_bits(ac_dtype t, void *buf, size_t i, uint32_t bits)
-{
-    if (ac_dtype_size(t) == 2)
-        ((uint16_t *)buf)[i] = (uint16_t)bits;
-    else
-        ((uint32_t *)buf)[i] = bits;
-}
-
 /* Fills one Q-like or K-like tensor in logical order; false if it is all zeros. */
 static bool fill_tensor(draw_ctx *x, uint64_t stream_id, void *bits, double *wide)
 {
@@ -175,7 +167,7 @@ static bool fill_tensor(draw_ctx *x, uint64_t stream_id, void *bits, double *wid
                 for (int ch = 0; ch < p->head_dim; ch++) {
                     size_t at = ac_index(p, heads, seqlen, b, h, s, ch);
                     uint32_t v = ac_narrow(t, draw_value(x, &r, b, h, s, ch));
-                    put_bits(t, bits, at, v);
+                    ac_bits_put(t, bits, at, v);
                     wide[at] = ac_widen(t, v);
                     nonzero |= wide[at] != 0.0;
                 }
@@ -200,7 +192,7 @@ static double *draw_signs(const ac_case *c, const ac_problem *p)
 /* The next dtype value above x's (bits of a finite value). */
 static uint32_t next_up(ac_dtype t, uint32_t bits)
 {
-    uint32_t sign_bit = ac_dtype_size(t) == 2 ? 0x8000u : 0x80000000u;
+    uint32_t sign_bit = ac_narrow(t, -0.0); /* -0 is the sign bit alone, whatever the width */
     if (bits == sign_bit)
         return 1; /* -0 -> smallest positive subnormal */
     return (bits & sign_bit) ? bits - 1 : bits + 1;
@@ -249,7 +241,7 @@ static int plant_dominant(ac_inputs *in, ac_err *err)
             for (int ch = 0; ch < p->head_dim; ch++) {
                 size_t at = ac_kv_index(p, b, hk, jstar, ch);
                 uint32_t v = ch == 0 ? bits : ac_narrow(t, 0.0);
-                put_bits(t, in->k, at, v);
+                ac_bits_put(t, in->k, at, v);
                 in->kd[at] = ac_widen(t, v);
             }
         }

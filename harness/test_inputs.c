@@ -34,11 +34,6 @@ static double max_abs(const double *x, size_t n)
     return m;
 }
 
-static uint32_t bits_at(ac_dtype t, const void *buf, size_t i)
-{
-    return ac_dtype_size(t) == 2 ? ((const uint16_t *)buf)[i] : ((const uint32_t *)buf)[i];
-}
-
 static void assert_exact_widenings(const ac_inputs *in)
 {
     ac_dtype t = in->c.dtype;
@@ -49,7 +44,7 @@ static void assert_exact_widenings(const ac_inputs *in)
         for (size_t i = 0; i < (a < 2 ? nq : nkv); i++) {
             double x = wide[a][i];
             cr_assert(isfinite(x), "tensor %d element %zu not finite", a, i);
-            cr_assert_eq(x, ac_widen(t, bits_at(t, bufs[a], i)), "tensor %d element %zu", a, i);
+            cr_assert_eq(x, ac_widen(t, ac_bits_get(t, bufs[a], i)), "tensor %d element %zu", a, i);
             cr_assert_eq(ac_round(t, x), x);
         }
 }
