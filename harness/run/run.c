@@ -1,4 +1,4 @@
-/* harness/run.c — the runner: one case end to end.
+/* harness/run/run.c — the runner: one case end to end.
  *
  *   inputs (ac_inputs_make) -> poisoned outputs -> kernel forward (O, LSE)
  *   -> kernel backward fed the kernel's own O and LSE (dQ, dK, dV)
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 /* Host copies of everything a kernel writes. */
 typedef struct {

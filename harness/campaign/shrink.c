@@ -1,4 +1,4 @@
-/* harness/shrink.c — the shrinker and the failure corpus writer.
+/* harness/campaign/shrink.c — the shrinker and the failure corpus writer.
  *
  * ac_shrink is Hypothesis-style greedy shrinking over case lines: a list of
  * edits, each proposing candidates from simplest to least simple; the first
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 /* An edit writes candidate i of cur into cand: 1 = a candidate, 0 = none at
  * this i (try the next), -1 = no more candidates. */

@@ -1,4 +1,4 @@
-/* harness/compare.c — the comparator: one kernel output against the reference,
+/* harness/verdict/compare.c — the comparator: one kernel output against the reference,
  * element by element, into ac_metrics (see harness.h for the contract).
  *
  * Only the problem's own elements are looked at: rows i < nq_b of Q-like
@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 const char *ac_output_name(ac_output o)
 {

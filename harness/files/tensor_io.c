@@ -1,4 +1,4 @@
-/* harness/tensor_io.c — tensors from and to NumPy .npy and .safetensors files.
+/* harness/files/tensor_io.c — tensors from and to NumPy .npy and .safetensors files.
  *
  * These files come from users (a PyTorch dump, a vendor's test vectors), so
  * every field is distrusted: header lengths are bounded before anything is
@@ -21,7 +21,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 #define MAX_DIM ((int64_t)1 << 40)
 

@@ -1,4 +1,4 @@
-/* harness/check_files.c — the tensors of `attncheck check` and `attncheck
+/* harness/cli/check_files.c — the tensors of `attncheck check` and `attncheck
  * reference`: read a case directory or .safetensors file, check every shape
  * and dtype against q's, read the options the files cannot carry (layout,
  * causal/window, mask, per-sequence lengths, scale) and build an ac_inputs
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check_internal.h"
+#include "harness/cli/check_internal.h"
 
 const char *const ac_check_tnames[T_N] = {"q", "k", "v", "o", "lse", "do", "dq", "dk", "dv"};
 

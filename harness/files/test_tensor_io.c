@@ -1,4 +1,4 @@
-/* harness/test_tensor_io.c — .npy and .safetensors readers and writers
+/* harness/files/test_tensor_io.c — .npy and .safetensors readers and writers
  * (suite harness_tensor_io): round trips, and every bad file refused with
  * AC_ERR_INPUT and a message saying what is wrong.  Files are written by the
  * tests themselves, byte by byte, into a fresh temp dir. */
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 static char dir[64];
 

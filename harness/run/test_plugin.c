@@ -1,4 +1,4 @@
-/* harness/test_plugin.c — kernels from shared libraries (suite harness_plugin):
+/* harness/run/test_plugin.c — kernels from shared libraries (suite harness_plugin):
  * the example plugin (plugins/example_plugin.c) loads, is listed, and passes
  * cases end to end; plugins broken in one way each (plugins/test_bad_plugin.c)
  * are refused with a message and never called (their forward aborts).
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "attncheck_config.h"
-#include "harness.h"
+#include "harness/harness.h"
 
 #if __has_include("plugins/plugin_paths.h")
 #include "plugins/plugin_paths.h"

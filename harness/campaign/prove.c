@@ -1,4 +1,4 @@
-/* harness/prove.c — `attncheck prove`: detection power.
+/* harness/campaign/prove.c — `attncheck prove`: detection power.
  *
  * A verification harness is only as good as the bugs it catches.  The proof
  * fuzzes the correct base kernel (it must pass every case) and each planted-bug
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 #define PROVE_MAX_MUTANTS 64
 

@@ -1,4 +1,4 @@
-/* harness/budget.c — the budgets file and the gate.
+/* harness/verdict/budget.c — the budgets file and the gate.
  *
  * The budgets live in one versioned, reviewed file (budgets.txt at the
  * repository root, format in harness.h and in the file itself) so a change of
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "attncheck_config.h"
-#include "harness.h"
+#include "harness/harness.h"
 
 #define DEFAULT_GROWTH_LENGTH 64.0
 

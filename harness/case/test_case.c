@@ -1,9 +1,9 @@
-/* harness/test_case.c — case lines: round trips and rejections (suite harness_case). */
+/* harness/case/test_case.c — case lines: round trips and rejections (suite harness_case). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 static void assert_round_trip(const char *line)
 {

@@ -1,4 +1,4 @@
-/* harness/reference.c — the reference bundle of one case: the fp64 forward
+/* harness/run/reference.c — the reference bundle of one case: the fp64 forward
  * (and backward), the error scales of every output, the same-dtype naive
  * baseline, the MPFR certification, all allocated once per case.
  *
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 #define LSE_BLOCK_ROWS 64
 

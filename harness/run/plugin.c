@@ -1,4 +1,4 @@
-/* harness/plugin.c — a kernel in a shared library (kernels/attncheck_plugin.h).
+/* harness/run/plugin.c — a kernel in a shared library (kernels/attncheck_plugin.h).
  *
  * ac_plugin_load dlopens the library (RTLD_NOW: a missing symbol fails here,
  * not in the middle of a campaign; RTLD_LOCAL: two plugins never see each
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/attncheck_plugin.h"
-#include "harness.h"
+#include "kernels/attncheck_plugin.h"
+#include "harness/harness.h"
 
 /* The ABI's plain ints are attncheck's enums, value for value. */
 _Static_assert(ATTNCHECK_DTYPE_F32 == AC_F32 && ATTNCHECK_DTYPE_F16 == AC_F16 && ATTNCHECK_DTYPE_BF16 == AC_BF16,

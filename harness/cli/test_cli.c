@@ -1,4 +1,4 @@
-/* harness/test_cli.c — the built `attncheck` binary, run as a user runs it:
+/* harness/cli/test_cli.c — the built `attncheck` binary, run as a user runs it:
  * exit statuses 0/1/2/3 and the messages that go with them.
  *
  * The binary is $ATTNCHECK_BIN, else harness/attncheck beside this test

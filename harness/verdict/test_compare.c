@@ -1,4 +1,4 @@
-/* harness/test_compare.c — the comparator on hand-made tensors with planted
+/* harness/verdict/test_compare.c — the comparator on hand-made tensors with planted
  * errors: each test plants a known error and asserts the metric reports
  * exactly it, at the right (b, h, row, col).  Inputs are built by hand (the
  * comparator reads only in->p and in->c.dtype), so nothing here depends on
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 /* One output under test: the problem, the reference x, its scale E, and the
  * kernel's output y as dtype bits, all for a Q-like (or K-like) tensor. */

@@ -1,4 +1,4 @@
-/* harness/inputs.c — a case made concrete: the problem, the mask and lengths,
+/* harness/run/inputs.c — a case made concrete: the problem, the mask and lengths,
  * and Q, K, V, dO drawn in the case's dtype with their exact widenings.
  *
  * Reproducibility: every tensor has its own random stream, derived from the
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
-#include "../ref/rng.h"
+#include "harness/harness.h"
+#include "ref/rng.h"
 
 /* ---- random streams -------------------------------------------------------- */
 

@@ -1,9 +1,9 @@
-/* harness/test_generate.c — the generator: determinism, coverage, caps and
+/* harness/case/test_generate.c — the generator: determinism, coverage, caps and
  * filters, sizes (suite harness_generate). */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 static ac_caps claim_everything(void)
 {

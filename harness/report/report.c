@@ -1,4 +1,4 @@
-/* harness/report.c — the machine-readable and PR-comment writers.
+/* harness/report/report.c — the machine-readable and PR-comment writers.
  *
  *   --json FILE      JSON Lines, one object per case: kernel, case line, verdict,
  *                    kind, why, certification, every metric of every output, and
@@ -18,7 +18,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 #define REPORT_MAX_KERNELS 64
 #define REPORT_MAX_FAILURES_SHOWN 50

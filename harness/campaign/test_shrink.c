@@ -1,4 +1,4 @@
-/* harness/test_shrink.c — the shrinker on synthetic failure predicates (no
+/* harness/campaign/test_shrink.c — the shrinker on synthetic failure predicates (no
  * kernel runs: the predicate is the failure), the failure corpus writer and
  * the corpus reader. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* harness/generate.c — the case generator: a campaign seed expands to an
+/* harness/case/generate.c — the case generator: a campaign seed expands to an
  * endless, reproducible stream of case lines, weighted toward edges.
  *
  * Case k is a pure function of (campaign seed, k, caps, filters): its random
@@ -37,8 +37,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness.h"
-#include "../ref/rng.h"
+#include "harness/harness.h"
+#include "ref/rng.h"
 
 /* ---- the per-case stream ------------------------------------------------------ */
 

@@ -1,4 +1,4 @@
-/* harness/check.c — `attncheck check` and `attncheck reference`: anyone's
+/* harness/cli/check.c — `attncheck check` and `attncheck reference`: anyone's
  * kernel, through tensors in files.
  *
  *   attncheck check PATH [options]       compare O (LSE, dQ, dK, dV) from files
@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check_internal.h"
+#include "harness/cli/check_internal.h"
 
 #define DEFAULT_CERT_ROWS 2
 

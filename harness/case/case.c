@@ -1,4 +1,4 @@
-/* harness/case.c — case lines: parse, canonical format, semantic checks.
+/* harness/case/case.c — case lines: parse, canonical format, semantic checks.
  *
  *   v1 seed=N b=N hq=N hkv=N nq=N nk=N d=N dtype=f16|bf16|f32
  *      mask=none|causal-tl|causal-br|window-tl(L,R)|window-br(L,R)|dense(KEEP)
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 /* ---- canonical numbers ---------------------------------------------------- */
 

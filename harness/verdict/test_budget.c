@@ -1,4 +1,4 @@
-/* harness/test_budget.c — the budgets file and the gate: the repository's
+/* harness/verdict/test_budget.c — the budgets file and the gate: the repository's
  * budgets.txt loads, malformed files are rejected naming the line and field,
  * the f32 growth law is applied, and a failing gate names the class or the
  * budget, by how much and where, with a stable kind. */
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 static const char *const valid_tail =
     "f16 O scaled 4\nf16 LSE scaled 4 grows\nf16 dQ scaled 4\nf16 dK scaled 4\nf16 dV scaled 4\n"

@@ -1,9 +1,9 @@
-/* harness/check_internal.h — shared by check.c (the commands) and
+/* harness/cli/check_internal.h — shared by check.c (the commands) and
  * check_files.c (tensor files -> ac_inputs); not part of harness.h. */
 #ifndef ATTNCHECK_CHECK_INTERNAL_H
 #define ATTNCHECK_CHECK_INTERNAL_H
 
-#include "harness.h"
+#include "harness/harness.h"
 
 enum { T_Q, T_K, T_V, T_O, T_LSE, T_DO, T_DQ, T_DK, T_DV, T_N };
 extern const char *const ac_check_tnames[T_N]; /* "q", "k", "v", "o", "lse", "do", "dq", "dk", "dv" */

@@ -1,10 +1,10 @@
-/* harness/test_inputs.c — inputs drawn from case lines: exact dtype values,
+/* harness/run/test_inputs.c — inputs drawn from case lines: exact dtype values,
  * determinism, the distributions' advertised properties, masks (suite harness_inputs). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 static ac_inputs make(const char *line)
 {

@@ -1,4 +1,4 @@
-/* harness/test_report.c — the JSON Lines, JUnit and Markdown writers: what they
+/* harness/report/test_report.c — the JSON Lines, JUnit and Markdown writers: what they
  * write parses back and holds the metrics it was given, at the right place;
  * the JSON holds no timing, so the same campaign gives the same bytes. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* harness/main.c — the `attncheck` command line.
+/* harness/cli/main.c — the `attncheck` command line.
  *
  *   attncheck fuzz | run | list | prove | check | reference | bench [options]
  *
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "attncheck_config.h"
-#include "harness.h"
+#include "harness/harness.h"
 
 /* The default campaign: sized to finish well under a minute on 2 CPU cores
  * with cpu-flash (see the README for the measured cases/s). */
