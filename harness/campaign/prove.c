@@ -6,10 +6,13 @@
  * it was caught, after how many cases and how long, the failure kind and the
  * shrunk minimal case.  The table it prints is the README's "detection power"
  * section. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/harness.h"
+#include "harness/campaign/campaign.h"
+#include "harness/campaign/prove.h"
+#include "harness/files/files.h"
 
 #define PROVE_MAX_MUTANTS 64
 

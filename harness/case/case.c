@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/harness.h"
+#include "harness/case/case.h"
 
 /* ---- canonical numbers ---------------------------------------------------- */
 

@@ -37,7 +37,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/harness.h"
+#include "harness/case/generate.h"
 #include "ref/rng.h"
 
 /* ---- the per-case stream ------------------------------------------------------ */

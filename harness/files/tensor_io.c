@@ -13,6 +13,7 @@
  *        "shape": [2, 3], "data_offsets": [begin, end]}, "__metadata__": {...}},
  *        then the byte buffer the offsets index.
  * Hosts are little-endian (x86-64, AArch64), as both formats store here. */
+#include <stdio.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -21,7 +22,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "harness/harness.h"
+#include "harness/files/files.h"
+#include "harness/files/tensor_io.h"
 
 #define MAX_DIM ((int64_t)1 << 40)
 

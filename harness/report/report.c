@@ -12,13 +12,15 @@
  *
  * Everything is collected in memory and written at close, each file through
  * ac_write_atomic (temp + fsync + rename), so a crash never leaves half a report. */
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
-#include "harness/harness.h"
+#include "harness/files/files.h"
+#include "harness/report/report.h"
 
 #define REPORT_MAX_KERNELS 64
 #define REPORT_MAX_FAILURES_SHOWN 50

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/harness.h"
+#include "harness/run/inputs.h"
 #include "ref/rng.h"
 
 /* ---- random streams -------------------------------------------------------- */

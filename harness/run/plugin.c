@@ -8,12 +8,13 @@
  * descriptor that passes is wrapped in an ac_kernel that translates
  * ac_problem into the ABI's own struct and registered like a built-in kernel.
  * Plugins are never unloaded: the registry keeps pointers into them. */
+#include <stdio.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/attncheck_plugin.h"
-#include "harness/harness.h"
+#include "harness/run/plugin.h"
 
 /* The ABI's plain ints are attncheck's enums, value for value. */
 _Static_assert(ATTNCHECK_DTYPE_F32 == AC_F32 && ATTNCHECK_DTYPE_F16 == AC_F16 && ATTNCHECK_DTYPE_BF16 == AC_BF16,

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/harness.h"
+#include "harness/run/reference.h"
 
 #define LSE_BLOCK_ROWS 64
 

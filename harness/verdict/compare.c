@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/harness.h"
+#include "harness/verdict/compare.h"
 
 const char *ac_output_name(ac_output o)
 {
@@ -22,6 +22,35 @@ const char *ac_output_name(ac_output o)
 }
 
 ac_dtype ac_output_dtype(ac_dtype t, ac_output which) { return which == AC_OUT_LSE ? AC_F32 : t; }
+
+const char *ac_special_name(ac_special s)
+{
+    static const char *const names[AC_SPECIAL_COUNT] = {
+        [AC_SPECIAL_UNWRITTEN] = "unwritten", [AC_SPECIAL_UNEXPECTED_NAN] = "unexpected-nan",
+        [AC_SPECIAL_OVERFLOW] = "overflow", [AC_SPECIAL_LOST] = "lost-special", [AC_SPECIAL_WRONG_ZERO] = "wrong-zero",
+    };
+    return (unsigned)s < AC_SPECIAL_COUNT ? names[s] : "?";
+}
+
+size_t ac_metrics_special(const ac_metrics *m, ac_special s)
+{
+    switch (s) {
+    case AC_SPECIAL_UNWRITTEN: return m->n_unwritten;
+    case AC_SPECIAL_UNEXPECTED_NAN: return m->n_unexpected_nan;
+    case AC_SPECIAL_OVERFLOW: return m->n_overflow;
+    case AC_SPECIAL_LOST: return m->n_lost_special;
+    case AC_SPECIAL_WRONG_ZERO: return m->n_wrong_zero;
+    default: return 0;
+    }
+}
+
+size_t ac_metrics_specials(const ac_metrics *m)
+{
+    size_t n = 0;
+    for (int s = 0; s < AC_SPECIAL_COUNT; s++)
+        n += ac_metrics_special(m, (ac_special)s);
+    return n;
+}
 
 /* ---- poison ------------------------------------------------------------ */
 
@@ -55,8 +84,7 @@ typedef enum { EL_OK, EL_UNWRITTEN, EL_UNEXPECTED_NAN, EL_OVERFLOW, EL_LOST_SPEC
 static void note_special(accum *a, el_class cls, ac_where w)
 {
     ac_metrics *m = a->m;
-    size_t specials = m->n_unexpected_nan + m->n_overflow + m->n_lost_special + m->n_wrong_zero + m->n_unwritten;
-    if (specials == 0)
+    if (ac_metrics_specials(m) == 0)
         m->first_special = w;
     switch (cls) {
     case EL_UNWRITTEN: m->n_unwritten++; break;

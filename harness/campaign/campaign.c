@@ -1,0 +1,182 @@
+/* harness/campaign/campaign.c — the fuzz loop shared by `attncheck fuzz` and
+ * `attncheck prove`: draw cases from the generator, run each, shrink each
+ * failure (same failure kind), aggregate per dtype x output, feed the report. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness/campaign/campaign.h"
+#include "harness/campaign/corpus.h"
+#include "harness/campaign/shrink.h"
+#include "harness/case/generate.h"
+
+typedef struct {
+    const ac_kernel *k;
+    const ac_budgets *b;
+    const ac_run_opts *o;
+    const char *kind;
+} same_failure_ctx;
+
+static bool fails_same_way(const ac_case *c, void *ctx)
+{
+    const same_failure_ctx *s = ctx;
+    ac_result r;
+    ac_err err;
+    int st = ac_run_case(s->k, c, s->b, s->o, &r, &err);
+    return st == AC_OK && r.verdict == AC_VERDICT_FAIL && strcmp(r.kind, s->kind) == 0;
+}
+
+int ac_shrink_failure(const ac_kernel *k, const ac_budgets *b, const ac_run_opts *o, const ac_case *c,
+                      const char *kind, int max_steps, ac_case *minimal)
+{
+    /* certification never changes a verdict or its kind: skip it while shrinking */
+    ac_run_opts quick = *o;
+    quick.cert_rows = 0;
+    same_failure_ctx ctx = {.k = k, .b = b, .o = &quick, .kind = kind};
+    return ac_shrink(c, fails_same_way, &ctx, max_steps, minimal);
+}
+
+void ac_summary_add(ac_summary *s, const ac_result *r)
+{
+    s->cases++;
+    if (r->status != AC_OK) {
+        s->errors++;
+        if (r->status > s->worst_status)
+            s->worst_status = r->status;
+        return;
+    }
+    if (r->verdict == AC_VERDICT_FAIL)
+        s->failed++;
+    else
+        s->passed++;
+    if ((unsigned)r->dtype >= AC_DTYPE_COUNT)
+        return;
+    for (int o = 0; o < AC_OUT_COUNT; o++) {
+        const ac_metrics *m = &r->m[o];
+        if (!m->present)
+            continue;
+        ac_summary_cell *a = &s->cell[r->dtype][o];
+        a->cases++;
+        a->max_ulp = fmax(a->max_ulp, m->max_ulp);
+        a->max_scaled = fmax(a->max_scaled, m->max_scaled);
+        a->vs_naive_max = fmax(a->vs_naive_max, m->vs_naive_max);
+        a->vs_naive_mean = fmax(a->vs_naive_mean, m->vs_naive_mean);
+        for (int k = 0; k < AC_SPECIAL_COUNT; k++)
+            a->special[k] += (long)ac_metrics_special(m, (ac_special)k);
+        a->specials += (long)ac_metrics_specials(m);
+        /* a failure is charged to the output its kind names ("O:scaled") */
+        size_t len = strlen(ac_output_name((ac_output)o));
+        if (r->verdict == AC_VERDICT_FAIL && strncmp(r->kind, ac_output_name((ac_output)o), len) == 0 &&
+            r->kind[len] == ':')
+            a->failures++;
+    }
+}
+
+void ac_summary_print(FILE *f, const char *kernel, const ac_summary *s)
+{
+    /* Three significant digits: a check of one case takes milliseconds. */
+    fprintf(f, "\n%s: %ld cases, %ld passed, %ld failed, %ld errors in %.3g s (%.3g cases/s)\n", kernel, s->cases,
+            s->passed, s->failed, s->errors, s->seconds, s->seconds > 0 ? (double)s->cases / s->seconds : 0.0);
+    fprintf(f, "%-5s %-4s %7s %10s %10s %9s %9s %8s %8s\n", "dtype", "out", "cases", "max-ulp", "max-scaled",
+            "naive-max", "naive-mean", "specials", "failures");
+    for (int t = 0; t < AC_DTYPE_COUNT; t++)
+        for (int o = 0; o < AC_OUT_COUNT; o++) {
+            const ac_summary_cell *a = &s->cell[t][o];
+            if (!a->cases)
+                continue;
+            fprintf(f, "%-5s %-4s %7ld %10.3g %10.3g %9.3g %9.3g %8ld %8ld\n", ac_dtype_name((ac_dtype)t),
+                    ac_output_name((ac_output)o), a->cases, a->max_ulp, a->max_scaled, a->vs_naive_max,
+                    a->vs_naive_mean, a->specials, a->failures);
+        }
+}
+
+static void progress_line(const ac_campaign_opts *o, const ac_summary *s, double elapsed, bool final)
+{
+    if (!o->progress)
+        return;
+    fprintf(stderr, "\r%ld cases, %.1f cases/s, %ld failures%s", s->cases,
+            elapsed > 0 ? (double)s->cases / elapsed : 0.0, s->failed, final ? "\n" : "   ");
+    fflush(stderr);
+}
+
+/* Shrinks a failure, prints both lines, saves the minimal one when asked. */
+static int handle_failure(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, const ac_case *c,
+                          const ac_result *r, char *minimal_line, size_t len, ac_err *err)
+{
+    ac_case minimal = *c;
+    int calls = 0;
+    if (o->shrink_steps > 0)
+        calls = ac_shrink_failure(k, b, &o->run, c, r->kind, o->shrink_steps, &minimal);
+    if (ac_case_format(&minimal, minimal_line, len) < 0)
+        snprintf(minimal_line, len, "%s", r->line);
+    if (o->out) {
+        if (o->progress)
+            fputc('\n', stderr);
+        fprintf(o->out, "FAIL %s [%s] %s\n  original: %s\n  minimal:  %s   (%d shrink runs)\n", k->name, r->kind,
+                r->why, r->line, minimal_line, calls);
+    }
+    if (!o->save_dir)
+        return AC_OK;
+    return ac_save_failure(o->save_dir, k->name, r->why, minimal_line, err);
+}
+
+static void note_first_failure(ac_summary *s, const ac_result *r, const char *minimal_line, double elapsed)
+{
+    if (s->first_fail_case)
+        return;
+    s->first_fail_case = s->cases;
+    s->first_fail_seconds = elapsed;
+    snprintf(s->first_kind, sizeof s->first_kind, "%s", r->kind);
+    snprintf(s->first_line, sizeof s->first_line, "%s", r->line);
+    snprintf(s->first_minimal, sizeof s->first_minimal, "%s", minimal_line);
+    snprintf(s->first_why, sizeof s->first_why, "%s", r->why);
+}
+
+static bool campaign_done(const ac_campaign_opts *o, const ac_summary *s, double elapsed)
+{
+    if (o->max_cases > 0 && s->cases >= o->max_cases)
+        return true;
+    if (o->max_seconds > 0 && elapsed >= o->max_seconds)
+        return true;
+    return o->stop_first && s->failed > 0;
+}
+
+int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, ac_report *rep,
+                ac_summary *s, ac_err *err)
+{
+    memset(s, 0, sizeof *s);
+    ac_gen g;
+    ac_gen_init(&g, o->seed, &k->caps);
+    g.dtype_filter = o->dtype_filter;
+    g.mask_filter = o->mask_filter;
+    g.max_seqlen = o->max_seqlen;
+    double t0 = ac_now_seconds(), last_progress = 0;
+    int st = AC_OK;
+    while (!campaign_done(o, s, ac_now_seconds() - t0)) {
+        ac_case c;
+        if ((st = ac_gen_next(&g, &c, err)) != AC_OK)
+            break;
+        ac_result r;
+        st = ac_run_case(k, &c, b, &o->run, &r, err);
+        ac_summary_add(s, &r);
+        char minimal_line[AC_CASE_LINE_MAX] = "";
+        if (st == AC_OK && r.verdict == AC_VERDICT_FAIL) {
+            st = handle_failure(k, b, o, &c, &r, minimal_line, sizeof minimal_line, err);
+            note_first_failure(s, &r, minimal_line, ac_now_seconds() - t0);
+        } else if (st != AC_OK && o->out) {
+            fprintf(o->out, "ERROR %s: %s\n  case: %s\n", k->name, r.why, r.line);
+        }
+        ac_report_add(rep, k->name, &r, r.verdict == AC_VERDICT_FAIL ? minimal_line : NULL);
+        if (st == AC_ERR_ENV)
+            break; /* a device fault: what follows would not be about the kernel */
+        st = AC_OK;
+        double now = ac_now_seconds() - t0;
+        if (now - last_progress >= 0.25) {
+            progress_line(o, s, now, false);
+            last_progress = now;
+        }
+    }
+    s->seconds = ac_now_seconds() - t0;
+    progress_line(o, s, s->seconds, true);
+    return st;
+}
