@@ -167,30 +167,30 @@ static int edit_head_dim(const ac_case *cur, int i, ac_case *cand)
     return 1;
 }
 
-/* Mask rank none < causal < window < dense; every candidate lowers it. */
+/* Mask rank none < causal < window (harness/case/masks.c says which kind is
+ * one rank down); every candidate lowers it. */
 static int edit_mask(const ac_case *cur, int i, ac_case *cand)
 {
     *cand = *cur;
     if (i == 0) {
-        if (cur->mask == AC_CMASK_NONE)
+        if (cur->mask == AC_MASK_NONE)
             return -1;
-        cand->mask = AC_CMASK_NONE;
+        ac_case_set_mask(cand, AC_MASK_NONE);
         cand->masked_rows = 0;
         return 1;
     }
-    if (i == 1 && cur->mask == AC_CMASK_WINDOW) {
-        cand->mask = AC_CMASK_CAUSAL;
-        cand->window_left = AC_WINDOW_INF;
-        cand->window_right = 0;
+    ac_mask_kind simpler = ac_case_mask_simpler(cur->mask);
+    if (i == 1 && simpler != AC_MASK_NONE) {
+        ac_case_set_mask(cand, simpler);
         return 1;
     }
     return -1;
 }
 
-/* Fewer fully masked rows; the alignment back to the default when it does not matter. */
+/* Fewer fully masked rows; the alignment back to top-left when it does not matter. */
 static int edit_mask_details(const ac_case *cur, int i, ac_case *cand)
 {
-    ac_case def = ac_case_default();
+    ac_mask_kind top_left = ac_case_mask_top_left(cur->mask);
     *cand = *cur;
     switch (i) {
     case 0:
@@ -199,9 +199,9 @@ static int edit_mask_details(const ac_case *cur, int i, ac_case *cand)
         cand->masked_rows = 0;
         return 1;
     case 1:
-        if (cur->align == def.align)
+        if (top_left == cur->mask)
             return 0;
-        cand->align = def.align;
+        ac_case_set_mask(cand, top_left);
         return 1;
     default: return -1;
     }

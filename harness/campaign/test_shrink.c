@@ -24,10 +24,7 @@ static ac_case big_case(void)
     c.head_dim = 96;
     c.dtype = AC_BF16;
     c.layout = AC_LAYOUT_BSHD;
-    c.mask = AC_CMASK_CAUSAL;
-    c.align = AC_ALIGN_BOTTOM_RIGHT;
-    c.window_left = AC_WINDOW_INF;
-    c.window_right = 0;
+    ac_case_set_mask(&c, AC_MASK_CAUSAL_BR);
     c.dist = AC_DIST_OUTLIERS;
     c.dist_a = 2;
     c.dist_b = 0.01;
@@ -45,7 +42,7 @@ typedef struct {
 static bool nk37_causal_br(const ac_case *c, void *ctx)
 {
     ((counter *)ctx)->calls++;
-    return c->seqlen_k >= 37 && c->mask == AC_CMASK_CAUSAL && c->align == AC_ALIGN_BOTTOM_RIGHT;
+    return c->seqlen_k >= 37 && c->mask == AC_MASK_CAUSAL_BR;
 }
 
 Test(harness_shrink, reaches_exact_minimum_of_monotone_predicate)
@@ -61,8 +58,7 @@ Test(harness_shrink, reaches_exact_minimum_of_monotone_predicate)
     cr_assert_eq(min.heads_q, 1);
     cr_assert_eq(min.heads_kv, 1);
     cr_assert_eq(min.head_dim, 1);
-    cr_assert_eq(min.mask, AC_CMASK_CAUSAL);
-    cr_assert_eq(min.align, AC_ALIGN_BOTTOM_RIGHT, "the alignment is kept: the failure needs it");
+    cr_assert_eq(min.mask, AC_MASK_CAUSAL_BR, "the alignment is kept: the failure needs it");
     cr_assert_eq(min.dist, def.dist);
     cr_assert_eq(min.dist_a, def.dist_a);
     cr_assert_eq(min.dist_b, def.dist_b);
@@ -91,19 +87,19 @@ Test(harness_shrink, heads_keep_gqa_divisibility)
 static bool any_mask(const ac_case *c, void *ctx)
 {
     (void)ctx;
-    return c->mask != AC_CMASK_NONE;
+    return c->mask != AC_MASK_NONE;
 }
 
 Test(harness_shrink, window_simplifies_to_causal_with_default_alignment)
 {
     ac_case start = big_case(), min;
-    start.mask = AC_CMASK_WINDOW;
+    start.mask = AC_MASK_WINDOW_BR;
     start.window_left = 5;
     start.window_right = 3;
     cr_assert_eq(ac_case_validate(&start, NULL), AC_OK);
     ac_shrink(&start, any_mask, NULL, 1000, &min);
-    cr_assert_eq(min.mask, AC_CMASK_CAUSAL);
-    cr_assert_eq(min.align, ac_case_default().align, "an alignment the failure does not need is dropped");
+    cr_assert_eq(min.mask, AC_MASK_CAUSAL_TL, "window-br -> causal-br -> causal-tl: an alignment the failure "
+                 "does not need is dropped");
 }
 
 static bool zero_length_key_sequence(const ac_case *c, void *ctx)
@@ -119,7 +115,7 @@ Test(harness_shrink, batch_keeps_the_sequence_that_fails)
 {
     ac_case start = big_case(), min;
     start.batch = 3;
-    start.mask = AC_CMASK_NONE;
+    start.mask = AC_MASK_NONE;
     start.n_seqlens_q = 3;
     start.n_seqlens_k = 3;
     int lq[3] = {100, 300, 7}, lk[3] = {500, 0, 700};
@@ -443,9 +439,7 @@ Test(harness_run, a_real_failure_shrinks_to_a_small_case_of_the_same_kind)
     ac_kernel k = double_kernel(DBL_SCALE_BIAS);
     ac_budgets b = budgets();
     ac_case c = small_case();
-    c.mask = AC_CMASK_CAUSAL;
-    c.align = AC_ALIGN_BOTTOM_RIGHT;
-    c.window_right = 0;
+    ac_case_set_mask(&c, AC_MASK_CAUSAL_BR);
     ac_run_opts o = {.backward = false};
     ac_result r;
     ac_err err;
@@ -455,7 +449,7 @@ Test(harness_run, a_real_failure_shrinks_to_a_small_case_of_the_same_kind)
     ac_shrink_failure(&k, &b, &o, &c, r.kind, 300, &min);
     cr_assert_eq(min.batch, 1);
     cr_assert_eq(min.heads_q, 1);
-    cr_assert_eq(min.mask, AC_CMASK_NONE, "a bias everywhere needs no mask");
+    cr_assert_eq(min.mask, AC_MASK_NONE, "a bias everywhere needs no mask");
     cr_assert_leq(min.seqlen_q * min.seqlen_k, 16, "got nq=%d nk=%d", min.seqlen_q, min.seqlen_k);
     ac_result again;
     cr_assert_eq(ac_run_case(&k, &min, &b, &o, &again, &err), AC_OK);

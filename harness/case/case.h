@@ -5,10 +5,11 @@
  * Fields after "v1" are key=value separated by single spaces, printed in a
  * fixed order; optional fields are printed only when not at their default.
  * Parse -> format round-trips byte for byte for every line format produces.
- * Grammar (case.c): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
+ * Grammar (one row per field in case.c's table): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
  * [seqlens-k] layout dist scale, with
  *   mask = none | causal-tl | causal-br | window-tl(L,R) | window-br(L,R) | dense(KEEP)
- *          (L, R integers >= 0 or inf; KEEP in (0,1]);  maskrows = FRAC in [0,1] (dense only)
+ *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
+ *   maskrows = FRAC in [0,1] (dense only)
  *   seqlens-q/-k = one length per sequence, each in 0..nq (0..nk)
  *   dist = normal(M,S) | uniform(LO,HI) | outliers(S,P) | increasing(SLOPE) | equal()
  *          | dominant(MARGIN) | huge(FRAC) | tiny();   scale = auto | VALUE
@@ -25,17 +26,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ref/mask_kinds.h"
 #include "ref/ref.h"
 
 #define AC_CASE_MAX_BATCH 64
 #define AC_CASE_LINE_MAX 1024
-
-typedef enum {
-    AC_CMASK_NONE = 0,
-    AC_CMASK_CAUSAL,   /* window (INF, 0) in the case's alignment */
-    AC_CMASK_WINDOW,   /* window (left, right) in the case's alignment */
-    AC_CMASK_DENSE,    /* random boolean mask with keep probability dense_keep, drawn from the seed */
-} ac_case_mask;
 
 typedef enum {
     AC_DIST_NORMAL = 0, /* normal(mean, std) */
@@ -79,10 +74,9 @@ typedef struct {
     int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
     ac_dtype dtype;
     ac_layout layout;
-    ac_case_mask mask;
-    ac_align align;
-    int window_left, window_right; /* AC_CMASK_WINDOW; AC_WINDOW_INF allowed on one side */
-    double dense_keep;             /* AC_CMASK_DENSE */
+    ac_mask_kind mask;             /* a row of ref/mask_kinds.h; its alignment is the row's */
+    int window_left, window_right; /* window kinds; causal holds (inf, 0); AC_WINDOW_INF allowed on one side */
+    double dense_keep;             /* AC_MASK_DENSE: keep probability of each (query, key) pair */
     double masked_rows;            /* fraction of query rows fully masked (needs a dense mask) */
     int n_seqlens_q, n_seqlens_k;  /* 0, or batch: per-sequence lengths */
     int seqlens_q[AC_CASE_MAX_BATCH], seqlens_k[AC_CASE_MAX_BATCH];
@@ -91,6 +85,24 @@ typedef struct {
     ac_dist_kind dist;
     double dist_a, dist_b;
 } ac_case;
+
+/* ---- the mask of a case (masks.c: one row per kind of ref/mask_kinds.h) ----
+ * A value "window-br(8,0)": the kind's spelling, then its parameters if it
+ * takes any.  Parsed into c (kind and parameters; other fields untouched):
+ * the case line's mask= and check's --mask read the same spelling. */
+int ac_case_mask_parse(const char *value, ac_case *c, ac_err *err);
+/* Sets the kind, with the parameters the kind fixes (causal: window (inf, 0)). */
+void ac_case_set_mask(ac_case *c, ac_mask_kind k);
+/* The problem's window and alignment for c's mask (a dense mask is drawn by run/inputs.c). */
+void ac_case_mask_to_problem(const ac_case *c, ac_problem *p);
+/* The shrinker's steps: the kind one rank down (window -> causal in the same
+ * alignment; none below that) and the kind aligned top-left (itself if it has no alignment). */
+ac_mask_kind ac_case_mask_simpler(ac_mask_kind k);
+ac_mask_kind ac_case_mask_top_left(ac_mask_kind k);
+/* A --mask filter list, "causal-br,window,dense": kind spellings, or a
+ * spelling's stem before "-tl"/"-br" for both alignments.  *kinds gets a bit
+ * (1u << ac_mask_kind) per kind; AC_ERR_INPUT naming the bad entry otherwise. */
+int ac_mask_filter_parse(const char *list, unsigned *kinds, ac_err *err);
 
 /* AC_OK, or AC_ERR_INPUT with a message naming the bad field. */
 int ac_case_parse(const char *line, ac_case *c, ac_err *err);

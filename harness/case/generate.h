@@ -15,7 +15,7 @@ typedef struct {
     uint64_t index;           /* cases drawn so far */
     ac_caps caps;             /* only cases inside these are drawn */
     unsigned dtype_filter;    /* bit per ac_dtype; 0 = all the kernel claims */
-    unsigned mask_filter;     /* AC_MASKCAP_* bits; 0 = all the kernel claims */
+    unsigned mask_filter;     /* bit (1u << ac_mask_kind) per kind; 0 = all the kernel claims */
     int max_seqlen;           /* cap on nq, nk (keeps CPU kernels in budget); 0 = default */
 } ac_gen;
 /* max_seqlen 0 means AC_GEN_DEFAULT_MAX_SEQLEN (sized for CPU kernels: cpu-flash with backward

@@ -1,6 +1,7 @@
 /* harness/case/test_case.c — case lines: round trips and rejections (suite harness_case). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness/harness.h"
@@ -135,7 +136,7 @@ Test(harness_case, validate_checks_windows_and_lengths_set_in_code)
 {
     ac_case c = ac_case_default();
     cr_assert_eq(ac_case_validate(&c, NULL), AC_OK);
-    c.mask = AC_CMASK_WINDOW;
+    c.mask = AC_MASK_WINDOW_TL;
     c.window_left = -2;
     ac_err err = {{0}};
     cr_assert_eq(ac_case_validate(&c, &err), AC_ERR_INPUT);
@@ -153,4 +154,52 @@ Test(harness_case, default_case_is_the_documented_one)
     char line[AC_CASE_LINE_MAX];
     ac_case_format(&c, line, sizeof line);
     cr_assert_str_eq(line, "v1 seed=1 b=1 hq=1 hkv=1 nq=16 nk=16 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto");
+}
+
+/* Every row of the mask-kind table: its line round-trips, and the problem it
+ * gives uses exactly that kind (the parser, formatter, inputs and the
+ * problem's classification all read the same row). */
+Test(harness_case, every_mask_kind_round_trips_and_gives_the_problem_it_names)
+{
+    static const char *const params[AC_MASK_KIND_COUNT] = {[AC_MASK_WINDOW_TL] = "(3,inf)",
+                                                           [AC_MASK_WINDOW_BR] = "(inf,2)", [AC_MASK_DENSE] = "(0.5)"};
+    for (int k = 0; k < AC_MASK_KIND_COUNT; k++) {
+        char line[AC_CASE_LINE_MAX];
+        snprintf(line, sizeof line, "v1 seed=3 b=1 hq=2 hkv=1 nq=9 nk=7 d=8 dtype=f16 mask=%s%s layout=bhsd "
+                 "dist=normal(0,1) scale=auto", ac_mask_name((ac_mask_kind)k), params[k] ? params[k] : "");
+        assert_round_trip(line);
+        ac_case c;
+        cr_assert_eq(ac_case_parse(line, &c, NULL), AC_OK);
+        cr_assert_eq(c.mask, (ac_mask_kind)k);
+        ac_inputs in;
+        ac_err err = {{0}};
+        cr_assert_eq(ac_inputs_make(&c, &in, &err), AC_OK, "%s", err.msg);
+        cr_assert_eq(ac_problem_masks(&in.p), 1u << k, "%s: problem uses 0x%x", line, ac_problem_masks(&in.p));
+        cr_assert_eq(in.p.align, ac_mask_align((ac_mask_kind)k));
+        ac_inputs_free(&in);
+    }
+}
+
+Test(harness_case, the_capability_bits_are_the_table_s)
+{
+    unsigned all = 0;
+    for (int k = 0; k < AC_MASK_KIND_COUNT; k++)
+        all |= ac_mask_bit((ac_mask_kind)k);
+    cr_assert_eq((unsigned)AC_MASKCAP_ALL, all);
+    cr_assert_eq((unsigned)AC_MASKCAP_CAUSAL_BR, ac_mask_bit(AC_MASK_CAUSAL_BR));
+    cr_assert_eq((unsigned)AC_MASKCAP_WINDOW, ac_mask_bit(AC_MASK_WINDOW_BR));
+    cr_assert_eq((unsigned)AC_MASKCAP_ALL, 0x1Fu, "the plugin ABI's five bits, never renumbered");
+}
+
+Test(harness_case, mask_filters_take_kinds_and_stems)
+{
+    unsigned kinds = 0;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_mask_filter_parse("causal,window-br", &kinds, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(kinds, 1u << AC_MASK_CAUSAL_TL | 1u << AC_MASK_CAUSAL_BR | 1u << AC_MASK_WINDOW_BR);
+    cr_assert_eq(ac_mask_filter_parse("window,none,dense", &kinds, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(kinds, 1u << AC_MASK_WINDOW_TL | 1u << AC_MASK_WINDOW_BR | 1u << AC_MASK_NONE | 1u << AC_MASK_DENSE);
+    cr_assert_eq(ac_mask_filter_parse("causal,sliding", &kinds, &err), AC_ERR_INPUT);
+    cr_assert(strstr(err.msg, "'sliding'") != NULL, "%s", err.msg);
+    cr_assert_eq(ac_mask_filter_parse("win", &kinds, &err), AC_ERR_INPUT, "a stem is a whole word before '-'");
 }

@@ -68,24 +68,26 @@ typedef struct {
 static void tally(const ac_case *c, int max_len, coverage *cv)
 {
     cv->dtype[c->dtype]++, cv->dist[c->dist]++, cv->layout[c->layout]++;
-    bool br = c->align == AC_ALIGN_BOTTOM_RIGHT;
+    bool br = ac_mask_align(c->mask) == AC_ALIGN_BOTTOM_RIGHT;
     switch (c->mask) {
-    case AC_CMASK_NONE: cv->none++; break;
-    case AC_CMASK_CAUSAL: br ? cv->causal_br++ : cv->causal_tl++; break;
-    case AC_CMASK_WINDOW:
+    case AC_MASK_NONE: cv->none++; break;
+    case AC_MASK_CAUSAL_TL: cv->causal_tl++; break;
+    case AC_MASK_CAUSAL_BR: cv->causal_br++; break;
+    case AC_MASK_WINDOW_TL: case AC_MASK_WINDOW_BR:
         br ? cv->window_br++ : cv->window_tl++;
         cv->window_width1 += c->window_left == 0 && c->window_right == 0;
         cv->window_left_inf += c->window_left == AC_WINDOW_INF && c->window_right != AC_WINDOW_INF;
         cv->window_right_inf += c->window_right == AC_WINDOW_INF && c->window_left != AC_WINDOW_INF;
         break;
-    case AC_CMASK_DENSE: cv->dense++, c->masked_rows > 0 ? cv->dense_masked_rows++ : cv->dense_no_masked_rows++; break;
+    case AC_MASK_DENSE: cv->dense++, c->masked_rows > 0 ? cv->dense_masked_rows++ : cv->dense_no_masked_rows++; break;
+    default: break;
     }
     cv->gqa += c->heads_kv > 1 && c->heads_q > c->heads_kv;
     cv->mqa += c->heads_kv == 1 && c->heads_q > 1;
     cv->varlen_q += c->n_seqlens_q > 0, cv->varlen_k += c->n_seqlens_k > 0;
     cv->seqlen1_q += c->seqlen_q == 1, cv->seqlen1_k += c->seqlen_k == 1;
     cv->nq_gt_nk += c->seqlen_q > c->seqlen_k, cv->nq_lt_nk += c->seqlen_q < c->seqlen_k;
-    cv->br_leading_rows_masked += c->mask == AC_CMASK_CAUSAL && br && c->seqlen_q > c->seqlen_k;
+    cv->br_leading_rows_masked += c->mask == AC_MASK_CAUSAL_BR && c->seqlen_q > c->seqlen_k;
     cv->small += c->seqlen_q <= 80 && c->seqlen_k <= 80 && c->head_dim <= 64;
     cv->scale_explicit += !c->scale_auto;
     cv->over_cap += c->seqlen_q > max_len || c->seqlen_k > max_len;
@@ -139,7 +141,7 @@ Test(harness_generate, a_narrow_kernel_gets_only_what_it_claims)
         cr_assert_eq(c.dtype, AC_F16);
         cr_assert(c.head_dim == 64 || c.head_dim == 128, "d=%d", c.head_dim);
         d64 += c.head_dim == 64, d128 += c.head_dim == 128;
-        cr_assert_eq(c.mask, AC_CMASK_NONE);
+        cr_assert_eq(c.mask, AC_MASK_NONE);
         cr_assert_eq(c.layout, AC_LAYOUT_BHSD);
         cr_assert_eq(c.heads_q, c.heads_kv, "no GQA claimed");
         cr_assert(c.n_seqlens_q == 0 && c.n_seqlens_k == 0, "no varlen claimed");
@@ -154,7 +156,7 @@ Test(harness_generate, filters_and_length_caps_are_obeyed)
     ac_gen g;
     ac_gen_init(&g, 9, &caps);
     g.dtype_filter = 1u << AC_BF16;
-    g.mask_filter = AC_MASKCAP_CAUSAL_BR | AC_MASKCAP_WINDOW;
+    g.mask_filter = 1u << AC_MASK_CAUSAL_BR | 1u << AC_MASK_WINDOW_TL | 1u << AC_MASK_WINDOW_BR;
     g.max_seqlen = 4096; /* the kernel's own cap (100) still wins */
     cr_assert_eq(ac_gen_max_seqlen(&g), 100);
     int windows = 0;
@@ -162,9 +164,9 @@ Test(harness_generate, filters_and_length_caps_are_obeyed)
         ac_case c;
         cr_assert_eq(ac_gen_next(&g, &c, NULL), AC_OK);
         cr_assert_eq(c.dtype, AC_BF16);
-        cr_assert(c.mask == AC_CMASK_CAUSAL || c.mask == AC_CMASK_WINDOW);
-        cr_assert_eq(c.align, c.mask == AC_CMASK_CAUSAL ? AC_ALIGN_BOTTOM_RIGHT : c.align);
-        windows += c.mask == AC_CMASK_WINDOW;
+        bool window = c.mask == AC_MASK_WINDOW_TL || c.mask == AC_MASK_WINDOW_BR;
+        cr_assert(c.mask == AC_MASK_CAUSAL_BR || window, "mask=%s", ac_mask_name(c.mask));
+        windows += window;
         cr_assert(c.seqlen_q <= 100 && c.seqlen_k <= 100);
     }
     cr_assert_gt(windows, 100);
@@ -201,7 +203,7 @@ Test(harness_generate, nothing_to_draw_is_an_input_error_naming_what)
     g.dtype_filter = 0;
     caps.masks = AC_MASKCAP_NONE;
     ac_gen_init(&g, 1, &caps);
-    g.mask_filter = AC_MASKCAP_DENSE;
+    g.mask_filter = 1u << AC_MASK_DENSE;
     cr_assert_eq(ac_gen_next(&g, &c, &err), AC_ERR_INPUT);
     cr_assert(strstr(err.msg, "no mask kind") != NULL, "%s", err.msg);
 }

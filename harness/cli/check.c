@@ -49,10 +49,10 @@ static void usage(FILE *f, bool reference)
 
 static const char **opt_slot(check_opts *o, const char *name)
 {
-    static const char *const names[] = {"--out", "--dtype", "--layout", "--causal", "--window", "--align",
-                                        "--mask", "--seqlens-q", "--seqlens-k", "--scale", "--lse-base",
+    static const char *const names[] = {"--out", "--dtype", "--layout", "--mask", "--mask-file",
+                                        "--seqlens-q", "--seqlens-k", "--scale", "--lse-base",
                                         "--json", "--junit", "--markdown", "--budgets", "--kernel"};
-    const char **slots[] = {&o->out, &o->dtype, &o->layout, &o->causal, &o->window, &o->align, &o->mask,
+    const char **slots[] = {&o->out, &o->dtype, &o->layout, &o->mask, &o->mask_file,
                             &o->seqlens_q, &o->seqlens_k, &o->scale, &o->lse_base, &o->json, &o->junit,
                             &o->markdown, &o->budgets, &o->kernel};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

@@ -1,7 +1,7 @@
 /* harness/cli/check_files.c — the tensors of `attncheck check` and `attncheck
  * reference`: read a case directory or .safetensors file, check every shape
  * and dtype against q's, read the options the files cannot carry (layout,
- * causal/window, mask, per-sequence lengths, scale) and build an ac_inputs
+ * mask kind, mask file, per-sequence lengths, scale) and build an ac_inputs
  * exactly as the fuzzer's, so the same reference, comparator and gate apply.
  * Inputs with NaN/Inf are refused: the reference would be meaningless. */
 #include <errno.h>
@@ -169,47 +169,23 @@ static int check_shapes(const tensor_files *f, bool bshd, dims *d, ac_err *err)
 
 /* ---- the problem: masks, lengths, scale ----------------------------------- */
 
-static int parse_window_side(const char *s, int *out)
+/* --mask KIND: the case line's spelling (causal-tl, window-br(128,0), ...),
+ * the same problem a fuzz case with that mask gets.  A boolean mask from a
+ * file is --mask-file (it may come with a window: both apply). */
+static int set_mask(const check_opts *o, ac_problem *p, ac_case *c, ac_err *err)
 {
-    if (!strcmp(s, "inf") || !strcmp(s, "-1")) {
-        *out = AC_WINDOW_INF;
-        return 0;
-    }
-    char *e;
-    long v = strtol(s, &e, 10);
-    if (e == s || *e || v < 0 || v > INT_MAX)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-static int set_window(const check_opts *o, ac_problem *p, ac_case *c, ac_err *err)
-{
-    const char *al = o->causal ? o->causal : o->align ? o->align : "br";
-    if (strcmp(al, "tl") && strcmp(al, "br"))
-        return ac_fail(err, AC_ERR_INPUT, "--%s: '%s' is not tl or br", o->causal ? "causal" : "align", al);
-    p->align = c->align = !strcmp(al, "tl") ? AC_ALIGN_TOP_LEFT : AC_ALIGN_BOTTOM_RIGHT;
-    if (!o->causal && !o->window)
+    if (!o->mask)
         return AC_OK;
-    p->windowed = true;
-    p->window_left = AC_WINDOW_INF, p->window_right = 0;
-    c->mask = AC_CMASK_CAUSAL;
-    if (o->window) {
-        char l[32] = "", r[32] = "";
-        const char *comma = strchr(o->window, ',');
-        if (!comma || comma - o->window >= 32 || strlen(comma + 1) >= 32)
-            return ac_fail(err, AC_ERR_INPUT, "--window: '%s' is not L,R", o->window);
-        memcpy(l, o->window, (size_t)(comma - o->window));
-        strcpy(r, comma + 1);
-        int right;
-        if (parse_window_side(l, &p->window_left) || parse_window_side(r, &right))
-            return ac_fail(err, AC_ERR_INPUT, "--window: '%s': L and R are integers >= 0 or inf", o->window);
-        if (!o->causal) /* with --causal the right side stays 0, as FlashAttention's causal=True */
-            p->window_right = right;
-        c->mask = AC_CMASK_WINDOW;
-    }
-    c->window_left = p->window_left, c->window_right = p->window_right;
-    return AC_OK;
+    ac_err why = {{0}};
+    if (ac_case_mask_parse(o->mask, c, &why) != AC_OK)
+        return ac_fail(err, AC_ERR_INPUT, "--%s (a boolean mask file goes to --mask-file)", why.msg);
+    if (c->mask == AC_MASK_DENSE)
+        return ac_fail(err, AC_ERR_INPUT, "--mask %s draws a random mask from a case seed; give the kernel's "
+                       "boolean mask with --mask-file FILE", o->mask);
+    int st = ac_case_validate(c, err);
+    if (st == AC_OK)
+        ac_case_mask_to_problem(c, p);
+    return st;
 }
 
 static int read_small(const char *path, const char *label, ac_tensor *t, ac_err *err)
@@ -284,7 +260,7 @@ static int read_mask(const char *path, const dims *d, ac_inputs *in, ac_err *err
             ((uint8_t *)t.data)[i] = ((uint8_t *)t.data)[i] != 0;
         in->dense_mask = t.data, t.data = NULL;
         in->p.dense_mask = in->dense_mask, in->p.mask_batch = (int)mb, in->p.mask_heads = (int)mh;
-        in->c.mask = AC_CMASK_DENSE, in->c.dense_keep = 1.0;
+        ac_case_set_mask(&in->c, AC_MASK_DENSE), in->c.dense_keep = 1.0;
     }
     ac_tensor_free(&t);
     return st;
@@ -314,7 +290,7 @@ static int build_problem(const check_opts *o, const dims *d, ac_inputs *in, ac_e
     in->p.layout = c->layout = o->layout && !strcmp(o->layout, "bshd") ? AC_LAYOUT_BSHD : AC_LAYOUT_BHSD;
     int st = set_scale(o, d->d, &in->p, c, err);
     if (st == AC_OK)
-        st = set_window(o, &in->p, c, err);
+        st = set_mask(o, &in->p, c, err);
     if (st == AC_OK && o->seqlens_q && (st = read_lengths(o->seqlens_q, "--seqlens-q", d->b, d->nq, &in->seqlens_q, err)) == AC_OK)
         in->p.seqlens_q = in->seqlens_q;
     if (st == AC_OK && o->seqlens_k && (st = read_lengths(o->seqlens_k, "--seqlens-k", d->b, d->nk, &in->seqlens_k, err)) == AC_OK)
@@ -323,8 +299,8 @@ static int build_problem(const check_opts *o, const dims *d, ac_inputs *in, ac_e
         c->n_seqlens_q = in->seqlens_q ? d->b : 0, c->n_seqlens_k = in->seqlens_k ? d->b : 0;
         c->seqlens_q[i] = in->seqlens_q ? in->seqlens_q[i] : 0, c->seqlens_k[i] = in->seqlens_k ? in->seqlens_k[i] : 0;
     }
-    if (st == AC_OK && o->mask)
-        st = read_mask(o->mask, d, in, err);
+    if (st == AC_OK && o->mask_file)
+        st = read_mask(o->mask_file, d, in, err);
     if (st == AC_OK)
         st = ac_problem_validate(&in->p, 0, err);
     return st;

@@ -10,7 +10,7 @@ extern const char *const ac_check_tnames[T_N]; /* "q", "k", "v", "o", "lse", "do
 
 typedef struct {
     bool reference;  /* `attncheck reference` */
-    const char *path, *out, *dtype, *layout, *causal, *window, *align, *mask, *seqlens_q, *seqlens_k;
+    const char *path, *out, *dtype, *layout, *mask, *mask_file, *seqlens_q, *seqlens_k;
     const char *scale, *lse_base, *json, *junit, *markdown, *budgets, *kernel;
     int cert_rows;
 } check_opts;

@@ -40,7 +40,7 @@ static const opt_spec specs[] = {
     {"--cases", true, C_FUZZ | C_PROVE, "N  number of cases (prove: per mutant)"},
     {"--time", true, C_FUZZ, "SECONDS  run for this long instead of a case count"},
     {"--dtype", true, C_FUZZ, "LIST  f32,f16,bf16"},
-    {"--mask", true, C_FUZZ, "LIST  none,causal-tl,causal-br,window,dense"},
+    {"--mask", true, C_FUZZ, "LIST  mask kinds (none,causal-tl,causal-br,window-tl,window-br,dense; causal, window: both alignments)"},
     {"--max-seqlen", true, C_FUZZ | C_PROVE, "N  cap on nq and nk"},
     {"--stop-first", false, C_FUZZ, "  stop at the first failure"},
     {"--save-failures", true, C_FUZZ, "DIR  append minimal failing lines to DIR/<kernel>.cases"},
@@ -150,26 +150,11 @@ static int parse_dtypes(const char *list, unsigned *out)
 
 static int parse_masks(const char *list, unsigned *out)
 {
-    static const struct {
-        const char *name;
-        unsigned bits;
-    } names[] = {{"none", AC_MASKCAP_NONE},       {"causal-tl", AC_MASKCAP_CAUSAL_TL},
-                 {"causal-br", AC_MASKCAP_CAUSAL_BR}, {"causal", AC_MASKCAP_CAUSAL_TL | AC_MASKCAP_CAUSAL_BR},
-                 {"window", AC_MASKCAP_WINDOW},   {"dense", AC_MASKCAP_DENSE}};
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    *out = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        size_t i = 0;
-        while (i < sizeof names / sizeof names[0] && strcmp(names[i].name, tok) != 0)
-            i++;
-        if (i == sizeof names / sizeof names[0]) {
-            fprintf(stderr, "attncheck: --mask: unknown mask '%s' (none, causal-tl, causal-br, window, dense)\n", tok);
-            return AC_ERR_INPUT;
-        }
-        *out |= names[i].bits;
-    }
-    return *out ? AC_OK : (fprintf(stderr, "attncheck: --mask: empty list\n"), AC_ERR_INPUT);
+    ac_err err = {{0}};
+    int st = ac_mask_filter_parse(list, out, &err);
+    if (st != AC_OK)
+        fprintf(stderr, "attncheck: %s\n", err.msg);
+    return st;
 }
 
 /* ---- options ---------------------------------------------------------------- */
@@ -487,11 +472,12 @@ static void print_caps(const ac_caps *cp, ac_device dev)
     else
         for (int i = 0; i < cp->n_head_dims; i++)
             printf("%s%d", i ? "," : " d=", cp->head_dims[i]);
-    static const char *const masks[] = {"none", "causal-tl", "causal-br", "window", "dense"};
     printf(" masks=");
-    for (int m = 0, first = 1; m < 5; m++)
-        if (cp->masks & (1u << m))
-            printf("%s%s", first ? "" : ",", masks[m]), first = 0;
+    for (int m = 0, first = 1; m < AC_MASK_KIND_COUNT; m++) {
+        unsigned needs = ac_mask_needs((ac_mask_kind)m);
+        if ((cp->masks & needs) == needs)
+            printf("%s%s", first ? "" : ",", ac_mask_name((ac_mask_kind)m)), first = 0;
+    }
     printf(" layouts=%s%s%s", cp->layouts & 1u ? "bhsd" : "", cp->layouts == 3u ? "," : "",
            cp->layouts & 2u ? "bshd" : "");
     printf("%s%s%s", cp->gqa ? " gqa" : "", cp->varlen ? " varlen" : "", cp->backward ? " backward" : "");

@@ -387,12 +387,12 @@ Test(harness_check, bf16_bits_need_dtype_and_bshd_causal_gqa_passes)
 {
     ac_inputs in = dump_case("v1 seed=8 b=1 hq=4 hkv=1 nq=7 nk=11 d=16 dtype=bf16 mask=causal-br layout=bshd "
                              "dist=normal(0,1) scale=auto", NULL);
-    /* the reference above was made without the mask: redo it with --causal br */
+    /* the reference above was made without the mask: redo it with --mask causal-br */
     char *argv[] = {"reference", (char *)path_of("case"), "--out", (char *)path_of("ref"), "--dtype", "bf16",
-                    "--layout", "bshd", "--causal", "br", NULL};
+                    "--layout", "bshd", "--mask", "causal-br", NULL};
     cr_assert_eq(ac_cmd_reference(10, argv), AC_OK);
-    cr_assert_eq(check("--layout", "bshd", "--causal", "br"), AC_ERR_INPUT, "u16 without --dtype bf16");
-    char *ok[] = {"check", (char *)path_of("case"), "--layout", "bshd", "--dtype", "bf16", "--causal", "br", NULL};
+    cr_assert_eq(check("--layout", "bshd", "--mask", "causal-br"), AC_ERR_INPUT, "u16 without --dtype bf16");
+    char *ok[] = {"check", (char *)path_of("case"), "--layout", "bshd", "--dtype", "bf16", "--mask", "causal-br", NULL};
     /* outputs were rounded from the unmasked reference: masked rows differ, so this must fail */
     cr_assert_eq(ac_cmd_check(8, ok), AC_FAIL_ACCURACY);
     ac_inputs_free(&in);
@@ -455,10 +455,12 @@ Test(harness_check, bad_inputs_exit_2_with_the_reason)
     overwrite("case/q.npy", AC_TF_F32, 3, qs, -1);
     cr_assert_eq(check(NULL, NULL, NULL, NULL), AC_ERR_INPUT, "3-D q");
     overwrite("case/q.npy", AC_TF_F32, 4, qs, -1);
-    cr_assert_eq(check("--window", "3", NULL, NULL), AC_ERR_INPUT);
+    cr_assert_eq(check("--mask", "window-br(3)", NULL, NULL), AC_ERR_INPUT, "a window needs two sides");
+    cr_assert_eq(check("--mask", "dense(0.5)", NULL, NULL), AC_ERR_INPUT, "a dense mask comes from --mask-file");
     cr_assert_eq(check("--layout", "hsbd", NULL, NULL), AC_ERR_INPUT);
     cr_assert_eq(check("--seqlens-k", "1,2,3", NULL, NULL), AC_ERR_INPUT, "3 lengths for a batch of 1");
-    cr_assert_eq(check("--mask", path_of("case/k.npy"), NULL, NULL), AC_ERR_INPUT, "f32 mask");
+    cr_assert_eq(check("--mask-file", path_of("case/k.npy"), NULL, NULL), AC_ERR_INPUT, "f32 mask");
+    cr_assert_eq(check("--mask", path_of("case/k.npy"), NULL, NULL), AC_ERR_INPUT, "a file is not a mask kind");
     cr_assert_eq(check("--bogus", "1", NULL, NULL), AC_ERR_INPUT);
     unlink(path_of("case/k.npy"));
     cr_assert_eq(check(NULL, NULL, NULL, NULL), AC_ERR_INPUT, "no k.npy");
@@ -479,14 +481,14 @@ Test(harness_check, mask_file_and_key_lengths_pass_with_a_fully_masked_row)
     ac_tensor m = {.dtype = AC_TF_BOOL, .ndim = 4, .shape = {1, 1, 6, 10}, .n_elems = 60, .data = keep};
     ac_err err = {{0}};
     cr_assert_eq(ac_npy_write(path_of("mask.npy"), &m, &err), AC_OK);
-    const char *extra[] = {"--mask", path_of("mask.npy"), "--seqlens-k", "7,10", NULL};
+    const char *extra[] = {"--mask-file", path_of("mask.npy"), "--seqlens-k", "7,10", NULL};
     perfect_outputs(&in, extra);
     ac_tensor o;
     cr_assert_eq(ac_npy_read(path_of("case/o.npy"), "o", &o, &err), AC_OK);
     cr_assert_eq(((uint16_t *)o.data)[ac_q_index(&in.p, 0, 1, 2, 3)], 0, "a fully masked row's O is 0");
     ac_tensor_free(&o);
-    cr_assert_eq(check("--mask", path_of("mask.npy"), "--seqlens-k", "7,10"), AC_OK);
-    cr_assert_eq(check("--mask", path_of("mask.npy"), "--seqlens-k", "8,10"), AC_FAIL_ACCURACY,
+    cr_assert_eq(check("--mask-file", path_of("mask.npy"), "--seqlens-k", "7,10"), AC_OK);
+    cr_assert_eq(check("--mask-file", path_of("mask.npy"), "--seqlens-k", "8,10"), AC_FAIL_ACCURACY,
                  "key 7 of batch 0 now counts: the outputs no longer match");
     ac_inputs_free(&in);
 }

@@ -256,18 +256,7 @@ static ac_problem problem_of(const ac_case *c)
     p.layout = c->layout;
     /* The scale is the f32 the kernel multiplies by; the reference uses the same value. */
     p.scale = (double)(float)(c->scale_auto ? 1.0 / sqrt((double)c->head_dim) : c->scale);
-    p.align = c->align;
-    if (c->mask == AC_CMASK_CAUSAL) {
-        p.windowed = true;
-        p.window_left = AC_WINDOW_INF;
-        p.window_right = 0;
-    } else if (c->mask == AC_CMASK_WINDOW) {
-        p.windowed = true;
-        p.window_left = c->window_left;
-        p.window_right = c->window_right;
-    } else {
-        p.align = AC_ALIGN_TOP_LEFT;
-    }
+    ac_case_mask_to_problem(c, &p);
     return p;
 }
 
@@ -336,7 +325,7 @@ static int alloc_storage(ac_inputs *in, ac_err *err)
     in->seqlens_q = copy_lens(c->seqlens_q, c->n_seqlens_q);
     in->seqlens_k = copy_lens(c->seqlens_k, c->n_seqlens_k);
     ok = ok && (c->n_seqlens_q == 0 || in->seqlens_q) && (c->n_seqlens_k == 0 || in->seqlens_k);
-    if (ok && c->mask == AC_CMASK_DENSE)
+    if (ok && c->mask == AC_MASK_DENSE)
         ok = (in->dense_mask = draw_dense_mask(c)) != NULL;
     if (!ok)
         return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for b=%d hq=%d hkv=%d nq=%d nk=%d d=%d",
@@ -389,7 +378,7 @@ int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
     in->p.seqlens_k = c->n_seqlens_k ? c->seqlens_k : NULL;
     if ((st = ac_problem_validate(&in->p, 0, err)) != AC_OK)
         return st;
-    if (c->mask == AC_CMASK_DENSE && (double)c->seqlen_q * c->seqlen_k > (double)AC_DEFAULT_MEM_BUDGET / 4)
+    if (c->mask == AC_MASK_DENSE && (double)c->seqlen_q * c->seqlen_k > (double)AC_DEFAULT_MEM_BUDGET / 4)
         return ac_fail(err, AC_ERR_INPUT, "shape too big: a dense mask of nq=%d x nk=%d", c->seqlen_q, c->seqlen_k);
     in->p.seqlens_q = in->p.seqlens_k = NULL;
     st = alloc_storage(in, err);
