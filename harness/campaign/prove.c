@@ -7,7 +7,6 @@
  * shrunk minimal case.  The table it prints is the README's "detection power"
  * section. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "harness/campaign/campaign.h"
@@ -84,22 +83,27 @@ static void print_table(FILE *f, bool markdown, const mutant_row *rows, size_t n
     }
 }
 
+typedef struct {
+    const ac_prove_opts *o;
+    const ac_summary *base;
+    const mutant_row *rows;
+    size_t n;
+} markdown_ctx;
+
+static void fill_markdown(FILE *f, const void *ctx)
+{
+    const markdown_ctx *m = ctx;
+    fprintf(f, "Base `%s`: %ld cases, %ld failures (seed %llu). Each mutant: seed %llu, at most %ld cases.\n\n",
+            m->o->base, m->base->cases, m->base->failed + m->base->errors, (unsigned long long)m->o->seed,
+            (unsigned long long)m->o->seed, m->o->mutant_cases);
+    print_table(f, true, m->rows, m->n);
+}
+
 static int write_markdown(const ac_prove_opts *o, const ac_summary *base_s, const mutant_row *rows, size_t n,
                           ac_err *err)
 {
-    char *doc = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&doc, &len);
-    if (!f)
-        return ac_fail(err, AC_ERR_ENV, "out of memory");
-    fprintf(f, "Base `%s`: %ld cases, %ld failures (seed %llu). Each mutant: seed %llu, at most %ld cases.\n\n",
-            o->base, base_s->cases, base_s->failed + base_s->errors, (unsigned long long)o->seed,
-            (unsigned long long)o->seed, o->mutant_cases);
-    print_table(f, true, rows, n);
-    fclose(f);
-    int st = ac_write_atomic(o->markdown_path, doc, len, err);
-    free(doc);
-    return st;
+    markdown_ctx m = {o, base_s, rows, n};
+    return ac_write_doc(o->markdown_path, fill_markdown, &m, err);
 }
 
 static int run_mutants(const ac_prove_opts *o, const ac_budgets *b, struct ac_report *rep, mutant_row *rows,

@@ -467,7 +467,8 @@ Test(harness_run, campaign_json_is_identical_for_the_same_seed)
     for (int i = 0; i < 2; i++) {
         ac_report *rep;
         ac_err err;
-        cr_assert_eq(ac_report_open(&rep, i ? pb : pa, NULL, NULL, &err), AC_OK);
+        cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+        cr_assert_eq(ac_report_want(rep, "--json", i ? pb : pa, &err), AC_OK);
         ac_campaign_opts o = {.seed = 11, .max_cases = 5, .max_seqlen = 24, .run = {.cert_rows = 1}};
         ac_summary s;
         cr_assert_eq(ac_campaign(&k, &b, &o, rep, &s, &err), AC_OK, "%s", err.msg);

@@ -268,9 +268,15 @@ static int report(const check_opts *o, const char *label, const ac_result *r, ac
     if (!o->json && !o->junit && !o->markdown)
         return AC_OK;
     ac_report *rep;
-    int st = ac_report_open(&rep, o->json, o->junit, o->markdown, err);
-    if (st != AC_OK)
+    const char *paths[] = {o->json, o->junit, o->markdown}, *flags[] = {"--json", "--junit", "--markdown"};
+    int st = ac_report_open(&rep, err);
+    for (int i = 0; st == AC_OK && i < 3; i++)
+        if (paths[i])
+            st = ac_report_want(rep, flags[i], paths[i], err);
+    if (st != AC_OK) {
+        ac_report_close(rep, NULL);
         return st;
+    }
     ac_report_add(rep, label, r, NULL);
     return ac_report_close(rep, err);
 }

@@ -334,7 +334,12 @@ static ac_run_opts run_opts(const cli *c)
 static int open_report(const cli *c, bool with_markdown, ac_report **rep)
 {
     ac_err err = {{0}};
-    int st = ac_report_open(rep, c->json, c->junit, with_markdown ? c->markdown : NULL, &err);
+    const char *paths[] = {c->json, c->junit, with_markdown ? c->markdown : NULL};
+    const char *flags[] = {"--json", "--junit", "--markdown"};
+    int st = ac_report_open(rep, &err);
+    for (int i = 0; st == AC_OK && i < 3; i++)
+        if (paths[i])
+            st = ac_report_want(*rep, flags[i], paths[i], &err);
     if (st != AC_OK)
         fprintf(stderr, "attncheck: %s\n", err.msg);
     return st;

@@ -76,3 +76,16 @@ int ac_write_atomic(const char *path, const char *data, size_t len, ac_err *err)
     }
     return AC_OK;
 }
+
+int ac_write_doc(const char *path, void (*fill)(FILE *f, const void *ctx), const void *ctx, ac_err *err)
+{
+    char *doc = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&doc, &len);
+    if (!f)
+        return ac_fail(err, AC_ERR_ENV, "out of memory");
+    fill(f, ctx);
+    int st = fclose(f) == 0 ? ac_write_atomic(path, doc, len, err) : ac_fail(err, AC_ERR_ENV, "out of memory");
+    free(doc);
+    return st;
+}

@@ -89,7 +89,8 @@ Test(harness_report, json_lines_parse_back_with_the_metrics)
     make_dir();
     ac_report *rep;
     ac_err err;
-    cr_assert_eq(ac_report_open(&rep, path_in("r.json"), NULL, NULL, &err), AC_OK);
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--json", path_in("r.json"), &err), AC_OK);
     ac_result f = failing_result(), p = passing_result(0.5);
     ac_report_add(rep, "cpu-flash-mutant-x", &f, "v1 seed=1 MINIMAL");
     ac_report_add(rep, "cpu-flash-mutant-x", &p, NULL);
@@ -138,7 +139,8 @@ Test(harness_report, json_is_identical_whatever_the_timings)
     ac_err err;
     for (int run = 0; run < 2; run++) {
         ac_report *rep;
-        cr_assert_eq(ac_report_open(&rep, path_in(run ? "b.json" : "a.json"), NULL, NULL, &err), AC_OK);
+        cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+        cr_assert_eq(ac_report_want(rep, "--json", path_in(run ? "b.json" : "a.json"), &err), AC_OK);
         ac_result p = passing_result(run ? 9.75 : 0.001), f = failing_result();
         ac_report_add(rep, "k", &p, NULL);
         ac_report_add(rep, "k", &f, "MIN");
@@ -157,7 +159,8 @@ Test(harness_report, junit_has_a_suite_per_kernel_and_escaped_names)
     make_dir();
     ac_report *rep;
     ac_err err;
-    cr_assert_eq(ac_report_open(&rep, NULL, path_in("r.xml"), NULL, &err), AC_OK);
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--junit", path_in("r.xml"), &err), AC_OK);
     ac_result f = failing_result(), p = passing_result(0.5);
     ac_report_add(rep, "k1", &f, "MIN");
     ac_report_add(rep, "k1", &p, NULL);
@@ -178,7 +181,8 @@ Test(harness_report, markdown_has_worst_errors_and_both_lines)
     make_dir();
     ac_report *rep;
     ac_err err;
-    cr_assert_eq(ac_report_open(&rep, NULL, NULL, path_in("r.md"), &err), AC_OK);
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--markdown", path_in("r.md"), &err), AC_OK);
     ac_result f = failing_result(), p = passing_result(0.5);
     ac_report_add(rep, "k1", &p, NULL);
     ac_report_add(rep, "k1", &f, "v1 seed=1 MIN");
@@ -190,4 +194,34 @@ Test(harness_report, markdown_has_worst_errors_and_both_lines)
     cr_assert_not_null(strstr(md, "  - minimal:  `v1 seed=1 MIN`"));
     cr_assert_not_null(strstr(md, "  - original: `v1 seed=9"));
     free(md);
+}
+
+/* Every row of the format table is reachable by its flag and writes its file,
+ * which names the kernel; a flag no row has is refused. */
+Test(harness_report, every_format_of_the_table_writes_its_file)
+{
+    make_dir();
+    size_t n = ac_report_format_count();
+    cr_assert_geq(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        const ac_report_format *fmt = ac_report_format_at(i);
+        cr_assert_eq(ac_report_format_index(fmt->flag), (int)i, "%s", fmt->flag);
+        ac_report *rep;
+        ac_err err = {{0}};
+        cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+        cr_assert_eq(ac_report_want(rep, fmt->flag, path_in("any"), &err), AC_OK, "%s: %s", fmt->flag, err.msg);
+        cr_assert_eq(ac_report_want(rep, fmt->flag, path_in("again"), &err), AC_ERR_INPUT, "%s twice", fmt->flag);
+        ac_result f = failing_result();
+        ac_report_add(rep, "kernel-xyz", &f, NULL);
+        cr_assert_eq(ac_report_close(rep, &err), AC_OK, "%s: %s", fmt->flag, err.msg);
+        char *doc = slurp(path_in("any"), NULL);
+        cr_assert_not_null(strstr(doc, "kernel-xyz"), "%s wrote:\n%s", fmt->flag, doc);
+        free(doc);
+        unlink(path_in("any"));
+    }
+    ac_report *rep;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--no-such-format", path_in("x"), &err), AC_ERR_INPUT);
+    cr_assert_eq(ac_report_close(rep, &err), AC_OK, "nothing asked for, nothing written");
 }
