@@ -11,13 +11,14 @@
  *   comparator ....... verdict/compare.h    one output against the reference -> ac_metrics
  *   budgets .......... verdict/budget.h     budgets.txt
  *   gate ............. verdict/gate.h       metrics + budgets -> verdict, why, kind
- *   reports .......... report/report.h      JSON Lines, JUnit, Markdown
+ *   reports .......... report/report.h      the table of formats: JSON Lines, JUnit, Markdown
+ *                      report/summary.h     per dtype x output aggregates (fuzz, run, check, Markdown)
  *   shrinker ......... campaign/shrink.h    a failure made minimal, same kind
  *   corpus ........... campaign/corpus.h    *.cases files: replay and --save-failures
  *   campaign ......... campaign/campaign.h  the fuzz loop and its summary (fuzz, prove)
  *   prove ............ campaign/prove.h     detection power over a kernel family's mutants
  *   files ............ files/files.h        atomic writes; files/tensor_io.h: .npy, .safetensors
- *   command line ..... cli/cli.h            check and reference (cli/main.c dispatches)
+ *   command line ..... cli/cli.h            one option table for every subcommand; check, reference
  */
 #ifndef ATTNCHECK_HARNESS_H
 #define ATTNCHECK_HARNESS_H
@@ -32,6 +33,7 @@
 #include "harness/files/files.h"
 #include "harness/files/tensor_io.h"
 #include "harness/report/report.h"
+#include "harness/report/summary.h"
 #include "harness/run/inputs.h"
 #include "harness/run/plugin.h"
 #include "harness/run/reference.h"

@@ -23,94 +23,23 @@
 #include <unistd.h>
 
 #include "harness/cli/check_internal.h"
-
-#define DEFAULT_CERT_ROWS 2
+#include "harness/report/summary.h"
+#include "harness/run/reference.h"
+#include "harness/run/run.h"
+#include "harness/verdict/budget.h"
+#include "harness/verdict/gate.h"
 
 /* ---- options ------------------------------------------------------------- */
 
-static void usage(FILE *f, bool reference)
+/* What the option table cannot say alone: PATH, and reference's --out. */
+static int required(const ac_cli *o, ac_err *err)
 {
-    fprintf(f, "usage: attncheck %s PATH%s [options]\n"
-            "  PATH: a directory of q.npy k.npy v.npy%s or one .safetensors file with those tensors\n"
-            "  --layout bhsd|bshd     (B,H,S,d) as torch SDPA (default) or (B,S,H,d) as flash_attn_func\n"
-            "  --dtype f32|f16|bf16   needed for bf16 stored as <u2 bit patterns in .npy\n"
-            "  --causal tl|br         top-left (torch is_causal) or bottom-right (FlashAttention >= 2.1)\n"
-            "  --window L,R           sliding window (inf for an unbounded side); --align tl|br (default br)\n"
-            "  --mask FILE            boolean keep-mask (Nq,Nk) or (1|B, 1|Hq, Nq, Nk), .npy or .safetensors\n"
-            "  --seqlens-q/-k FILE|LIST  per-sequence lengths (padding beyond is ignored)\n"
-            "  --scale S              softmax scale (default 1/sqrt(d) as f32)\n"
-            "  --lse-base e|2         the base of lse (default e)\n",
-            reference ? "reference" : "check", reference ? " --out DIR|FILE.safetensors" : "",
-            reference ? " [do.npy]" : " o.npy [lse do dq dk dv]");
-    if (!reference)
-        fprintf(f, "  --json/--junit/--markdown FILE, --budgets FILE, --cert-rows N\n"
-                "  --plugin PATH.so --kernel NAME  run that kernel on the inputs instead of reading o.npy ...\n");
-}
-
-static const char **opt_slot(check_opts *o, const char *name)
-{
-    static const char *const names[] = {"--out", "--dtype", "--layout", "--mask", "--mask-file",
-                                        "--seqlens-q", "--seqlens-k", "--scale", "--lse-base",
-                                        "--json", "--junit", "--markdown", "--budgets", "--kernel"};
-    const char **slots[] = {&o->out, &o->dtype, &o->layout, &o->mask, &o->mask_file,
-                            &o->seqlens_q, &o->seqlens_k, &o->scale, &o->lse_base, &o->json, &o->junit,
-                            &o->markdown, &o->budgets, &o->kernel};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(name, names[i]))
-            return slots[i];
-    return NULL;
-}
-
-static int one_option(check_opts *o, const char *name, const char *v, ac_err *err)
-{
-    if (!strcmp(name, "--plugin")) {
-        const ac_kernel *k;
-        return ac_plugin_load(v, &k, err);
-    }
-    if (!strcmp(name, "--cert-rows")) {
-        char *e;
-        long n = strtol(v, &e, 10);
-        if (*e || n < 0 || n > 1000)
-            return ac_fail(err, AC_ERR_INPUT, "--cert-rows: '%s' is not a count in 0..1000", v);
-        o->cert_rows = (int)n;
-        return AC_OK;
-    }
-    const char **slot = opt_slot(o, name);
-    if (!slot)
-        return ac_fail(err, AC_ERR_INPUT, "unknown option '%s' (attncheck %s --help)", name,
-                       o->reference ? "reference" : "check");
-    *slot = v;
-    return AC_OK;
-}
-
-/* 1: --help printed; AC_OK; or AC_ERR_INPUT. */
-static int parse_opts(int argc, char **argv, check_opts *o, ac_err *err)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout, o->reference);
-            return 1;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            if (o->path)
-                return ac_fail(err, AC_ERR_INPUT, "one PATH only (got '%s' and '%s')", o->path, a);
-            o->path = a;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return ac_fail(err, AC_ERR_INPUT, "%s needs a value", a);
-        int st = one_option(o, a, argv[++i], err);
-        if (st != AC_OK)
-            return st;
-    }
     if (!o->path)
         return ac_fail(err, AC_ERR_INPUT, "no PATH given (a directory of q.npy, k.npy, ... or a .safetensors file)");
-    if (o->reference && !o->out)
-        return ac_fail(err, AC_ERR_INPUT, "reference: --out DIR or --out FILE.safetensors is required");
+    if (o->cmd == AC_CMD_REFERENCE && !o->out)
+        return ac_fail(err, AC_ERR_INPUT, "--out DIR or --out FILE.safetensors is required");
     return AC_OK;
 }
-
 
 /* ---- the outputs under test ----------------------------------------------- */
 
@@ -127,7 +56,7 @@ static void outputs_free(outputs *g)
         free(g->owned[i]);
 }
 
-static int lse_from_file(const check_opts *o, const ac_tensor *t, outputs *g, ac_err *err)
+static int lse_from_file(const ac_cli *o, const ac_tensor *t, outputs *g, ac_err *err)
 {
     bool base2 = o->lse_base && !strcmp(o->lse_base, "2");
     if (o->lse_base && !base2 && strcmp(o->lse_base, "e"))
@@ -142,7 +71,7 @@ static int lse_from_file(const check_opts *o, const ac_tensor *t, outputs *g, ac
 }
 
 /* --kernel NAME: the kernel computes the outputs from the files' inputs (host-memory kernels). */
-static int run_kernel(const check_opts *o, const ac_inputs *in, bool backward, outputs *g, ac_err *err)
+static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outputs *g, ac_err *err)
 {
     const ac_kernel *k = ac_kernel_find(o->kernel);
     if (!k)
@@ -175,7 +104,7 @@ static int run_kernel(const check_opts *o, const ac_inputs *in, bool backward, o
     return k->backward(k, &in->p, in->c.dtype, &ba, err);
 }
 
-static int gather_outputs(const check_opts *o, const tensor_files *f, const ac_inputs *in, outputs *g, ac_err *err)
+static int gather_outputs(const ac_cli *o, const tensor_files *f, const ac_inputs *in, outputs *g, ac_err *err)
 {
     memset(g, 0, sizeof *g);
     if (o->kernel)
@@ -242,7 +171,7 @@ static void compare_outputs(const ac_inputs *in, const outputs *g, const ac_refe
             ac_compare(in, (ac_output)(AC_OUT_DQ + i), got[i], x[i], e[i], nv[i], &m[AC_OUT_DQ + i]);
 }
 
-static int verdict(const check_opts *o, const ac_inputs *in, const outputs *g, ac_result *r, ac_err *err)
+static int verdict(const ac_cli *o, const ac_inputs *in, const outputs *g, ac_result *r, ac_err *err)
 {
     ac_budgets b;
     const char *bpath = o->budgets ? o->budgets : ac_budgets_default_path();
@@ -263,25 +192,17 @@ static int verdict(const check_opts *o, const ac_inputs *in, const outputs *g, a
     return r->verdict == AC_VERDICT_ERROR ? ac_fail(err, AC_ERR_INPUT, "%s", r->why) : AC_OK;
 }
 
-static int report(const check_opts *o, const char *label, const ac_result *r, ac_err *err)
+static int report(const ac_cli *o, const char *label, const ac_result *r, ac_err *err)
 {
-    if (!o->json && !o->junit && !o->markdown)
-        return AC_OK;
     ac_report *rep;
-    const char *paths[] = {o->json, o->junit, o->markdown}, *flags[] = {"--json", "--junit", "--markdown"};
-    int st = ac_report_open(&rep, err);
-    for (int i = 0; st == AC_OK && i < 3; i++)
-        if (paths[i])
-            st = ac_report_want(rep, flags[i], paths[i], err);
-    if (st != AC_OK) {
-        ac_report_close(rep, NULL);
+    int st = ac_cli_open_report(o, false, &rep, err);
+    if (st != AC_OK)
         return st;
-    }
     ac_report_add(rep, label, r, NULL);
     return ac_report_close(rep, err);
 }
 
-static int run_check(const check_opts *o, ac_err *err)
+static int run_check(const ac_cli *o, ac_err *err)
 {
     tensor_files f;
     ac_inputs in;
@@ -344,7 +265,7 @@ static int write_outputs(const char *out, ac_tensor *ts, int n, ac_err *err)
     return st;
 }
 
-static int run_reference(const check_opts *o, ac_err *err)
+static int run_reference(const ac_cli *o, ac_err *err)
 {
     tensor_files f;
     ac_inputs in;
@@ -384,26 +305,25 @@ static int run_reference(const check_opts *o, ac_err *err)
     return st;
 }
 
-static int command(int argc, char **argv, bool reference)
+static int command(int argc, char **argv)
 {
-    check_opts o = {.reference = reference, .cert_rows = DEFAULT_CERT_ROWS};
+    ac_cli o;
     ac_err err = {{0}};
-    int st = parse_opts(argc, argv, &o, &err);
-    if (st == 1)
+    int st = ac_cli_parse(argc, argv, &o, &err);
+    if (st == AC_CLI_HELP) {
+        ac_cli_usage(stdout, &o);
         return AC_OK;
+    }
     if (st == AC_OK)
-        st = reference ? run_reference(&o, &err) : run_check(&o, &err);
+        st = required(&o, &err);
+    if (st == AC_OK)
+        st = ac_cli_load_plugins(&o, &err);
+    if (st == AC_OK)
+        st = o.cmd == AC_CMD_REFERENCE ? run_reference(&o, &err) : run_check(&o, &err);
     if (st >= AC_ERR_INPUT)
-        fprintf(stderr, "attncheck %s: %s\n", reference ? "reference" : "check", err.msg);
+        fprintf(stderr, "attncheck %s: %s\n", argc > 0 ? argv[0] : "check", err.msg);
     return st;
 }
 
-int ac_cmd_check(int argc, char **argv)
-{
-    return command(argc, argv, false);
-}
-
-int ac_cmd_reference(int argc, char **argv)
-{
-    return command(argc, argv, true);
-}
+int ac_cmd_check(int argc, char **argv) { return command(argc, argv); }
+int ac_cmd_reference(int argc, char **argv) { return command(argc, argv); }

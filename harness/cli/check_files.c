@@ -169,20 +169,16 @@ static int check_shapes(const tensor_files *f, bool bshd, dims *d, ac_err *err)
 
 /* ---- the problem: masks, lengths, scale ----------------------------------- */
 
-/* --mask KIND: the case line's spelling (causal-tl, window-br(128,0), ...),
- * the same problem a fuzz case with that mask gets.  A boolean mask from a
- * file is --mask-file (it may come with a window: both apply). */
-static int set_mask(const check_opts *o, ac_problem *p, ac_case *c, ac_err *err)
+/* --mask KIND: the case line's spelling (causal-tl, window-br(128,0), ...; the
+ * option table has checked it), the same problem a fuzz case with that mask
+ * gets.  A boolean mask from a file is --mask-file: both may apply. */
+static int set_mask(const ac_cli *o, ac_problem *p, ac_case *c, ac_err *err)
 {
     if (!o->mask)
         return AC_OK;
-    ac_err why = {{0}};
-    if (ac_case_mask_parse(o->mask, c, &why) != AC_OK)
-        return ac_fail(err, AC_ERR_INPUT, "--%s (a boolean mask file goes to --mask-file)", why.msg);
-    if (c->mask == AC_MASK_DENSE)
-        return ac_fail(err, AC_ERR_INPUT, "--mask %s draws a random mask from a case seed; give the kernel's "
-                       "boolean mask with --mask-file FILE", o->mask);
-    int st = ac_case_validate(c, err);
+    int st = ac_case_mask_parse(o->mask, c, err);
+    if (st == AC_OK)
+        st = ac_case_validate(c, err);
     if (st == AC_OK)
         ac_case_mask_to_problem(c, p);
     return st;
@@ -266,7 +262,7 @@ static int read_mask(const char *path, const dims *d, ac_inputs *in, ac_err *err
     return st;
 }
 
-static int set_scale(const check_opts *o, int head_dim, ac_problem *p, ac_case *c, ac_err *err)
+static int set_scale(const ac_cli *o, int head_dim, ac_problem *p, ac_case *c, ac_err *err)
 {
     c->scale_auto = !o->scale;
     p->scale = (double)(float)ac_default_scale(head_dim); /* what a kernel's f32 scale holds */
@@ -280,7 +276,7 @@ static int set_scale(const check_opts *o, int head_dim, ac_problem *p, ac_case *
     return AC_OK;
 }
 
-static int build_problem(const check_opts *o, const dims *d, ac_inputs *in, ac_err *err)
+static int build_problem(const ac_cli *o, const dims *d, ac_inputs *in, ac_err *err)
 {
     ac_case *c = &in->c;
     *c = ac_case_default();
@@ -328,7 +324,7 @@ static int widen(const ac_inputs *in, const ac_tensor *t, bool q_like, double **
     return AC_OK;
 }
 
-int ac_check_make_inputs(const check_opts *o, tensor_files *f, ac_inputs *in, ac_err *err)
+int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err *err)
 {
     memset(in, 0, sizeof *in);
     dims d;
