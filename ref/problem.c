@@ -145,7 +145,8 @@ unsigned ac_problem_masks(const ac_problem *p)
     unsigned kinds = 0;
     if (p->windowed) {
         bool causal = p->window_left == AC_WINDOW_INF && p->window_right == 0;
-        ac_mask_kind k = causal ? (br ? AC_MASK_CAUSAL_BR : AC_MASK_CAUSAL_TL) : (br ? AC_MASK_WINDOW_BR : AC_MASK_WINDOW_TL);
+        ac_mask_kind k = causal ? (br ? AC_MASK_CAUSAL_BR : AC_MASK_CAUSAL_TL)
+                                : (br ? AC_MASK_WINDOW_BR : AC_MASK_WINDOW_TL);
         kinds |= 1u << k;
     }
     if (p->dense_mask)

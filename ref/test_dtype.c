@@ -281,7 +281,8 @@ Test(ref_dtype, bits_put_writes_one_element_of_the_table_width)
             cr_assert_eq(ac_bits_get((ac_dtype)t, buf, 1), bits, "%s 0x%x", ac_dtype_name((ac_dtype)t), bits);
             for (size_t b = 0; b < sizeof buf; b++)
                 if (b < w || b >= 2 * w)
-                    cr_assert_eq(buf[b], 0xA5, "%s: byte %zu outside element 1 was written", ac_dtype_name((ac_dtype)t), b);
+                    cr_assert_eq(buf[b], 0xA5, "%s: byte %zu outside element 1 was written",
+                                 ac_dtype_name((ac_dtype)t), b);
         }
     }
 }
@@ -295,7 +296,8 @@ Test(ref_dtype, poison_is_a_nan_no_arithmetic_produces)
         uint32_t p = ac_dtype_poison((ac_dtype)t);
         cr_assert_eq(p, want[t], "%s poison 0x%x", ac_dtype_name((ac_dtype)t), p);
         cr_assert(isnan(ac_widen((ac_dtype)t, p)));
-        cr_assert_neq(p, ac_narrow((ac_dtype)t, zero / zero), "%s: 0/0 narrows to the poison", ac_dtype_name((ac_dtype)t));
+        cr_assert_neq(p, ac_narrow((ac_dtype)t, zero / zero), "%s: 0/0 narrows to the poison",
+                      ac_dtype_name((ac_dtype)t));
         cr_assert_neq(p, ac_narrow((ac_dtype)t, NAN));
     }
 }

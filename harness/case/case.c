@@ -476,6 +476,8 @@ static int validate_field(const case_field *f, const ac_case *c, ac_err *err)
     return f->validate ? f->validate(f, c, err) : AC_OK;
 }
 
+ac_dtype ac_case_out_dtype(const ac_case *c) { return ac_dtype_output(c->dtype); }
+
 /* ---- default, format, parse, validate ---------------------------------------------- */
 
 ac_case ac_case_default(void)

@@ -72,7 +72,7 @@ typedef struct {
     int version;  /* 1 */
     uint64_t seed;
     int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
-    ac_dtype dtype;
+    ac_dtype dtype;                /* of the inputs; the outputs': ac_case_out_dtype */
     ac_layout layout;
     ac_mask_kind mask;             /* a row of ref/mask_kinds.h; its alignment is the row's */
     int window_left, window_right; /* window kinds; causal holds (inf, 0); AC_WINDOW_INF allowed on one side */
@@ -103,6 +103,10 @@ ac_mask_kind ac_case_mask_top_left(ac_mask_kind k);
  * spelling's stem before "-tl"/"-br" for both alignments.  *kinds gets a bit
  * (1u << ac_mask_kind) per kind; AC_ERR_INPUT naming the bad entry otherwise. */
 int ac_mask_filter_parse(const char *list, unsigned *kinds, ac_err *err);
+
+/* The dtype of the outputs (O, dQ, dK, dV) a kernel writes for case c: its
+ * dtype's ac_dtype_output (c->dtype is the inputs' dtype). */
+ac_dtype ac_case_out_dtype(const ac_case *c);
 
 /* AC_OK, or AC_ERR_INPUT with a message naming the bad field. */
 int ac_case_parse(const char *line, ac_case *c, ac_err *err);

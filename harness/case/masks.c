@@ -264,8 +264,9 @@ int ac_mask_filter_parse(const char *list, unsigned *kinds, ac_err *err)
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         unsigned bits = filter_entry(tok);
         if (!bits)
-            return ac_fail(err, AC_ERR_INPUT, "--mask: unknown mask kind '%s' (%s; or a stem such as window for both alignments)",
-                           tok, ac_mask_names());
+            return ac_fail(err, AC_ERR_INPUT,
+                           "--mask: unknown mask kind '%s' (%s; or a stem such as window for both alignments)", tok,
+                           ac_mask_names());
         *kinds |= bits;
     }
     return *kinds ? AC_OK : ac_fail(err, AC_ERR_INPUT, "--mask: empty list");

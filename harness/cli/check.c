@@ -83,7 +83,7 @@ static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outpu
     int st = ac_kernel_supports(k, &in->p, in->c.dtype, backward, err);
     if (st != AC_OK)
         return st;
-    size_t es = ac_dtype_size(in->c.dtype), nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p);
+    size_t es = ac_dtype_size(ac_inputs_out_dtype(in)), nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p);
     size_t sizes[4] = {nq, nq, nkv, nkv};
     for (int i = 0; i < (backward ? 4 : 1); i++)
         if (!(g->owned[i] = malloc(sizes[i] * es + 1)))
@@ -91,7 +91,7 @@ static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outpu
     if (!(g->lse = malloc(ac_lse_elems(&in->p) * sizeof(float) + 1)))
         return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's LSE");
     for (int i = 0; i < (backward ? 4 : 1); i++)
-        ac_poison(in->c.dtype, g->owned[i], sizes[i]);
+        ac_poison(ac_inputs_out_dtype(in), g->owned[i], sizes[i]);
     ac_poison_f32(g->lse, ac_lse_elems(&in->p));
     ac_fwd_args fa = {in->q, in->k, in->v, g->owned[0], g->lse};
     if ((st = k->forward(k, &in->p, in->c.dtype, &fa, err)) != AC_OK)

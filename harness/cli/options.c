@@ -137,7 +137,8 @@ static const cli_option options[] = {
     NUMBER("--clean-cases", OPT_LONG, AC_CMD_PROVE, clean_cases, 0, 0, "cases the base kernel must pass"),
     STRING("--base", "NAME", AC_CMD_PROVE, base, "the correct kernel whose mutants are proved (default cpu-flash)"),
     STRING("--out", "DIR|FILE.safetensors", AC_CMD_REFERENCE, out, "where the reference outputs go (required)"),
-    STRING("--layout", "bhsd|bshd", C_FILES, layout, "(B,H,S,d) as torch SDPA (default) or (B,S,H,d) as flash_attn_func"),
+    STRING("--layout", "bhsd|bshd", C_FILES, layout,
+           "(B,H,S,d) as torch SDPA (default) or (B,S,H,d) as flash_attn_func"),
     STRING("--seqlens-q", "FILE|LIST", C_FILES, seqlens_q, "per-sequence query lengths (padding beyond is ignored)"),
     STRING("--seqlens-k", "FILE|LIST", C_FILES, seqlens_k, "per-sequence key lengths"),
     STRING("--scale", "S", C_FILES, scale, "softmax scale (default 1/sqrt(d) as f32)"),
@@ -159,8 +160,9 @@ static int parse_long(const cli_option *o, const char *v, long *out, ac_err *err
     errno = 0;
     long x = strtol(v, &end, 10);
     if (!*v || *end || errno || x < o->min || (o->max > 0 && x > o->max))
-        return o->max > 0 ? ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer in %ld..%ld", o->name, v, o->min, o->max)
-                          : ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer >= %ld", o->name, v, o->min);
+        return o->max > 0
+                   ? ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer in %ld..%ld", o->name, v, o->min, o->max)
+                   : ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer >= %ld", o->name, v, o->min);
     *out = x;
     return AC_OK;
 }

@@ -366,6 +366,8 @@ static int draw_all(ac_inputs *in, ac_err *err)
     return c->dist == AC_DIST_DOMINANT ? plant_dominant(in, err) : AC_OK;
 }
 
+ac_dtype ac_inputs_out_dtype(const ac_inputs *in) { return ac_case_out_dtype(&in->c); }
+
 int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
 {
     memset(in, 0, sizeof *in);

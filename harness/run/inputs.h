@@ -11,7 +11,10 @@
 typedef struct {
     ac_case c;
     ac_problem p;
-    void *q, *k, *v, *d_o;          /* dtype bit patterns */
+    /* Q, K, V and dO are stored in c.dtype; the kernel writes O, dQ, dK, dV in
+     * ac_case_out_dtype(&c) (the same dtype for f32, f16, bf16; bf16 for fp8
+     * inputs) and LSE in f32: ac_inputs_out_dtype. */
+    void *q, *k, *v, *d_o;          /* c.dtype bit patterns */
     double *qd, *kd, *vd, *d_od;    /* exact widenings */
     int *seqlens_q, *seqlens_k;     /* owned; p points at them */
     uint8_t *dense_mask;            /* owned; p points at it */
@@ -25,6 +28,8 @@ typedef struct {
  * logical values.  in is zeroed first, so ac_inputs_free is safe after a failure. */
 int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err);
 void ac_inputs_free(ac_inputs *in);
+/* The dtype the kernel writes O, dQ, dK, dV in. */
+ac_dtype ac_inputs_out_dtype(const ac_inputs *in);
 /* huge/tiny: 0 = "scores" (Q, K), 1 = "values" (V); a function of the case seed. */
 int ac_dist_mode(const ac_case *c);
 

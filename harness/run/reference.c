@@ -155,7 +155,7 @@ static int make_all(const ac_inputs *in, bool backward, int cert_rows, ac_refere
     if (status == AC_OK)
         status = ac_lse_error_scale(p, in->qd, in->kd, r->lse, r->e_lse, err);
     if (status == AC_OK && cert_rows > 0)
-        status = ref_certify(p, t, in->qd, in->kd, in->vd, r->o, r->lse, (size_t)cert_rows,
+        status = ref_certify(p, ac_inputs_out_dtype(in), in->qd, in->kd, in->vd, r->o, r->lse, (size_t)cert_rows,
                              in->c.seed, AC_DEFAULT_MPFR_PREC, &r->cert, err);
     return status;
 }

@@ -53,7 +53,7 @@ static void outputs_free(host_outputs *h)
 
 static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac_err *err)
 {
-    size_t es = ac_dtype_size(in->c.dtype);
+    size_t es = ac_dtype_size(ac_inputs_out_dtype(in));
     memset(h, 0, sizeof *h);
     h->q_bytes = ac_q_elems(&in->p) * es;
     h->kv_bytes = ac_kv_elems(&in->p) * es;
@@ -148,7 +148,7 @@ static int backward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *
 /* Poisons, runs forward (and backward), leaves the kernel's outputs in h. */
 static int run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, host_outputs *h, ac_err *err)
 {
-    ac_dtype t = in->c.dtype;
+    ac_dtype t = ac_inputs_out_dtype(in);
     size_t nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p);
     bool on_device = k->memory == AC_MEM_CUDA;
     dev_buffers d = {0};

@@ -29,7 +29,7 @@ typedef struct {
     double seconds;
     ac_dtype dtype;                /* the case's dtype (for per-dtype summaries) */
     bool has_backward;             /* dQ, dK, dV were run and compared */
-    bool unsupported;              /* outside the kernel's claimed caps: not run (status AC_ERR_INPUT, kind "error:input") */
+    bool unsupported;              /* outside the kernel's claimed caps: not run (AC_ERR_INPUT, kind "error:input") */
 } ac_result;
 
 /* Runs one case end to end: inputs, poisoned outputs, kernel forward (and

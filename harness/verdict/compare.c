@@ -284,7 +284,7 @@ void ac_compare(const ac_inputs *in, ac_output which, const void *got, const dou
     m->has_naive = naive != NULL;
     m->at_max_ulp = m->at_max_scaled = m->first_special = nowhere;
     m->max_ulp = m->max_scaled = -1.0; /* so the first element sets the place */
-    accum a = {.m = m, .t = ac_output_dtype(in->c.dtype, which), .is_lse = which == AC_OUT_LSE};
+    accum a = {.m = m, .t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE};
     a.u = ac_unit_roundoff(a.t);
     a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
     tensors tn = {got, ref, escale, naive};

@@ -62,7 +62,7 @@ static bool gate_specials(const ac_metrics m[AC_OUT_COUNT], char *why, size_t wh
 static bool gate_scaled(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], const ac_budgets *b,
                         char *why, size_t why_len, char *kind, size_t kind_len)
 {
-    ac_dtype t = in->c.dtype;
+    ac_dtype t = in->c.dtype; /* budgets are per input dtype */
     for (int o = 0; o < AC_OUT_COUNT; o++) {
         double limit = ac_budget_max_scaled(b, &in->p, t, (ac_output)o);
         if (!m[o].present || m[o].max_scaled <= limit)
@@ -92,9 +92,9 @@ static long problem_rows(const ac_problem *p, bool keys)
 
 /* The mean is a statistic: it needs enough elements, and enough query rows and
  * keys, since the errors of one row's (or one key's) elements share their P. */
-static bool vs_naive_applies(const ac_problem *p, const ac_metrics *m, ac_dtype t, ac_output o)
+static bool vs_naive_applies(const ac_problem *p, const ac_metrics *m, ac_dtype out_dtype, ac_output o)
 {
-    double u = ac_unit_roundoff(ac_output_dtype(t, o));
+    double u = ac_unit_roundoff(ac_output_dtype(out_dtype, o));
     return m->present && m->has_naive && m->n_mean >= AC_VS_NAIVE_MIN_ELEMS &&
            problem_rows(p, false) >= AC_VS_NAIVE_MIN_ROWS && problem_rows(p, true) >= AC_VS_NAIVE_MIN_ROWS &&
            m->naive_mean_abs > 0.0 && m->naive_mean_abs >= u * m->mean_escale / AC_VS_NAIVE_FLOOR_DIV;
@@ -103,10 +103,11 @@ static bool vs_naive_applies(const ac_problem *p, const ac_metrics *m, ac_dtype 
 static bool gate_vs_naive(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], const ac_budgets *b,
                           char *why, size_t why_len, char *kind, size_t kind_len)
 {
-    ac_dtype t = in->c.dtype;
+    ac_dtype t = in->c.dtype; /* budgets are per input dtype */
     for (int o = 0; o < AC_OUT_COUNT; o++) {
         double limit = b->max_vs_naive_mean[t][o];
-        if (limit <= 0.0 || !vs_naive_applies(&in->p, &m[o], t, (ac_output)o) || m[o].vs_naive_mean <= limit)
+        bool applies = vs_naive_applies(&in->p, &m[o], ac_inputs_out_dtype(in), (ac_output)o);
+        if (limit <= 0.0 || !applies || m[o].vs_naive_mean <= limit)
             continue;
         const char *name = ac_output_name((ac_output)o);
         put(kind, kind_len, "%s:vs-naive-mean", name);
