@@ -66,6 +66,9 @@ typedef struct {
     void *dq, *dk, *dv;
 } ac_bwd_args;
 
+/* Room for a kernel's name (a plugin's is at most 63 characters). */
+#define AC_KERNEL_NAME_LEN 128
+
 typedef struct ac_kernel ac_kernel;
 struct ac_kernel {
     const char *name;

@@ -12,6 +12,7 @@
 #include "harness/campaign/corpus.h"
 #include "harness/files/files.h"
 #include "harness/verdict/gate.h"
+#include "kernels/kernel.h"
 
 /* ---- saving failures ------------------------------------------------------- */
 
@@ -81,7 +82,7 @@ int ac_save_failure(const char *dir, const char *kernel, const char *why, const 
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return ac_fail(err, AC_ERR_INPUT, "--save-failures: cannot create %s: %s", dir, strerror(errno));
-    char stem[128], path[AC_PATH_LEN];
+    char stem[AC_KERNEL_NAME_LEN], path[AC_PATH_LEN];
     file_stem(kernel, stem, sizeof stem);
     if (snprintf(path, sizeof path, "%s/%s.cases", dir, stem) >= (int)sizeof path)
         return ac_fail(err, AC_ERR_INPUT, "--save-failures: path too long");

@@ -35,7 +35,7 @@ static void family_prefix(const char *base, char *out, size_t len)
 
 static size_t find_mutants(const char *base, const ac_kernel **out, size_t max)
 {
-    char prefix[128];
+    char prefix[AC_KERNEL_NAME_LEN];
     family_prefix(base, prefix, sizeof prefix);
     size_t n = 0;
     for (size_t i = 0; i < ac_kernel_count() && n < max; i++) {

@@ -257,7 +257,7 @@ static int write_outputs(const char *out, ac_tensor *ts, int n, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "--out %s: cannot create the directory: %s", out, strerror(errno));
     int st = AC_OK;
     for (int i = 0; st == AC_OK && i < n; i++) {
-        char path[4200];
+        char path[AC_PATH_LEN];
         if (snprintf(path, sizeof path, "%s/%s.npy", out, ts[i].name) >= (int)sizeof path)
             return ac_fail(err, AC_ERR_INPUT, "--out: path too long");
         st = ac_npy_write(path, &ts[i], err);

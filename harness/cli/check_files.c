@@ -28,7 +28,7 @@ bool ac_check_ends_with(const char *s, const char *tail)
 static int read_dir(const char *dir, tensor_files *f, ac_err *err)
 {
     for (int i = 0; i < T_N; i++) {
-        char path[4200];
+        char path[AC_PATH_LEN];
         if (snprintf(path, sizeof path, "%s/%s.npy", dir, ac_check_tnames[i]) >= (int)sizeof path)
             return ac_fail(err, AC_ERR_INPUT, "%s: path too long", dir);
         if (access(path, F_OK) != 0)

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "harness/files/files.h"
 #include "ref/ref.h"
 
 typedef enum {
@@ -28,7 +29,7 @@ size_t ac_tfile_dtype_size(ac_tfile_dtype t);
 #define AC_SAFETENSORS_MAX_HEADER ((size_t)100 << 20) /* safetensors' own limit */
 typedef struct {
     char name[64];          /* "q", or the safetensors key */
-    char file[1024];        /* where it was read from (messages) */
+    char file[AC_PATH_LEN]; /* where it was read from (messages) */
     ac_tfile_dtype dtype;
     int ndim;
     int64_t shape[AC_TENSOR_MAX_DIMS];

@@ -102,6 +102,6 @@ void *report_kernel_slot(void *records, size_t size, int *n, const char *kernel)
         return NULL;
     char *slot = base + (size_t)(*n)++ * size;
     memset(slot, 0, size);
-    snprintf(slot, REPORT_KERNEL_NAME_LEN, "%s", kernel);
+    snprintf(slot, AC_KERNEL_NAME_LEN, "%s", kernel);
     return slot;
 }

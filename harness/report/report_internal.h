@@ -6,12 +6,11 @@
 
 /* Kernels one report keeps apart (one JUnit suite, one Markdown table each). */
 #define REPORT_MAX_KERNELS 64
-#define REPORT_KERNEL_NAME_LEN 128
 
 /* "pass", "fail", "error" or "skipped" (a case outside the kernel's claims). */
 const char *report_verdict_name(const ac_result *res);
 /* The slot of kernel among the n records of size `size` at `records` (each
- * starting with its name, char[REPORT_KERNEL_NAME_LEN]), a fresh zeroed one
+ * starting with its name, char[AC_KERNEL_NAME_LEN]), a fresh zeroed one
  * appended when it is new; NULL when all REPORT_MAX_KERNELS are taken. */
 void *report_kernel_slot(void *records, size_t size, int *n, const char *kernel);
 

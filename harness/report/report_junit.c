@@ -10,7 +10,7 @@
 #include "harness/report/summary.h"
 
 typedef struct {
-    char name[REPORT_KERNEL_NAME_LEN]; /* first: report_kernel_slot's key */
+    char name[AC_KERNEL_NAME_LEN]; /* first: report_kernel_slot's key */
     ac_summary s;                      /* passed, failed, errors */
     long skipped;
     char *body;                        /* its <testcase> elements */

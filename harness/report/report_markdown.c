@@ -14,7 +14,7 @@
 #define MARKDOWN_MAX_FAILURES_SHOWN 50
 
 typedef struct {
-    char name[REPORT_KERNEL_NAME_LEN]; /* first: report_kernel_slot's key */
+    char name[AC_KERNEL_NAME_LEN]; /* first: report_kernel_slot's key */
     ac_summary s;
     long skipped;
 } md_kernel;

@@ -8,13 +8,14 @@
  * descriptor that passes is wrapped in an ac_kernel that translates
  * ac_problem into the ABI's own struct and registered like a built-in kernel.
  * Plugins are never unloaded: the registry keeps pointers into them. */
-#include <stdio.h>
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/attncheck_plugin.h"
+#include "harness/files/files.h"
 #include "harness/run/plugin.h"
+#include "kernels/attncheck_plugin.h"
 
 /* The ABI's plain ints are attncheck's enums, value for value. */
 _Static_assert(ATTNCHECK_DTYPE_F32 == AC_F32 && ATTNCHECK_DTYPE_F16 == AC_F16 && ATTNCHECK_DTYPE_BF16 == AC_BF16,
@@ -40,8 +41,8 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 typedef struct {
     ac_kernel k;          /* k.ctx points back here */
     const attncheck_plugin *desc;
-    char path[1024];
-    char name[128];
+    char path[AC_PATH_LEN];
+    char name[AC_KERNEL_NAME_LEN];
 } plugin_ctx;
 
 static attncheck_problem to_abi(const ac_problem *p)
@@ -211,7 +212,7 @@ int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
     if (out)
         *out = NULL;
     /* dlopen searches the library path for a bare name; a plugin is a file the user names */
-    char full[1024];
+    char full[AC_PATH_LEN];
     if (snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path) >= (int)sizeof full)
         return ac_fail(err, AC_ERR_INPUT, "plugin path too long: %s", path);
     const attncheck_plugin *d = NULL;

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 
+#include "harness/files/files.h"
 #include "harness/verdict/compare.h"
 #include "ref/ref.h"
 
@@ -23,7 +24,7 @@ typedef struct {
     bool scaled_grows[AC_DTYPE_COUNT][AC_OUT_COUNT];
     double growth_length;
     int version;
-    char source[256]; /* file it came from */
+    char source[AC_PATH_LEN]; /* file it came from */
 } ac_budgets;
 
 int ac_budgets_load(const char *path, ac_budgets *b, ac_err *err);

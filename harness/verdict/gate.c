@@ -28,6 +28,8 @@ static void format_where(ac_output o, ac_where w, char *buf, size_t len)
         snprintf(buf, len, "b=%d h=%d row=%d col=%d", w.b, w.h, w.row, w.col);
 }
 
+#define WHERE_LEN 96 /* "b=0 hkv=1 key=5 col=17" */
+
 /* What each special class means, for the why line (indexed by ac_special). */
 static const char *const class_meaning[AC_SPECIAL_COUNT] = {
     [AC_SPECIAL_UNWRITTEN] = "never written (the poison NaN survived)",
@@ -45,7 +47,7 @@ static bool gate_specials(const ac_metrics m[AC_OUT_COUNT], char *why, size_t wh
             size_t n = m[o].present ? ac_metrics_special(&m[o], (ac_special)k) : 0;
             if (n == 0)
                 continue;
-            char where[96];
+            char where[WHERE_LEN];
             format_where((ac_output)o, m[o].first_special, where, sizeof where);
             const char *name = ac_output_name((ac_output)o);
             const char *cls = ac_special_name((ac_special)k);
@@ -68,7 +70,7 @@ static bool gate_scaled(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], c
         if (!m[o].present || m[o].max_scaled <= limit)
             continue;
         const char *name = ac_output_name((ac_output)o), *dt = ac_dtype_name(t);
-        char where[96], grown[96] = "";
+        char where[WHERE_LEN], grown[96] = "";
         format_where((ac_output)o, m[o].at_max_scaled, where, sizeof where);
         double g = ac_budget_growth(b, &in->p, t, (ac_output)o);
         if (g > 1.0)
