@@ -1,5 +1,6 @@
 /* harness/case/test_case.c — case lines: round trips and rejections (suite harness_case). */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,21 +18,30 @@ static void assert_round_trip(const char *line)
     cr_assert_str_eq(out, line);
 }
 
-Test(harness_case, hand_written_canonical_lines_round_trip_byte_for_byte)
+/* Canonical lines, one per feature of the grammar; each round-trips on its own. */
+typedef struct {
+    char line[200];
+} good_line;
+
+ParameterizedTestParameters(harness_case, hand_written_canonical_lines_round_trip_byte_for_byte)
 {
-    static const char *const lines[] = {
-        "v1 seed=9 b=2 hq=8 hkv=2 nq=300 nk=700 d=96 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto",
-        "v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=1 d=1 dtype=f32 mask=none layout=bshd dist=tiny() scale=auto",
-        "v1 seed=18446744073709551615 b=3 hq=6 hkv=3 nq=65 nk=64 d=63 dtype=f16 mask=window-tl(0,0) layout=bhsd dist=equal() scale=0.3",
-        "v1 seed=5 b=1 hq=4 hkv=1 nq=7 nk=129 d=128 dtype=f16 mask=window-br(inf,3) layout=bhsd dist=increasing(16) scale=auto",
-        "v1 seed=5 b=1 hq=4 hkv=1 nq=7 nk=129 d=128 dtype=f16 mask=window-tl(12,inf) layout=bhsd dist=dominant(8) scale=2",
-        "v1 seed=7 b=2 hq=2 hkv=2 nq=33 nk=17 d=64 dtype=bf16 mask=dense(0.5) maskrows=0.25 seqlens-q=0,33 seqlens-k=17,1 layout=bshd dist=outliers(1,0.001) scale=0.05",
-        "v1 seed=2 b=2 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f16 mask=causal-tl seqlens-k=2,0 layout=bhsd dist=uniform(-4,4) scale=1e-05",
-        "v1 seed=3 b=1 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f16 mask=dense(1) maskrows=1 layout=bhsd dist=huge(0.9) scale=auto",
-        "v1 seed=4 b=1 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f32 mask=none layout=bhsd dist=normal(-1.25,0.1) scale=0.33333334",
+    static good_line lines[] = {
+        {"v1 seed=9 b=2 hq=8 hkv=2 nq=300 nk=700 d=96 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=1 d=1 dtype=f32 mask=none layout=bshd dist=tiny() scale=auto"},
+        {"v1 seed=18446744073709551615 b=3 hq=6 hkv=3 nq=65 nk=64 d=63 dtype=f16 mask=window-tl(0,0) layout=bhsd dist=equal() scale=0.3"},
+        {"v1 seed=5 b=1 hq=4 hkv=1 nq=7 nk=129 d=128 dtype=f16 mask=window-br(inf,3) layout=bhsd dist=increasing(16) scale=auto"},
+        {"v1 seed=5 b=1 hq=4 hkv=1 nq=7 nk=129 d=128 dtype=f16 mask=window-tl(12,inf) layout=bhsd dist=dominant(8) scale=2"},
+        {"v1 seed=7 b=2 hq=2 hkv=2 nq=33 nk=17 d=64 dtype=bf16 mask=dense(0.5) maskrows=0.25 seqlens-q=0,33 seqlens-k=17,1 layout=bshd dist=outliers(1,0.001) scale=0.05"},
+        {"v1 seed=2 b=2 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f16 mask=causal-tl seqlens-k=2,0 layout=bhsd dist=uniform(-4,4) scale=1e-05"},
+        {"v1 seed=3 b=1 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f16 mask=dense(1) maskrows=1 layout=bhsd dist=huge(0.9) scale=auto"},
+        {"v1 seed=4 b=1 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f32 mask=none layout=bhsd dist=normal(-1.25,0.1) scale=0.33333334"},
     };
-    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
-        assert_round_trip(lines[i]);
+    return cr_make_param_array(good_line, lines, sizeof lines / sizeof lines[0]);
+}
+
+ParameterizedTest(good_line *line, harness_case, hand_written_canonical_lines_round_trip_byte_for_byte)
+{
+    assert_round_trip(line->line);
 }
 
 Test(harness_case, generated_lines_round_trip_byte_for_byte)
@@ -80,11 +90,14 @@ Test(harness_case, format_reports_a_too_small_buffer)
 }
 
 /* Each malformed line is rejected with AC_ERR_INPUT and a message naming the field. */
-Test(harness_case, malformed_fields_are_rejected_naming_the_field)
+/* Parameters are copied into each test's process: the strings live in the struct. */
+typedef struct {
+    char line[200], want[80];
+} bad_line;
+
+ParameterizedTestParameters(harness_case, malformed_fields_are_rejected_naming_the_field)
 {
-    static const struct {
-        const char *line, *want;
-    } bad[] = {
+    static bad_line bad[] = {
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=x d=8 dtype=f16", "nk: expected a positive integer, got 'x'"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=0 d=8 dtype=f16", "nk: expected a positive integer, got '0'"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=-4 nk=4 d=8 dtype=f16", "nq: expected a positive integer, got '-4'"},
@@ -122,14 +135,16 @@ Test(harness_case, malformed_fields_are_rejected_naming_the_field)
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 nk", "'nk': expected key=value"},
         {"", "case line: empty"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        ac_case c;
-        ac_err err = {{0}};
-        int st = ac_case_parse(bad[i].line, &c, &err);
-        cr_assert_eq(st, AC_ERR_INPUT, "'%s' gave status %d", bad[i].line, st);
-        cr_assert(strstr(err.msg, bad[i].want) != NULL, "'%s': message '%s' lacks '%s'", bad[i].line, err.msg,
-                  bad[i].want);
-    }
+    return cr_make_param_array(bad_line, bad, sizeof bad / sizeof bad[0]);
+}
+
+ParameterizedTest(bad_line *bad, harness_case, malformed_fields_are_rejected_naming_the_field)
+{
+    ac_case c;
+    ac_err err = {{0}};
+    int st = ac_case_parse(bad->line, &c, &err);
+    cr_assert_eq(st, AC_ERR_INPUT, "'%s' gave status %d", bad->line, st);
+    cr_assert(strstr(err.msg, bad->want) != NULL, "'%s': message '%s' lacks '%s'", bad->line, err.msg, bad->want);
 }
 
 Test(harness_case, validate_checks_windows_and_lengths_set_in_code)

@@ -3,6 +3,7 @@
  * the f32 growth law is applied, and a failing gate names the class or the
  * budget, by how much and where, with a stable kind. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,17 +100,26 @@ Test(harness_budget, values_and_options_parse)
     cr_assert(b.scaled_grows[AC_F32][AC_OUT_DK]);
 }
 
-Test(harness_budget, parse_errors_name_the_line_and_field)
+/* One bad line each (copied into the test's process: the strings live in the struct). */
+typedef struct {
+    char line[64], want[32];
+} bad_entry;
+
+ParameterizedTestParameters(harness_budget, parse_errors_name_the_line_and_field)
 {
-    expect_rejected("f16 Out scaled 4", "field 2 (output)");
-    expect_rejected("f8 O scaled 4", "field 1 (dtype)");
-    expect_rejected("f16 O tolerance 4", "field 3 (metric)");
-    expect_rejected("f16 O scaled -1", "field 4 (value)");
-    expect_rejected("f16 O scaled four", "field 4 (value)");
-    expect_rejected("f16 O scaled 4 sometimes", "field 5");
-    expect_rejected("f16 O vs-naive-mean 1.5 grows", "field 5");
-    expect_rejected("f16 O scaled", "got 3 fields");
-    expect_rejected("growth-length 0", "growth-length");
+    static bad_entry bad[] = {
+        {"f16 Out scaled 4", "field 2 (output)"},       {"f8 O scaled 4", "field 1 (dtype)"},
+        {"f16 O tolerance 4", "field 3 (metric)"},      {"f16 O scaled -1", "field 4 (value)"},
+        {"f16 O scaled four", "field 4 (value)"},       {"f16 O scaled 4 sometimes", "field 5"},
+        {"f16 O vs-naive-mean 1.5 grows", "field 5"},   {"f16 O scaled", "got 3 fields"},
+        {"growth-length 0", "growth-length"},
+    };
+    return cr_make_param_array(bad_entry, bad, sizeof bad / sizeof bad[0]);
+}
+
+ParameterizedTest(bad_entry *bad, harness_budget, parse_errors_name_the_line_and_field)
+{
+    expect_rejected(bad->line, bad->want);
 }
 
 Test(harness_budget, repeated_entry_names_both_lines)
