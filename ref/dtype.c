@@ -10,6 +10,7 @@
  * only code that reads or writes dtype storage), its poison pattern and the
  * dtype its kernels write outputs in. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ref.h"
@@ -52,6 +53,14 @@ int ac_dtype_parse(const char *name, ac_dtype *out)
         }
     }
     return AC_ERR_INPUT;
+}
+
+void ac_dtype_list(char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < AC_DTYPE_COUNT && at < len; t++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", t ? ", " : "", formats[t].name);
 }
 
 static double f32_from_bits(uint32_t bits)

@@ -2,7 +2,7 @@
  *
  * Everything here works on double arrays that hold the kernel's inputs widened
  * exactly (ac_load), so the only error measured is the kernel's.  See
- * ../shared/DESIGN.md, "The numerical contract".
+ * docs/DESIGN.md, "The numerical contract".
  *
  * Also the vocabulary every component shares: status codes and messages,
  * dtypes, and the attention problem (shape, layout, mask, scale).
@@ -47,6 +47,7 @@ typedef enum { AC_F32 = 0, AC_F16 = 1, AC_BF16 = 2, AC_DTYPE_COUNT } ac_dtype;
 
 const char *ac_dtype_name(ac_dtype t);                /* "f32", "f16", "bf16" */
 int ac_dtype_parse(const char *name, ac_dtype *out);  /* AC_OK or AC_ERR_INPUT */
+void ac_dtype_list(char *buf, size_t len);            /* "f32, f16, bf16": every name, for messages */
 size_t ac_dtype_size(ac_dtype t);                     /* bytes per element */
 int ac_dtype_precision(ac_dtype t);                   /* significand bits incl. hidden: 24, 11, 8 */
 double ac_unit_roundoff(ac_dtype t);                  /* u = 2^-p: 2^-24, 2^-11, 2^-8 */

@@ -181,7 +181,12 @@ static void reset_seed(ac_case *c) { c->seed = 1; }
 
 static int parse_dtype(const case_field *f, const char *value, ac_case *c, ac_err *err)
 {
-    return ac_dtype_parse(value, &c->dtype) == AC_OK ? AC_OK : case_bad(err, f->key, "f16, bf16 or f32", value);
+    char names[64], what[80];
+    if (ac_dtype_parse(value, &c->dtype) == AC_OK)
+        return AC_OK;
+    ac_dtype_list(names, sizeof names);
+    snprintf(what, sizeof what, "one of %s", names);
+    return case_bad(err, f->key, what, value);
 }
 
 static bool format_dtype(const case_field *f, const ac_case *c, char *buf, size_t len)

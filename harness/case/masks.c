@@ -19,8 +19,8 @@ typedef struct {
     void (*format)(const ac_case *c, char *buf, size_t len); /* "(8,0)" */
     int (*validate)(const ac_case *c, ac_err *err);
     void (*draw)(case_rng *r, ac_case *c);
-    bool windowed;      /* gives the problem a window: (inf, 0) for causal, the case's sides otherwise */
-    bool causal;
+    void (*enter)(ac_case *c);                          /* the parameters the kind fixes; NULL: none */
+    void (*to_problem)(const ac_case *c, ac_problem *p); /* beyond the alignment; NULL: nothing */
     ac_mask_kind simpler, top_left; /* the shrinker's steps, see case.h */
 } mask_behaviour;
 
@@ -105,6 +105,28 @@ static void draw_window(case_rng *r, ac_case *c)
     c->window_right = right;
 }
 
+static void window_to_problem(const ac_case *c, ac_problem *p)
+{
+    p->windowed = true;
+    p->window_left = c->window_left;
+    p->window_right = c->window_right;
+}
+
+/* Causal is the window (inf, 0), whatever the case's window fields hold. */
+static void enter_causal(ac_case *c)
+{
+    c->window_left = AC_WINDOW_INF;
+    c->window_right = 0;
+}
+
+static void causal_to_problem(const ac_case *c, ac_problem *p)
+{
+    (void)c;
+    p->windowed = true;
+    p->window_left = AC_WINDOW_INF;
+    p->window_right = 0;
+}
+
 /* ---- dense ---------------------------------------------------------------------------- */
 
 static int parse_dense(char *args, const char *value, ac_case *c, ac_err *err)
@@ -143,16 +165,19 @@ static void draw_dense(case_rng *r, ac_case *c)
 
 /* ---- the table: one row per kind of ref/mask_kinds.h ------------------------------------ */
 
-#define WINDOW_ROW(simpler_kind, tl_kind) \
-    {3, "(L,R)", parse_window, format_window, validate_window, draw_window, true, false, simpler_kind, tl_kind}
+#define CAUSAL_ROW(tl_kind) {4, "", NULL, NULL, NULL, NULL, enter_causal, causal_to_problem, AC_MASK_NONE, tl_kind}
+#define WINDOW_ROW(simpler_kind, tl_kind)                                                                   \
+    {3, "(L,R)", parse_window, format_window, validate_window, draw_window, NULL, window_to_problem, simpler_kind, \
+     tl_kind}
 
 static const mask_behaviour behaviours[AC_MASK_KIND_COUNT] = {
-    [AC_MASK_NONE] = {4, "", NULL, NULL, NULL, NULL, false, false, AC_MASK_NONE, AC_MASK_NONE},
-    [AC_MASK_CAUSAL_TL] = {4, "", NULL, NULL, NULL, NULL, true, true, AC_MASK_NONE, AC_MASK_CAUSAL_TL},
-    [AC_MASK_CAUSAL_BR] = {4, "", NULL, NULL, NULL, NULL, true, true, AC_MASK_NONE, AC_MASK_CAUSAL_TL},
+    [AC_MASK_NONE] = {4, "", NULL, NULL, NULL, NULL, NULL, NULL, AC_MASK_NONE, AC_MASK_NONE},
+    [AC_MASK_CAUSAL_TL] = CAUSAL_ROW(AC_MASK_CAUSAL_TL),
+    [AC_MASK_CAUSAL_BR] = CAUSAL_ROW(AC_MASK_CAUSAL_TL),
     [AC_MASK_WINDOW_TL] = WINDOW_ROW(AC_MASK_CAUSAL_TL, AC_MASK_WINDOW_TL),
     [AC_MASK_WINDOW_BR] = WINDOW_ROW(AC_MASK_CAUSAL_BR, AC_MASK_WINDOW_TL),
-    [AC_MASK_DENSE] = {4, "(KEEP)", parse_dense, format_dense, validate_dense, draw_dense, false, false, AC_MASK_NONE,
+    /* the booleans are drawn from the case seed by run/inputs.c, like the tensors */
+    [AC_MASK_DENSE] = {4, "(KEEP)", parse_dense, format_dense, validate_dense, draw_dense, NULL, NULL, AC_MASK_NONE,
                        AC_MASK_DENSE},
 };
 
@@ -213,21 +238,16 @@ int case_mask_validate(const ac_case *c, ac_err *err)
 void ac_case_set_mask(ac_case *c, ac_mask_kind k)
 {
     c->mask = k;
-    if (row_of(k)->causal) {
-        c->window_left = AC_WINDOW_INF;
-        c->window_right = 0;
-    }
+    if (row_of(k)->enter)
+        row_of(k)->enter(c);
 }
 
 void ac_case_mask_to_problem(const ac_case *c, ac_problem *p)
 {
-    const mask_behaviour *b = row_of(c->mask);
-    p->windowed = b->windowed;
+    p->windowed = false;
     p->align = ac_mask_align(c->mask);
-    if (b->windowed) {
-        p->window_left = b->causal ? AC_WINDOW_INF : c->window_left;
-        p->window_right = b->causal ? 0 : c->window_right;
-    }
+    if (row_of(c->mask)->to_problem)
+        row_of(c->mask)->to_problem(c, p);
 }
 
 ac_mask_kind ac_case_mask_simpler(ac_mask_kind k) { return row_of(k)->simpler; }

@@ -110,8 +110,10 @@ static int pick_dtype(const tensor_files *f, const char *want, ac_dtype *out, ac
 {
     const ac_tensor *q = &f->t[T_Q];
     ac_dtype given = AC_F32;
+    char names[64];
+    ac_dtype_list(names, sizeof names);
     if (want && ac_dtype_parse(want, &given) != AC_OK)
-        return ac_fail(err, AC_ERR_INPUT, "--dtype: '%s' is not f32, f16 or bf16", want);
+        return ac_fail(err, AC_ERR_INPUT, "--dtype: '%s' is not one of %s", want, names);
     static const int from_file[AC_TF_COUNT] = {[AC_TF_F32] = AC_F32 + 1, [AC_TF_F16] = AC_F16 + 1,
                                                [AC_TF_BF16] = AC_BF16 + 1};
     if (q->dtype == AC_TF_U16 && !want)

@@ -66,8 +66,10 @@ static int apply_dtypes(const cli_option *o, ac_cli *c, const char *v, ac_err *e
     c->dtype = v, c->dtypes = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         ac_dtype t;
+        char names[64];
+        ac_dtype_list(names, sizeof names);
         if (ac_dtype_parse(tok, &t) != AC_OK)
-            return ac_fail(err, AC_ERR_INPUT, "%s: unknown dtype '%s' (f32, f16, bf16)", o->name, tok);
+            return ac_fail(err, AC_ERR_INPUT, "%s: unknown dtype '%s' (%s)", o->name, tok, names);
         c->dtypes |= 1u << t;
     }
     if (!c->dtypes)

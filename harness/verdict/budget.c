@@ -119,10 +119,12 @@ static int parse_entry(parser *ps, char **tok, int ntok)
     ac_dtype t;
     ac_output o;
     int metric;
+    char names[64];
+    ac_dtype_list(names, sizeof names);
     if (!ps->have_version)
         return parse_fail(ps, "the first line must be 'version 1', got '%s'", tok[0]);
     if (ac_dtype_parse(tok[0], &t) != AC_OK)
-        return parse_fail(ps, "field 1 (dtype): unknown dtype '%s' (f32, f16, bf16)", tok[0]);
+        return parse_fail(ps, "field 1 (dtype): unknown dtype '%s' (%s)", tok[0], names);
     if (ntok < 4 || ntok > 5)
         return parse_fail(ps, "expected 'DTYPE OUTPUT METRIC VALUE [grows]', got %d fields", ntok);
     if (!parse_output(tok[1], &o))
