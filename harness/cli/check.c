@@ -305,25 +305,13 @@ static int run_reference(const ac_cli *o, ac_err *err)
     return st;
 }
 
-static int command(int argc, char **argv)
+static int command(const ac_cli *o, ac_err *err)
 {
-    ac_cli o;
-    ac_err err = {{0}};
-    int st = ac_cli_parse(argc, argv, &o, &err);
-    if (st == AC_CLI_HELP) {
-        ac_cli_usage(stdout, &o);
-        return AC_OK;
-    }
+    int st = required(o, err);
     if (st == AC_OK)
-        st = required(&o, &err);
-    if (st == AC_OK)
-        st = ac_cli_load_plugins(&o, &err);
-    if (st == AC_OK)
-        st = o.cmd == AC_CMD_REFERENCE ? run_reference(&o, &err) : run_check(&o, &err);
-    if (st >= AC_ERR_INPUT)
-        fprintf(stderr, "attncheck %s: %s\n", argc > 0 ? argv[0] : "check", err.msg);
+        st = o->cmd == AC_CMD_REFERENCE ? run_reference(o, err) : run_check(o, err);
     return st;
 }
 
-int ac_cmd_check(int argc, char **argv) { return command(argc, argv); }
-int ac_cmd_reference(int argc, char **argv) { return command(argc, argv); }
+int ac_cmd_check(int argc, char **argv) { return ac_cli_main(argc, argv, command); }
+int ac_cmd_reference(int argc, char **argv) { return ac_cli_main(argc, argv, command); }

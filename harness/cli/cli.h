@@ -66,6 +66,11 @@ void ac_cli_usage(FILE *f, const ac_cli *c);
 /* `attncheck --help`: the subcommands and the exit statuses. */
 void ac_cli_overview(FILE *f);
 
+/* A subcommand end to end: parse argv (argv[0] its name), answer --help,
+ * load the plugins, run(c), print "attncheck CMD: message" for an error.
+ * Returns the exit status. */
+int ac_cli_main(int argc, char **argv, int (*run)(const ac_cli *c, ac_err *err));
+
 /* Loads the --plugin libraries; AC_OK or the status with err naming the file. */
 int ac_cli_load_plugins(const ac_cli *c, ac_err *err);
 /* A report with every format the command line asked for (skip_markdown: prove

@@ -239,9 +239,13 @@ static int load_budgets(const ac_cli *c, ac_budgets *b, ac_err *err)
     return st == AC_OK ? AC_OK : ac_fail(err, st, "budgets %s: %s", path, why.msg);
 }
 
-/* fuzz, run and prove: budgets, a kernel, a report, the command. */
+/* fuzz, run and prove: budgets, a kernel, a report, the command; list. */
 static int run_command(const ac_cli *c, ac_err *err)
 {
+    if (c->cmd == AC_CMD_LIST)
+        return cmd_list();
+    if (c->cases && c->seconds > 0)
+        return ac_fail(err, AC_ERR_INPUT, "give --cases or --time, not both");
     ac_budgets b;
     int st = load_budgets(c, &b, err);
     const ac_kernel *k = NULL;
@@ -265,26 +269,6 @@ static int run_command(const ac_cli *c, ac_err *err)
     return st != AC_OK ? st : wst;
 }
 
-static int dispatch(int argc, char **argv)
-{
-    ac_cli c;
-    ac_err err = {{0}};
-    int st = ac_cli_parse(argc, argv, &c, &err);
-    if (st == AC_CLI_HELP) {
-        ac_cli_usage(stdout, &c);
-        return AC_OK;
-    }
-    if (st == AC_OK && c.cases && c.seconds > 0)
-        st = ac_fail(&err, AC_ERR_INPUT, "give --cases or --time, not both");
-    if (st == AC_OK)
-        st = ac_cli_load_plugins(&c, &err);
-    if (st == AC_OK)
-        st = c.cmd == AC_CMD_LIST ? cmd_list() : run_command(&c, &err);
-    if (st >= AC_ERR_INPUT && err.msg[0])
-        fprintf(stderr, "attncheck %s: %s\n", argc > 0 ? argv[0] : "", err.msg);
-    return st;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -297,5 +281,5 @@ int main(int argc, char **argv)
         return ac_cmd_reference(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
         return ac_cuda_bench(argc - 1, argv + 1);
-    return dispatch(argc - 1, argv + 1);
+    return ac_cli_main(argc - 1, argv + 1, run_command);
 }

@@ -344,6 +344,24 @@ void ac_cli_overview(FILE *f)
 
 /* ---- what every subcommand does with its options ----------------------------------- */
 
+int ac_cli_main(int argc, char **argv, int (*run)(const ac_cli *c, ac_err *err))
+{
+    ac_cli c;
+    ac_err err = {{0}};
+    int st = ac_cli_parse(argc, argv, &c, &err);
+    if (st == AC_CLI_HELP) {
+        ac_cli_usage(stdout, &c);
+        return AC_OK;
+    }
+    if (st == AC_OK)
+        st = ac_cli_load_plugins(&c, &err);
+    if (st == AC_OK)
+        st = run(&c, &err);
+    if (st >= AC_ERR_INPUT && err.msg[0])
+        fprintf(stderr, "attncheck %s: %s\n", argc > 0 ? argv[0] : "", err.msg);
+    return st;
+}
+
 int ac_cli_load_plugins(const ac_cli *c, ac_err *err)
 {
     for (int i = 0; i < c->n_plugins; i++) {

@@ -8,15 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/files/test_files_support.h"
 #include "harness/harness.h"
-
-static char *make_tmpdir(void)
-{
-    static char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/ac-run-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    return dir;
-}
 
 /* The whole file, NUL-terminated (freed by the caller). */
 static char *read_text(const char *path)
@@ -195,10 +188,10 @@ Test(harness_run, campaign_json_is_identical_for_the_same_seed)
 {
     ac_kernel k = double_kernel(DBL_CORRECT);
     ac_budgets b = budgets();
-    char *dir = make_tmpdir();
+    make_dir();
     char pa[128], pb[128];
-    snprintf(pa, sizeof pa, "%s/a.json", dir);
-    snprintf(pb, sizeof pb, "%s/b.json", dir);
+    snprintf(pa, sizeof pa, "%s", path_of("a.json"));
+    snprintf(pb, sizeof pb, "%s", path_of("b.json"));
     for (int i = 0; i < 2; i++) {
         ac_report *rep;
         ac_err err;
@@ -215,6 +208,5 @@ Test(harness_run, campaign_json_is_identical_for_the_same_seed)
     cr_assert_gt(strlen(a), 100);
     cr_assert_str_eq(a, bb);
     free(a), free(bb);
-    unlink(pa), unlink(pb);
-    rmdir(dir);
+    remove_dir();
 }
