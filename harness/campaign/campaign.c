@@ -86,6 +86,25 @@ static bool campaign_done(const ac_campaign_opts *o, const ac_summary *s, double
     return o->stop_first && s->failed > 0;
 }
 
+/* One case of the campaign: run it, count it, shrink and save a failure, report
+ * it.  AC_ERR_ENV (a device fault) stops the campaign; other errors are counted. */
+static int campaign_case(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, const ac_case *c,
+                         double t0, ac_report *rep, ac_summary *s, ac_err *err)
+{
+    ac_result r;
+    int st = ac_run_case(k, c, b, &o->run, &r, err);
+    ac_summary_add(s, &r);
+    char minimal_line[AC_CASE_LINE_MAX] = "";
+    if (st == AC_OK && r.verdict == AC_VERDICT_FAIL) {
+        st = handle_failure(k, b, o, c, &r, minimal_line, sizeof minimal_line, err);
+        note_first_failure(s, &r, minimal_line, ac_now_seconds() - t0);
+    } else if (st != AC_OK && o->out) {
+        fprintf(o->out, "ERROR %s: %s\n  case: %s\n", k->name, r.why, r.line);
+    }
+    ac_report_add(rep, k->name, &r, r.verdict == AC_VERDICT_FAIL ? minimal_line : NULL);
+    return st == AC_ERR_ENV ? st : AC_OK; /* a device fault: what follows would not be about the kernel */
+}
+
 int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, ac_report *rep,
                 ac_summary *s, ac_err *err)
 {
@@ -97,26 +116,12 @@ int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts 
     g.max_seqlen = o->max_seqlen;
     double t0 = ac_now_seconds(), last_progress = 0;
     int st = AC_OK;
-    while (!campaign_done(o, s, ac_now_seconds() - t0)) {
+    while (st == AC_OK && !campaign_done(o, s, ac_now_seconds() - t0)) {
         ac_case c;
-        if ((st = ac_gen_next(&g, &c, err)) != AC_OK)
-            break;
-        ac_result r;
-        st = ac_run_case(k, &c, b, &o->run, &r, err);
-        ac_summary_add(s, &r);
-        char minimal_line[AC_CASE_LINE_MAX] = "";
-        if (st == AC_OK && r.verdict == AC_VERDICT_FAIL) {
-            st = handle_failure(k, b, o, &c, &r, minimal_line, sizeof minimal_line, err);
-            note_first_failure(s, &r, minimal_line, ac_now_seconds() - t0);
-        } else if (st != AC_OK && o->out) {
-            fprintf(o->out, "ERROR %s: %s\n  case: %s\n", k->name, r.why, r.line);
-        }
-        ac_report_add(rep, k->name, &r, r.verdict == AC_VERDICT_FAIL ? minimal_line : NULL);
-        if (st == AC_ERR_ENV)
-            break; /* a device fault: what follows would not be about the kernel */
-        st = AC_OK;
+        if ((st = ac_gen_next(&g, &c, err)) == AC_OK)
+            st = campaign_case(k, b, o, &c, t0, rep, s, err);
         double now = ac_now_seconds() - t0;
-        if (now - last_progress >= 0.25) {
+        if (st == AC_OK && now - last_progress >= 0.25) {
             progress_line(o, s, now, false);
             last_progress = now;
         }

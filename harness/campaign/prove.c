@@ -126,6 +126,20 @@ static int run_mutants(const ac_prove_opts *o, const ac_budgets *b, struct ac_re
     return AC_OK;
 }
 
+/* The correct kernel's campaign: it must pass every case. */
+static int run_base(const ac_prove_opts *o, const ac_kernel *base, const ac_budgets *b, ac_report *rep,
+                    size_t n_mutants, ac_summary *s, bool *clean, ac_err *err)
+{
+    ac_campaign_opts bc = campaign_opts(o, o->clean_cases, false);
+    bc.out = o->out; /* a failure of the correct kernel is printed in full */
+    int st = ac_campaign(base, b, &bc, rep, s, err);
+    *clean = s->failed == 0 && s->errors == 0;
+    if (st == AC_OK && o->out)
+        fprintf(o->out, "base %s: %ld cases, %ld failures, %ld errors in %.1f s: %s\nmutants (%zu):\n", base->name,
+                s->cases, s->failed, s->errors, s->seconds, *clean ? "clean" : "NOT CLEAN", n_mutants);
+    return st;
+}
+
 int ac_prove(const ac_prove_opts *o, const ac_budgets *b, struct ac_report *rep, ac_err *err)
 {
     const ac_kernel *base = ac_kernel_find(o->base);
@@ -141,20 +155,13 @@ int ac_prove(const ac_prove_opts *o, const ac_budgets *b, struct ac_report *rep,
     memset(rows, 0, sizeof rows);
     for (size_t i = 0; i < n; i++)
         rows[i].k = mutants[i];
-
     ac_summary base_s;
-    ac_campaign_opts bc = campaign_opts(o, o->clean_cases, false);
-    bc.out = o->out; /* a failure of the correct kernel is printed in full */
-    int st = ac_campaign(base, b, &bc, rep, &base_s, err);
+    bool base_ok, all_caught = true;
+    int st = run_base(o, base, b, rep, n, &base_s, &base_ok, err);
+    if (st == AC_OK)
+        st = run_mutants(o, b, rep, rows, n, err);
     if (st != AC_OK)
         return st;
-    bool base_ok = base_s.failed == 0 && base_s.errors == 0;
-    if (o->out)
-        fprintf(o->out, "base %s: %ld cases, %ld failures, %ld errors in %.1f s: %s\nmutants (%zu):\n", base->name,
-                base_s.cases, base_s.failed, base_s.errors, base_s.seconds, base_ok ? "clean" : "NOT CLEAN", n);
-    if ((st = run_mutants(o, b, rep, rows, n, err)) != AC_OK)
-        return st;
-    bool all_caught = true;
     for (size_t i = 0; i < n; i++)
         all_caught &= rows[i].caught;
     if (o->out) {

@@ -67,43 +67,46 @@ int case_dist_parse(const char *value, ac_case *c, ac_err *err)
 }
 
 /* Parameters in range, and values that fit the dtype (inputs never overflow). */
+/* The parameters in range; *need is the largest magnitude the draw reaches
+ * (0 when the distribution scales itself to the dtype). */
+static int dist_params_ok(const ac_case *c, double *need, ac_err *err)
+{
+    double a = c->dist_a, b = c->dist_b;
+    *need = 0.0;
+    switch (c->dist) {
+    case AC_DIST_NORMAL:
+        *need = fabs(a) + 8 * b;
+        return b > 0 ? AC_OK : ac_fail(err, AC_ERR_INPUT, "dist: normal(M,S) needs S > 0, got %g", b);
+    case AC_DIST_UNIFORM:
+        *need = fmax(fabs(a), fabs(b));
+        return a < b ? AC_OK : ac_fail(err, AC_ERR_INPUT, "dist: uniform(LO,HI) needs LO < HI, got (%g,%g)", a, b);
+    case AC_DIST_OUTLIERS:
+        *need = 8 * AC_OUTLIER_FACTOR * a;
+        if (!(a > 0) || !(b >= 0 && b <= 1))
+            return ac_fail(err, AC_ERR_INPUT, "dist: outliers(S,P) needs S > 0 and P in [0,1], got (%g,%g)", a, b);
+        return AC_OK;
+    case AC_DIST_INCREASING:
+    case AC_DIST_DOMINANT:
+        if (!(a > 0 && a <= 1e4))
+            return ac_fail(err, AC_ERR_INPUT, "dist: %s needs a parameter in (0,1e4], got %g", ac_dist_name(c->dist), a);
+        return AC_OK;
+    case AC_DIST_HUGE:
+        return a > 0 && a <= 1 ? AC_OK : ac_fail(err, AC_ERR_INPUT, "dist: huge(FRAC) needs FRAC in (0,1], got %g", a);
+    default: return AC_OK;
+    }
+}
+
 int case_dist_validate(const ac_case *c, ac_err *err)
 {
-    double a = c->dist_a, b = c->dist_b, top = ac_max_finite(c->dtype), need = 0.0;
+    double a = c->dist_a, b = c->dist_b, top = ac_max_finite(c->dtype), need;
     const char *name = ac_dist_name(c->dist);
     if ((unsigned)c->dist >= AC_DIST_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "dist: unknown kind %d", (int)c->dist);
     if (!isfinite(a) || !isfinite(b))
         return ac_fail(err, AC_ERR_INPUT, "dist: %s parameters must be finite", name);
-    switch (c->dist) {
-    case AC_DIST_NORMAL:
-        if (!(b > 0))
-            return ac_fail(err, AC_ERR_INPUT, "dist: normal(M,S) needs S > 0, got %g", b);
-        need = fabs(a) + 8 * b;
-        break;
-    case AC_DIST_UNIFORM:
-        if (!(a < b))
-            return ac_fail(err, AC_ERR_INPUT, "dist: uniform(LO,HI) needs LO < HI, got (%g,%g)", a, b);
-        need = fmax(fabs(a), fabs(b));
-        break;
-    case AC_DIST_OUTLIERS:
-        if (!(a > 0) || !(b >= 0 && b <= 1))
-            return ac_fail(err, AC_ERR_INPUT, "dist: outliers(S,P) needs S > 0 and P in [0,1], got (%g,%g)", a, b);
-        need = 8 * AC_OUTLIER_FACTOR * a;
-        break;
-    case AC_DIST_INCREASING:
-    case AC_DIST_DOMINANT:
-        if (!(a > 0 && a <= 1e4))
-            return ac_fail(err, AC_ERR_INPUT, "dist: %s needs a parameter in (0,1e4], got %g", name, a);
-        break;
-    case AC_DIST_HUGE:
-        if (!(a > 0 && a <= 1))
-            return ac_fail(err, AC_ERR_INPUT, "dist: huge(FRAC) needs FRAC in (0,1], got %g", a);
-        break;
-    default: break;
-    }
-    if (need > top)
-        return ac_fail(err, AC_ERR_INPUT, "dist: %s(%g,%g) draws values up to %g, beyond %s's largest %g",
-                       name, a, b, need, ac_dtype_name(c->dtype), top);
-    return AC_OK;
+    int st = dist_params_ok(c, &need, err);
+    if (st == AC_OK && need > top)
+        st = ac_fail(err, AC_ERR_INPUT, "dist: %s(%g,%g) draws values up to %g, beyond %s's largest %g", name, a, b,
+                     need, ac_dtype_name(c->dtype), top);
+    return st;
 }

@@ -265,31 +265,40 @@ static int write_outputs(const char *out, ac_tensor *ts, int n, ac_err *err)
     return st;
 }
 
+/* The fp64 reference of the inputs: x = o, lse (base e), and with bwd dq, dk, dv, delta. */
+static int compute_reference(const ac_inputs *in, bool bwd, double *x[6], ac_err *err)
+{
+    const ac_problem *p = &in->p;
+    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
+    size_t sizes[6] = {nq, nl, nq, nkv, nkv, nl};
+    for (int i = 0; i < (bwd ? 6 : 2); i++) /* calloc: padding rows read 0 */
+        if (!(x[i] = calloc(sizes[i] + 1, sizeof(double))))
+            return ac_fail(err, AC_ERR_ENV, "reference: out of memory");
+    int st = ref_forward_fp64(p, in->qd, in->kd, in->vd, x[0], x[1], err);
+    if (st == AC_OK && bwd)
+        st = ref_backward_fp64(p, in->qd, in->kd, in->vd, x[0], x[1], in->d_od, x[2], x[3], x[4], x[5], err);
+    return st;
+}
+
 static int run_reference(const ac_cli *o, ac_err *err)
 {
     tensor_files f;
     ac_inputs in;
     memset(&in, 0, sizeof in);
+    double *x[6] = {0}; /* o, lse, dq, dk, dv, delta */
+    bool base2 = o->lse_base && !strcmp(o->lse_base, "2");
     int st = ac_check_read_files(o->path, &f, err);
     if (st == AC_OK)
         st = ac_check_make_inputs(o, &f, &in, err);
-    const ac_problem *p = &in.p;
-    bool bwd = f.have[T_DO], base2 = o->lse_base && !strcmp(o->lse_base, "2");
+    bool bwd = f.have[T_DO];
     if (st == AC_OK && o->lse_base && !base2 && strcmp(o->lse_base, "e"))
         st = ac_fail(err, AC_ERR_INPUT, "--lse-base: '%s' is not e or 2", o->lse_base);
-    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
-    double *x[6] = {0}; /* o, lse, dq, dk, dv, delta; calloc: padding rows read 0 */
-    size_t sizes[6] = {nq, nl, nq, nkv, nkv, nl};
-    for (int i = 0; st == AC_OK && i < (bwd ? 6 : 2); i++)
-        if (!(x[i] = calloc(sizes[i] + 1, sizeof(double))))
-            st = ac_fail(err, AC_ERR_ENV, "reference: out of memory");
     if (st == AC_OK)
-        st = ref_forward_fp64(p, in.qd, in.kd, in.vd, x[0], x[1], err);
-    if (st == AC_OK && bwd)
-        st = ref_backward_fp64(p, in.qd, in.kd, in.vd, x[0], x[1], in.d_od, x[2], x[3], x[4], x[5], err);
-    for (size_t i = 0; st == AC_OK && base2 && i < nl; i++)
+        st = compute_reference(&in, bwd, x, err);
+    for (size_t i = 0; st == AC_OK && base2 && i < ac_lse_elems(&in.p); i++)
         x[1][i] /= M_LN2;
     if (st == AC_OK) {
+        const ac_problem *p = &in.p;
         ac_tensor lse_shape = {.ndim = 3, .shape = {p->batch, p->heads_q, p->seqlen_q}};
         ac_tensor ts[5] = {f64_like("o", &f.t[T_Q], 4, x[0]), f64_like("lse", &lse_shape, 3, x[1]),
                            f64_like("dq", &f.t[T_Q], 4, x[2]), f64_like("dk", &f.t[T_K], 4, x[3]),
@@ -297,7 +306,8 @@ static int run_reference(const ac_cli *o, ac_err *err)
         st = write_outputs(o->out, ts, bwd ? 5 : 2, err);
     }
     if (st == AC_OK)
-        printf("reference: wrote O, LSE%s (f64, lse base %s) to %s\n", bwd ? ", dQ, dK, dV" : "", base2 ? "2" : "e", o->out);
+        printf("reference: wrote O, LSE%s (f64, lse base %s) to %s\n", bwd ? ", dQ, dK, dV" : "", base2 ? "2" : "e",
+               o->out);
     for (int i = 0; i < 6; i++)
         free(x[i]);
     ac_inputs_free(&in);
