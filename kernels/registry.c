@@ -13,10 +13,9 @@
 
 #define MAX_BUILTIN 128
 #define MAX_ADDED 32
-#define MAX_NAME 128
 
 static ac_kernel added[MAX_ADDED];
-static char added_names[MAX_ADDED][MAX_NAME];
+static char added_names[MAX_ADDED][AC_KERNEL_NAME_LEN];
 static size_t n_added;
 
 static size_t builtins(const ac_kernel **out, size_t max)
@@ -64,14 +63,14 @@ int ac_kernel_add(const ac_kernel *k, ac_err *err)
 {
     if (!k || !k->name || !k->name[0] || !k->forward)
         return ac_fail(err, AC_ERR_INPUT, "kernel to add: needs a name and a forward entry point");
-    if (strlen(k->name) >= MAX_NAME)
+    if (strlen(k->name) >= AC_KERNEL_NAME_LEN)
         return ac_fail(err, AC_ERR_INPUT, "kernel name too long (%zu characters, at most %d)", strlen(k->name),
-                       MAX_NAME - 1);
+                       AC_KERNEL_NAME_LEN - 1);
     if (ac_kernel_find(k->name))
         return ac_fail(err, AC_ERR_INPUT, "a kernel named '%s' is already registered", k->name);
     if (n_added == MAX_ADDED)
         return ac_fail(err, AC_ERR_INPUT, "kernel registry full: at most %d kernels can be added", MAX_ADDED);
-    snprintf(added_names[n_added], MAX_NAME, "%s", k->name);
+    snprintf(added_names[n_added], AC_KERNEL_NAME_LEN, "%s", k->name);
     added[n_added] = *k;
     added[n_added].name = added_names[n_added];
     n_added++;
