@@ -15,7 +15,7 @@
  *                      report/summary.h     per dtype x output aggregates (fuzz, run, check, Markdown)
  *   shrinker ......... campaign/shrink.h    a failure made minimal, same kind
  *   corpus ........... campaign/corpus.h    *.cases files: replay and --save-failures
- *   campaign ......... campaign/campaign.h  the fuzz loop and its summary (fuzz, prove)
+ *   campaign ......... campaign/campaign.h  the fuzz loop of fuzz and prove
  *   prove ............ campaign/prove.h     detection power over a kernel family's mutants
  *   files ............ files/files.h        atomic writes; files/tensor_io.h: .npy, .safetensors
  *   command line ..... cli/cli.h            one option table for every subcommand; check, reference
