@@ -3,7 +3,7 @@
 (forward and backward) into a case directory that `attncheck check` reads.
 
     python3 ci/sdpa_dump.py --out case --dtype bf16 --backend flash --causal
-    attncheck check case --dtype bf16 --causal tl
+    attncheck check case --dtype bf16 --mask causal-tl
 
 Writes q.npy k.npy v.npy o.npy do.npy dq.npy dk.npy dv.npy (and mask.npy with
 --mask-keep) in (B, H, S, d) order, C-contiguous, little-endian: f32 as <f4,
@@ -15,7 +15,7 @@ saved as DIR/check.txt.
 Backends: math, flash, efficient, cudnn (torch.nn.attention.SDPBackend), or
 default (PyTorch picks).  GQA (--hq a multiple of --hkv) uses enable_gqa=True
 (PyTorch >= 2.5).  PyTorch's is_causal is top-left aligned: attncheck's
-`--causal tl`.  Standard library and PyTorch only (no NumPy needed)."""
+`--mask causal-tl`; a boolean attn_mask goes to `--mask-file`.  Standard library and PyTorch only (no NumPy needed)."""
 import argparse
 import ctypes
 import os
@@ -66,7 +66,7 @@ def parse_args(argv):
     p.add_argument("--nq", type=int, default=128)
     p.add_argument("--nk", type=int, default=None, help="default: --nq")
     p.add_argument("--d", type=int, default=64)
-    p.add_argument("--causal", action="store_true", help="is_causal=True (top-left: attncheck --causal tl)")
+    p.add_argument("--causal", action="store_true", help="is_causal=True (top-left: attncheck --mask causal-tl)")
     p.add_argument("--mask-keep", type=float, default=None,
                    help="a random boolean attn_mask (1, 1, Nq, Nk) keeping this fraction; written as mask.npy")
     p.add_argument("--scale", type=float, default=None, help="softmax scale (default 1/sqrt(d))")
@@ -113,10 +113,10 @@ def main(argv):
     if a.dtype == "bf16":
         cmd += ["--dtype", "bf16"]
     if a.causal:
-        cmd += ["--causal", "tl"]
+        cmd += ["--mask", "causal-tl"]
     if mask is not None:
         write_npy(os.path.join(a.out, "mask.npy"), mask.to(torch.uint8), "|u1")
-        cmd += ["--mask", os.path.join(a.out, "mask.npy")]
+        cmd += ["--mask-file", os.path.join(a.out, "mask.npy")]
     if a.scale is not None:
         cmd += ["--scale", repr(a.scale)]
     line = " ".join(cmd)

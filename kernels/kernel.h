@@ -17,19 +17,24 @@
 #ifndef ATTNCHECK_KERNEL_H
 #define ATTNCHECK_KERNEL_H
 
+#include "../ref/mask_kinds.h"
 #include "../ref/ref.h"
 
 typedef enum { AC_DEV_CPU = 0, AC_DEV_CUDA = 1 } ac_device;
 typedef enum { AC_MEM_HOST = 0, AC_MEM_CUDA = 1 } ac_memory;
 
-/* Mask kinds a kernel can claim (bits). */
+/* Mask kinds a kernel can claim: one bit per row of the mask-kind table
+ * (ref/mask_kinds.h), AC_MASKCAP_<ID> = 1u << its bit.  The two windows share
+ * one bit, AC_MASKCAP_WINDOW: a sliding window, in the alignments claimed for
+ * causal.  AC_MASKCAP_ALL is every bit of the table. */
 enum {
-    AC_MASKCAP_NONE = 1u << 0,
-    AC_MASKCAP_CAUSAL_TL = 1u << 1,
-    AC_MASKCAP_CAUSAL_BR = 1u << 2,
-    AC_MASKCAP_WINDOW = 1u << 3, /* sliding window, in the alignments claimed for causal */
-    AC_MASKCAP_DENSE = 1u << 4,
-    AC_MASKCAP_ALL = (1u << 5) - 1,
+#define AC_MASKCAP_ENUM_(id, spelling, bit, alignment, claimed_with, what) AC_MASKCAP_##id = 1u << (bit),
+    AC_MASK_KINDS(AC_MASKCAP_ENUM_)
+#undef AC_MASKCAP_ENUM_
+    AC_MASKCAP_WINDOW = AC_MASKCAP_WINDOW_TL,
+#define AC_MASKCAP_OR_(id, spelling, bit, alignment, claimed_with, what) | (1u << (bit))
+    AC_MASKCAP_ALL = 0 AC_MASK_KINDS(AC_MASKCAP_OR_),
+#undef AC_MASKCAP_OR_
 };
 
 #define AC_MAX_LISTED_HEAD_DIMS 16
@@ -60,6 +65,9 @@ typedef struct {
     const float *lse;
     void *dq, *dk, *dv;
 } ac_bwd_args;
+
+/* Room for a kernel's name (a plugin's is at most 63 characters). */
+#define AC_KERNEL_NAME_LEN 128
 
 typedef struct ac_kernel ac_kernel;
 struct ac_kernel {

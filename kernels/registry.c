@@ -13,10 +13,9 @@
 
 #define MAX_BUILTIN 128
 #define MAX_ADDED 32
-#define MAX_NAME 128
 
 static ac_kernel added[MAX_ADDED];
-static char added_names[MAX_ADDED][MAX_NAME];
+static char added_names[MAX_ADDED][AC_KERNEL_NAME_LEN];
 static size_t n_added;
 
 static size_t builtins(const ac_kernel **out, size_t max)
@@ -64,14 +63,14 @@ int ac_kernel_add(const ac_kernel *k, ac_err *err)
 {
     if (!k || !k->name || !k->name[0] || !k->forward)
         return ac_fail(err, AC_ERR_INPUT, "kernel to add: needs a name and a forward entry point");
-    if (strlen(k->name) >= MAX_NAME)
+    if (strlen(k->name) >= AC_KERNEL_NAME_LEN)
         return ac_fail(err, AC_ERR_INPUT, "kernel name too long (%zu characters, at most %d)", strlen(k->name),
-                       MAX_NAME - 1);
+                       AC_KERNEL_NAME_LEN - 1);
     if (ac_kernel_find(k->name))
         return ac_fail(err, AC_ERR_INPUT, "a kernel named '%s' is already registered", k->name);
     if (n_added == MAX_ADDED)
         return ac_fail(err, AC_ERR_INPUT, "kernel registry full: at most %d kernels can be added", MAX_ADDED);
-    snprintf(added_names[n_added], MAX_NAME, "%s", k->name);
+    snprintf(added_names[n_added], AC_KERNEL_NAME_LEN, "%s", k->name);
     added[n_added] = *k;
     added[n_added].name = added_names[n_added];
     n_added++;
@@ -99,28 +98,16 @@ static int check_head_dim(const ac_kernel *k, int d, ac_err *err)
     return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support head_dim=%d (supports %s)", k->name, d, list);
 }
 
-/* The mask capabilities a problem needs, and a name for the first one missing. */
+/* Every mask kind the problem uses must be claimed, with what it is claimed with. */
 static int check_mask(const ac_kernel *k, const ac_problem *p, ac_err *err)
 {
-    unsigned have = k->caps.masks;
-    bool br = p->align == AC_ALIGN_BOTTOM_RIGHT;
-    const char *align = br ? "bottom-right" : "top-left";
-    unsigned align_bit = br ? AC_MASKCAP_CAUSAL_BR : AC_MASKCAP_CAUSAL_TL;
-    if (p->windowed) {
-        bool causal = p->window_left == AC_WINDOW_INF && p->window_right == 0;
-        if (causal && !(have & align_bit))
-            return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support a causal mask aligned %s", k->name,
-                           align);
-        if (!causal && !(have & AC_MASKCAP_WINDOW))
-            return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support a sliding window mask", k->name);
-        if (!causal && !(have & align_bit)) /* a window comes in the alignments claimed for causal */
-            return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support a sliding window aligned %s", k->name,
-                           align);
+    unsigned used = ac_problem_masks(p);
+    for (int m = 0; m < AC_MASK_KIND_COUNT; m++) {
+        unsigned needs = ac_mask_needs((ac_mask_kind)m);
+        if ((used & (1u << m)) && (k->caps.masks & needs) != needs)
+            return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support %s (mask=%s)", k->name,
+                           ac_mask_what((ac_mask_kind)m), ac_mask_name((ac_mask_kind)m));
     }
-    if (p->dense_mask && !(have & AC_MASKCAP_DENSE))
-        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support a dense boolean mask", k->name);
-    if (!p->windowed && !p->dense_mask && !(have & AC_MASKCAP_NONE))
-        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support an unmasked problem (mask=none)", k->name);
     return AC_OK;
 }
 

@@ -12,14 +12,7 @@
 
 #include "mpfr_exact.h"
 #include "ref.h"
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "rng.h"
 
 static bool is_real_row(const ac_problem *p, size_t id)
 {
@@ -44,7 +37,7 @@ static size_t sample_rows(const ac_problem *p, size_t n, uint64_t seed, size_t *
     }
     uint64_t state = seed;
     while (got < n) {
-        size_t id = (size_t)(splitmix64(&state) % all);
+        size_t id = (size_t)(ac_splitmix64(&state) % all);
         bool dup = !is_real_row(p, id);
         for (size_t t = 0; t < got && !dup; t++)
             dup = ids[t] == id;

@@ -5,8 +5,12 @@
  * float for bf16/f16: rounding twice can miss the nearest value).  A format is
  * described by its precision p (significand bits, hidden bit included) and
  * its exponent range; fp8 e4m3/e5m2 would be two more rows of that table
- * (e4m3 has no Inf and saturates: its narrow needs its own overflow rule). */
+ * (e4m3 has no Inf and saturates: its narrow needs its own overflow rule).
+ * The table also holds each format's storage width (ac_bits_get/_put are the
+ * only code that reads or writes dtype storage), its poison pattern and the
+ * dtype its kernels write outputs in. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ref.h"
@@ -17,15 +21,19 @@ typedef struct {
     int precision;     /* p, with the hidden bit */
     int emin, emax;    /* exponents of the smallest and largest normal binades */
     double max_finite;
+    uint32_t poison;   /* see ref.h: a NaN payload no arithmetic produces */
+    ac_dtype output;   /* what its kernels write O, dQ, dK, dV in */
 } dtype_format;
 
 static const dtype_format formats[AC_DTYPE_COUNT] = {
-    [AC_F32] = {"f32", 4, 24, -126, 127, 0x1.fffffep127},
-    [AC_F16] = {"f16", 2, 11, -14, 15, 65504.0},
-    [AC_BF16] = {"bf16", 2, 8, -126, 127, 0x1.fep127},
+    [AC_F32] = {"f32", 4, 24, -126, 127, 0x1.fffffep127, 0x7FC0DEADu, AC_F32},
+    [AC_F16] = {"f16", 2, 11, -14, 15, 65504.0, 0x7E5Au, AC_F16},
+    [AC_BF16] = {"bf16", 2, 8, -126, 127, 0x1.fep127, 0x7FDAu, AC_BF16},
 };
 
 const char *ac_dtype_name(ac_dtype t) { return t < AC_DTYPE_COUNT ? formats[t].name : "?"; }
+uint32_t ac_dtype_poison(ac_dtype t) { return formats[t].poison; }
+ac_dtype ac_dtype_output(ac_dtype t) { return formats[t].output; }
 size_t ac_dtype_size(ac_dtype t) { return formats[t].size; }
 int ac_dtype_precision(ac_dtype t) { return formats[t].precision; }
 double ac_unit_roundoff(ac_dtype t) { return ldexp(1.0, -formats[t].precision); }
@@ -45,6 +53,14 @@ int ac_dtype_parse(const char *name, ac_dtype *out)
         }
     }
     return AC_ERR_INPUT;
+}
+
+void ac_dtype_list(char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < AC_DTYPE_COUNT && at < len; t++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", t ? ", " : "", formats[t].name);
 }
 
 static double f32_from_bits(uint32_t bits)
@@ -141,28 +157,34 @@ double ac_ulp(ac_dtype t, double x)
     return ldexp(1.0, e - (f->precision - 1));
 }
 
+/* ---- storage ------------------------------------------------------------- */
+
+uint32_t ac_bits_get(ac_dtype t, const void *buf, size_t i)
+{
+    switch (formats[t].size) {
+    case 1: return ((const uint8_t *)buf)[i];
+    case 2: return ((const uint16_t *)buf)[i];
+    default: return ((const uint32_t *)buf)[i];
+    }
+}
+
+void ac_bits_put(ac_dtype t, void *buf, size_t i, uint32_t bits)
+{
+    switch (formats[t].size) {
+    case 1: ((uint8_t *)buf)[i] = (uint8_t)bits; break;
+    case 2: ((uint16_t *)buf)[i] = (uint16_t)bits; break;
+    default: ((uint32_t *)buf)[i] = bits; break;
+    }
+}
+
 void ac_load(ac_dtype t, const void *buf, size_t n, double *out)
 {
-    if (t == AC_F32) {
-        const float *src = buf;
-        for (size_t i = 0; i < n; i++)
-            out[i] = src[i];
-        return;
-    }
-    const uint16_t *src = buf;
     for (size_t i = 0; i < n; i++)
-        out[i] = ac_widen(t, src[i]);
+        out[i] = ac_widen(t, ac_bits_get(t, buf, i));
 }
 
 void ac_store(ac_dtype t, const double *in, size_t n, void *buf)
 {
-    if (t == AC_F32) {
-        float *dst = buf;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = (float)in[i];
-        return;
-    }
-    uint16_t *dst = buf;
     for (size_t i = 0; i < n; i++)
-        dst[i] = (uint16_t)ac_narrow(t, in[i]);
+        ac_bits_put(t, buf, i, ac_narrow(t, in[i]));
 }

@@ -5,7 +5,9 @@
  * written down exactly once (see ref.h for the rule). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "mask_kinds.h"
 #include "ref.h"
 
 double ac_default_scale(int head_dim) { return 1.0 / sqrt((double)head_dim); }
@@ -91,6 +93,65 @@ bool ac_visible(const ac_problem *p, int b, int h, int i, int j)
     size_t mh = p->mask_heads == 1 ? 0 : (size_t)h;
     size_t at = ((mb * p->mask_heads + mh) * p->seqlen_q + i) * p->seqlen_k + j;
     return p->dense_mask[at] != 0;
+}
+
+/* ---- mask kinds (the table is ref/mask_kinds.h) ------------------------------- */
+
+typedef struct {
+    const char *name, *what;
+    unsigned bit, with;
+    ac_align align;
+} mask_row;
+
+static const mask_row mask_rows[AC_MASK_KIND_COUNT] = {
+#define AC_MASK_ROW_(id, spelling, bit_no, alignment, claimed_with, description) \
+    [AC_MASK_##id] = {spelling, description, 1u << (bit_no), AC_MASK_##claimed_with, alignment},
+    AC_MASK_KINDS(AC_MASK_ROW_)
+#undef AC_MASK_ROW_
+};
+
+static bool mask_ok(ac_mask_kind k) { return (unsigned)k < AC_MASK_KIND_COUNT; }
+const char *ac_mask_name(ac_mask_kind k) { return mask_ok(k) ? mask_rows[k].name : "?"; }
+const char *ac_mask_what(ac_mask_kind k) { return mask_ok(k) ? mask_rows[k].what : "?"; }
+ac_align ac_mask_align(ac_mask_kind k) { return mask_ok(k) ? mask_rows[k].align : AC_ALIGN_TOP_LEFT; }
+unsigned ac_mask_bit(ac_mask_kind k) { return mask_ok(k) ? mask_rows[k].bit : 0; }
+
+unsigned ac_mask_needs(ac_mask_kind k)
+{
+    return mask_ok(k) ? mask_rows[k].bit | mask_rows[mask_rows[k].with].bit : 0;
+}
+
+int ac_mask_from_name(const char *name, size_t len, ac_mask_kind *out)
+{
+    for (int k = 0; name && k < AC_MASK_KIND_COUNT; k++)
+        if (strlen(mask_rows[k].name) == len && strncmp(mask_rows[k].name, name, len) == 0) {
+            *out = (ac_mask_kind)k;
+            return AC_OK;
+        }
+    return AC_ERR_INPUT;
+}
+
+const char *ac_mask_names(void)
+{
+#define AC_MASK_LIST_(id, spelling, bit, alignment, claimed_with, what) ", " spelling
+    static const char list[] = AC_MASK_KINDS(AC_MASK_LIST_);
+#undef AC_MASK_LIST_
+    return list + 2; /* past the first ", " */
+}
+
+unsigned ac_problem_masks(const ac_problem *p)
+{
+    bool br = p->align == AC_ALIGN_BOTTOM_RIGHT;
+    unsigned kinds = 0;
+    if (p->windowed) {
+        bool causal = p->window_left == AC_WINDOW_INF && p->window_right == 0;
+        ac_mask_kind k = causal ? (br ? AC_MASK_CAUSAL_BR : AC_MASK_CAUSAL_TL)
+                                : (br ? AC_MASK_WINDOW_BR : AC_MASK_WINDOW_TL);
+        kinds |= 1u << k;
+    }
+    if (p->dense_mask)
+        kinds |= 1u << AC_MASK_DENSE;
+    return kinds ? kinds : 1u << AC_MASK_NONE;
 }
 
 static int validate_sizes(const ac_problem *p, ac_err *err)

@@ -2,7 +2,7 @@
  *
  * Everything here works on double arrays that hold the kernel's inputs widened
  * exactly (ac_load), so the only error measured is the kernel's.  See
- * ../shared/DESIGN.md, "The numerical contract".
+ * docs/DESIGN.md, "The numerical contract".
  *
  * Also the vocabulary every component shares: status codes and messages,
  * dtypes, and the attention problem (shape, layout, mask, scale).
@@ -38,12 +38,16 @@ typedef struct {
 int ac_fail(ac_err *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- dtypes --------------------------------------------------------------
- * Storage is the raw bit pattern: uint32_t for f32, uint16_t for f16/bf16.
- * Room is left for fp8 (e4m3, e5m2): add an enum value and a format row. */
+ * One table (ref/dtype.c) holds every format: name, storage width, precision,
+ * exponent range, the poison pattern and the dtype its kernels write.  Storage
+ * is the raw bit pattern (uint32_t for f32, uint16_t for f16/bf16), read and
+ * written only through ac_bits_get / ac_bits_put.  Room is left for fp8
+ * (e4m3, e5m2): an enum value and a table row (docs/DESIGN.md, "Adding a dtype"). */
 typedef enum { AC_F32 = 0, AC_F16 = 1, AC_BF16 = 2, AC_DTYPE_COUNT } ac_dtype;
 
 const char *ac_dtype_name(ac_dtype t);                /* "f32", "f16", "bf16" */
 int ac_dtype_parse(const char *name, ac_dtype *out);  /* AC_OK or AC_ERR_INPUT */
+void ac_dtype_list(char *buf, size_t len);            /* "f32, f16, bf16": every name, for messages */
 size_t ac_dtype_size(ac_dtype t);                     /* bytes per element */
 int ac_dtype_precision(ac_dtype t);                   /* significand bits incl. hidden: 24, 11, 8 */
 double ac_unit_roundoff(ac_dtype t);                  /* u = 2^-p: 2^-24, 2^-11, 2^-8 */
@@ -57,9 +61,29 @@ double ac_round(ac_dtype t, double x);       /* ac_widen(t, ac_narrow(t, x)) */
  * Finite x beyond the largest finite value use the last binade's ulp; NaN/Inf give NaN. */
 double ac_ulp(ac_dtype t, double x);
 
+/* Storage: element i of buf (dtype t) as its bit pattern, and back.  Every
+ * access to dtype storage goes through these two (the width comes from the
+ * table), so a format of another width is one table row. */
+uint32_t ac_bits_get(ac_dtype t, const void *buf, size_t i);
+void ac_bits_put(ac_dtype t, void *buf, size_t i, uint32_t bits);
+
 /* Arrays: widen n elements of buf (dtype t) into out, narrow n doubles into buf. */
 void ac_load(ac_dtype t, const void *buf, size_t n, double *out);
 void ac_store(ac_dtype t, const double *in, size_t n, void *buf);
+
+/* The dtype a kernel reading inputs in t writes O, dQ, dK, dV in (LSE is
+ * always f32).  t itself for f32, f16 and bf16; fp8 kernels read e4m3 and
+ * write bf16, which their row will say. */
+ac_dtype ac_dtype_output(ac_dtype t);
+
+/* Poison: the pattern output buffers are filled with before a kernel runs, so
+ * an element it never writes is seen.  A quiet NaN with a payload no
+ * arithmetic produces (hardware and libm give the default NaN or propagate an
+ * input's payload, and inputs are never NaN): f32 0x7FC0DEAD, f16 0x7E5A,
+ * bf16 0x7FDA.  A format without a spare NaN payload (fp8 e4m3: one NaN code
+ * per sign, no Inf) would poison with its negative NaN; an unwritten element
+ * and a NaN the kernel wrote then look alike, and both fail. */
+uint32_t ac_dtype_poison(ac_dtype t);
 
 /* ---- the attention problem ----------------------------------------------- */
 typedef enum { AC_LAYOUT_BHSD = 0, AC_LAYOUT_BSHD = 1 } ac_layout;

@@ -264,3 +264,40 @@ Test(ref_dtype, load_store_round_trip)
     ac_store(AC_F32, fw, 1000, fb);
     cr_assert(memcmp(f, fb, sizeof f) == 0, "f32 patterns must come back unchanged");
 }
+
+/* ac_bits_put writes exactly the table's width at element i: the neighbours'
+ * bytes stay as they were, and ac_bits_get reads the pattern back. */
+Test(ref_dtype, bits_put_writes_one_element_of_the_table_width)
+{
+    uint64_t s = 2024;
+    for (int t = 0; t < AC_DTYPE_COUNT; t++) {
+        size_t w = ac_dtype_size((ac_dtype)t);
+        for (int trial = 0; trial < 100; trial++) {
+            unsigned char buf[16];
+            memset(buf, 0xA5, sizeof buf);
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t bits = (uint32_t)(s >> 32) & (uint32_t)(w == 4 ? 0xffffffffu : (1u << (8 * w)) - 1);
+            ac_bits_put((ac_dtype)t, buf, 1, bits);
+            cr_assert_eq(ac_bits_get((ac_dtype)t, buf, 1), bits, "%s 0x%x", ac_dtype_name((ac_dtype)t), bits);
+            for (size_t b = 0; b < sizeof buf; b++)
+                if (b < w || b >= 2 * w)
+                    cr_assert_eq(buf[b], 0xA5, "%s: byte %zu outside element 1 was written",
+                                 ac_dtype_name((ac_dtype)t), b);
+        }
+    }
+}
+
+/* The poison is a NaN, and not the NaN that arithmetic or narrowing gives. */
+Test(ref_dtype, poison_is_a_nan_no_arithmetic_produces)
+{
+    const uint32_t want[AC_DTYPE_COUNT] = {[AC_F32] = 0x7FC0DEADu, [AC_F16] = 0x7E5Au, [AC_BF16] = 0x7FDAu};
+    volatile double zero = 0.0;
+    for (int t = 0; t < AC_DTYPE_COUNT; t++) {
+        uint32_t p = ac_dtype_poison((ac_dtype)t);
+        cr_assert_eq(p, want[t], "%s poison 0x%x", ac_dtype_name((ac_dtype)t), p);
+        cr_assert(isnan(ac_widen((ac_dtype)t, p)));
+        cr_assert_neq(p, ac_narrow((ac_dtype)t, zero / zero), "%s: 0/0 narrows to the poison",
+                      ac_dtype_name((ac_dtype)t));
+        cr_assert_neq(p, ac_narrow((ac_dtype)t, NAN));
+    }
+}

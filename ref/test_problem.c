@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "mask_kinds.h"
 #include "ref.h"
 
 /* Every mask on one hand-worked 3 x 5 example (Nq = 3, Nk = 5). */
@@ -206,4 +207,41 @@ Test(ref_problem, validate_rejects_shapes_over_the_memory_budget)
     assert_rejected(&p, 1 << 20, "budget");
     ac_problem huge = ac_problem_dense(64, 64, 64, 1 << 20, 1 << 20, 512); /* would overflow 32 bits */
     assert_rejected(&huge, 0, "budget");
+}
+
+/* The kinds of ref/mask_kinds.h a problem uses: its window (causal is (inf, 0))
+ * in its alignment, its dense mask, or none. */
+Test(ref_problem, mask_kinds_follow_the_window_alignment_and_dense_mask)
+{
+    ac_problem p = p35();
+    cr_assert_eq(ac_problem_masks(&p), 1u << AC_MASK_NONE);
+    p.windowed = true, p.window_left = AC_WINDOW_INF, p.window_right = 0;
+    cr_assert_eq(ac_problem_masks(&p), 1u << AC_MASK_CAUSAL_TL);
+    p.align = AC_ALIGN_BOTTOM_RIGHT;
+    cr_assert_eq(ac_problem_masks(&p), 1u << AC_MASK_CAUSAL_BR);
+    p.window_left = 2;
+    cr_assert_eq(ac_problem_masks(&p), 1u << AC_MASK_WINDOW_BR, "(2, 0) is a window, not causal");
+    uint8_t keep[15];
+    memset(keep, 1, sizeof keep);
+    p.dense_mask = keep;
+    cr_assert_eq(ac_problem_masks(&p), 1u << AC_MASK_WINDOW_BR | 1u << AC_MASK_DENSE);
+    p.windowed = false;
+    cr_assert_eq(ac_problem_masks(&p), 1u << AC_MASK_DENSE);
+}
+
+Test(ref_problem, mask_kind_names_parse_back_and_windows_are_claimed_with_causal)
+{
+    for (int k = 0; k < AC_MASK_KIND_COUNT; k++) {
+        const char *name = ac_mask_name((ac_mask_kind)k);
+        ac_mask_kind back;
+        cr_assert_eq(ac_mask_from_name(name, strlen(name), &back), AC_OK, "%s", name);
+        cr_assert_eq(back, (ac_mask_kind)k);
+        cr_assert_neq(strstr(ac_mask_names(), name), NULL, "%s missing from the list", name);
+        cr_assert(ac_mask_needs((ac_mask_kind)k) & ac_mask_bit((ac_mask_kind)k), "%s needs its own bit", name);
+    }
+    ac_mask_kind k;
+    cr_assert_eq(ac_mask_from_name("causal", 6, &k), AC_ERR_INPUT);
+    cr_assert_eq(ac_mask_needs(AC_MASK_WINDOW_BR), ac_mask_bit(AC_MASK_WINDOW_BR) | ac_mask_bit(AC_MASK_CAUSAL_BR));
+    cr_assert_eq(ac_mask_bit(AC_MASK_WINDOW_TL), ac_mask_bit(AC_MASK_WINDOW_BR), "the windows share one bit");
+    cr_assert_str_eq(ac_mask_names(), "none, causal-tl, causal-br, window-tl, window-br, dense");
 }

@@ -1,0 +1,186 @@
+/* harness/campaign/corpus.c — the regression corpus: *.cases files read for
+ * replay (a file, or every *.cases file of a directory in sorted order), and
+ * failures appended to DIR/<kernel>.cases by --save-failures. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "harness/campaign/corpus.h"
+#include "harness/files/files.h"
+#include "harness/verdict/gate.h"
+#include "kernels/kernel.h"
+
+/* ---- saving failures ------------------------------------------------------- */
+
+/* One line of text: newlines in why would break the corpus format. */
+static void one_line(const char *in, char *out, size_t len)
+{
+    snprintf(out, len, "%s", in ? in : "");
+    for (char *p = out; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+}
+
+/* Keeps file names to [A-Za-z0-9._-]: a plugin's name must not escape DIR. */
+static void file_stem(const char *kernel, char *out, size_t len)
+{
+    size_t n = 0;
+    for (const char *p = kernel; *p && n + 1 < len; p++) {
+        char ch = *p;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+                  ch == '_' || (ch == '.' && n > 0);
+        out[n++] = ok ? ch : '_';
+    }
+    out[n] = '\0';
+    if (n == 0)
+        snprintf(out, len, "kernel");
+}
+
+/* "# DATE KERNEL: WHY\nLINE\n", each on one line, the date ISO 8601 UTC. */
+static void corpus_entry(const char *kernel, const char *why, const char *line, char *buf, size_t len)
+{
+    char why1[AC_WHY_LEN], line1[AC_CASE_LINE_MAX], date[32];
+    one_line(why, why1, sizeof why1);
+    one_line(line, line1, sizeof line1);
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(buf, len, "# %s %s: %s\n%s\n", date, kernel, why1, line1);
+}
+
+/* path's old contents (if any) and then entry, replacing path atomically. */
+static int append_atomic(const char *path, const char *entry, ac_err *err)
+{
+    char *old;
+    size_t old_len, add = strlen(entry);
+    int st = ac_read_file(path, &old, &old_len, err);
+    if (st != AC_OK)
+        return st;
+    char *all = malloc(old_len + add + 2);
+    if (!all) {
+        free(old);
+        return ac_fail(err, AC_ERR_ENV, "out of memory");
+    }
+    if (old_len)
+        memcpy(all, old, old_len);
+    size_t n = old_len;
+    if (n > 0 && all[n - 1] != '\n')
+        all[n++] = '\n'; /* a file someone edited without a final newline */
+    memcpy(all + n, entry, add);
+    free(old);
+    st = ac_write_atomic(path, all, n + add, err);
+    free(all);
+    return st;
+}
+
+int ac_save_failure(const char *dir, const char *kernel, const char *why, const char *line, ac_err *err)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return ac_fail(err, AC_ERR_INPUT, "--save-failures: cannot create %s: %s", dir, strerror(errno));
+    char stem[AC_KERNEL_NAME_LEN], path[AC_PATH_LEN];
+    file_stem(kernel, stem, sizeof stem);
+    if (snprintf(path, sizeof path, "%s/%s.cases", dir, stem) >= (int)sizeof path)
+        return ac_fail(err, AC_ERR_INPUT, "--save-failures: path too long");
+    char entry[AC_WHY_LEN + AC_CASE_LINE_MAX + 300];
+    corpus_entry(kernel, why, line, entry, sizeof entry);
+    return append_atomic(path, entry, err);
+}
+
+/* ---- reading a corpus ------------------------------------------------------ */
+
+int ac_corpus_add_line(ac_corpus *l, const char *line, const char *file, long lineno, ac_err *err)
+{
+    ac_case cs;
+    ac_err why = {{0}};
+    int st = ac_case_parse(line, &cs, &why);
+    if (st == AC_OK)
+        st = ac_case_validate(&cs, &why);
+    if (st != AC_OK)
+        return ac_fail(err, st, "%s:%ld: %s", file, lineno, why.msg);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        ac_case *nc = realloc(l->cases, cap * sizeof *nc);
+        if (nc)
+            l->cases = nc;
+        char(*nw)[AC_CORPUS_WHERE_MAX] = realloc(l->where, cap * sizeof *nw);
+        if (nw)
+            l->where = nw;
+        if (!nc || !nw)
+            return ac_fail(err, AC_ERR_ENV, "out of memory reading %s", file);
+        l->cap = cap;
+    }
+    l->cases[l->n] = cs;
+    snprintf(l->where[l->n], sizeof l->where[0], "%s:%ld", file, lineno);
+    l->n++;
+    return AC_OK;
+}
+
+static int corpus_file(ac_corpus *l, const char *path, ac_err *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ac_fail(err, AC_ERR_INPUT, "cannot open %s: %s", path, strerror(errno));
+    char line[AC_CASE_LINE_MAX + 2];
+    long lineno = 0;
+    int st = AC_OK;
+    while (st == AC_OK && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            st = ac_fail(err, AC_ERR_INPUT, "%s:%ld: line longer than %d characters", path, lineno,
+                         AC_CASE_LINE_MAX);
+            break;
+        }
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
+            line[--len] = '\0';
+        const char *p = line + strspn(line, " \t");
+        if (*p != '\0' && *p != '#')
+            st = ac_corpus_add_line(l, p, path, lineno, err);
+    }
+    fclose(f);
+    return st;
+}
+
+static int has_cases_suffix(const struct dirent *e)
+{
+    size_t n = strlen(e->d_name);
+    return e->d_name[0] != '.' && n > 6 && strcmp(e->d_name + n - 6, ".cases") == 0;
+}
+
+static int corpus_dir(ac_corpus *l, const char *dir, ac_err *err)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, has_cases_suffix, alphasort);
+    if (n < 0)
+        return ac_fail(err, AC_ERR_INPUT, "cannot read %s: %s", dir, strerror(errno));
+    int st = n == 0 ? ac_fail(err, AC_ERR_INPUT, "no *.cases files in %s", dir) : AC_OK;
+    for (int i = 0; i < n; i++) {
+        char path[AC_PATH_LEN];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        if (st == AC_OK)
+            st = corpus_file(l, path, err);
+        free(names[i]);
+    }
+    free(names);
+    return st;
+}
+
+int ac_corpus_load(ac_corpus *l, const char *path, ac_err *err)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return ac_fail(err, AC_ERR_INPUT, "cannot open %s: %s", path, strerror(errno));
+    return S_ISDIR(sb.st_mode) ? corpus_dir(l, path, err) : corpus_file(l, path, err);
+}
+
+void ac_corpus_free(ac_corpus *l)
+{
+    free(l->cases);
+    free(l->where);
+    memset(l, 0, sizeof *l);
+}

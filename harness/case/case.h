@@ -1,0 +1,120 @@
+/* harness/case/case.h — the case line: one line reproduces one case exactly.
+ *
+ *   v1 seed=9 b=2 hq=8 hkv=2 nq=300 nk=700 d=96 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto
+ *
+ * Fields after "v1" are key=value separated by single spaces, printed in a
+ * fixed order; optional fields are printed only when not at their default.
+ * Parse -> format round-trips byte for byte for every line format produces.
+ * Grammar (one row per field in case.c's table): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
+ * [seqlens-k] layout dist scale, with
+ *   mask = none | causal-tl | causal-br | window-tl(L,R) | window-br(L,R) | dense(KEEP)
+ *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
+ *   maskrows = FRAC in [0,1] (dense only)
+ *   seqlens-q/-k = one length per sequence, each in 0..nq (0..nk)
+ *   dist = normal(M,S) | uniform(LO,HI) | outliers(S,P) | increasing(SLOPE) | equal()
+ *          | dominant(MARGIN) | huge(FRAC) | tiny();   scale = auto | VALUE
+ * The parser also takes fields in any order and extra blanks, and defaults a
+ * missing mask, layout, dist or scale (none, bhsd, normal(0,1), auto); the
+ * other fields are required.  c->scale always holds the f32 value the kernel
+ * uses ((float)(1/sqrt(d)) for auto, when parsed); ac_inputs_make recomputes it.
+ * Next stage: the generator draws these (generate.h), ac_inputs_make makes one
+ * concrete (run/inputs.h). */
+#ifndef ATTNCHECK_CASE_H
+#define ATTNCHECK_CASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ref/mask_kinds.h"
+#include "ref/ref.h"
+
+#define AC_CASE_MAX_BATCH 64
+#define AC_CASE_LINE_MAX 1024
+
+typedef enum {
+    AC_DIST_NORMAL = 0, /* normal(mean, std) */
+    AC_DIST_UNIFORM,    /* uniform(lo, hi) */
+    AC_DIST_OUTLIERS,   /* normal(0, a) with a fraction b of elements times 1000 (heavy tail) */
+    AC_DIST_INCREASING, /* scores grow along the keys: a rescale at every tile; a = slope */
+    AC_DIST_EQUAL,      /* all scores equal (K rows identical), V random */
+    AC_DIST_DOMINANT,   /* one key per row dominates by a margin a */
+    AC_DIST_HUGE,       /* magnitudes near the dtype's overflow (fraction a of its max) */
+    AC_DIST_TINY,       /* magnitudes near the dtype's underflow */
+    AC_DIST_COUNT
+} ac_dist_kind;
+/* What each distribution draws exactly (run/inputs.c); dO is normal(0,1) throughout:
+ *   normal, uniform: every element of Q, K, V.
+ *   outliers(S,P): Q, K normal(0,S), each element times AC_OUTLIER_FACTOR with
+ *     probability P (heavy-tailed scores); V normal(0,S) (a heavy tail in V as well
+ *     would push dQ = scale dS K past f16's range).
+ *   increasing(SLOPE): Q_i = a_i w, K_j = t_j w (w in {-1,1}^d per (b, kv head), a_i
+ *     in [0.5,1] / (scale d), t_j = SLOPE (j+1) / nk), so S_ij = scale d a_i t_j grows
+ *     with j from ~0 to ~SLOPE in every row; V normal(0,1).
+ *   equal(): K rows identical within each (b, kv head); Q, V normal(0,1).
+ *   dominant(MARGIN): one key j* per (b, kv head) whose score beats every other
+ *     key's, in every row, by >= MARGIN (Q_i0 = sign(scale), K_j* = (beta, 0, ..)).
+ *   huge(FRAC) and tiny() have two modes, picked by the case seed (ac_dist_mode):
+ *     mode 0 "scores": Q, K huge (f16: up to FRAC * 65504; bf16/f32: FRAC * 2^56, so
+ *       S fits the f32 a fused kernel accumulates it in), V normal(0,1) — softmax
+ *       one-hot, exp overflows without the max subtraction;
+ *     mode 1 "values": V huge (f16: up to FRAC * 65504; bf16/f32: FRAC * max * 2^-17, so
+ *       an f32 accumulator over 2^16 keys holds it), each column V_.c = +-T (1 - 2^-9 r):
+ *       O near the top, an un-normalised accumulation in the dtype overflows, while
+ *       dP - D = dO.(V_j - O) stays small enough for dS in the dtype.
+ *     tiny: magnitudes in [2, 128] x the dtype's smallest normal (Q, K in mode 0;
+ *       V in mode 1), random signs; normal(0,1) for the rest. */
+#define AC_OUTLIER_FACTOR 1000.0
+const char *ac_dist_name(ac_dist_kind k);  /* "normal", ... */
+int ac_dist_param_count(ac_dist_kind k);   /* numbers inside the parentheses: 0, 1 or 2 */
+
+typedef struct {
+    int version;  /* 1 */
+    uint64_t seed;
+    int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    ac_dtype dtype;                /* of the inputs; the outputs': ac_case_out_dtype */
+    ac_layout layout;
+    ac_mask_kind mask;             /* a row of ref/mask_kinds.h; its alignment is the row's */
+    int window_left, window_right; /* window kinds; causal holds (inf, 0); AC_WINDOW_INF allowed on one side */
+    double dense_keep;             /* AC_MASK_DENSE: keep probability of each (query, key) pair */
+    double masked_rows;            /* fraction of query rows fully masked (needs a dense mask) */
+    int n_seqlens_q, n_seqlens_k;  /* 0, or batch: per-sequence lengths */
+    int seqlens_q[AC_CASE_MAX_BATCH], seqlens_k[AC_CASE_MAX_BATCH];
+    bool scale_auto;               /* scale = 1/sqrt(d) */
+    double scale;
+    ac_dist_kind dist;
+    double dist_a, dist_b;
+} ac_case;
+
+/* ---- the mask of a case (masks.c: one row per kind of ref/mask_kinds.h) ----
+ * A value "window-br(8,0)": the kind's spelling, then its parameters if it
+ * takes any.  Parsed into c (kind and parameters; other fields untouched):
+ * the case line's mask= and check's --mask read the same spelling. */
+int ac_case_mask_parse(const char *value, ac_case *c, ac_err *err);
+/* Sets the kind, with the parameters the kind fixes (causal: window (inf, 0)). */
+void ac_case_set_mask(ac_case *c, ac_mask_kind k);
+/* The problem's window and alignment for c's mask (a dense mask is drawn by run/inputs.c). */
+void ac_case_mask_to_problem(const ac_case *c, ac_problem *p);
+/* The shrinker's steps: the kind one rank down (window -> causal in the same
+ * alignment; none below that) and the kind aligned top-left (itself if it has no alignment). */
+ac_mask_kind ac_case_mask_simpler(ac_mask_kind k);
+ac_mask_kind ac_case_mask_top_left(ac_mask_kind k);
+/* A --mask filter list, "causal-br,window,dense": kind spellings, or a
+ * spelling's stem before "-tl"/"-br" for both alignments.  *kinds gets a bit
+ * (1u << ac_mask_kind) per kind; AC_ERR_INPUT naming the bad entry otherwise. */
+int ac_mask_filter_parse(const char *list, unsigned *kinds, ac_err *err);
+
+/* The dtype of the outputs (O, dQ, dK, dV) a kernel writes for case c: its
+ * dtype's ac_dtype_output (c->dtype is the inputs' dtype). */
+ac_dtype ac_case_out_dtype(const ac_case *c);
+
+/* AC_OK, or AC_ERR_INPUT with a message naming the bad field. */
+int ac_case_parse(const char *line, ac_case *c, ac_err *err);
+/* Writes the canonical line (no newline); returns its length, or -1 if len is too small. */
+int ac_case_format(const ac_case *c, char *buf, size_t len);
+/* Semantic checks (sizes, window, seqlens, GQA) beyond syntax. */
+int ac_case_validate(const ac_case *c, ac_err *err);
+/* A valid default case (seed 1, b=1, h=1, nq=nk=16, d=16, f16, no mask, normal(0,1)). */
+ac_case ac_case_default(void);
+
+#endif

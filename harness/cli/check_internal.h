@@ -1,0 +1,26 @@
+/* harness/cli/check_internal.h — shared by check.c (the commands) and
+ * check_files.c (tensor files -> ac_inputs); not part of harness.h. */
+#ifndef ATTNCHECK_CHECK_INTERNAL_H
+#define ATTNCHECK_CHECK_INTERNAL_H
+
+#include "harness/cli/cli.h"
+#include "harness/files/tensor_io.h"
+#include "harness/run/inputs.h"
+
+enum { T_Q, T_K, T_V, T_O, T_LSE, T_DO, T_DQ, T_DK, T_DV, T_N };
+extern const char *const ac_check_tnames[T_N]; /* "q", "k", "v", "o", "lse", "do", "dq", "dk", "dv" */
+
+typedef struct {
+    ac_tensor t[T_N];
+    bool have[T_N];
+} tensor_files;
+
+bool ac_check_ends_with(const char *s, const char *tail);
+/* PATH: a directory of NAME.npy files or one .safetensors file; q, k, v required. */
+int ac_check_read_files(const char *path, tensor_files *f, ac_err *err);
+void ac_check_files_free(tensor_files *f);
+/* Shapes, dtypes and options into an ac_inputs (q, k, v, do moved out of f,
+ * widened exactly; NaN/Inf refused).  in is zeroed first: ac_inputs_free is safe. */
+int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err *err);
+
+#endif

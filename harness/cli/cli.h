@@ -1,0 +1,85 @@
+/* harness/cli/cli.h — the command line: one option table (options.c) for
+ * every subcommand, the same spellings everywhere ("--opt value" and
+ * "--opt=value"; masks in the case line's words), and the subcommands that
+ * live outside main.c.
+ *
+ * Exit statuses are the AC_* codes: 0 all passed, 1 an accuracy failure,
+ * 2 bad usage or input, 3 environment.  --help prints the subcommand's usage
+ * on stdout and exits 0: the parser says so with AC_CLI_HELP, a value no exit
+ * status takes. */
+#ifndef ATTNCHECK_CLI_H
+#define ATTNCHECK_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "harness/report/report.h"
+#include "ref/ref.h"
+
+typedef enum {
+    AC_CMD_FUZZ = 1u << 0,
+    AC_CMD_RUN = 1u << 1,
+    AC_CMD_LIST = 1u << 2,
+    AC_CMD_PROVE = 1u << 3,
+    AC_CMD_CHECK = 1u << 4,
+    AC_CMD_REFERENCE = 1u << 5,
+} ac_cmd;
+
+#define AC_CLI_HELP (-1)          /* ac_cli_parse: --help asked for; print ac_cli_usage, exit 0 */
+#define AC_DEFAULT_SEED 1
+#define AC_DEFAULT_CERT_ROWS 2    /* MPFR-certified rows per case, every subcommand */
+#define AC_MAX_CERT_ROWS 1000
+#define AC_DEFAULT_SHRINK_STEPS 200
+#define AC_MAX_PLUGINS 16
+
+/* Everything a command line can say; each subcommand reads its own options. */
+typedef struct {
+    ac_cmd cmd;
+    const char *cmd_name;
+    const char *path;                 /* run FILE|DIR; check, reference PATH */
+    /* reports: the file per format of report/report.h's table (NULL: not asked for) */
+    const char *report_path[AC_REPORT_MAX_FORMATS];
+    const char *budgets;
+    const char *plugins[AC_MAX_PLUGINS];
+    int n_plugins;
+    bool quiet;
+    /* fuzz, run, prove */
+    const char *kernel, *save_dir, *case_line, *base;
+    uint64_t seed;
+    long cases, clean_cases;          /* 0 / -1: not given */
+    double seconds;
+    unsigned dtypes;                  /* --dtype LIST: bit per ac_dtype (0: all) */
+    unsigned masks;                   /* fuzz --mask LIST: bit per ac_mask_kind (0: all) */
+    int max_seqlen, cert_rows, shrink_steps;
+    bool stop_first, no_backward;
+    /* check, reference: the raw values, read against the files' shapes */
+    const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
+} ac_cli;
+
+/* Parses the options of subcommand argv[0] ("fuzz", "check", ...) from
+ * argv[1..argc).  AC_OK; AC_CLI_HELP; or AC_ERR_INPUT with a message naming the
+ * option (an unknown subcommand, option or value, a retired spelling). */
+int ac_cli_parse(int argc, char **argv, ac_cli *c, ac_err *err);
+/* `attncheck CMD --help`, from the option table. */
+void ac_cli_usage(FILE *f, const ac_cli *c);
+/* `attncheck --help`: the subcommands and the exit statuses. */
+void ac_cli_overview(FILE *f);
+
+/* A subcommand end to end: parse argv (argv[0] its name), answer --help,
+ * load the plugins, run(c), print "attncheck CMD: message" for an error.
+ * Returns the exit status. */
+int ac_cli_main(int argc, char **argv, int (*run)(const ac_cli *c, ac_err *err));
+
+/* Loads the --plugin libraries; AC_OK or the status with err naming the file. */
+int ac_cli_load_plugins(const ac_cli *c, ac_err *err);
+/* A report with every format the command line asked for (skip_markdown: prove
+ * writes its own table there); *rep is NULL on failure. */
+int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_err *err);
+
+/* check.c: `attncheck check PATH [options]`, `attncheck reference PATH --out ...`.
+ * argv[0] is the subcommand's name; each returns an exit status. */
+int ac_cmd_check(int argc, char **argv);
+int ac_cmd_reference(int argc, char **argv);
+
+#endif

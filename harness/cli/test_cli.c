@@ -1,0 +1,234 @@
+/* harness/cli/test_cli.c — the built `attncheck` binary, run as a user runs it:
+ * exit statuses 0/1/2/3 and the messages that go with them.
+ *
+ * The binary is $ATTNCHECK_BIN, else harness/attncheck beside this test
+ * binary (both live in the build directory). */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "attncheck_config.h"
+#include "harness/harness.h"
+
+static const char *bin_path(void)
+{
+    static char path[PATH_MAX + 32];
+    const char *env = getenv("ATTNCHECK_BIN");
+    if (env && *env)
+        return env;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert_gt(n, 0);
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    snprintf(path, sizeof path, "%s/harness/attncheck", self);
+    return path;
+}
+
+static const char *source_dir(void)
+{
+    const char *env = getenv("ATTNCHECK_SOURCE_DIR");
+    return env && *env ? env : ATTNCHECK_SOURCE_DIR;
+}
+
+/* Runs the binary with args (shell syntax), returns its exit status; its
+ * stdout and stderr together in out. */
+static int run_cli(const char *args, char *out, size_t len)
+{
+    char cmd[PATH_MAX + 4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", bin_path(), args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = 0, got;
+    while (n + 1 < len && (got = fread(out + n, 1, len - 1 - n, p)) > 0)
+        n += got;
+    out[n] = '\0';
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0)
+        ;
+    int status = pclose(p);
+    cr_assert(WIFEXITED(status), "attncheck %s did not exit normally", args);
+    return WEXITSTATUS(status);
+}
+
+static char out[1 << 16];
+
+Test(harness_cli, help_exits_zero_and_names_the_subcommands)
+{
+    cr_assert_eq(run_cli("--help", out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "fuzz"));
+    cr_assert_not_null(strstr(out, "prove"));
+    cr_assert_eq(run_cli("fuzz --help", out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "--save-failures"));
+}
+
+Test(harness_cli, list_names_every_kernel_with_availability)
+{
+    cr_assert_eq(run_cli("list", out, sizeof out), 0, "%s", out);
+    for (size_t i = 0; i < ac_kernel_count(); i++) {
+        const char *name = ac_kernel_at(i)->name;
+        char want[256];
+        snprintf(want, sizeof want, "%s dtypes=", name);
+        cr_assert_not_null(strstr(out, want), "%s missing from:\n%s", name, out);
+    }
+    cr_assert_not_null(strstr(out, "ref-fp64 "));
+    cr_assert_not_null(strstr(out, "  available\n"));
+}
+
+Test(harness_cli, list_offers_only_its_own_options)
+{
+    cr_assert_eq(run_cli("list --help", out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "--plugin"), "%s", out);
+    cr_assert_null(strstr(out, "--json"), "list writes no reports:\n%s", out);
+    cr_assert_eq(run_cli("list --json /dev/null", out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "unknown option '--json'"), "%s", out);
+}
+
+Test(harness_cli, fixtures_pass_on_ref_fp64)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "run '%s/fixtures' --kernel ref-fp64 --quiet", source_dir());
+    int st = run_cli(args, out, sizeof out);
+    cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
+    cr_assert_not_null(strstr(out, "0 failed, 0 errors"), "%s", out);
+}
+
+Test(harness_cli, malformed_case_exits_2_naming_the_field)
+{
+    int st = run_cli("run --case 'v1 seed=1 b=1 hq=1 hkv=1 nq=banana nk=4 d=8 dtype=f16' --kernel ref-fp64", out,
+                     sizeof out);
+    cr_assert_eq(st, 2, "exit %d:\n%s", st, out);
+    cr_assert_not_null(strstr(out, "--case:1: "), "%s", out);
+    cr_assert_not_null(strstr(out, "nq"), "the message names the field: %s", out);
+}
+
+Test(harness_cli, unknown_option_exits_2)
+{
+    cr_assert_eq(run_cli("fuzz --frobnicate", out, sizeof out), 2);
+    cr_assert_not_null(strstr(out, "unknown option '--frobnicate'"), "%s", out);
+    cr_assert_eq(run_cli("fuzz --cases 12x", out, sizeof out), 2, "numbers are parsed strictly");
+    cr_assert_eq(run_cli("fuzz --cases -3", out, sizeof out), 2);
+    cr_assert_eq(run_cli("frobnicate", out, sizeof out), 2);
+    cr_assert_eq(run_cli("fuzz --kernel no-such-kernel", out, sizeof out), 2);
+}
+
+Test(harness_cli, cuda_kernel_without_gpu_exits_3)
+{
+    if (ac_cuda_present(NULL))
+        cr_skip_test("a GPU is present here");
+    int st = run_cli("fuzz --kernel cuda-flash --cases 1", out, sizeof out);
+    cr_assert_eq(st, 3, "exit %d:\n%s", st, out);
+    cr_assert_not_null(strstr(out, "cuda-flash"), "%s", out);
+}
+
+/* A mutant visible on short sequences (--max-seqlen 64 is one K/V tile, where a
+ * missing rescale is no bug at all): the causal mask off by one.  Its absence
+ * is a failure: a registry that lost its mutants would prove nothing. */
+Test(harness_cli, a_mutant_exits_1_with_a_minimal_line)
+{
+    const char *m = "cpu-flash-mutant-causal-off-by-one";
+    cr_assert_not_null(ac_kernel_find(m), "%s is not registered", m);
+    char args[512];
+    snprintf(args, sizeof args, "fuzz --kernel %s --cases 300 --stop-first --max-seqlen 64 --quiet", m);
+    int st = run_cli(args, out, sizeof out);
+    cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
+    cr_assert_not_null(strstr(out, "  minimal:  v1 "), "%s", out);
+}
+
+Test(harness_cli, same_seed_gives_identical_json)
+{
+    char a[128], b[128], args[512];
+    snprintf(a, sizeof a, "/tmp/ac-cli-%d-a.json", (int)getpid());
+    snprintf(b, sizeof b, "/tmp/ac-cli-%d-b.json", (int)getpid());
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "fuzz --kernel ref-fp64 --seed 7 --cases 6 --max-seqlen 32 --quiet --json %s",
+                 i ? b : a);
+        int st = run_cli(args, out, sizeof out);
+        cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
+    cr_assert_eq(system(cmd), 0, "the two JSON files differ");
+    FILE *f = fopen(a, "r");
+    int lines = 0;
+    for (int ch; (ch = fgetc(f)) != EOF;)
+        lines += ch == '\n';
+    fclose(f);
+    cr_assert_eq(lines, 6, "one line per case");
+    unlink(a);
+    unlink(b);
+}
+
+/* ---- the one option table (harness/cli/options.c) ------------------------------- */
+
+Test(harness_cli, every_subcommand_takes_opt_equals_value_and_opt_space_value)
+{
+    char *fuzz_a[] = {"fuzz", "--seed=7", "--cases", "5", "--cert-rows=3", NULL};
+    char *check_a[] = {"check", "case", "--layout=bshd", "--cert-rows", "3", "--mask=window-br(8,0)", NULL};
+    ac_cli c;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_cli_parse(5, fuzz_a, &c, &err), AC_OK, "%s", err.msg);
+    cr_assert(c.cmd == AC_CMD_FUZZ && c.seed == 7 && c.cases == 5 && c.cert_rows == 3);
+    cr_assert_eq(ac_cli_parse(6, check_a, &c, &err), AC_OK, "%s", err.msg);
+    cr_assert(c.cmd == AC_CMD_CHECK && c.cert_rows == 3);
+    cr_assert_str_eq(c.path, "case");
+    cr_assert_str_eq(c.layout, "bshd");
+    cr_assert_str_eq(c.mask, "window-br(8,0)", "the value after the first '=' is kept whole");
+}
+
+Test(harness_cli, defaults_are_one_set_for_every_subcommand)
+{
+    const char *const cmds[] = {"fuzz", "run", "prove", "check"}; /* reference certifies nothing */
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char *argv[] = {(char *)cmds[i], NULL};
+        ac_cli c;
+        cr_assert_eq(ac_cli_parse(1, argv, &c, NULL), AC_OK, "%s", cmds[i]);
+        cr_assert_eq(c.cert_rows, AC_DEFAULT_CERT_ROWS, "%s", cmds[i]);
+        char *too_many[] = {(char *)cmds[i], "--cert-rows", "1001", NULL};
+        ac_err err = {{0}};
+        cr_assert_eq(ac_cli_parse(3, too_many, &c, &err), AC_ERR_INPUT, "%s accepted 1001 rows", cmds[i]);
+        cr_assert(strstr(err.msg, "0..1000") != NULL, "%s: %s", cmds[i], err.msg);
+    }
+}
+
+Test(harness_cli, help_is_its_own_status_not_an_accuracy_failure)
+{
+    char *argv[] = {"check", "--help", NULL};
+    ac_cli c;
+    cr_assert_eq(ac_cli_parse(2, argv, &c, NULL), AC_CLI_HELP);
+    cr_assert_neq(AC_CLI_HELP, AC_FAIL_ACCURACY);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(run_cli(i ? "reference --help" : "check --help", out, sizeof out), 0, "%s", out);
+        cr_assert_not_null(strstr(out, "--mask-file"), "%s", out);
+        cr_assert_not_null(strstr(out, "--mask KIND"), "%s", out);
+    }
+}
+
+Test(harness_cli, retired_mask_spellings_exit_2_naming_the_new_one)
+{
+    cr_assert_eq(run_cli("check case --causal tl", out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "--mask causal-tl"), "%s", out);
+    cr_assert_eq(run_cli("reference case --window 128,0 --out x", out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "--mask window-br(L,R)"), "%s", out);
+    cr_assert_eq(run_cli("check case --mask case/mask.npy", out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "--mask-file"), "a file given to --mask points at --mask-file: %s", out);
+    cr_assert_eq(run_cli("fuzz --mask causal-tl,window --cases 1 --causal", out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "unknown option '--causal'"), "fuzz never had --causal: %s", out);
+}
+
+Test(harness_cli, report_options_come_from_the_report_table)
+{
+    for (size_t i = 0; i < ac_report_format_count(); i++) {
+        const char *flag = ac_report_format_at(i)->flag;
+        char *argv[] = {"run", (char *)flag, "/tmp/x", NULL};
+        ac_cli c;
+        ac_err err = {{0}};
+        cr_assert_eq(ac_cli_parse(3, argv, &c, &err), AC_OK, "%s: %s", flag, err.msg);
+        cr_assert_str_eq(c.report_path[i], "/tmp/x");
+    }
+}

@@ -1,0 +1,107 @@
+/* harness/report/report.c — the table of report formats, and a report: the
+ * formats one invocation asked for, each fed every result and written at
+ * close.  Everything is collected in memory and written at close, each file
+ * through ac_write_atomic (temp + fsync + rename). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/report/report.h"
+#include "harness/report/report_internal.h"
+
+/* The formats, one row each; each is defined in its own report_<name>.c. */
+extern const ac_report_format ac_report_json, ac_report_junit, ac_report_markdown;
+static const ac_report_format *const formats[] = {&ac_report_json, &ac_report_junit, &ac_report_markdown};
+enum { N_FORMATS = (int)(sizeof formats / sizeof formats[0]) };
+_Static_assert(N_FORMATS <= AC_REPORT_MAX_FORMATS, "raise AC_REPORT_MAX_FORMATS");
+
+size_t ac_report_format_count(void) { return N_FORMATS; }
+const ac_report_format *ac_report_format_at(size_t i) { return i < N_FORMATS ? formats[i] : NULL; }
+
+int ac_report_format_index(const char *flag)
+{
+    for (int i = 0; i < N_FORMATS; i++)
+        if (strcmp(formats[i]->flag, flag) == 0)
+            return i;
+    return -1;
+}
+
+struct ac_report {
+    void *state[N_FORMATS]; /* NULL: not asked for */
+    char *path[N_FORMATS];
+};
+
+int ac_report_open(ac_report **r, ac_err *err)
+{
+    *r = calloc(1, sizeof **r);
+    return *r ? AC_OK : ac_fail(err, AC_ERR_ENV, "out of memory");
+}
+
+int ac_report_want(ac_report *r, const char *flag, const char *path, ac_err *err)
+{
+    int i = ac_report_format_index(flag);
+    if (i < 0)
+        return ac_fail(err, AC_ERR_INPUT, "no report format %s", flag);
+    if (r->state[i])
+        return ac_fail(err, AC_ERR_INPUT, "%s given twice", flag);
+    r->path[i] = strdup(path);
+    r->state[i] = r->path[i] ? formats[i]->open() : NULL;
+    if (!r->state[i]) {
+        free(r->path[i]);
+        r->path[i] = NULL;
+        return ac_fail(err, AC_ERR_ENV, "out of memory");
+    }
+    return AC_OK;
+}
+
+void ac_report_add(ac_report *r, const char *kernel, const ac_result *res, const char *minimal_line)
+{
+    for (int i = 0; r && i < N_FORMATS; i++)
+        if (r->state[i])
+            formats[i]->write(r->state[i], kernel, res, minimal_line);
+}
+
+int ac_report_close(ac_report *r, ac_err *err)
+{
+    if (!r)
+        return AC_OK;
+    int st = AC_OK;
+    for (int i = 0; i < N_FORMATS; i++) {
+        if (!r->state[i])
+            continue;
+        ac_err why = {{0}};
+        int one = formats[i]->close(r->state[i], r->path[i], &why); /* closes even after a failure */
+        if (one != AC_OK && st == AC_OK)
+            st = ac_fail(err, one, "%s", why.msg);
+        free(r->path[i]);
+    }
+    free(r);
+    return st;
+}
+
+/* ---- shared by the writers (report_internal.h) ------------------------------- */
+
+const char *report_verdict_name(const ac_result *res)
+{
+    if (res->unsupported)
+        return "skipped";
+    switch (res->verdict) {
+    case AC_VERDICT_PASS: return "pass";
+    case AC_VERDICT_FAIL: return "fail";
+    default: return "error";
+    }
+}
+
+void *report_kernel_slot(void *records, size_t size, int *n, const char *kernel)
+{
+    char *base = records;
+    for (int i = 0; i < *n; i++)
+        if (strcmp(base + (size_t)i * size, kernel) == 0)
+            return base + (size_t)i * size;
+    if (*n == REPORT_MAX_KERNELS)
+        return NULL;
+    char *slot = base + (size_t)(*n)++ * size;
+    memset(slot, 0, size);
+    snprintf(slot, AC_KERNEL_NAME_LEN, "%s", kernel);
+    return slot;
+}

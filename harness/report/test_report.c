@@ -1,0 +1,227 @@
+/* harness/report/test_report.c — the JSON Lines, JUnit and Markdown writers: what they
+ * write parses back and holds the metrics it was given, at the right place;
+ * the JSON holds no timing, so the same campaign gives the same bytes. */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/harness.h"
+
+static char dir[64];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/ac-report-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static char *path_in(const char *name)
+{
+    static char paths[4][128];
+    static int next;
+    char *p = paths[next++ % 4];
+    snprintf(p, 128, "%s/%s", dir, name);
+    return p;
+}
+
+static char *slurp(const char *path, size_t *len_out)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    char *buf = malloc(1 << 20);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    if (len_out)
+        *len_out = n;
+    return buf;
+}
+
+/* A failing result with known metrics: O off by 523.5 scaled at (0, 1, 3, 7). */
+static ac_result failing_result(void)
+{
+    ac_result r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.line, sizeof r.line, "v1 seed=9 b=1 hq=2 hkv=2 nq=8 nk=8 d=16 dtype=f16 mask=\"x\" <&>");
+    r.verdict = AC_VERDICT_FAIL;
+    r.dtype = AC_F16;
+    snprintf(r.kind, sizeof r.kind, "O:scaled");
+    snprintf(r.why, sizeof r.why, "O max scaled error 523.5 > budget 4 at b=0 h=1 row=3 col=7");
+    r.seconds = 0.125;
+    ac_metrics *o = &r.m[AC_OUT_O];
+    o->present = true;
+    o->n_compared = 256;
+    o->max_ulp = 1200;
+    o->max_scaled = 523.5;
+    o->at_max_scaled = (ac_where){0, 1, 3, 7};
+    o->vs_naive_max = INFINITY;
+    o->vs_naive_mean = 2.25;
+    o->n_wrong_zero = 3;
+    ac_metrics *l = &r.m[AC_OUT_LSE];
+    l->present = true;
+    l->max_scaled = 0.5;
+    l->at_max_scaled = (ac_where){0, 0, 2, -1};
+    r.cert.rows_checked = 2;
+    r.cert.certified = true;
+    return r;
+}
+
+static ac_result passing_result(double seconds)
+{
+    ac_result r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.line, sizeof r.line, "v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16");
+    r.verdict = AC_VERDICT_PASS;
+    r.dtype = AC_F16;
+    r.seconds = seconds;
+    r.m[AC_OUT_O].present = true;
+    r.m[AC_OUT_O].max_scaled = 0.75;
+    r.m[AC_OUT_O].max_ulp = 2;
+    return r;
+}
+
+Test(harness_report, json_lines_parse_back_with_the_metrics)
+{
+    make_dir();
+    ac_report *rep;
+    ac_err err;
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--json", path_in("r.json"), &err), AC_OK);
+    ac_result f = failing_result(), p = passing_result(0.5);
+    ac_report_add(rep, "cpu-flash-mutant-x", &f, "v1 seed=1 MINIMAL");
+    ac_report_add(rep, "cpu-flash-mutant-x", &p, NULL);
+    cr_assert_eq(ac_report_close(rep, &err), AC_OK, "%s", err.msg);
+
+    char *text = slurp(path_in("r.json"), NULL);
+    char *nl = strchr(text, '\n');
+    cr_assert_not_null(nl, "one object per line");
+    *nl = '\0';
+    cJSON *a = cJSON_Parse(text), *b = cJSON_Parse(nl + 1);
+    cr_assert_not_null(a);
+    cr_assert_not_null(b);
+    cr_assert_str_eq(cJSON_GetObjectItem(a, "kernel")->valuestring, "cpu-flash-mutant-x");
+    cr_assert_str_eq(cJSON_GetObjectItem(a, "case")->valuestring, f.line);
+    cr_assert_str_eq(cJSON_GetObjectItem(a, "verdict")->valuestring, "fail");
+    cr_assert_str_eq(cJSON_GetObjectItem(a, "kind")->valuestring, "O:scaled");
+    cr_assert_str_eq(cJSON_GetObjectItem(a, "minimal")->valuestring, "v1 seed=1 MINIMAL");
+    cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(a, "outputs"), "O");
+    cr_assert_eq(cJSON_GetObjectItem(o, "max_scaled")->valuedouble, 523.5);
+    cr_assert_eq(cJSON_GetObjectItem(o, "max_ulp")->valuedouble, 1200);
+    cr_assert_eq(cJSON_GetObjectItem(o, "wrong_zero")->valuedouble, 3);
+    cr_assert_str_eq(cJSON_GetObjectItem(o, "vs_naive_max")->valuestring, "inf");
+    cJSON *at = cJSON_GetObjectItem(o, "at_max_scaled");
+    int want[4] = {0, 1, 3, 7};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(cJSON_GetArrayItem(at, i)->valueint, want[i], "at_max_scaled[%d]", i);
+    cr_assert_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "outputs"),
+                                                                            "LSE"), "at_max_scaled"), 3)->valueint,
+                 -1, "LSE has no column");
+    cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "outputs"), "dQ"), "absent outputs are not written");
+    cJSON *cert = cJSON_GetObjectItem(a, "certification");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cert, "certified")));
+    cr_assert_eq(cJSON_GetObjectItem(cert, "rows_checked")->valueint, 2);
+    cr_assert_str_eq(cJSON_GetObjectItem(b, "verdict")->valuestring, "pass");
+    cr_assert_null(cJSON_GetObjectItem(b, "minimal"), "only failures carry a minimal line");
+    cr_assert_null(strstr(text, "second"), "no timings in JSON");
+    cr_assert_null(strstr(nl + 1, "second"), "no timings in JSON");
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(text);
+}
+
+Test(harness_report, json_is_identical_whatever_the_timings)
+{
+    make_dir();
+    ac_err err;
+    for (int run = 0; run < 2; run++) {
+        ac_report *rep;
+        cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+        cr_assert_eq(ac_report_want(rep, "--json", path_in(run ? "b.json" : "a.json"), &err), AC_OK);
+        ac_result p = passing_result(run ? 9.75 : 0.001), f = failing_result();
+        ac_report_add(rep, "k", &p, NULL);
+        ac_report_add(rep, "k", &f, "MIN");
+        cr_assert_eq(ac_report_close(rep, &err), AC_OK);
+    }
+    size_t la, lb;
+    char *a = slurp(path_in("a.json"), &la), *b = slurp(path_in("b.json"), &lb);
+    cr_assert_eq(la, lb);
+    cr_assert_eq(memcmp(a, b, la), 0);
+    free(a);
+    free(b);
+}
+
+Test(harness_report, junit_has_a_suite_per_kernel_and_escaped_names)
+{
+    make_dir();
+    ac_report *rep;
+    ac_err err;
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--junit", path_in("r.xml"), &err), AC_OK);
+    ac_result f = failing_result(), p = passing_result(0.5);
+    ac_report_add(rep, "k1", &f, "MIN");
+    ac_report_add(rep, "k1", &p, NULL);
+    ac_report_add(rep, "k2", &p, NULL);
+    cr_assert_eq(ac_report_close(rep, &err), AC_OK);
+    char *x = slurp(path_in("r.xml"), NULL);
+    cr_assert_not_null(strstr(x, "<testsuite name=\"k1\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\">"),
+                       "%s", x);
+    cr_assert_not_null(strstr(x, "<testsuite name=\"k2\" tests=\"1\" failures=\"0\""));
+    cr_assert_not_null(strstr(x, "name=\"v1 seed=9 b=1 hq=2 hkv=2 nq=8 nk=8 d=16 dtype=f16 mask=&quot;x&quot; &lt;&amp;&gt;\""));
+    cr_assert_not_null(strstr(x, "<failure message=\"O max scaled error 523.5 &gt; budget 4"), "%s", x);
+    cr_assert_not_null(strstr(x, "minimal: MIN</failure>"));
+    free(x);
+}
+
+Test(harness_report, markdown_has_worst_errors_and_both_lines)
+{
+    make_dir();
+    ac_report *rep;
+    ac_err err;
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--markdown", path_in("r.md"), &err), AC_OK);
+    ac_result f = failing_result(), p = passing_result(0.5);
+    ac_report_add(rep, "k1", &p, NULL);
+    ac_report_add(rep, "k1", &f, "v1 seed=1 MIN");
+    cr_assert_eq(ac_report_close(rep, &err), AC_OK);
+    char *md = slurp(path_in("r.md"), NULL);
+    cr_assert_not_null(strstr(md, "### `k1`: 1 passed, 1 failed"), "%s", md);
+    /* worst over the two cases: ulp 1200, scaled 523.5, vs-naive inf / 2.25, 3 wrong zeros */
+    cr_assert_not_null(strstr(md, "| f16 | O | 2 | 1.2e+03 | 524 | inf | 2.25 | 0 | 0 | 0 | 3 | 0 |"), "%s", md);
+    cr_assert_not_null(strstr(md, "  - minimal:  `v1 seed=1 MIN`"));
+    cr_assert_not_null(strstr(md, "  - original: `v1 seed=9"));
+    free(md);
+}
+
+/* Every row of the format table is reachable by its flag and writes its file,
+ * which names the kernel; a flag no row has is refused. */
+Test(harness_report, every_format_of_the_table_writes_its_file)
+{
+    make_dir();
+    size_t n = ac_report_format_count();
+    cr_assert_geq(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        const ac_report_format *fmt = ac_report_format_at(i);
+        cr_assert_eq(ac_report_format_index(fmt->flag), (int)i, "%s", fmt->flag);
+        ac_report *rep;
+        ac_err err = {{0}};
+        cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+        cr_assert_eq(ac_report_want(rep, fmt->flag, path_in("any"), &err), AC_OK, "%s: %s", fmt->flag, err.msg);
+        cr_assert_eq(ac_report_want(rep, fmt->flag, path_in("again"), &err), AC_ERR_INPUT, "%s twice", fmt->flag);
+        ac_result f = failing_result();
+        ac_report_add(rep, "kernel-xyz", &f, NULL);
+        cr_assert_eq(ac_report_close(rep, &err), AC_OK, "%s: %s", fmt->flag, err.msg);
+        char *doc = slurp(path_in("any"), NULL);
+        cr_assert_not_null(strstr(doc, "kernel-xyz"), "%s wrote:\n%s", fmt->flag, doc);
+        free(doc);
+        unlink(path_in("any"));
+    }
+    ac_report *rep;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--no-such-format", path_in("x"), &err), AC_ERR_INPUT);
+    cr_assert_eq(ac_report_close(rep, &err), AC_OK, "nothing asked for, nothing written");
+}

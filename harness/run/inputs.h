@@ -1,0 +1,36 @@
+/* harness/run/inputs.h — a case made concrete: the problem, Q, K, V and dO
+ * in the case's dtype with their exact widenings, the mask and the lengths.
+ * Comes from a case (ac_inputs_make) or from tensor files (cli/check_files.c);
+ * the kernel run, the reference and the comparator all read it. */
+#ifndef ATTNCHECK_INPUTS_H
+#define ATTNCHECK_INPUTS_H
+
+#include "harness/case/case.h"
+#include "ref/ref.h"
+
+typedef struct {
+    ac_case c;
+    ac_problem p;
+    /* Q, K, V and dO are stored in c.dtype; the kernel writes O, dQ, dK, dV in
+     * ac_case_out_dtype(&c) (the same dtype for f32, f16, bf16; bf16 for fp8
+     * inputs) and LSE in f32: ac_inputs_out_dtype. */
+    void *q, *k, *v, *d_o;          /* c.dtype bit patterns */
+    double *qd, *kd, *vd, *d_od;    /* exact widenings */
+    int *seqlens_q, *seqlens_k;     /* owned; p points at them */
+    uint8_t *dense_mask;            /* owned; p points at it */
+} ac_inputs;
+
+/* Validates c (ac_case_validate, then ac_problem_validate with the default memory
+ * budget), builds the problem (scale: the f32 value the kernel uses,
+ * (double)(float)(1/sqrt(d)) for scale=auto; dense mask (1, 1, Nq, Nk) with the
+ * maskrows fraction of rows fully masked) and draws Q, K, V, dO from the case
+ * seed: the same case gives byte-identical tensors, in either layout the same
+ * logical values.  in is zeroed first, so ac_inputs_free is safe after a failure. */
+int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err);
+void ac_inputs_free(ac_inputs *in);
+/* The dtype the kernel writes O, dQ, dK, dV in. */
+ac_dtype ac_inputs_out_dtype(const ac_inputs *in);
+/* huge/tiny: 0 = "scores" (Q, K), 1 = "values" (V); a function of the case seed. */
+int ac_dist_mode(const ac_case *c);
+
+#endif

@@ -1,0 +1,242 @@
+/* harness/run/plugin.c — a kernel in a shared library (kernels/attncheck_plugin.h).
+ *
+ * ac_plugin_load dlopens the library (RTLD_NOW: a missing symbol fails here,
+ * not in the middle of a campaign; RTLD_LOCAL: two plugins never see each
+ * other's symbols), asks it for its descriptor and checks everything in it
+ * before anything else of it is called: ABI version first (the one field every
+ * version keeps in place), then name, entry points and capabilities.  A
+ * descriptor that passes is wrapped in an ac_kernel that translates
+ * ac_problem into the ABI's own struct and registered like a built-in kernel.
+ * Plugins are never unloaded: the registry keeps pointers into them. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/files/files.h"
+#include "harness/run/plugin.h"
+#include "kernels/attncheck_plugin.h"
+
+/* The ABI's plain ints are attncheck's enums, value for value. */
+_Static_assert(ATTNCHECK_DTYPE_F32 == AC_F32 && ATTNCHECK_DTYPE_F16 == AC_F16 && ATTNCHECK_DTYPE_BF16 == AC_BF16,
+               "dtype values");
+_Static_assert(ATTNCHECK_LAYOUT_BHSD == AC_LAYOUT_BHSD && ATTNCHECK_LAYOUT_BSHD == AC_LAYOUT_BSHD, "layouts");
+_Static_assert(ATTNCHECK_ALIGN_TOP_LEFT == AC_ALIGN_TOP_LEFT && ATTNCHECK_ALIGN_BOTTOM_RIGHT == AC_ALIGN_BOTTOM_RIGHT,
+               "alignments");
+_Static_assert(ATTNCHECK_WINDOW_INF == AC_WINDOW_INF, "window");
+_Static_assert(ATTNCHECK_MASK_NONE == AC_MASKCAP_NONE && ATTNCHECK_MASK_CAUSAL_TL == AC_MASKCAP_CAUSAL_TL &&
+               ATTNCHECK_MASK_CAUSAL_BR == AC_MASKCAP_CAUSAL_BR && ATTNCHECK_MASK_WINDOW == AC_MASKCAP_WINDOW &&
+               ATTNCHECK_MASK_DENSE == AC_MASKCAP_DENSE, "mask bits");
+/* The mask kinds ABI v1 can describe (its problem struct has a window and a
+ * dense mask): a kind added to ref/mask_kinds.h later is not claimable by a
+ * v1 plugin, whose problem could not carry it. */
+#define ABI_V1_MASKS                                                                                     \
+    (ATTNCHECK_MASK_NONE | ATTNCHECK_MASK_CAUSAL_TL | ATTNCHECK_MASK_CAUSAL_BR | ATTNCHECK_MASK_WINDOW | \
+     ATTNCHECK_MASK_DENSE)
+_Static_assert(ATTNCHECK_MAX_LISTED_HEAD_DIMS == AC_MAX_LISTED_HEAD_DIMS, "listed head dims");
+_Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed through as int32_t");
+
+#define PLUGIN_ERRBUF 512
+
+typedef struct {
+    ac_kernel k;          /* k.ctx points back here */
+    const attncheck_plugin *desc;
+    char path[AC_PATH_LEN];
+    char name[AC_KERNEL_NAME_LEN];
+} plugin_ctx;
+
+static attncheck_problem to_abi(const ac_problem *p)
+{
+    return (attncheck_problem){
+        .batch = p->batch, .heads_q = p->heads_q, .heads_kv = p->heads_kv,
+        .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k, .head_dim = p->head_dim,
+        .layout = (int32_t)p->layout, .scale = p->scale, .windowed = p->windowed ? 1 : 0,
+        .window_left = p->window_left, .window_right = p->window_right, .align = (int32_t)p->align,
+        .seqlens_q = (const int32_t *)p->seqlens_q, .seqlens_k = (const int32_t *)p->seqlens_k,
+        .dense_mask = p->dense_mask, .mask_batch = p->mask_batch, .mask_heads = p->mask_heads,
+    };
+}
+
+/* A nonzero return or (for a CUDA plugin) a device fault: the environment, naming the plugin. */
+static int after_call(const plugin_ctx *c, const char *entry, int rc, char *buf, ac_err *err)
+{
+    buf[PLUGIN_ERRBUF - 1] = 0;
+    if (rc != 0)
+        return ac_fail(err, AC_ERR_ENV, "plugin %s (%s): %s returned %d: %s", c->name, c->path, entry, rc,
+                       buf[0] ? buf : "(no message)");
+    if (c->desc->memory == ATTNCHECK_MEM_CUDA) {
+        ac_err why = {{0}};
+        if (ac_dev_sync(&why) != AC_OK)
+            return ac_fail(err, AC_ERR_ENV, "plugin %s (%s): device fault in %s: %s", c->name, c->path, entry,
+                           why.msg);
+    }
+    return AC_OK;
+}
+
+static int plugin_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a,
+                          ac_err *err)
+{
+    const plugin_ctx *c = self->ctx;
+    attncheck_problem ap = to_abi(p);
+    char buf[PLUGIN_ERRBUF] = "";
+    int rc = c->desc->forward(c->desc->user, &ap, (int32_t)t, a->q, a->k, a->v, a->o, a->lse, buf, sizeof buf);
+    return after_call(c, "forward", rc, buf, err);
+}
+
+static int plugin_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a,
+                           ac_err *err)
+{
+    const plugin_ctx *c = self->ctx;
+    attncheck_problem ap = to_abi(p);
+    char buf[PLUGIN_ERRBUF] = "";
+    int rc = c->desc->backward(c->desc->user, &ap, (int32_t)t, a->q, a->k, a->v, a->o, a->lse, a->d_o, a->dq,
+                               a->dk, a->dv, buf, sizeof buf);
+    return after_call(c, "backward", rc, buf, err);
+}
+
+static int plugin_available(const ac_kernel *self, ac_err *err)
+{
+    if (self->memory == AC_MEM_CUDA && !ac_cuda_present(err))
+        return AC_ERR_ENV;
+    return AC_OK;
+}
+
+/* ---- validation: nothing of the plugin is called before all of it passes ---- */
+
+static bool name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= 64)
+        return false;
+    for (const char *s = name; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '-' ||
+              *s == '_' || *s == '.'))
+            return false;
+    return true;
+}
+
+static int check_head_dims(const char *path, const attncheck_caps *c, ac_err *err)
+{
+    if (c->n_head_dims < 0 || c->n_head_dims > ATTNCHECK_MAX_LISTED_HEAD_DIMS)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.n_head_dims %d outside 0..%d", path, (int)c->n_head_dims,
+                       ATTNCHECK_MAX_LISTED_HEAD_DIMS);
+    for (int i = 0; i < c->n_head_dims; i++)
+        if (c->head_dims[i] < 1 || c->head_dims[i] > AC_MAX_HEAD_DIM)
+            return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.head_dims[%d] = %d outside 1..%d", path, i,
+                           (int)c->head_dims[i], AC_MAX_HEAD_DIM);
+    if (c->n_head_dims == 0 && (c->max_head_dim < 1 || c->max_head_dim > AC_MAX_HEAD_DIM))
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.max_head_dim %d outside 1..%d (with no listed dims)",
+                       path, (int)c->max_head_dim, AC_MAX_HEAD_DIM);
+    return AC_OK;
+}
+
+static int check_caps(const char *path, const attncheck_plugin *d, ac_err *err)
+{
+    const attncheck_caps *c = &d->caps;
+    if (c->dtypes == 0 || (c->dtypes >> AC_DTYPE_COUNT) != 0)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.dtypes 0x%x: none or unknown dtype bits", path,
+                       (unsigned)c->dtypes);
+    if (c->layouts == 0 || (c->layouts >> 2) != 0)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.layouts 0x%x: none or unknown layout bits", path,
+                       (unsigned)c->layouts);
+    if (c->masks == 0 || (c->masks & ~(unsigned)ABI_V1_MASKS) != 0)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.masks 0x%x: none or unknown mask bits", path,
+                       (unsigned)c->masks);
+    if (c->max_seqlen < 0)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.max_seqlen %d < 0", path, (int)c->max_seqlen);
+    if (d->memory != ATTNCHECK_MEM_HOST && d->memory != ATTNCHECK_MEM_CUDA)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: memory %d is neither host (0) nor cuda (1)", path,
+                       (int)d->memory);
+    if (c->backward && !d->backward)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.backward is set but the backward entry point is NULL",
+                       path);
+    return check_head_dims(path, c, err);
+}
+
+static int check_descriptor(const char *path, const attncheck_plugin *d, ac_err *err)
+{
+    if (!d)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: attncheck_plugin_describe() returned NULL", path);
+    if (d->abi_version != ATTNCHECK_PLUGIN_ABI_VERSION)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: ABI version %u, attncheck speaks %d (rebuild it against "
+                       "this attncheck_plugin.h)", path, (unsigned)d->abi_version, ATTNCHECK_PLUGIN_ABI_VERSION);
+    if (!d->name || !name_ok(d->name))
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: name %s%s%s is not 1-63 characters of [A-Za-z0-9._-]", path,
+                       d->name ? "'" : "", d->name ? d->name : "NULL", d->name ? "'" : "");
+    if (!d->forward)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): forward entry point is NULL", path, d->name);
+    return check_caps(path, d, err);
+}
+
+static ac_caps to_caps(const attncheck_caps *c)
+{
+    ac_caps k = {.dtypes = c->dtypes, .n_head_dims = c->n_head_dims, .max_head_dim = c->max_head_dim,
+                 .masks = c->masks, .layouts = c->layouts, .gqa = c->gqa != 0, .varlen = c->varlen != 0,
+                 .backward = c->backward != 0, .max_seqlen = c->max_seqlen};
+    for (int i = 0; i < c->n_head_dims; i++)
+        k.head_dims[i] = c->head_dims[i];
+    if (k.n_head_dims > 0) /* max_head_dim: the largest listed one, for whoever reads only it */
+        for (int i = 0; i < k.n_head_dims; i++)
+            k.max_head_dim = k.head_dims[i] > k.max_head_dim ? k.head_dims[i] : k.max_head_dim;
+    return k;
+}
+
+static int describe(const char *path, const attncheck_plugin **out, ac_err *err)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: cannot load: %s", path, why ? why : "unknown error");
+    }
+    dlerror();
+    void *sym = dlsym(h, ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL);
+    if (!sym) {
+        dlclose(h);
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: no symbol %s: not an attncheck plugin (see "
+                       "kernels/attncheck_plugin.h)", path, ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL);
+    }
+    attncheck_plugin_describe_fn fn;
+    memcpy(&fn, &sym, sizeof fn); /* object pointer -> function pointer, as POSIX allows */
+    const attncheck_plugin *d = fn();
+    int st = check_descriptor(path, d, err);
+    if (st != AC_OK) {
+        dlclose(h);
+        return st;
+    }
+    *out = d; /* h stays open for the life of the process */
+    return AC_OK;
+}
+
+int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
+{
+    if (out)
+        *out = NULL;
+    /* dlopen searches the library path for a bare name; a plugin is a file the user names */
+    char full[AC_PATH_LEN];
+    if (snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path) >= (int)sizeof full)
+        return ac_fail(err, AC_ERR_INPUT, "plugin path too long: %s", path);
+    const attncheck_plugin *d = NULL;
+    int st = describe(full, &d, err);
+    if (st != AC_OK)
+        return st;
+    plugin_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return ac_fail(err, AC_ERR_ENV, "plugin %s: out of memory", path);
+    c->desc = d;
+    snprintf(c->path, sizeof c->path, "%s", path);
+    snprintf(c->name, sizeof c->name, "%s", d->name);
+    c->k = (ac_kernel){.name = c->name, .description = d->description ? d->description : "plugin",
+                       .caps = to_caps(&d->caps), .memory = (ac_memory)d->memory,
+                       .device = d->memory == ATTNCHECK_MEM_CUDA ? AC_DEV_CUDA : AC_DEV_CPU,
+                       .available = plugin_available, .forward = plugin_forward,
+                       .backward = d->caps.backward ? plugin_backward : NULL, .ctx = c};
+    ac_err why = {{0}};
+    if ((st = ac_kernel_add(&c->k, &why)) != AC_OK) {
+        free(c);
+        return ac_fail(err, st, "plugin %s: %s", path, why.msg);
+    }
+    const ac_kernel *reg = ac_kernel_find(c->name);
+    if (out)
+        *out = reg ? reg : &c->k;
+    return AC_OK;
+}

@@ -1,0 +1,212 @@
+/* harness/run/test_run.c — the runner and the campaign on a kernel double
+ * defined here (the fp64 reference rounded to the dtype, with a planted bug),
+ * so they are tested whatever kernels exist: verdicts, the poison, device
+ * faults, unsupported cases, a real failure shrunk, a campaign's JSON. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/files/test_files_support.h"
+#include "harness/harness.h"
+
+/* The whole file, NUL-terminated (freed by the caller). */
+static char *read_text(const char *path)
+{
+    char *data;
+    size_t len;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_read_file(path, &data, &len, &err), AC_OK, "%s", err.msg);
+    cr_assert_not_null(data, "%s does not exist", path);
+    char *text = realloc(data, len + 1);
+    text[len] = '\0';
+    return text;
+}
+
+/* ---- the runner and the shrinker on a real (double) kernel ------------------
+ * A kernel double defined here: the fp64 reference rounded to the dtype, with a
+ * planted bug chosen by ctx.  Lets the runner be tested whatever kernels exist. */
+
+typedef enum { DBL_CORRECT, DBL_SKIP_LAST_ROW, DBL_DEVICE_FAULT, DBL_SCALE_BIAS } dbl_mode;
+
+static int dbl_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
+{
+    dbl_mode mode = *(const dbl_mode *)self->ctx;
+    if (mode == DBL_DEVICE_FAULT)
+        return ac_fail(err, AC_ERR_ENV, "double: simulated device fault");
+    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
+    double *q = malloc(nq * 8), *k = malloc(nkv * 8), *v = malloc(nkv * 8), *o = malloc(nq * 8), *l = malloc(nl * 8);
+    ac_load(t, a->q, nq, q);
+    ac_load(t, a->k, nkv, k);
+    ac_load(t, a->v, nkv, v);
+    int st = ref_forward_fp64(p, q, k, v, o, l, err);
+    if (mode == DBL_SCALE_BIAS)
+        for (size_t i = 0; i < nq; i++)
+            o[i] *= 1.0 + 1.0 / 64; /* a bias many ulps wide everywhere */
+    /* the last query row of every (b, h) is left unwritten in DBL_SKIP_LAST_ROW */
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < p->seqlen_q; i++) {
+                if (mode == DBL_SKIP_LAST_ROW && i == p->seqlen_q - 1)
+                    continue;
+                for (int c = 0; c < p->head_dim; c++) {
+                    size_t at = ac_q_index(p, b, h, i, c);
+                    ac_store(t, &o[at], 1, (char *)a->o + at * ac_dtype_size(t));
+                }
+                size_t li = ac_lse_index(p, b, h, i);
+                a->lse[li] = (float)l[li];
+            }
+    free(q), free(k), free(v), free(o), free(l);
+    return st;
+}
+
+static const dbl_mode modes[] = {DBL_CORRECT, DBL_SKIP_LAST_ROW, DBL_DEVICE_FAULT, DBL_SCALE_BIAS};
+
+static ac_kernel double_kernel(dbl_mode mode)
+{
+    ac_kernel k = {.name = "double", .description = "fp64 reference rounded, with a planted bug"};
+    k.caps.dtypes = (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16);
+    k.caps.max_head_dim = AC_MAX_HEAD_DIM;
+    k.caps.masks = AC_MASKCAP_ALL;
+    k.caps.layouts = 3;
+    k.caps.gqa = k.caps.varlen = true;
+    k.device = AC_DEV_CPU;
+    k.memory = AC_MEM_HOST;
+    k.forward = dbl_forward;
+    k.ctx = &modes[mode];
+    return k;
+}
+
+static ac_budgets budgets(void)
+{
+    ac_budgets b;
+    ac_err err;
+    cr_assert_eq(ac_budgets_load(ac_budgets_default_path(), &b, &err), AC_OK, "%s", err.msg);
+    return b;
+}
+
+static ac_case small_case(void)
+{
+    ac_case c = ac_case_default();
+    c.seed = 5;
+    c.batch = 2;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.seqlen_q = 20;
+    c.seqlen_k = 33;
+    return c;
+}
+
+Test(harness_run, correct_kernel_passes_with_every_forward_output_compared)
+{
+    ac_kernel k = double_kernel(DBL_CORRECT);
+    ac_budgets b = budgets();
+    ac_case c = small_case();
+    ac_run_opts o = {.backward = true, .cert_rows = 1};
+    ac_result r;
+    ac_err err;
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s", r.why);
+    cr_assert(r.m[AC_OUT_O].present && r.m[AC_OUT_LSE].present);
+    cr_assert(!r.m[AC_OUT_DQ].present, "no backward on a forward-only kernel");
+    cr_assert_eq(r.m[AC_OUT_O].n_compared, (size_t)2 * 4 * 20 * 16);
+    cr_assert_eq(r.cert.rows_checked, 1);
+    char line[AC_CASE_LINE_MAX];
+    ac_case_format(&c, line, sizeof line);
+    cr_assert_str_eq(r.line, line);
+    cr_assert_gt(r.seconds, 0);
+}
+
+Test(harness_run, unwritten_rows_are_caught_through_the_poison)
+{
+    ac_kernel k = double_kernel(DBL_SKIP_LAST_ROW);
+    ac_budgets b = budgets();
+    ac_case c = small_case();
+    ac_run_opts o = {.backward = false};
+    ac_result r;
+    ac_err err;
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(r.verdict, AC_VERDICT_FAIL);
+    /* one row of d elements per (b, h) */
+    cr_assert_eq(r.m[AC_OUT_O].n_unwritten, (size_t)2 * 4 * 16);
+    cr_assert_eq(r.m[AC_OUT_O].first_special.row, 19);
+    cr_assert_str_eq(r.kind, "O:unwritten");
+}
+
+Test(harness_run, device_fault_is_an_environment_error_not_a_verdict)
+{
+    ac_kernel k = double_kernel(DBL_DEVICE_FAULT);
+    ac_budgets b = budgets();
+    ac_case c = small_case();
+    ac_run_opts o = {.backward = false};
+    ac_result r;
+    ac_err err;
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_ERR_ENV);
+    cr_assert_eq(r.verdict, AC_VERDICT_ERROR);
+    cr_assert_eq(r.status, AC_ERR_ENV);
+    cr_assert_not_null(strstr(r.why, "simulated device fault"));
+}
+
+Test(harness_run, case_outside_caps_is_unsupported_not_run)
+{
+    ac_kernel k = double_kernel(DBL_CORRECT);
+    k.caps.dtypes = 1u << AC_F32;
+    ac_budgets b = budgets();
+    ac_case c = small_case(); /* f16 */
+    ac_run_opts o = {.backward = false};
+    ac_result r;
+    ac_err err;
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_ERR_INPUT);
+    cr_assert(r.unsupported);
+    cr_assert_eq(r.verdict, AC_VERDICT_ERROR);
+}
+
+Test(harness_run, a_real_failure_shrinks_to_a_small_case_of_the_same_kind)
+{
+    ac_kernel k = double_kernel(DBL_SCALE_BIAS);
+    ac_budgets b = budgets();
+    ac_case c = small_case();
+    ac_case_set_mask(&c, AC_MASK_CAUSAL_BR);
+    ac_run_opts o = {.backward = false};
+    ac_result r;
+    ac_err err;
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(r.verdict, AC_VERDICT_FAIL);
+    ac_case min;
+    ac_shrink_failure(&k, &b, &o, &c, r.kind, 300, &min);
+    cr_assert_eq(min.batch, 1);
+    cr_assert_eq(min.heads_q, 1);
+    cr_assert_eq(min.mask, AC_MASK_NONE, "a bias everywhere needs no mask");
+    cr_assert_leq(min.seqlen_q * min.seqlen_k, 16, "got nq=%d nk=%d", min.seqlen_q, min.seqlen_k);
+    ac_result again;
+    cr_assert_eq(ac_run_case(&k, &min, &b, &o, &again, &err), AC_OK);
+    cr_assert_str_eq(again.kind, r.kind, "the minimal case fails the same way");
+}
+
+Test(harness_run, campaign_json_is_identical_for_the_same_seed)
+{
+    ac_kernel k = double_kernel(DBL_CORRECT);
+    ac_budgets b = budgets();
+    make_dir();
+    char pa[128], pb[128];
+    snprintf(pa, sizeof pa, "%s", path_of("a.json"));
+    snprintf(pb, sizeof pb, "%s", path_of("b.json"));
+    for (int i = 0; i < 2; i++) {
+        ac_report *rep;
+        ac_err err;
+        cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+        cr_assert_eq(ac_report_want(rep, "--json", i ? pb : pa, &err), AC_OK);
+        ac_campaign_opts o = {.seed = 11, .max_cases = 5, .max_seqlen = 24, .run = {.cert_rows = 1}};
+        ac_summary s;
+        cr_assert_eq(ac_campaign(&k, &b, &o, rep, &s, &err), AC_OK, "%s", err.msg);
+        cr_assert_eq(s.cases, 5);
+        cr_assert_eq(s.passed, 5);
+        cr_assert_eq(ac_report_close(rep, &err), AC_OK);
+    }
+    char *a = read_text(pa), *bb = read_text(pb);
+    cr_assert_gt(strlen(a), 100);
+    cr_assert_str_eq(a, bb);
+    free(a), free(bb);
+    remove_dir();
+}

@@ -1,0 +1,37 @@
+/* harness/verdict/budget.h — the budgets file: how large an error the gate
+ * allows, per dtype and output, in one versioned, reviewed file.
+ *
+ * budgets.txt at the repository root, line-oriented, '#' comments:
+ *   version 1
+ *   growth-length 64
+ *   DTYPE OUTPUT scaled VALUE [grows]       e.g. "f16 O scaled 4", "f32 dQ scaled 8 grows"
+ *   DTYPE OUTPUT vs-naive-mean VALUE|off    e.g. "f16 O vs-naive-mean 1.5"
+ * Every (dtype, output) pair needs both lines.  A "grows" budget is multiplied by
+ * max(1, sqrt(L / growth-length)), L = max(seqlen_q, seqlen_k, head_dim): f32
+ * accumulations over N and d terms err like a random walk (see budgets.txt). */
+#ifndef ATTNCHECK_BUDGET_H
+#define ATTNCHECK_BUDGET_H
+
+#include <stdbool.h>
+
+#include "harness/files/files.h"
+#include "harness/verdict/compare.h"
+#include "ref/ref.h"
+
+typedef struct {
+    double max_scaled[AC_DTYPE_COUNT][AC_OUT_COUNT];        /* before growth */
+    double max_vs_naive_mean[AC_DTYPE_COUNT][AC_OUT_COUNT]; /* 0 = off */
+    bool scaled_grows[AC_DTYPE_COUNT][AC_OUT_COUNT];
+    double growth_length;
+    int version;
+    char source[AC_PATH_LEN]; /* file it came from */
+} ac_budgets;
+
+int ac_budgets_load(const char *path, ac_budgets *b, ac_err *err);
+/* Where the budgets file is: --budgets (the CLI's job), else $ATTNCHECK_BUDGETS, else the source tree's budgets.txt. */
+const char *ac_budgets_default_path(void);
+/* The growth factor for problem p (1 when the budget does not grow) and the budget it gives. */
+double ac_budget_growth(const ac_budgets *b, const ac_problem *p, ac_dtype t, ac_output o);
+double ac_budget_max_scaled(const ac_budgets *b, const ac_problem *p, ac_dtype t, ac_output o);
+
+#endif

@@ -1,0 +1,82 @@
+/* harness/verdict/compare.h — the comparator: one kernel output against the
+ * reference, element by element, into ac_metrics.  The gate (gate.h) turns
+ * the metrics of a case's outputs into a verdict. */
+#ifndef ATTNCHECK_COMPARE_H
+#define ATTNCHECK_COMPARE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "harness/run/inputs.h"
+#include "ref/ref.h"
+
+typedef enum { AC_OUT_O = 0, AC_OUT_LSE, AC_OUT_DQ, AC_OUT_DK, AC_OUT_DV, AC_OUT_COUNT } ac_output;
+const char *ac_output_name(ac_output o); /* "O", "LSE", "dQ", "dK", "dV" */
+
+typedef struct {
+    int b, h, row, col; /* col = -1 for LSE */
+} ac_where;
+
+typedef struct {
+    bool present;
+    size_t n_compared;
+    double max_ulp, mean_ulp;
+    ac_where at_max_ulp;
+    double max_scaled;
+    ac_where at_max_scaled;
+    /* The means (and mean E) are over the n_mean elements whose reference is at least
+     * the dtype's smallest normal: see compare.c, add_magnitudes. */
+    double max_abs, mean_abs;
+    double naive_max_abs, naive_mean_abs;
+    size_t n_mean;
+    double vs_naive_max, vs_naive_mean; /* kernel / naive; 0 when both are 0, +inf when only naive is 0 */
+    bool has_naive;                     /* naive was given; otherwise the naive fields are 0 */
+    double mean_escale;                 /* mean E over the elements in the magnitudes (the gate's vs-naive guard) */
+    /* special-value classes, checked before any magnitude */
+    size_t n_unexpected_nan, n_overflow, n_lost_special, n_wrong_zero, n_unwritten;
+    ac_where first_special;
+    /* which convention fully masked rows follow: rows seen, rows giving O = 0 (LSE -inf), rows giving NaN.
+     * Counted for O, LSE and dQ (Q-like rows with no visible key), never for dK/dV.
+     * masked_rows_lse_posinf: LSE rows giving +inf (FlashAttention 2's non-split kernels
+     * write +inf there); accepted like -inf and also counted in masked_rows_zero. */
+    size_t masked_rows, masked_rows_zero, masked_rows_nan, masked_rows_lse_posinf;
+} ac_metrics;
+
+/* The special-value classes, each counted on its own before any magnitude, in
+ * the gate's order; the name is the class half of a failure kind ("O:overflow"). */
+typedef enum {
+    AC_SPECIAL_UNWRITTEN = 0, AC_SPECIAL_UNEXPECTED_NAN, AC_SPECIAL_OVERFLOW, AC_SPECIAL_LOST,
+    AC_SPECIAL_WRONG_ZERO, AC_SPECIAL_COUNT
+} ac_special;
+const char *ac_special_name(ac_special s);                   /* "unwritten", "unexpected-nan", ... */
+size_t ac_metrics_special(const ac_metrics *m, ac_special s); /* the count of one class */
+size_t ac_metrics_specials(const ac_metrics *m);              /* of all of them */
+
+/* Poison: fills n elements with ac_dtype_poison(t) (the dtype table's NaN
+ * pattern, see ref.h), so a surviving one means "never written". */
+void ac_poison(ac_dtype t, void *buf, size_t n);
+void ac_poison_f32(float *buf, size_t n);
+bool ac_is_poison(ac_dtype t, const void *buf, size_t i);
+
+/* Compare one output of a kernel with the reference over the non-padding
+ * elements (rows i < nq_b; for dK/dV keys j < nk_b).  got: dtype bits (float
+ * for LSE), ref/escale/naive: doubles, Q-like / K-like / LSE-shaped as the
+ * output is; naive may be NULL.  Per element, in this order (SLEEF-style, a
+ * special class is counted instead of a magnitude):
+ *   unwritten      got is the poison pattern;
+ *   lost-special   ref is NaN/+-Inf and got differs (LSE -inf of a row with no
+ *                  visible key: +-inf accepted, see masked_rows_lse_posinf);
+ *   unexpected-nan got NaN, ref finite;   overflow: got +-Inf, ref finite;
+ *   wrong-zero     E == 0 (ref is an exact zero) and got != 0, or got == 0 and
+ *                  |ref| > AC_WRONG_ZERO_SCALED * u * E (a zero no rounding explains);
+ *                  the latter still enters the magnitudes.
+ * Magnitudes: ulp = |y - x| / ac_ulp(dtype, x), scaled = |y - x| / (u * E),
+ * abs = |y - x|; LSE uses f32's ulp and u whatever the dtype.  Means are over
+ * the elements in the magnitudes; the first maximum wins ties. */
+#define AC_WRONG_ZERO_SCALED 1000.0
+void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
+                const double *escale, const double *naive, ac_metrics *m);
+/* The dtype whose ulp and unit roundoff output `which` is measured in: t, or f32 for LSE. */
+ac_dtype ac_output_dtype(ac_dtype t, ac_output which);
+
+#endif
