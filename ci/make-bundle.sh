@@ -4,7 +4,7 @@
 # binaries) into BUNDLE_DIR (default .bundle), with lib/ holding the shared
 # libraries ldd lists for them except the C runtime, the loader, the NVIDIA
 # driver and the CUDA toolkit's own (cudart, cuBLAS, cuBLASLt), which a GPU
-# node has.  See ../shared/GPU-RUNS.md.  Run it where the build was made.
+# node has.  See docs/GPU-RUNS.md.  Run it where the build was made.
 set -euo pipefail
 build=${1:?usage: ci/make-bundle.sh BUILD_DIR [BUNDLE_DIR]}
 bundle=${2:-.bundle}
@@ -15,7 +15,7 @@ mkdir -p "$bundle/lib"
 bins=()
 # BUNDLE_UNIT_TESTS=0 leaves the Criterion suite out (and with it libgit2, krb5,
 # OpenSSL and the rest of Criterion's dependencies: ~15 MB) to fit a size limit.
-rels="harness/attncheck kernels/cuda/attncheck-test-cuda ref/attncheck-bench-ref ref/cuda/attncheck-test-gpuref ref/cuda/attncheck-bench-gpuref"
+rels="harness/attncheck kernels/cuda/attncheck-test-cuda ref/attncheck-bench-ref attncheck-test-gpuref ref/cuda/attncheck-bench-gpuref"
 [ "${BUNDLE_UNIT_TESTS:-1}" = 1 ] && rels="$rels attncheck-tests"
 for rel in $rels; do
     if [ -x "$build/$rel" ]; then

@@ -123,7 +123,7 @@ static void make_case(tk_case *c, kind k, ac_dtype t, uint64_t seed)
     }
 }
 
-/* max over O of |o - o_ref| / (u * E), E = sum_j P_ij |V_jc| (DESIGN.md's scale),
+/* max over O of |o - o_ref| / (u * E), E = sum_j P_ij |V_jc| (docs/DESIGN.md's scale),
  * and of the LSE's relative error; fully masked rows must be exactly 0 / -inf. */
 static void check_forward(const tk_case *c, const char *what, double max_scaled)
 {

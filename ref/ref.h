@@ -188,7 +188,7 @@ int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const 
                 uint64_t seed, int prec_bits, ac_cert *cert, ac_err *err);
 
 /* ---- error scales: the denominators of the gating metric -----------------
- * Componentwise running-error bounds, exactly as DESIGN.md defines them, for a
+ * Componentwise running-error bounds, exactly as docs/DESIGN.md defines them, for a
  * kernel with inputs in dtype t.  o, lse: the reference forward; delta_hat is
  * computed inside from |dO| and |O|.  e_dq/e_dk/e_dv/d_o may be NULL to skip the
  * backward.  scaled_err = |y - x| / (u * E). */

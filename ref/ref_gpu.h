@@ -4,7 +4,7 @@
  *
  * What it computes is exactly what harness/reference.c's ac_reference holds
  * (ref.h's ref_forward_fp64, ref_backward_fp64, ref_error_scales,
- * ref_naive_forward/_backward, and harness's ac_lse_error_scale), in the same
+ * ref_naive_forward/_backward, and ref_lse_error_scale), in the same
  * host layouts, so a caller fills an ac_reference from either tier:
  *   fp64 O, LSE, dQ, dK, dV, D: S = scale Q K^T and the products through cuBLAS
  *     DGEMM, softmax, masks and row sums in fp64 kernels of this tier;

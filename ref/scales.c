@@ -1,5 +1,5 @@
 /* ref/scales.c — the error scales E, the denominators of the gating metric
- * scaled_err = |y - x| / (u * E).  DESIGN.md's definitions, with two terms it
+ * scaled_err = |y - x| / (u * E).  docs/DESIGN.md's definitions, with two terms it
  * leaves out made explicit.  With tau = eta / (2u) (eta the dtype's smallest
  * subnormal, u its unit roundoff), dPhat_ij = sum_c |dO_ic||V_jc|,
  * Dhat_i = sum_c |dO_ic||O_ic|:

@@ -261,7 +261,7 @@ Test(ref_scales, f16_rounded_probabilities_land_near_one)
 }
 
 /* The naive same-dtype baseline's gradients against the fp64 reference, in
- * scaled units: DESIGN.md's claim is that a correct kernel stays <= ~2. */
+ * scaled units: docs/DESIGN.md's claim is that a correct kernel stays <= ~2. */
 static void naive_grads_scaled(ac_dtype t, uint64_t seed, double worst[4])
 {
     ac_problem p = ac_problem_dense(1, 4, 2, 64, 96, 32);

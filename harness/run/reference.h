@@ -2,12 +2,8 @@
  * compared with, allocated once per case:
  *   o, lse, dq, dk, dv, delta: the fp64 reference (ref_forward_fp64 / ref_backward_fp64);
  *   e_*: error scales E (ref_error_scales), scaled_err = |y - x| / (u * E);
- *   e_lse: the LSE scale, defined here because the kernel computes LSE in f32
- *     whatever its dtype: E_lse_i = 1 + |LSE_i| + (d + 2) |scale| max_{j visible} sum_c |Q_ic||K_jc|
- *     (S_ij's f32 dot product errs by ~u_f32 * scale * sum_c |Q_ic||K_jc| and LSE is
- *     1-Lipschitz in S; log(l) >= 0 errs by ~u_f32 absolutely (the 1); the final
- *     m + log(l) rounds relative to |LSE|).  0 on a row with no visible key (exact -inf)
- *     and on padding rows.  LSE is measured with u = u_f32 and f32 ulps;
+ *   e_lse: the LSE scale (ref_lse_error_scale, ref/ref.h), in f32 units whatever
+ *     the dtype, since a fused kernel computes LSE in f32;
  *   naive_*: the same-dtype naive baseline (ref_naive_forward / _backward, the
  *     backward fed the naive O and LSE, as a framework would);
  *   cert: the MPFR certification of o/lse on cert_rows sampled rows (seed = the
@@ -29,9 +25,5 @@ typedef struct {
 
 int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err);
 void ac_reference_free(ac_reference *r);
-/* The LSE error scale above, on its own (e_lse: ac_lse_elems(p) doubles); used by
- * ac_reference_make, public so tests and tools can compute it for hand-made inputs. */
-int ac_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse,
-                       double *e_lse, ac_err *err);
 
 #endif
