@@ -28,6 +28,11 @@ enum {
     AC_FAIL_ACCURACY = 1, /* a verdict, never returned by ref/ */
     AC_ERR_INPUT = 2,     /* bad usage, bad file, impossible or too-big shape */
     AC_ERR_ENV = 3,       /* environment: no GPU, device fault, allocation failed */
+    /* The kernel under test misbehaved: it crashed, exited, hung, faulted the device
+     * or wrote outside its buffers.  A verdict about the kernel (a failure, exit 1),
+     * never an exit status itself; err->msg starts with the class and a colon
+     * ("crash: SIGSEGV in forward", "timeout: forward ran past 12 s"). */
+    AC_KERNEL_FAULT = 4,
 };
 
 typedef struct {
