@@ -90,8 +90,8 @@ struct rows_args {
     float *row_max;       // (R) m, or NaN for a row without a visible key
 };
 
-// One CTA per row: S = round(fl(acc scale)) where visible (-inf elsewhere),
-// m = max_j S, then e_j = expf(S_j - m) in place (0 where S is -inf).
+// One CTA per row: S = round(fl(acc scale)) where visible (NaN marks a hidden pair),
+// m = max_j S, then e_j = expf(S_j - m) in place (0 where S is -inf, -0 where hidden).
 template <int T> __global__ void naive_scores(rows_args a)
 {
     __shared__ float red[32];
@@ -103,15 +103,17 @@ template <int T> __global__ void naive_scores(rows_args a)
     float m = -INFINITY, seen = 0.0f;
     for (int c = threadIdx.x; c < a.cols; c += blockDim.x) {
         bool vis = c >= c_lo && c < c_hi && (!mrow || mrow[c]);
-        float s = vis ? refg_round<T>(__fmul_rn(srow[c], a.scale_f)) : -INFINITY;
-        srow[c] = s; // a visible score may be -inf too (f16 overflow): then l = 0 and P NaN, as on the CPU
+        // NaN marks a hidden pair (a score is never NaN: finite inputs, f32 sums);
+        // a visible score may be -inf (f16 overflow): then l = 0 and P NaN, as on the CPU
+        float s = vis ? refg_round<T>(__fmul_rn(srow[c], a.scale_f)) : NAN;
+        srow[c] = s;
         m = s > m ? s : m;
         seen = vis ? 1.0f : seen;
     }
     const float m_row = refg_block_max(m, red);
     const bool any = refg_block_max(seen, red) != 0.0f;
     for (int c = threadIdx.x; c < a.cols; c += blockDim.x)
-        srow[c] = srow[c] == -INFINITY ? 0.0f : exp_f32(__fsub_rn(srow[c], m_row));
+        srow[c] = isnan(srow[c]) ? -0.0f : srow[c] == -INFINITY ? 0.0f : exp_f32(__fsub_rn(srow[c], m_row));
     if (threadIdx.x == 0)
         a.row_max[r] = any ? m_row : NAN;
 }
@@ -132,13 +134,16 @@ __global__ void naive_row_sums(const float *e, int rows, int cols, const float *
     lse[r] = isnan(m) ? -INFINITY : (double)__fadd_rn(m, log_f32(l));
 }
 
-// P = round(e / l); a row without a visible key stays 0.
+// P = round(e / l); a row without a visible key stays 0, and so does a hidden
+// pair (e = -0, which exp never gives): the CPU skips hidden pairs, so one must
+// not become NaN when l is 0 or NaN and reach dV = P^T dO.
 template <int T> __global__ void naive_probs(float *e, int rows, int cols, const float *row_max, const float *row_sum)
 {
     const size_t n = (size_t)rows * cols;
     for (size_t x = blockIdx.x * (size_t)blockDim.x + threadIdx.x; x < n; x += (size_t)gridDim.x * blockDim.x) {
         const int r = (int)(x / cols);
-        e[x] = isnan(row_max[r]) ? 0.0f : refg_round<T>(__fdiv_rn(e[x], row_sum[r]));
+        const bool hidden = e[x] == 0.0f && signbit(e[x]);
+        e[x] = isnan(row_max[r]) || hidden ? 0.0f : refg_round<T>(__fdiv_rn(e[x], row_sum[r]));
     }
 }
 
