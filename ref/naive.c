@@ -13,7 +13,9 @@
  *   dS_ij = round_t(P_ij (dP_ij - D_i));  dQ_ic = round_t(scale * sum_j dS_ij K_jc);
  *   dK_jc = round_t(scale * sum_i dS_ij Q_ic);  dV_jc = round_t(sum_i P_ij dO_ic),
  * dK and dV summed over the query heads of a GQA group.  Masked pairs are
- * skipped; a row with no visible key gives O = 0, LSE = -inf, dQ = 0.
+ * skipped: a hidden pair's P is exactly 0, even in a row whose l is 0 or NaN
+ * (f16 scores that overflow), so it never reaches O, dV or a key no row sees;
+ * a row with no visible key gives O = 0, LSE = -inf, dQ = 0.
  *
  * How it is computed (naive_blocks.h, naive_kernels.h): on float copies of
  * the inputs, per block of NAIVE_ROWS query rows, only over the keys the
@@ -258,12 +260,23 @@ void naive_scores(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, 
         bool seen = false;
         for (int j = j0; j < j1; j++) {
             bool visible = j >= lo && j < hi && (!mask || mask[j]);
-            row[j - j0] = visible ? rf_round(ctx->t, row[j - j0] * ctx->scale) : -INFINITY;
+            /* NaN marks a hidden pair (a score never is: finite inputs, float sums) */
+            row[j - j0] = visible ? rf_round(ctx->t, row[j - j0] * ctx->scale) : NAN;
             seen |= visible;
         }
         if (any)
             any[r] = seen;
     }
+}
+
+float naive_exp(float s, float m)
+{
+    return isnan(s) ? -0.0f : s == -INFINITY ? 0.0f : expf(s - m);
+}
+
+float naive_prob(ac_dtype t, float e, float l)
+{
+    return e == 0.0f && signbit(e) ? 0.0f : rf_round(t, e / l);
 }
 
 void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float *m_out, float *l_out)
@@ -278,11 +291,11 @@ void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float *m_out,
     for (int j = 0; j < cols; j++)
         m = row[j] > m ? row[j] : m;
     for (int j = 0; j < cols; j++) {
-        row[j] = row[j] == -INFINITY ? 0.0f : expf(row[j] - m);
+        row[j] = naive_exp(row[j], m);
         l += row[j];
     }
     for (int j = 0; j < cols; j++)
-        row[j] = rf_round(t, row[j] / l);
+        row[j] = naive_prob(t, row[j], l);
     *m_out = m;
     *l_out = l;
 }

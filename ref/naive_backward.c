@@ -137,8 +137,7 @@ static void tile_probs(const grad_job *job, const naive_block *blk, int j0, int 
         size_t at = row_at(ctx->p, blk->b, blk->h, i);
         float *row = s + (size_t)(i - blk->i0) * ld, m = job->row_max[at], l = job->row_sum[at];
         for (int j = 0; j < j1 - j0; j++) {
-            float e = row[j] == -INFINITY ? 0.0f : expf(row[j] - m);
-            row[j] = job->row_any[at] ? rf_round(ctx->t, e / l) : 0.0f;
+            row[j] = job->row_any[at] ? naive_prob(ctx->t, naive_exp(row[j], m), l) : 0.0f;
         }
     }
 }

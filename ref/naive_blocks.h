@@ -74,6 +74,10 @@ void naive_scores(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, 
  * in float in key order; *m_out and *l_out as computed.  A row that sees no
  * key (any false) becomes zeros. */
 void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float *m_out, float *l_out);
+/* e = expf(s - m) of one score: 0 for s = -inf, -0 for a hidden pair (s = NaN),
+ * which naive_prob turns into P = 0 whatever l is (a sum of e's ignores -0). */
+float naive_exp(float s, float m);
+float naive_prob(ac_dtype t, float e, float l);
 
 /* Rounded to t and written as doubles: dst[r * ld_dst + c] = round_t(alpha * acc[r * ld_acc + c])
  * for c < d. */

@@ -34,7 +34,7 @@ static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, co
     float scale = (float)p->scale, m = -INFINITY;
     bool any = false;
     for (int j = 0; j < nk; j++) {
-        p_row[j] = -INFINITY;
+        p_row[j] = NAN; /* hidden: P = 0 exactly, whatever l is */
         if (!ac_visible(p, b, h, i, j))
             continue;
         float acc = 0.0f;
@@ -51,11 +51,11 @@ static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, co
     }
     float l = 0.0f;
     for (int j = 0; j < nk; j++) {
-        p_row[j] = p_row[j] == -INFINITY ? 0.0f : expf(p_row[j] - m);
+        p_row[j] = isnan(p_row[j]) ? -0.0f : p_row[j] == -INFINITY ? 0.0f : expf(p_row[j] - m);
         l += p_row[j];
     }
     for (int j = 0; j < nk; j++)
-        p_row[j] = round_t(t, p_row[j] / l);
+        p_row[j] = p_row[j] == 0.0f && signbit(p_row[j]) ? 0.0f : round_t(t, p_row[j] / l);
     *lse_nat = m + logf(l);
     return true;
 }

@@ -116,6 +116,36 @@ Test(ref_naive, fully_masked_rows_give_zero_and_negative_infinity)
     ts_case_free(&c);
 }
 
+Test(ref_naive, a_hidden_pair_stays_zero_when_its_row_overflows)
+{
+    /* f16 scores that overflow make l = 0 or NaN and every visible P NaN; a
+     * hidden pair's P must stay exactly 0 (masked pairs are skipped), so the
+     * keys no row sees (window (1, 0): keys 3..7 for 3 rows) get dV = 0 and the
+     * seen ones NaN.  Found on the H100: the GPU tier gave 0 there, the CPU NaN. */
+    ac_problem p = ac_problem_dense(1, 1, 1, 3, 8, 2);
+    p.windowed = true;
+    p.window_left = 1;
+    p.window_right = 0;
+    p.scale = 1.0;
+    ts_case c;
+    ts_case_init(&c, &p, AC_F16, 77);
+    for (size_t e = 0; e < ac_q_elems(&p); e++)
+        c.q[e] = 60000.0;
+    for (size_t e = 0; e < ac_kv_elems(&p); e++)
+        c.k[e] = (e / 2) % 2 ? -60000.0 : 60000.0; /* S = +inf (even keys) or -inf in f16 */
+    naive_out n = run_naive(&c, AC_F16);
+    for (int j = 3; j < 8; j++)
+        for (int cc = 0; cc < 2; cc++)
+            cr_assert(n.dv[ac_kv_index(&p, 0, 0, j, cc)] == 0.0, "dV[%d][%d] = %g: key %d is seen by no row", j, cc,
+                      n.dv[ac_kv_index(&p, 0, 0, j, cc)], j);
+    bool some_nan = false;
+    for (int j = 0; j < 3; j++)
+        some_nan |= isnan(n.dv[ac_kv_index(&p, 0, 0, j, 0)]);
+    cr_assert(some_nan, "the overflowing rows should make the seen keys' dV NaN (the test would test nothing)");
+    naive_free(&n);
+    ts_case_free(&c);
+}
+
 Test(ref_naive, f16_scores_are_rounded_before_the_softmax)
 {
     /* One query, two keys, d = 1, scale 1: S = (1 + 2^-11 * 1.5 ... ) cases where
