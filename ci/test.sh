@@ -33,6 +33,8 @@ step "fuzz gate"
 "$b/harness/attncheck" fuzz --kernel cpu-flash --seed 20261122 --cases 1000 --quiet
 "$b/harness/attncheck" fuzz --plugin "$b/plugins/libattncheck-example-plugin.so" --kernel example-flash-cpu \
   --seed 3 --cases 200 --quiet
+"$b/harness/attncheck" fuzz --plugin "$b/plugins/libattncheck-example-plugin-v2.so" --kernel example-flash-cpu-v2 \
+  --seed 4 --cases 100 --quiet
 
 step "HTML report in headless Chromium"
 bash ci/test-html-report.sh

@@ -46,8 +46,17 @@
 extern "C" {
 #endif
 
-/* Bumped on any incompatible change to the structs or signatures below. */
-#define ATTNCHECK_PLUGIN_ABI_VERSION 1
+/* Bumped on any incompatible change to the structs or signatures below.
+ * Version 2 (the current one) adds the attention variants: a plugin built for
+ * it sets abi_version = ATTNCHECK_PLUGIN_ABI_VERSION, struct_size =
+ * sizeof(attncheck_plugin), and the forward2/backward2 entry points, which
+ * take an attncheck_problem2 and an argument struct (both extensible: a
+ * struct_size first, fields only ever appended).  A version 1 plugin (built
+ * against the old header, or setting abi_version = ATTNCHECK_PLUGIN_ABI_V1
+ * with forward/backward) still loads and is run only on the problems version
+ * 1 can state: no variant, no THD layout. */
+#define ATTNCHECK_PLUGIN_ABI_VERSION 2
+#define ATTNCHECK_PLUGIN_ABI_V1 1
 
 /* dtypes: bit (1u << ATTNCHECK_DTYPE_*) in caps.dtypes */
 #define ATTNCHECK_DTYPE_F32 0
@@ -68,6 +77,9 @@ extern "C" {
 #define ATTNCHECK_MASK_CAUSAL_BR (1u << 2)
 #define ATTNCHECK_MASK_WINDOW (1u << 3) /* sliding window, in the alignments claimed for causal */
 #define ATTNCHECK_MASK_DENSE (1u << 4)
+
+/* ABI 2: the variants (attncheck's ref/variants.h), bits in variants */
+#define ATTNCHECK_VARIANT_SOFTCAP (1u << 0) /* problem2.softcap */
 
 #define ATTNCHECK_MEM_HOST 0
 #define ATTNCHECK_MEM_CUDA 1
@@ -103,6 +115,49 @@ typedef struct {
     int32_t mask_batch, mask_heads;   /* 1 or B, 1 or Hq */
 } attncheck_problem;
 
+/* ABI 2: the problem with its variants.  attncheck sets struct_size to the
+ * size it was built with; a field at or past struct_size is absent and means
+ * "off".  attncheck passes only problems whose variants the plugin claims.
+ * Arrays are host memory whatever `memory` says. */
+typedef struct {
+    uint32_t struct_size;             /* sizeof(attncheck_problem2) as attncheck knows it */
+    int32_t batch, heads_q, heads_kv;
+    int32_t seqlen_q, seqlen_k;
+    int32_t head_dim;
+    int32_t layout;
+    double scale;
+    int32_t windowed;
+    int32_t window_left, window_right;
+    int32_t align;
+    const int32_t *seqlens_q, *seqlens_k;
+    const uint8_t *dense_mask;
+    int32_t mask_batch, mask_heads;
+    /* ---- the variants (0 / NULL: off) ---- */
+    double softcap;                   /* ATTNCHECK_VARIANT_SOFTCAP: S' = c tanh(S / c), S = scale Q K^T, c > 0 (an f32 value) */
+} attncheck_problem2;
+
+/* ABI 2: a call's tensors (device pointers when memory is ATTNCHECK_MEM_CUDA). */
+typedef struct {
+    uint32_t struct_size; /* sizeof(attncheck_fwd_args) as attncheck knows it */
+    int32_t dtype;        /* ATTNCHECK_DTYPE_* of Q, K, V (and of O) */
+    const void *q, *k, *v;
+    void *o;
+    float *lse;
+} attncheck_fwd_args;
+
+typedef struct {
+    uint32_t struct_size; /* sizeof(attncheck_bwd_args) as attncheck knows it */
+    int32_t dtype;
+    const void *q, *k, *v, *o, *d_o;
+    const float *lse;     /* the plugin's own forward's */
+    void *dq, *dk, *dv;
+} attncheck_bwd_args;
+
+typedef int (*attncheck_forward2_fn)(void *user, const attncheck_problem2 *p, const attncheck_fwd_args *a,
+                                     char *errbuf, size_t errbuf_len);
+typedef int (*attncheck_backward2_fn)(void *user, const attncheck_problem2 *p, const attncheck_bwd_args *a,
+                                      char *errbuf, size_t errbuf_len);
+
 /* O (and LSE) from Q, K, V. */
 typedef int (*attncheck_forward_fn)(void *user, const attncheck_problem *p, int32_t dtype, const void *q,
                                     const void *k, const void *v, void *o, float *lse, char *errbuf,
@@ -114,14 +169,20 @@ typedef int (*attncheck_backward_fn)(void *user, const attncheck_problem *p, int
                                      size_t errbuf_len);
 
 typedef struct {
-    uint32_t abi_version;       /* ATTNCHECK_PLUGIN_ABI_VERSION */
+    uint32_t abi_version;       /* ATTNCHECK_PLUGIN_ABI_VERSION (2), or ATTNCHECK_PLUGIN_ABI_V1 */
     const char *name;           /* the kernel's name in `attncheck list`: [A-Za-z0-9._-], unique */
     const char *description;    /* one line; may be NULL */
     attncheck_caps caps;
     int32_t memory;             /* ATTNCHECK_MEM_HOST or ATTNCHECK_MEM_CUDA */
-    attncheck_forward_fn forward;   /* required */
-    attncheck_backward_fn backward; /* NULL when caps.backward == 0 */
+    attncheck_forward_fn forward;   /* ABI 1: required; ABI 2: NULL (forward2 instead) */
+    attncheck_backward_fn backward; /* ABI 1: NULL when caps.backward == 0; ABI 2: NULL */
     void *user;                 /* passed back to every call */
+    /* ---- ABI 2: read only when abi_version >= 2, and only the struct_size
+     * bytes the plugin says it has (later fields are appended after these) ---- */
+    uint32_t struct_size;       /* sizeof(attncheck_plugin) of the header it was built with */
+    uint32_t variants;          /* ATTNCHECK_VARIANT_* the kernel implements (with the backward: their gradients) */
+    attncheck_forward2_fn forward2;   /* required */
+    attncheck_backward2_fn backward2; /* NULL when caps.backward == 0 */
 } attncheck_plugin;
 
 #define ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL "attncheck_plugin_describe"

@@ -28,6 +28,8 @@ typedef enum {
     CF_MUT_BWD_NO_GQA_SUM,       /* dK, dV of a kv head hold only the last query head's share */
     CF_MUT_BWD_SCALE_TWICE,      /* dQ, dK multiplied by the softmax scale twice */
     CF_MUT_BWD_NO_SCALE,         /* dQ, dK never multiplied by the softmax scale */
+    /* the variants' (cpu_flash_var.c, cpu_flash_var_bwd.c) */
+    CF_MUT_SOFTCAP_BEFORE_SCALE, /* T = c tanh(QK^T / c) scale: the softcap applied before the scale */
     CF_MUT_COUNT
 } cf_mutant;
 
@@ -87,13 +89,24 @@ int cf_check_call(const ac_kernel *self, const ac_problem *p, ac_dtype t, bool b
 int cf_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
 int cf_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err);
 
+/* ---- problems with variants (ref/variants.h): cpu_flash_var.c, cpu_flash_var_bwd.c ----
+ * cf_forward and cf_backward hand a problem that uses any variant to these,
+ * after cf_check_call. */
+int cf_forward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
+int cf_backward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err);
+/* Raw scores s = Q K^T of a tile (rows x cols, rows from i0, keys from j0) into
+ * S': the scale and the score modifiers, in f32 as the kernel computes them;
+ * slope (may be NULL) gets dT/dS of every entry (the softcap's 1 - tanh^2). */
+void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
+                   int cols, float *s, float *slope);
+
 /* What cpu-flash and every mutant claim. */
 #define CF_CAPS                                                                                    \
     {                                                                                              \
         .dtypes = (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16), .n_head_dims = 0,             \
         .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL,                                  \
         .layouts = (1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD), .gqa = true, .varlen = true,   \
-        .backward = true, .max_seqlen = 0,                                                         \
+        .backward = true, .max_seqlen = 0, .variants = AC_VAR_ALL,                                 \
     }
 
 /* cpu_flash_mutants.c: the cpu-flash-mutant-* descriptors. */

@@ -19,6 +19,7 @@
 
 #include "../ref/mask_kinds.h"
 #include "../ref/ref.h"
+#include "../ref/variants.h"
 
 typedef enum { AC_DEV_CPU = 0, AC_DEV_CUDA = 1 } ac_device;
 typedef enum { AC_MEM_HOST = 0, AC_MEM_CUDA = 1 } ac_memory;
@@ -51,6 +52,8 @@ typedef struct {
     bool varlen;      /* seqlens_q / seqlens_k */
     bool backward;
     int max_seqlen;   /* 0 = no limit of its own */
+    unsigned variants; /* AC_VAR_* (ref/variants.h): the variants it implements (with the backward: their
+                          gradients too, dBias and dSink among them); 0 = plain attention only */
 } ac_caps;
 
 typedef struct {

@@ -111,6 +111,17 @@ static int check_mask(const ac_kernel *k, const ac_problem *p, ac_err *err)
     return AC_OK;
 }
 
+/* Every variant the problem uses must be claimed (ref/variants.h). */
+static int check_variants(const ac_kernel *k, const ac_problem *p, ac_err *err)
+{
+    unsigned missing = ac_problem_variants(p) & ~k->caps.variants;
+    for (int v = 0; v < AC_VARIANT_COUNT; v++)
+        if (missing & ac_variant_bit((ac_variant)v))
+            return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support %s (%s)", k->name,
+                           ac_variant_what((ac_variant)v), ac_variant_name((ac_variant)v));
+    return AC_OK;
+}
+
 int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool want_backward, ac_err *err)
 {
     const ac_caps *c = &k->caps;
@@ -120,6 +131,8 @@ int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool
     int st = check_head_dim(k, p->head_dim, err);
     if (st == AC_OK)
         st = check_mask(k, p, err);
+    if (st == AC_OK)
+        st = check_variants(k, p, err);
     if (st != AC_OK)
         return st;
     if (!(c->layouts & (1u << p->layout)))

@@ -16,7 +16,10 @@
  *   backward: P recomputed from LSE, D = rowsum(dO * O) from the stored O,
  *     dS = P (dP - D); P and dS rounded to the dtype before the products;
  *     dQ, dK, dV accumulated in f32 and rounded once at the end.
- * It supports every dtype, layout, mask, GQA and varlen the ABI can state. */
+ * It supports every dtype, layout, mask, GQA and varlen the ABI can state.
+ * Built twice (plugins/meson.build): as an ABI 1 plugin (example-flash-cpu,
+ * the path old plugins take) and, with -DEXAMPLE_PLUGIN_ABI2, as an ABI 2 one
+ * (example-flash-cpu-v2) that adds a softcap. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,14 +143,33 @@ static int visible(const attncheck_problem *p, int b, int h, int i, int j)
     return 1;
 }
 
-static float score(const attncheck_problem *p, int32_t t, const void *q, const void *k, int b, int h, int i, int j)
+/* ABI 2 build only (EXAMPLE_PLUGIN_ABI2): the call's softcap, 0 = off.  Set by
+ * the forward2/backward2 wrappers before they run the ABI 1 code below, which
+ * reads it here (entry points run one at a time). */
+static float call_softcap;
+
+/* S' of a visible pair; *slope (may be NULL) gets dS'/dS (the softcap's 1 - tanh^2). */
+static float score_slope(const attncheck_problem *p, int32_t t, const void *q, const void *k, int b, int h, int i,
+                         int j, float *slope)
 {
     int hk = h / (p->heads_q / p->heads_kv);
     float s = 0.0f;
     for (int c = 0; c < p->head_dim; c++)
         s += load(t, q, idx(p, p->heads_q, p->seqlen_q, b, h, i, c)) *
              load(t, k, idx(p, p->heads_kv, p->seqlen_k, b, hk, j, c));
-    return s * (float)p->scale;
+    if (slope)
+        *slope = 1.0f;
+    if (call_softcap == 0.0f)
+        return s * (float)p->scale;
+    float y = tanhf(s * ((float)p->scale / call_softcap));
+    if (slope)
+        *slope = 1.0f - y * y;
+    return call_softcap * y;
+}
+
+static float score(const attncheck_problem *p, int32_t t, const void *q, const void *k, int b, int h, int i, int j)
+{
+    return score_slope(p, t, q, k, b, h, i, j, NULL);
 }
 
 /* ---- forward ------------------------------------------------------------ */
@@ -242,11 +264,11 @@ static void backward_row(const attncheck_problem *p, int32_t t, const void *q, c
     for (int j = 0; j < len_k(p, b); j++) {
         if (!visible(p, b, h, i, j))
             continue;
-        float pj = expf(score(p, t, q, k, b, h, i, j) - lse_i), dp = 0.0f;
+        float slope, pj = expf(score_slope(p, t, q, k, b, h, i, j, &slope) - lse_i), dp = 0.0f;
         for (int c = 0; c < d; c++)
             dp += load(t, d_o, idx(p, p->heads_q, p->seqlen_q, b, h, i, c)) *
                   load(t, v, idx(p, p->heads_kv, p->seqlen_k, b, hk, j, c));
-        float p_r = round_to(t, pj), ds_r = round_to(t, pj * (dp - delta));
+        float p_r = round_to(t, pj), ds_r = round_to(t, pj * (dp - delta) * slope);
         for (int c = 0; c < d; c++) {
             size_t qi = idx(p, p->heads_q, p->seqlen_q, b, h, i, c);
             size_t kj = idx(p, p->heads_kv, p->seqlen_k, b, hk, j, c);
@@ -285,27 +307,72 @@ static int example_backward(void *user, const attncheck_problem *p, int32_t t, c
 
 /* ---- the descriptor ----------------------------------------------------- */
 
+#define EXAMPLE_CAPS                                                                                               \
+    {                                                                                                              \
+        .dtypes = 1u << ATTNCHECK_DTYPE_F32 | 1u << ATTNCHECK_DTYPE_F16 | 1u << ATTNCHECK_DTYPE_BF16,              \
+        .n_head_dims = 0, .max_head_dim = 256,                                                                     \
+        .masks = ATTNCHECK_MASK_NONE | ATTNCHECK_MASK_CAUSAL_TL | ATTNCHECK_MASK_CAUSAL_BR | ATTNCHECK_MASK_WINDOW | \
+                 ATTNCHECK_MASK_DENSE,                                                                             \
+        .layouts = 1u << ATTNCHECK_LAYOUT_BHSD | 1u << ATTNCHECK_LAYOUT_BSHD, .gqa = 1, .varlen = 1, .backward = 1, \
+        .max_seqlen = 0,                                                                                           \
+    }
+
+#ifndef EXAMPLE_PLUGIN_ABI2
+/* ABI 1: the problem struct as it was, no variants. */
 static const attncheck_plugin example = {
-    .abi_version = ATTNCHECK_PLUGIN_ABI_VERSION,
+    .abi_version = ATTNCHECK_PLUGIN_ABI_V1,
     .name = "example-flash-cpu",
     .description = "example plugin: CPU FlashAttention-2 arithmetic (f32 online softmax, P/dS rounded to dtype)",
-    .caps = {
-        .dtypes = 1u << ATTNCHECK_DTYPE_F32 | 1u << ATTNCHECK_DTYPE_F16 | 1u << ATTNCHECK_DTYPE_BF16,
-        .n_head_dims = 0,
-        .max_head_dim = 256,
-        .masks = ATTNCHECK_MASK_NONE | ATTNCHECK_MASK_CAUSAL_TL | ATTNCHECK_MASK_CAUSAL_BR | ATTNCHECK_MASK_WINDOW |
-                 ATTNCHECK_MASK_DENSE,
-        .layouts = 1u << ATTNCHECK_LAYOUT_BHSD | 1u << ATTNCHECK_LAYOUT_BSHD,
-        .gqa = 1,
-        .varlen = 1,
-        .backward = 1,
-        .max_seqlen = 0,
-    },
+    .caps = EXAMPLE_CAPS,
     .memory = ATTNCHECK_MEM_HOST,
     .forward = example_forward,
     .backward = example_backward,
     .user = NULL,
 };
+#else
+/* ABI 2: the same kernel with a softcap (FlashAttention's: tanh of the scaled
+ * scores, scale / c folded into its argument), entered through forward2 and
+ * backward2; the ABI 1 code above runs with the problem's v1 fields. */
+static attncheck_problem v1_of(const attncheck_problem2 *p)
+{
+    call_softcap = (float)p->softcap;
+    return (attncheck_problem){
+        .batch = p->batch, .heads_q = p->heads_q, .heads_kv = p->heads_kv, .seqlen_q = p->seqlen_q,
+        .seqlen_k = p->seqlen_k, .head_dim = p->head_dim, .layout = p->layout, .scale = p->scale,
+        .windowed = p->windowed, .window_left = p->window_left, .window_right = p->window_right, .align = p->align,
+        .seqlens_q = p->seqlens_q, .seqlens_k = p->seqlens_k, .dense_mask = p->dense_mask,
+        .mask_batch = p->mask_batch, .mask_heads = p->mask_heads,
+    };
+}
+
+static int example_forward2(void *user, const attncheck_problem2 *p, const attncheck_fwd_args *a, char *errbuf,
+                            size_t errbuf_len)
+{
+    attncheck_problem v1 = v1_of(p);
+    return example_forward(user, &v1, a->dtype, a->q, a->k, a->v, a->o, a->lse, errbuf, errbuf_len);
+}
+
+static int example_backward2(void *user, const attncheck_problem2 *p, const attncheck_bwd_args *a, char *errbuf,
+                             size_t errbuf_len)
+{
+    attncheck_problem v1 = v1_of(p);
+    return example_backward(user, &v1, a->dtype, a->q, a->k, a->v, a->o, a->lse, a->d_o, a->dq, a->dk, a->dv,
+                            errbuf, errbuf_len);
+}
+
+static const attncheck_plugin example = {
+    .abi_version = ATTNCHECK_PLUGIN_ABI_VERSION,
+    .name = "example-flash-cpu-v2",
+    .description = "example plugin on ABI 2: the example's arithmetic with a softcap",
+    .caps = EXAMPLE_CAPS,
+    .memory = ATTNCHECK_MEM_HOST,
+    .user = NULL,
+    .struct_size = sizeof(attncheck_plugin),
+    .variants = ATTNCHECK_VARIANT_SOFTCAP,
+    .forward2 = example_forward2,
+    .backward2 = example_backward2,
+};
+#endif
 
 const attncheck_plugin *attncheck_plugin_describe(void)
 {

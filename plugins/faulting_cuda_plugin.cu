@@ -34,7 +34,7 @@ static int faulting_forward(void *user, const attncheck_problem *p, int32_t dtyp
 extern "C" const attncheck_plugin *attncheck_plugin_describe(void)
 {
     static attncheck_plugin faulting;
-    faulting.abi_version = ATTNCHECK_PLUGIN_ABI_VERSION;
+    faulting.abi_version = ATTNCHECK_PLUGIN_ABI_V1;
     faulting.name = "faulting-cuda";
     faulting.description = "a CUDA plugin whose forward stores past its output: a device fault on purpose";
     faulting.caps.dtypes = (1u << ATTNCHECK_DTYPE_F16) | (1u << ATTNCHECK_DTYPE_BF16) | (1u << ATTNCHECK_DTYPE_F32);

@@ -13,12 +13,33 @@ __attribute__((unused)) static int bad_forward(void *user, const attncheck_probl
     abort(); /* never called: a refused plugin must not run */
 }
 
+__attribute__((unused)) static int bad_forward2(void *user, const attncheck_problem2 *p, const attncheck_fwd_args *a,
+                                                char *errbuf, size_t errbuf_len)
+{
+    (void)user, (void)p, (void)a, (void)errbuf, (void)errbuf_len;
+    abort(); /* never called */
+}
+
 #ifndef BAD_NO_SYMBOL
 static const attncheck_plugin bad = {
-#ifdef BAD_ABI
+#if defined(BAD_ABI)
     .abi_version = 7,
-#else
+#elif defined(BAD_V2_SIZE) || defined(BAD_V2_NO_FORWARD2) || defined(BAD_V2_VARIANT)
+    /* ABI 2, broken in its own fields */
     .abi_version = ATTNCHECK_PLUGIN_ABI_VERSION,
+#ifndef BAD_V2_SIZE
+    .struct_size = sizeof(attncheck_plugin),
+#else
+    .struct_size = 8, /* not the size of the descriptor it was built with */
+#endif
+#ifndef BAD_V2_NO_FORWARD2
+    .forward2 = bad_forward2,
+#endif
+#ifdef BAD_V2_VARIANT
+    .variants = 1u << 30, /* a variant no attncheck knows */
+#endif
+#else
+    .abi_version = ATTNCHECK_PLUGIN_ABI_V1,
 #endif
     .name = "bad-plugin",
     .caps = {
@@ -31,7 +52,7 @@ static const attncheck_plugin bad = {
 #endif
     },
     .memory = ATTNCHECK_MEM_HOST,
-#ifndef BAD_NULL_FORWARD
+#if !defined(BAD_NULL_FORWARD) && !defined(BAD_V2_SIZE) && !defined(BAD_V2_NO_FORWARD2) && !defined(BAD_V2_VARIANT)
     .forward = bad_forward,
 #endif
 };

@@ -4,7 +4,8 @@
  * (P = exp(S - LSE), no second softmax), on blocks of query rows (fp64_block.h):
  *   D_i  = sum_c dO_ic O_ic
  *   dP   = dO V^T                 (dgemm)
- *   dS   = P * (dP - D)           (masked entries: P = 0, so dS = 0)
+ *   dS   = P * (dP - D)           (masked entries: P = 0, so dS = 0; with a softcap
+ *                                  times dS'/dS = 1 - tanh^2(S / c))
  *   dQ   = scale * dS K           (dgemm, written in place)
  *   dK   = scale * dS^T Q         (dgemms, beta = 1: summed over row blocks and
  *   dV   = P^T dO                  over the query heads of a GQA group)
@@ -26,6 +27,7 @@
 #include "fp64_block.h"
 #include "parallel.h"
 #include "ref.h"
+#include "variants_internal.h"
 
 #define REF_KEY_TILE 256
 
@@ -46,9 +48,10 @@ static void block_delta(const ref_head *hd, const backward_tensors *t, int i0, i
     }
 }
 
-/* p_blk holds P on entry; dp_blk receives dS. */
+/* p_blk holds P on entry; dp_blk receives dS (w.r.t. S = scale Q K^T: with a
+ * softcap, dS' times slope = dS'/dS, which slope_blk holds; NULL: 1). */
 static void block_grad_scores(const ref_head *hd, const backward_tensors *t, int i0, int i1,
-                              int jlo, int jhi, const double *p_blk, double *dp_blk)
+                              int jlo, int jhi, const double *p_blk, double *dp_blk, const double *slope_blk)
 {
     int rows = i1 - i0, cols = jhi - jlo;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd->d, 1.0,
@@ -60,12 +63,15 @@ static void block_grad_scores(const ref_head *hd, const backward_tensors *t, int
         double *ds_row = dp_blk + (size_t)(i - i0) * cols;
         for (int j = 0; j < cols; j++) /* a masked entry stays an exact 0, whatever dP holds */
             ds_row[j] = p_row[j] != 0.0 ? p_row[j] * (ds_row[j] - delta_i) : 0.0;
+        if (slope_blk) /* through the softcap's tanh */
+            for (int j = 0; j < cols; j++)
+                ds_row[j] *= slope_blk[(size_t)(i - i0) * cols + j];
     }
 }
 
 /* Pass 1: rows [i0, i1) of one head: D, and dQ = scale dS K over the block's keys. */
 static void dq_block(const ref_head *hd, const backward_tensors *t, int i0, int i1, double *p_blk,
-                     double *ds_blk)
+                     double *ds_blk, double *slope_blk)
 {
     block_delta(hd, t, i0, i1);
     int jlo, jhi;
@@ -75,9 +81,10 @@ static void dq_block(const ref_head *hd, const backward_tensors *t, int i0, int 
         return;
     }
     int rows = i1 - i0, cols = jhi - jlo;
-    ref_block_scores(hd, t->q, t->k, i0, i1, jlo, jhi, p_blk);
+    ref_mod_aux aux = {.slope = slope_blk};
+    ref_block_scores_mods(hd, t->q, t->k, i0, i1, jlo, jhi, p_blk, slope_blk ? &aux : NULL);
     ref_block_probs_from_lse(hd, i0, i1, jlo, jhi, t->lse, p_blk);
-    block_grad_scores(hd, t, i0, i1, jlo, jhi, p_blk, ds_blk);
+    block_grad_scores(hd, t, i0, i1, jlo, jhi, p_blk, ds_blk, slope_blk);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd->d, cols, hd->p->scale, ds_blk, cols,
                 t->k + hd->kv_base + (size_t)jlo * hd->ld_kv, (int)hd->ld_kv, 0.0,
                 t->dq + hd->q_base + (size_t)i0 * hd->ld_q, (int)hd->ld_q);
@@ -85,12 +92,13 @@ static void dq_block(const ref_head *hd, const backward_tensors *t, int i0, int 
 
 /* Pass 2: the (block, tile) pair's P and dS, then dK, dV of the tile's keys += their share. */
 static void dkdv_pair(const ref_head *hd, const backward_tensors *t, int i0, int i1, int j0, int j1,
-                      double *p_blk, double *ds_blk)
+                      double *p_blk, double *ds_blk, double *slope_blk)
 {
     int rows = i1 - i0, cols = j1 - j0, ld_q = (int)hd->ld_q, ld_kv = (int)hd->ld_kv;
-    ref_block_scores(hd, t->q, t->k, i0, i1, j0, j1, p_blk);
+    ref_mod_aux aux = {.slope = slope_blk};
+    ref_block_scores_mods(hd, t->q, t->k, i0, i1, j0, j1, p_blk, slope_blk ? &aux : NULL);
     ref_block_probs_from_lse(hd, i0, i1, j0, j1, t->lse, p_blk);
-    block_grad_scores(hd, t, i0, i1, j0, j1, p_blk, ds_blk);
+    block_grad_scores(hd, t, i0, i1, j0, j1, p_blk, ds_blk, slope_blk);
     size_t kv_at = hd->kv_base + (size_t)j0 * hd->ld_kv;
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d, rows, hd->p->scale, ds_blk, cols,
                 t->q + hd->q_base + (size_t)i0 * hd->ld_q, ld_q, 1.0, t->dk + kv_at, ld_kv);
@@ -102,7 +110,11 @@ typedef struct {
     const ac_problem *p;
     backward_tensors t;
     double **p_blk, **ds_blk; /* per worker: (block, Nk) twice */
+    double **slope_blk;       /* per worker: (block, Nk) dS'/dS with a softcap; unused (1 element) without */
+    bool slope;               /* the problem has a softcap */
 } backward_job;
+
+static double *slope_of(const backward_job *job, int worker) { return job->slope ? job->slope_blk[worker] : NULL; }
 
 static void dq_task(void *arg, size_t task, int worker)
 {
@@ -112,7 +124,7 @@ static void dq_task(void *arg, size_t task, int worker)
     ref_block_task(job->p, task, &hd, &i0, &i1);
     int live = i1 < hd.seqlen_q ? i1 : hd.seqlen_q, pad0 = i0 > hd.seqlen_q ? i0 : hd.seqlen_q;
     if (i0 < live)
-        dq_block(&hd, &job->t, i0, live, job->p_blk[worker], job->ds_blk[worker]);
+        dq_block(&hd, &job->t, i0, live, job->p_blk[worker], job->ds_blk[worker], slope_of(job, worker));
     ref_zero_q_rows(&hd, job->t.dq, pad0, i1); /* padding rows */
     for (int i = pad0; i < i1; i++)
         job->t.delta[ac_lse_index(job->p, hd.b, hd.h, i)] = 0.0;
@@ -149,7 +161,8 @@ static void dkdv_task(void *arg, size_t task, int worker)
         for (int i0 = 0; i0 < hd.seqlen_q; i0 += rows) {
             int i1 = i0 + rows < hd.seqlen_q ? i0 + rows : hd.seqlen_q;
             if (rows_see_keys(&hd, i0, i1, j0, j1))
-                dkdv_pair(&hd, &job->t, i0, i1, j0, j1, job->p_blk[worker], job->ds_blk[worker]);
+                dkdv_pair(&hd, &job->t, i0, i1, j0, j1, job->p_blk[worker], job->ds_blk[worker],
+                          slope_of(job, worker));
         }
     }
 }
@@ -168,11 +181,12 @@ int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, con
         return status;
     int block = ref_block_rows(p);
     size_t elems = (size_t)block * (p->seqlen_k > REF_KEY_TILE ? p->seqlen_k : REF_KEY_TILE);
-    size_t sizes[2] = {elems, elems};
-    workers = ref_workers_within(workers, 2 * elems * sizeof(double));
-    backward_job job = {p, {q, k, v, o, lse, d_o, dq, dk, dv, delta}, NULL, NULL};
-    double ***slots[2] = {&job.p_blk, &job.ds_blk};
-    if (ref_scratch_alloc(slots, sizes, 2, workers)) {
+    bool slope = p->softcap != 0.0;
+    size_t sizes[3] = {elems, elems, slope ? elems : 1};
+    workers = ref_workers_within(workers, (slope ? 3 : 2) * elems * sizeof(double));
+    backward_job job = {p, {q, k, v, o, lse, d_o, dq, dk, dv, delta}, NULL, NULL, NULL, slope};
+    double ***slots[3] = {&job.p_blk, &job.ds_blk, &job.slope_blk};
+    if (ref_scratch_alloc(slots, sizes, 3, workers)) {
         /* pass 2 reads D, which pass 1 writes */
         ref_parallel_for(workers, (size_t)p->batch * p->heads_q * ref_block_count(p), dq_task, &job);
         ref_parallel_for(workers, (size_t)p->batch * p->heads_kv * key_tiles(p), dkdv_task, &job);
@@ -180,6 +194,6 @@ int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, con
         status = ac_fail(err, AC_ERR_ENV, "ref_backward_fp64: out of memory for %d workers' two %d x %d blocks",
                          workers, block, p->seqlen_k);
     }
-    ref_scratch_free(slots, 2, workers);
+    ref_scratch_free(slots, 3, workers);
     return status;
 }

@@ -27,6 +27,7 @@
 #include "fp64_block.h"
 #include "parallel.h"
 #include "ref.h"
+#include "variants_internal.h"
 
 /* ---- vectorised exp ------------------------------------------------------- */
 
@@ -219,10 +220,18 @@ static const uint8_t *dense_mask_row(const ref_head *hd, int i)
 void ref_block_scores(const ref_head *hd, const double *q, const double *k, int i0, int i1,
                       int jlo, int jhi, double *s)
 {
+    ref_block_scores_mods(hd, q, k, i0, i1, jlo, jhi, s, NULL);
+}
+
+void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k, int i0, int i1,
+                           int jlo, int jhi, double *s, const ref_mod_aux *aux)
+{
     int rows = i1 - i0, cols = jhi - jlo;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd->d, hd->p->scale,
                 q + hd->q_base + (size_t)i0 * hd->ld_q, (int)hd->ld_q,
                 k + hd->kv_base + (size_t)jlo * hd->ld_kv, (int)hd->ld_kv, 0.0, s, cols);
+    if (aux || ac_problem_has_score_mods(hd->p)) /* the variants' S' (ref/variants.c) */
+        ref_block_mods(hd, i0, i1, jlo, jhi, s, aux);
     for (int i = i0; i < i1; i++) {
         double *row = s + (size_t)(i - i0) * cols;
         int lo, hi;

@@ -52,10 +52,18 @@ void ref_scratch_free(double ***slots[], int n_kinds, int workers);
  * (*jhi <= *jlo: none). */
 void ref_block_keys(const ref_head *hd, int i0, int i1, int *jlo, int *jhi);
 
-/* s = scale * Q[i0:i1] K[jlo:jhi]^T, row-major with row stride jhi - jlo, then
- * masked: every entry whose key is not visible becomes -inf. */
+/* s = scale * Q[i0:i1] K[jlo:jhi]^T, row-major with row stride jhi - jlo, the
+ * variants' score modifiers applied (S'), then masked: every entry whose key is
+ * not visible becomes -inf. */
 void ref_block_scores(const ref_head *hd, const double *q, const double *k, int i0, int i1,
                       int jlo, int jhi, double *s);
+
+/* The same, with what the error scales and the backward need of the variants'
+ * score modifiers (variants_internal.h) written to aux's arrays (same shape;
+ * masked entries too, their values unused).  aux may be NULL. */
+typedef struct ref_mod_aux ref_mod_aux;
+void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k, int i0, int i1,
+                           int jlo, int jhi, double *s, const ref_mod_aux *aux);
 
 /* Scores to probabilities with a known LSE per row: s = exp(s - lse_nat[i]);
  * masked entries (-inf) and rows with lse = -inf give exact zeros. */

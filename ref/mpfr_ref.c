@@ -256,8 +256,20 @@ static void chunk_visibility(mp_work *w, mp_chunk *ch)
     }
 }
 
+/* The variants' S' = ac_score_mod of one score, in place at prec bits:
+ * softcap c tanh(S / c). */
+static void score_mods(const ac_problem *p, mpfr_ptr score)
+{
+    if (p->softcap != 0.0) {
+        mpfr_div_d(score, score, p->softcap, MPFR_RNDN);
+        mpfr_tanh(score, score, MPFR_RNDN);
+        mpfr_mul_d(score, score, p->softcap, MPFR_RNDN);
+    }
+}
+
 /* Rows [r0, r1): every visible key's exact score (the slice pairs' partial
- * sums added exactly), rounded to prec + 64 bits, times scale at prec bits. */
+ * sums added exactly), rounded to prec + 64 bits, times scale at prec bits,
+ * then the variants' score modifiers. */
 static void scores_rows(void *arg, int r0, int r1)
 {
     const mp_job *job = arg;
@@ -265,6 +277,7 @@ static void scores_rows(void *arg, int r0, int r1)
     mp_thread *th = thread_of(w, r0);
     size_t R = (size_t)job->ch->n, nb = (size_t)(job->j1 - job->j0), ldc = (size_t)job->s_k * nb;
     const double *cs = w->cs.buf;
+    bool mods = ac_problem_has_score_mods(w->p);
     for (int r = r0; r < r1; r++) {
         const uint8_t *vis = w->vis + (size_t)r * w->p->seqlen_k;
         for (int j = job->j0; j < job->j1; j++) {
@@ -276,8 +289,12 @@ static void scores_rows(void *arg, int r0, int r1)
                     th->terms[n++] = cs[((size_t)s * R + (size_t)r) * ldc + (size_t)t * nb + (size_t)(j - job->j0)];
             mx_sum_doubles(th->wide, th->terms, n, th->tmp, th->tmp_ptrs);
             mpfr_mul(score_at(w, r, j), th->wide, w->scale, MPFR_RNDN); /* not mul_d: no temporary */
+            if (mods)
+                score_mods(w->p, score_at(w, r, j));
         }
     }
+    if (r0 > 0 && mods) /* on the helper thread, about to end: drop what tanh cached */
+        mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
 }
 
 static int chunk_scores_block(mp_work *w, mp_chunk *ch, int s_q, int j0, int j1)

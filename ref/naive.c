@@ -39,6 +39,7 @@
 #include "fp64_block.h"
 #include "naive_blocks.h"
 #include "parallel.h"
+#include "naive_mods.h"
 #include "ref.h"
 #include "round_float.h"
 
@@ -143,6 +144,7 @@ int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double
     ctx->d_pad = naive_pad(p->head_dim);
     ctx->nk_pad = naive_pad(p->seqlen_k);
     ctx->scale = (float)p->scale;
+    ctx->mods = ac_problem_has_score_mods(p);
     ctx->row_blocks = (p->seqlen_q + NAIVE_ROWS - 1) / NAIVE_ROWS;
     bool grads = d_o && o;
     size_t nq = (size_t)p->batch * p->heads_q * p->seqlen_q * ctx->d_pad + 1;
@@ -246,6 +248,12 @@ void naive_padding_rows(const naive_ctx *ctx, size_t index, int *b, int *h, int 
 
 void naive_scores(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, float *s, bool *any)
 {
+    naive_scores_slope(ctx, blk, j0, j1, s, any, NULL);
+}
+
+void naive_scores_slope(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, float *s, bool *any,
+                        float *slope)
+{
     const ac_problem *p = ctx->p;
     int rows = blk->i1 - blk->i0, ld = naive_pad(j1 - j0);
     nk_dot_rows(naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), (size_t)ctx->d_pad, rows,
@@ -263,6 +271,9 @@ void naive_scores(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, 
             /* NaN marks a hidden pair (a score never is: finite inputs, float sums) */
             row[j - j0] = visible ? rf_round(ctx->t, row[j - j0] * ctx->scale) : NAN;
             seen |= visible;
+            if (visible && ctx->mods)
+                row[j - j0] = naive_score_mod(p, ctx->t, blk->b, blk->h, i, j, row[j - j0],
+                                              slope ? slope + (size_t)r * ld + (j - j0) : NULL);
         }
         if (any)
             any[r] = seen;

@@ -27,7 +27,10 @@ typedef struct {
     float *row_max, *row_sum, *row_delta; /* (B, Hq, Nq) as pass 1 computed them */
     bool *row_any;                        /* the row sees a key */
     float **s, **ds, **acc;               /* per worker: (NAIVE_ROWS, nk_pad) twice, (2 NAIVE_KEYS, d_pad) */
+    float **slope;                        /* per worker, with score modifiers: (NAIVE_ROWS, nk_pad) dS'/dS */
 } grad_job;
+
+static float *slope_of(const grad_job *job, int worker) { return job->ctx->mods ? job->slope[worker] : NULL; }
 
 static size_t row_at(const ac_problem *p, int b, int h, int i)
 {
@@ -52,9 +55,10 @@ static float row_delta(const naive_ctx *ctx, int b, int h, int i)
 
 /* dP of rows [i0, i1) and keys [j0, j1) (j0 a multiple of NK_COLS) into ds,
  * row stride naive_pad(j1 - j0), then dS = round_t(P (round_t(dP) - D)) in
- * place, 0 where masked or the row sees no key.  p: P, same shape. */
+ * place, 0 where masked or the row sees no key.  p: P, same shape; slope (may
+ * be NULL): the score modifiers' dS'/dS, dS = round_t(dS' slope). */
 static void grad_scores(const grad_job *job, const naive_block *blk, int j0, int j1, const float *p,
-                        float *ds)
+                        float *ds, const float *slope)
 {
     const naive_ctx *ctx = job->ctx;
     int ld = naive_pad(j1 - j0);
@@ -68,26 +72,28 @@ static void grad_scores(const grad_job *job, const naive_block *blk, int j0, int
         for (int j = j0; j < j1; j++) {
             bool live = job->row_any[at] && pair_visible(ctx, blk->b, mask, i, j);
             ds[r + j - j0] = live ? rf_round(ctx->t, p[r + j - j0] * (rf_round(ctx->t, ds[r + j - j0]) - delta)) : 0.0f;
+            if (live && slope)
+                ds[r + j - j0] = rf_round(ctx->t, ds[r + j - j0] * slope[r + j - j0]);
         }
     }
 }
 
 /* ---- pass 1: dQ per row block ------------------------------------------------- */
 
-static void dq_block(const grad_job *job, const naive_block *blk, float *s, float *ds, float *acc)
+static void dq_block(const grad_job *job, const naive_block *blk, float *s, float *ds, float *acc, float *slope)
 {
     const naive_ctx *ctx = job->ctx;
     const ac_problem *p = ctx->p;
     int rows = blk->i1 - blk->i0, cols = blk->jt1 - blk->jt0, ld = naive_pad(cols), d = ctx->d;
     bool any[NAIVE_ROWS];
-    naive_scores(ctx, blk, blk->jt0, blk->jt1, s, any);
+    naive_scores_slope(ctx, blk, blk->jt0, blk->jt1, s, any, slope);
     for (int r = 0; r < rows; r++) {
         size_t at = row_at(p, blk->b, blk->h, blk->i0 + r);
         naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], &job->row_max[at], &job->row_sum[at]);
         job->row_any[at] = any[r];
         job->row_delta[at] = any[r] ? row_delta(ctx, blk->b, blk->h, blk->i0 + r) : 0.0f;
     }
-    grad_scores(job, blk, blk->jt0, blk->jt1, s, ds);
+    grad_scores(job, blk, blk->jt0, blk->jt1, s, ds, slope);
     nk_acc_rows(ds, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->k, blk->b, blk->h_kv, blk->jt0),
                 (size_t)ctx->d_pad, ctx->d_pad, acc, (size_t)ctx->d_pad);
     ref_head hd;
@@ -116,7 +122,7 @@ static void dq_task(void *arg, size_t task, int worker)
     if (!naive_block_at(job->ctx, task, &blk))
         return;
     if (blk.jt1 > blk.jt0) {
-        dq_block(job, &blk, job->s[worker], job->ds[worker], job->acc[worker]);
+        dq_block(job, &blk, job->s[worker], job->ds[worker], job->acc[worker], slope_of(job, worker));
         return;
     }
     zero_dq_rows(job, b, h, blk.i0, blk.i1); /* no row sees a key: nothing flows back */
@@ -128,11 +134,11 @@ static void dq_task(void *arg, size_t task, int worker)
 
 /* P of the (block, tile) pair from the kept m and l: the softmax's own
  * arithmetic on the same scores (naive_softmax_row), masked pairs included. */
-static void tile_probs(const grad_job *job, const naive_block *blk, int j0, int j1, float *s)
+static void tile_probs(const grad_job *job, const naive_block *blk, int j0, int j1, float *s, float *slope)
 {
     const naive_ctx *ctx = job->ctx;
     int ld = naive_pad(j1 - j0);
-    naive_scores(ctx, blk, j0, j1, s, NULL);
+    naive_scores_slope(ctx, blk, j0, j1, s, NULL, slope);
     for (int i = blk->i0; i < blk->i1; i++) {
         size_t at = row_at(ctx->p, blk->b, blk->h, i);
         float *row = s + (size_t)(i - blk->i0) * ld, m = job->row_max[at], l = job->row_sum[at];
@@ -143,12 +149,12 @@ static void tile_probs(const grad_job *job, const naive_block *blk, int j0, int 
 }
 
 static void kv_tile_pair(const grad_job *job, const naive_block *blk, int j0, int j1, float *s,
-                         float *ds, float *dk_acc, float *dv_acc)
+                         float *ds, float *dk_acc, float *dv_acc, float *slope)
 {
     const naive_ctx *ctx = job->ctx;
     int rows = blk->i1 - blk->i0, tw = j1 - j0, ld = naive_pad(tw), d_pad = ctx->d_pad;
-    tile_probs(job, blk, j0, j1, s);
-    grad_scores(job, blk, j0, j1, s, ds);
+    tile_probs(job, blk, j0, j1, s, slope);
+    grad_scores(job, blk, j0, j1, s, ds, slope);
     nk_acc_cols(s, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0), (size_t)d_pad,
                 d_pad, dv_acc, (size_t)d_pad);
     nk_acc_cols(ds, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), (size_t)d_pad,
@@ -168,7 +174,7 @@ static bool block_sees_tile(const naive_ctx *ctx, const naive_block *blk, int j0
 }
 
 static void kv_tile(const grad_job *job, int b, int h_kv, int j0, int j1, float *s, float *ds,
-                    float *acc)
+                    float *acc, float *slope)
 {
     const naive_ctx *ctx = job->ctx;
     const ac_problem *p = ctx->p;
@@ -181,7 +187,7 @@ static void kv_tile(const grad_job *job, int b, int h_kv, int j0, int j1, float 
             if (!naive_block_at(ctx, ((size_t)b * p->heads_q + h) * ctx->row_blocks + rb, &blk))
                 break;
             if (block_sees_tile(ctx, &blk, j0, j1))
-                kv_tile_pair(job, &blk, j0, j1, s, ds, dk_acc, dv_acc);
+                kv_tile_pair(job, &blk, j0, j1, s, ds, dk_acc, dv_acc, slope);
         }
     ref_head hd;
     ref_head_init(&hd, p, b, h_kv * group);
@@ -206,7 +212,7 @@ static void kv_task(void *arg, size_t task, int worker)
         memset(job->dv + hd.kv_base + (size_t)j * hd.ld_kv, 0, (size_t)p->head_dim * sizeof(double));
     }
     if (j0 < j1)
-        kv_tile(job, b, h_kv, j0, j1, job->s[worker], job->ds[worker], job->acc[worker]);
+        kv_tile(job, b, h_kv, j0, j1, job->s[worker], job->ds[worker], job->acc[worker], slope_of(job, worker));
 }
 
 /* ---- entry point ------------------------------------------------------------ */
@@ -219,13 +225,13 @@ static int run_passes(naive_ctx *ctx, grad_job *job, ac_err *err)
     job->row_sum = malloc((rows ? rows : 1) * sizeof(float));
     job->row_delta = malloc((rows ? rows : 1) * sizeof(float));
     job->row_any = calloc(rows ? rows : 1, sizeof(bool));
-    float ***slots[] = {&job->s, &job->ds, &job->acc};
+    float ***slots[] = {&job->s, &job->ds, &job->acc, &job->slope};
     size_t block = (size_t)NAIVE_ROWS * (ctx->nk_pad > NAIVE_KEYS ? ctx->nk_pad : NAIVE_KEYS);
-    size_t sizes[] = {block, block, 2 * (size_t)NAIVE_KEYS * ctx->d_pad};
+    size_t sizes[] = {block, block, 2 * (size_t)NAIVE_KEYS * ctx->d_pad, ctx->mods ? block : 1};
     int status = AC_OK;
-    ctx->workers = ref_workers_within(ctx->workers, (sizes[0] + sizes[1] + sizes[2]) * sizeof(float));
+    ctx->workers = ref_workers_within(ctx->workers, (sizes[0] + sizes[1] + sizes[2] + sizes[3]) * sizeof(float));
     if (job->row_max && job->row_sum && job->row_delta && job->row_any &&
-        naive_scratch_alloc(slots, sizes, 3, ctx->workers)) {
+        naive_scratch_alloc(slots, sizes, 4, ctx->workers)) {
         int tiles = (p->seqlen_k + NAIVE_KEYS - 1) / NAIVE_KEYS;
         ref_parallel_for(ctx->workers, (size_t)p->batch * p->heads_q * ctx->row_blocks, dq_task, job);
         ref_parallel_for(ctx->workers, (size_t)p->batch * p->heads_kv * tiles, kv_task, job);
@@ -233,7 +239,7 @@ static int run_passes(naive_ctx *ctx, grad_job *job, ac_err *err)
         status = ac_fail(err, AC_ERR_ENV, "ref_naive_backward: out of memory for %d workers' %d x %d blocks",
                          ctx->workers, NAIVE_ROWS, p->seqlen_k);
     }
-    naive_scratch_free(slots, 3, ctx->workers);
+    naive_scratch_free(slots, 4, ctx->workers);
     free(job->row_max);
     free(job->row_sum);
     free(job->row_delta);
@@ -254,7 +260,7 @@ int ref_naive_backward(const ac_problem *p, ac_dtype t, const double *q, const d
         status = naive_ctx_init(&ctx, p, t, q, k, v, d_o, o, err);
     if (status != AC_OK)
         return status;
-    grad_job job = {&ctx, dq, dk, dv, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    grad_job job = {&ctx, dq, dk, dv, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     status = run_passes(&ctx, &job, err);
     naive_ctx_free(&ctx);
     return status;

@@ -27,6 +27,7 @@ typedef struct {
     ac_dtype t;
     int d, d_pad, nk_pad, workers;
     float scale;                  /* (float)p->scale, as the naive computation holds it */
+    bool mods;                    /* score modifiers (naive_mods.h) */
     float *q, *k, *v, *d_o, *o;   /* packed copies, row stride d_pad; d_o, o only for the backward */
     float *kt, *vt;               /* K^T, V^T per (b, h_kv): (d, nk_pad) */
     int *key_lo, *key_hi;         /* (B, Nq): [lo, hi) of row i of batch b, the window, causal
@@ -65,10 +66,14 @@ void naive_padding_rows(const naive_ctx *ctx, size_t index, int *b, int *h, int 
 const uint8_t *naive_mask_row(const naive_ctx *ctx, int b, int h, int i);
 
 /* Scores of rows [i0, i1) of blk's head and keys [j0, j1) (j0 a multiple of
- * NK_COLS), row stride naive_pad(j1 - j0): round_t(fl32(S * scale)) where
- * visible, -inf where not; any[r] (may be NULL) says whether row i0 + r sees
+ * NK_COLS), row stride naive_pad(j1 - j0): round_t(fl32(S * scale)), then the
+ * variants' S' (naive_mods.h), where visible, -inf where not; any[r] (may be NULL) says whether row i0 + r sees
  * one of these keys. */
 void naive_scores(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, float *s, bool *any);
+/* The same with the variants' score modifiers' slope dS'/dS (naive_mods.h)
+ * of every visible pair written to slope (same shape), when not NULL. */
+void naive_scores_slope(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, float *s, bool *any,
+                        float *slope);
 
 /* Softmax of one score row in place: P = round_t(expf(s - m) / l), l summed
  * in float in key order; *m_out and *l_out as computed.  A row that sees no

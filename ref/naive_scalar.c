@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "naive_mods.h"
 #include "naive_scalar.h"
 #include "ref.h"
 
@@ -28,7 +29,7 @@ static float round_t(ac_dtype t, float x) { return (float)ac_round(t, (double)x)
 /* Row i of head h as the forward makes it: p_row[j] = P_ij (0 where masked).
  * Returns false when no key is visible; *lse_nat gets m + logf(l). */
 static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                            int b, int h, int i, float *p_row, float *lse_nat)
+                            int b, int h, int i, float *p_row, float *slope_row, float *lse_nat)
 {
     int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = p->head_dim;
     float scale = (float)p->scale, m = -INFINITY;
@@ -41,6 +42,8 @@ static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, co
         for (int c = 0; c < d; c++)
             acc += (float)q[ac_q_index(p, b, h, i, c)] * (float)k[ac_kv_index(p, b, h_kv, j, c)];
         p_row[j] = round_t(t, acc * scale);
+        if (ac_problem_has_score_mods(p)) /* the variants' S' (naive_mods.h) */
+            p_row[j] = naive_score_mod(p, t, b, h, i, j, p_row[j], slope_row ? &slope_row[j] : NULL);
         m = p_row[j] > m ? p_row[j] : m;
         any = true;
     }
@@ -95,7 +98,7 @@ int ref_naive_forward_scalar(const ac_problem *p, ac_dtype t, const double *q, c
             for (int i = 0; i < p->seqlen_q; i++) {
                 float lse_nat = -INFINITY;
                 size_t at = ac_lse_index(p, b, h, i);
-                if (i >= ac_seqlen_q_of(p, b) || !naive_probs_row(p, t, q, k, b, h, i, p_row, &lse_nat)) {
+                if (i >= ac_seqlen_q_of(p, b) || !naive_probs_row(p, t, q, k, b, h, i, p_row, NULL, &lse_nat)) {
                     zero_row(p, o, b, h, i);
                     lse[at] = -INFINITY;
                     continue;
@@ -118,7 +121,7 @@ int ref_naive_forward_scalar(const ac_problem *p, ac_dtype t, const double *q, c
 typedef struct {
     const double *q, *k, *v, *o, *d_o;
     double *dq;
-    float *p_row, *ds_row;
+    float *p_row, *ds_row, *slope_row;
     float *dk_acc, *dv_acc; /* (Nk, d) of the current K/V head, float sums */
 } naive_bwd;
 
@@ -137,6 +140,8 @@ static void naive_grad_scores(const ac_problem *p, ac_dtype t, const naive_bwd *
         for (int c = 0; c < d; c++)
             dp += (float)w->d_o[ac_q_index(p, b, h, i, c)] * (float)w->v[ac_kv_index(p, b, h_kv, j, c)];
         w->ds_row[j] = round_t(t, w->p_row[j] * (round_t(t, dp) - delta));
+        if (ac_problem_has_score_mods(p))
+            w->ds_row[j] = round_t(t, w->ds_row[j] * w->slope_row[j]);
     }
 }
 
@@ -144,7 +149,7 @@ static void naive_bwd_row(const ac_problem *p, ac_dtype t, const naive_bwd *w, i
 {
     int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = p->head_dim;
     float scale = (float)p->scale, lse_unused;
-    if (!naive_probs_row(p, t, w->q, w->k, b, h, i, w->p_row, &lse_unused)) {
+    if (!naive_probs_row(p, t, w->q, w->k, b, h, i, w->p_row, w->slope_row, &lse_unused)) {
         zero_row(p, w->dq, b, h, i);
         return;
     }
@@ -197,9 +202,9 @@ int ref_naive_backward_scalar(const ac_problem *p, ac_dtype t, const double *q, 
         return status;
     size_t kv_head = (size_t)p->seqlen_k * p->head_dim;
     naive_bwd w = {q, k, v, o, d_o, dq, malloc((size_t)p->seqlen_k * sizeof(float)),
-                   malloc((size_t)p->seqlen_k * sizeof(float)), malloc(kv_head * sizeof(float)),
-                   malloc(kv_head * sizeof(float))};
-    if (w.p_row && w.ds_row && w.dk_acc && w.dv_acc)
+                   malloc((size_t)p->seqlen_k * sizeof(float)), malloc((size_t)p->seqlen_k * sizeof(float)),
+                   malloc(kv_head * sizeof(float)), malloc(kv_head * sizeof(float))};
+    if (w.p_row && w.ds_row && w.slope_row && w.dk_acc && w.dv_acc)
         for (int b = 0; b < p->batch; b++)
             for (int h_kv = 0; h_kv < p->heads_kv; h_kv++)
                 naive_bwd_kv_head(p, t, &w, dk, dv, b, h_kv);
@@ -207,6 +212,7 @@ int ref_naive_backward_scalar(const ac_problem *p, ac_dtype t, const double *q, 
         status = ac_fail(err, AC_ERR_ENV, "ref_naive_backward_scalar: out of memory");
     free(w.p_row);
     free(w.ds_row);
+    free(w.slope_row);
     free(w.dk_acc);
     free(w.dv_acc);
     return status;

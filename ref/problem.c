@@ -9,6 +9,7 @@
 
 #include "mask_kinds.h"
 #include "ref.h"
+#include "variants_internal.h"
 
 double ac_default_scale(int head_dim) { return 1.0 / sqrt((double)head_dim); }
 
@@ -220,6 +221,8 @@ int ac_problem_validate(const ac_problem *p, size_t mem_budget, ac_err *err)
     int status = validate_sizes(p, err);
     if (status == AC_OK)
         status = validate_mask(p, err);
+    if (status == AC_OK)
+        status = ref_variants_validate(p, err);
     if (status != AC_OK)
         return status;
     double budget = (double)(mem_budget ? mem_budget : AC_DEFAULT_MEM_BUDGET);

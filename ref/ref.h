@@ -106,7 +106,13 @@ typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
  *     mb = mask_batch == 1 ? 0 : b, mh = mask_heads == 1 ? 0 : h.
  * Rows i >= nq_b and keys j >= nk_b are padding: not part of the problem, never
  * compared, their contents unspecified.
- * A row with no visible key gives O = 0 and LSE = -inf (FlashAttention's convention). */
+ * A row with no visible key gives O = 0 and LSE = -inf (FlashAttention's convention).
+ *
+ * Variants (ref/variants.h; zero / NULL = off, so a problem that sets none is
+ * plain attention).  S = scale Q K^T first; then, for every visible pair, the
+ * score S'_ij the softmax sees (ac_score_mod, the one definition):
+ *   softcap c > 0:  S' = c tanh(S / c)                         (Gemma 2; FlashAttention softcap)
+ * and P_ij = exp(S'_ij - LSE_i), LSE_i = log sum_j exp S'_ij, O = P V. */
 typedef struct {
     int batch, heads_q, heads_kv;  /* heads_q a multiple of heads_kv (GQA/MQA) */
     int seqlen_q, seqlen_k;        /* padded lengths, the tensors' extent */
@@ -119,6 +125,8 @@ typedef struct {
     const int *seqlens_q, *seqlens_k; /* (B) per-sequence lengths, or NULL */
     const uint8_t *dense_mask;        /* (mask_batch, mask_heads, Nq, Nk) or NULL */
     int mask_batch, mask_heads;       /* 1 or B, 1 or Hq */
+    /* ---- variants (see above; every array host memory) ---- */
+    double softcap;                   /* c > 0, or 0: off */
 } ac_problem;
 
 #define AC_MAX_HEAD_DIM 512
@@ -137,6 +145,12 @@ int ac_problem_validate(const ac_problem *p, size_t mem_budget, ac_err *err);
 int ac_seqlen_q_of(const ac_problem *p, int b); /* nq_b */
 int ac_seqlen_k_of(const ac_problem *p, int b); /* nk_b */
 bool ac_visible(const ac_problem *p, int b, int h, int i, int j);
+/* The variants' score S'_ij of a visible pair from its scaled score s = S_ij,
+ * and dS'/dS there (softcap: 1 - tanh^2(s / c) = 1 / cosh^2(s / c); else 1).
+ * Without score modifiers S' = s (ac_problem_has_score_mods says whether). */
+double ac_score_mod(const ac_problem *p, int b, int h, int i, int j, double s);
+double ac_score_mod_slope(const ac_problem *p, double s);
+bool ac_problem_has_score_mods(const ac_problem *p);
 /* Visible keys of row i form the range [lo, hi) intersected with the dense mask:
  * fills the bounds of the window/causal/length part (hi <= lo: none). */
 void ac_visible_range(const ac_problem *p, int b, int i, int *lo, int *hi);

@@ -51,6 +51,13 @@ extern "C" { /* the device code is C++ */
  * CUDA", "no CUDA device", the driver's message, ... */
 int ref_gpu_available(ac_err *why);
 
+/* Whether this tier computes problem p: AC_OK, or AC_ERR_INPUT naming what it
+ * does not implement — every variant (ref/variants.h) and the THD layout, for
+ * now — so a caller choosing a tier (--reference auto) runs the CPU tier for
+ * them.  ref_gpu_reference, ref_gpu_plan and ref_gpu_spot_check refuse such a
+ * problem with the same message.  Built in every build (ref/cuda/plan.c). */
+int ref_gpu_supports(const ac_problem *p, ac_err *why);
+
 /* Host arrays the tier writes, shaped and laid out as ac_reference's (ref.h:
  * Q-like and K-like in the problem's layout, LSE-like (B, Hq, Nq)).  Padding
  * rows and keys get what the CPU tier gives them (0; LSE -inf).

@@ -12,8 +12,10 @@ int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void
                       const void *v, const void *d_o, const ref_gpu_opts *opts,
                       const ref_gpu_outputs *out, ref_gpu_stats *stats, ac_err *err)
 {
-    (void)p, (void)t, (void)q, (void)k, (void)v, (void)d_o, (void)opts, (void)out;
+    (void)t, (void)q, (void)k, (void)v, (void)d_o, (void)opts, (void)out;
     if (stats)
         *stats = (ref_gpu_stats){0};
+    if (p && ref_gpu_supports(p, err) != AC_OK) /* what a CUDA build would say too */
+        return AC_ERR_INPUT;
     return ac_fail(err, AC_ERR_ENV, "GPU reference: " NO_CUDA);
 }

@@ -45,6 +45,7 @@
 #include "fp64_block.h"
 #include "parallel.h"
 #include "ref.h"
+#include "variants_internal.h"
 
 #define SCALE_KEY_TILE 256
 
@@ -57,12 +58,16 @@ typedef struct {
     double *abs_k, *abs_v;     /* (B, Hkv, Nk, d), packed once */
     double *g_row, *r_row;     /* (B, Hq, Nq): g_i and R_i as pass 1 summed them */
     double ***bufs;            /* per worker: the scale_buffers arrays below */
+    bool mods;                 /* the problem has score modifiers (ac_problem_has_score_mods) */
 } scale_job;
 
 /* One worker's block buffers: probabilities, the O, dV and dQ/dK weights, the
  * score magnitudes G (then the backward's relative error r of P), each
  * (block, keys); |Q|, |dO|, |O| of the block's rows (block, d). */
-enum { B_PROB, B_WEIGHT_O, B_WEIGHT_V, B_WEIGHT_G, B_REL_ERR, B_ABS_Q, B_ABS_DO, B_ABS_O, B_COUNT };
+enum { B_PROB, B_WEIGHT_O, B_WEIGHT_V, B_WEIGHT_G, B_REL_ERR, B_SLOPE, B_SIGMA, B_KAPPA, B_ABS_Q, B_ABS_DO,
+       B_ABS_O, B_COUNT };
+/* B_SLOPE, B_SIGMA, B_KAPPA: the score modifiers' terms (below), block-sized
+ * only when the problem has them. */
 
 typedef struct {
     const ref_head *hd;
@@ -88,6 +93,21 @@ static size_t row_id(const ref_head *hd, int i)
     return ((size_t)hd->b * hd->p->heads_q + hd->h) * hd->p->seqlen_q + i;
 }
 
+/* The score modifiers (docs/DESIGN.md, "Variants"): the kernel's f32 S' errs
+ * by t' G + sigma (u_f32 units; t' = dS'/dS carries S's own error through the
+ * tanh, sigma is the modifiers' rounding), which replaces G in every formula;
+ * and the backward's dS = dS' t' meets the error of the kernel's t',
+ * kappa = rho (2 + curv Ghat) in units of u: 2 u_f32 from 1 - tanh^2 cancelling
+ * near saturation, curv Ghat from t' moving with S's error. */
+static void pair_mod_errors(const scale_job *job, double **buf, size_t n)
+{
+    for (size_t e = 0; e < n; e++) {
+        double ghat = buf[B_SLOPE][e] * buf[B_REL_ERR][e] + buf[B_SIGMA][e];
+        buf[B_REL_ERR][e] = ghat;
+        buf[B_KAPPA][e] = job->rho * (2.0 + buf[B_KAPPA][e] * ghat);
+    }
+}
+
 /* prob <- P, weight_o <- 1 where visible and 0 where masked, rel_err <- G_ij;
  * |Q| (and |dO|, |O| with grads) of the rows into their buffers. */
 static void pair_terms(const scale_job *job, const scale_pair *pr)
@@ -101,12 +121,15 @@ static void pair_terms(const scale_job *job, const scale_pair *pr)
         abs_rows(job->d_o + q_at, hd->ld_q, rows, d, buf[B_ABS_DO]);
         abs_rows(job->o + q_at, hd->ld_q, rows, d, buf[B_ABS_O]);
     }
-    ref_block_scores(hd, job->q, job->k, pr->i0, pr->i1, pr->jlo, pr->jhi, buf[B_PROB]);
+    ref_mod_aux aux = {buf[B_SLOPE], buf[B_SIGMA], buf[B_KAPPA]};
+    ref_block_scores_mods(hd, job->q, job->k, pr->i0, pr->i1, pr->jlo, pr->jhi, buf[B_PROB], job->mods ? &aux : NULL);
     for (size_t e = 0; e < n; e++) /* ref_block_scores marks every masked pair with -inf */
         buf[B_WEIGHT_O][e] = buf[B_PROB][e] == -INFINITY ? 0.0 : 1.0;
     ref_block_probs_from_lse(hd, pr->i0, pr->i1, pr->jlo, pr->jhi, job->lse, buf[B_PROB]);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, d * fabs(hd->p->scale), buf[B_ABS_Q], d,
                 head_abs(job, job->abs_k, hd, pr->jlo), d, 0.0, buf[B_REL_ERR], cols);
+    if (job->mods)
+        pair_mod_errors(job, buf, n);
 }
 
 /* g_i = sum_j P_ij G_ij over the visible keys of each row (pass 1 sees them all). */
@@ -146,6 +169,24 @@ static void pair_weights_o(const scale_job *job, const scale_pair *pr)
     }
 }
 
+/* weight_g for dQ, dK with score modifiers: dS = dS' t', so
+ * t' P ((1 + r)(dPhat + Dhat) + R) + P (dPhat + Dhat) kappa + tau (pair_mod_errors).
+ * One row of the block from `at`; weight_g holds dPhat on entry. */
+static void mod_weights_grad(const scale_job *job, double **buf, size_t at, int cols, double delta_hat, double r_row)
+{
+    double *w = buf[B_WEIGHT_G] + at;
+    const double *prob = buf[B_PROB] + at, *vis = buf[B_WEIGHT_O] + at, *rel = buf[B_REL_ERR] + at;
+    const double *slope = buf[B_SLOPE] + at, *kappa = buf[B_KAPPA] + at;
+    for (int j = 0; j < cols; j++) {
+        if (vis[j] == 0.0) {
+            w[j] = 0.0;
+            continue;
+        }
+        double mag = w[j] + delta_hat, w_ds = prob[j] * ((1.0 + rel[j]) * mag + r_row);
+        w[j] = w_ds * slope[j] + prob[j] * mag * kappa[j] + job->tau;
+    }
+}
+
 /* weight_g <- P ((1 + r)(dPhat + Dhat) + R) + tau where visible, 0 where
  * masked; R_i summed here in pass 1 (keep_r), read back in pass 2. */
 static void pair_weights_grad(const scale_job *job, const scale_pair *pr, bool keep_r)
@@ -169,6 +210,10 @@ static void pair_weights_grad(const scale_job *job, const scale_pair *pr, bool k
             job->r_row[row_id(hd, pr->i0 + r)] = r_row;
         }
         double r_row = job->r_row[row_id(hd, pr->i0 + r)];
+        if (job->mods) {
+            mod_weights_grad(job, buf, at, cols, delta_hat, r_row);
+            continue;
+        }
         for (int j = 0; j < cols; j++)
             w[j] = vis[j] != 0.0 ? prob[j] * ((1.0 + rel[j]) * (w[j] + delta_hat) + r_row) + job->tau : 0.0;
     }
@@ -313,8 +358,10 @@ static bool alloc_job(scale_job *job, int workers)
     bool ok = job->abs_k && job->abs_v && job->g_row && job->r_row && job->bufs;
     for (int w = 0; ok && w < workers; w++) {
         ok = (job->bufs[w] = calloc(B_COUNT, sizeof(double *))) != NULL;
-        for (int b = 0; ok && b < B_COUNT; b++)
-            ok = (job->bufs[w][b] = malloc((b < B_ABS_Q ? blk : rows) * sizeof(double))) != NULL;
+        for (int b = 0; ok && b < B_COUNT; b++) {
+            bool unused = !job->mods && (b == B_SLOPE || b == B_SIGMA || b == B_KAPPA);
+            ok = (job->bufs[w][b] = malloc((unused ? 1 : b < B_ABS_Q ? blk : rows) * sizeof(double))) != NULL;
+        }
     }
     return ok;
 }
@@ -339,10 +386,11 @@ int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const dou
     if ((status = ref_thread_count(&workers, err)) != AC_OK)
         return status;
     size_t keys = (size_t)(p->seqlen_k > SCALE_KEY_TILE ? p->seqlen_k : SCALE_KEY_TILE);
-    workers = ref_workers_within(workers, (B_ABS_Q * keys + 3 * (size_t)p->head_dim) * ref_block_rows(p) * sizeof(double));
+    size_t block_bufs = ac_problem_has_score_mods(p) ? B_ABS_Q : B_SLOPE;
+    workers = ref_workers_within(workers, (block_bufs * keys + 3 * (size_t)p->head_dim) * ref_block_rows(p) * sizeof(double));
     scale_job job = {p, q, k, v, o, lse, d_o, e_o, grads ? e_dq : NULL, grads ? e_dk : NULL, grads ? e_dv : NULL,
                      ac_min_subnormal(t) / (2.0 * ac_unit_roundoff(t)), ac_unit_roundoff(AC_F32) / ac_unit_roundoff(t),
-                     NULL, NULL, NULL, NULL, NULL};
+                     NULL, NULL, NULL, NULL, NULL, ac_problem_has_score_mods(p)};
     if (alloc_job(&job, workers)) {
         ref_parallel_for(workers, (size_t)p->batch * p->heads_kv, pack_abs_kv, &job);
         ref_parallel_for(workers, (size_t)p->batch * p->heads_q * ref_block_count(p), rows_task, &job);
@@ -387,6 +435,7 @@ typedef struct {
     double *e_lse, *abs_k; /* abs_k: (B, Hkv, Nk, d) */
     double **abs_q, **g;   /* per worker: (LSE_BLOCK_ROWS, d), (LSE_BLOCK_ROWS, Nk) */
     int row_blocks;
+    double **s, **slope, **sigma; /* per worker, with score modifiers: (LSE_BLOCK_ROWS, Nk) each */
 } lse_job;
 
 static void lse_pack_abs_k(void *arg, size_t task, int worker)
@@ -414,6 +463,31 @@ static double row_visible_max(const ref_head *hd, int i, int jlo, const double *
     return best;
 }
 
+/* With score modifiers: E_lse_i = 1 + |LSE_i| + max_j Ghat_ij + 2 max_j |S'_ij|
+ * over the visible keys, Ghat = t' G + sigma the f32 error of S' (pair_mod_errors),
+ * |S'| bounding the running max's changes (without modifiers, d G_i and 2 G_i:
+ * G_i bounds |S|). */
+static void lse_rows_mods(const lse_job *job, const ref_head *hd, int i0, int i1, int jlo, int jhi, int worker)
+{
+    const ac_problem *p = job->p;
+    int cols = jhi - jlo;
+    double *s = job->s[worker], *g = job->g[worker], gd = p->head_dim * fabs(p->scale);
+    ref_mod_aux aux = {.slope = job->slope[worker], .sigma = job->sigma[worker]};
+    ref_block_scores_mods(hd, job->q, job->k, i0, i1, jlo, jhi, s, &aux);
+    for (int i = i0; i < i1; i++) {
+        size_t row = (size_t)(i - i0) * cols, at = ac_lse_index(p, hd->b, hd->h, i);
+        double ghat_max = -1.0, score_max = 0.0;
+        for (int j = 0; j < cols; j++) {
+            if (s[row + j] == -INFINITY) /* masked */
+                continue;
+            ghat_max = fmax(ghat_max, aux.slope[row + j] * gd * g[row + j] + aux.sigma[row + j]);
+            score_max = fmax(score_max, fabs(s[row + j]));
+        }
+        if (ghat_max >= 0.0 && isfinite(job->lse[at]))
+            job->e_lse[at] = 1.0 + fabs(job->lse[at]) + ghat_max + 2.0 * score_max;
+    }
+}
+
 static void lse_block(void *arg, size_t task, int worker)
 {
     const lse_job *job = arg;
@@ -436,6 +510,10 @@ static void lse_block(void *arg, size_t task, int worker)
     abs_rows(job->q + hd.q_base + (size_t)i0 * hd.ld_q, hd.ld_q, i1 - i0, d, abs_q);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, cols, d, 1.0, abs_q, d,
                 abs_k + (size_t)jlo * d, d, 0.0, g, cols);
+    if (job->s) {
+        lse_rows_mods(job, &hd, i0, i1, jlo, jhi, worker);
+        return;
+    }
     for (int i = i0; i < i1; i++) {
         double g_max = row_visible_max(&hd, i, jlo, g + (size_t)(i - i0) * cols);
         size_t at = ac_lse_index(p, hd.b, hd.h, i);
@@ -446,13 +524,28 @@ static void lse_block(void *arg, size_t task, int worker)
 
 static void lse_free(lse_job *job, int workers)
 {
-    for (int w = 0; w < workers; w++) {
-        free(job->abs_q ? job->abs_q[w] : NULL);
-        free(job->g ? job->g[w] : NULL);
+    double **per_worker[] = {job->abs_q, job->g, job->s, job->slope, job->sigma};
+    for (size_t b = 0; b < sizeof per_worker / sizeof *per_worker; b++) {
+        for (int w = 0; per_worker[b] && w < workers; w++)
+            free(per_worker[b][w]);
+        free(per_worker[b]);
     }
-    free(job->abs_q);
-    free(job->g);
     free(job->abs_k);
+}
+
+/* The modifiers' blocks: S', t' and sigma per worker. */
+static bool lse_alloc_mods(lse_job *job, int workers)
+{
+    size_t n = LSE_BLOCK_ROWS * (size_t)job->p->seqlen_k + 1;
+    double ***slots[] = {&job->s, &job->slope, &job->sigma};
+    bool ok = true;
+    for (size_t b = 0; b < 3; b++) {
+        *slots[b] = calloc((size_t)workers, sizeof(double *));
+        ok = ok && *slots[b];
+        for (int w = 0; ok && w < workers; w++)
+            ok = ((*slots[b])[w] = malloc(n * sizeof(double))) != NULL;
+    }
+    return ok;
 }
 
 static bool lse_alloc(lse_job *job, int workers)
@@ -468,7 +561,7 @@ static bool lse_alloc(lse_job *job, int workers)
         job->g[w] = malloc((LSE_BLOCK_ROWS * nk + 1) * sizeof(double));
         ok = job->abs_q[w] && job->g[w];
     }
-    return ok;
+    return ok && (!ac_problem_has_score_mods(p) || lse_alloc_mods(job, workers));
 }
 
 int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse,
@@ -481,8 +574,10 @@ int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, c
         return ac_fail(err, AC_ERR_INPUT, "ref_lse_error_scale: NULL tensor (q, k, lse and e_lse are required)");
     if ((status = ref_thread_count(&workers, err)) != AC_OK)
         return status;
-    workers = ref_workers_within(workers, (size_t)LSE_BLOCK_ROWS * p->seqlen_k * sizeof(double));
-    lse_job job = {p, q, k, lse, e_lse, NULL, NULL, NULL, (p->seqlen_q + LSE_BLOCK_ROWS - 1) / LSE_BLOCK_ROWS};
+    workers = ref_workers_within(workers, (ac_problem_has_score_mods(p) ? 4 : 1) * (size_t)LSE_BLOCK_ROWS *
+                                              p->seqlen_k * sizeof(double));
+    lse_job job = {p, q, k, lse, e_lse, NULL, NULL, NULL, (p->seqlen_q + LSE_BLOCK_ROWS - 1) / LSE_BLOCK_ROWS,
+                   NULL, NULL, NULL};
     if (lse_alloc(&job, workers)) {
         ref_parallel_for(workers, (size_t)p->batch * p->heads_kv, lse_pack_abs_k, &job);
         ref_parallel_for(workers, (size_t)p->batch * p->heads_q * job.row_blocks, lse_block, &job);

@@ -250,9 +250,24 @@ static int edit_seed(const ac_case *cur, int i, ac_case *cand)
     return 1;
 }
 
+/* The variants (ref/variants.h): each dropped (0 = off); every candidate
+ * turns one off, so the count of variants in use falls. */
+static int edit_variants(const ac_case *cur, int i, ac_case *cand)
+{
+    *cand = *cur;
+    switch (i) {
+    case 0:
+        if (cur->softcap == 0.0)
+            return 0;
+        cand->softcap = 0.0;
+        return 1;
+    default: return -1;
+    }
+}
+
 static const edit_fn edits[] = {
     edit_batch, edit_drop_seqlens, edit_heads, edit_seqlen_q, edit_seqlen_k, edit_head_dim,
-    edit_mask, edit_mask_details, edit_dist, edit_layout_scale, edit_seed,
+    edit_mask, edit_mask_details, edit_dist, edit_layout_scale, edit_variants, edit_seed,
 };
 
 /* ---- the greedy loop ------------------------------------------------------- */

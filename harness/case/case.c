@@ -388,6 +388,33 @@ static int validate_scale(const case_field *f, const ac_case *c, ac_err *err)
     return AC_OK;
 }
 
+/* -- the variants' fields (ref/variants.h): optional, printed only when set */
+
+static int parse_softcap(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    double v;
+    if (!case_read_number(value, &v) || !(v > 0.0) || !isfinite((float)v))
+        return case_bad(err, f->key, "a finite softcap c > 0", value);
+    c->softcap = (double)(float)v; /* the kernel's softcap is an f32 */
+    return AC_OK;
+}
+
+static bool format_softcap(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    case_fmt_f32(buf, len, c->softcap);
+    return c->softcap == 0.0;
+}
+
+static void reset_softcap(ac_case *c) { c->softcap = 0.0; }
+
+static int validate_softcap(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (c->softcap != 0.0 && (!(c->softcap > 0.0) || !isfinite((float)c->softcap) || (double)(float)c->softcap != c->softcap))
+        return ac_fail(err, AC_ERR_INPUT, "%s: must be an f32 value > 0, got %g", f->key, c->softcap);
+    return AC_OK;
+}
+
 static int validate_gqa(const case_field *f, const ac_case *c, ac_err *err)
 {
     (void)f;
@@ -422,6 +449,7 @@ static const case_field fields[] = {
     CUSTOM_FIELD("layout", false, true, layout),
     CUSTOM_FIELD("dist", false, true, dist),
     CUSTOM_FIELD("scale", false, true, scale),
+    CUSTOM_FIELD("softcap", false, false, softcap),
 };
 enum { N_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
 

@@ -6,13 +6,14 @@
  * fixed order; optional fields are printed only when not at their default.
  * Parse -> format round-trips byte for byte for every line format produces.
  * Grammar (one row per field in case.c's table): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
- * [seqlens-k] layout dist scale, with
+ * [seqlens-k] layout dist scale [softcap], with
  *   mask = none | causal-tl | causal-br | window-tl(L,R) | window-br(L,R) | dense(KEEP)
  *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
  *   maskrows = FRAC in [0,1] (dense only)
  *   seqlens-q/-k = one length per sequence, each in 0..nq (0..nk)
  *   dist = normal(M,S) | uniform(LO,HI) | outliers(S,P) | increasing(SLOPE) | equal()
  *          | dominant(MARGIN) | huge(FRAC) | tiny();   scale = auto | VALUE
+ *   softcap = C > 0 (stored as its f32 value, like scale)
  * The parser also takes fields in any order and extra blanks, and defaults a
  * missing mask, layout, dist or scale (none, bhsd, normal(0,1), auto); the
  * other fields are required.  c->scale always holds the f32 value the kernel
@@ -84,6 +85,8 @@ typedef struct {
     double scale;
     ac_dist_kind dist;
     double dist_a, dist_b;
+    /* ---- variants (ref/variants.h), optional fields after scale; 0 = off ---- */
+    double softcap;                /* softcap=C: the f32 value of c > 0 */
 } ac_case;
 
 /* ---- the mask of a case (masks.c: one row per kind of ref/mask_kinds.h) ----

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "harness/case/case_internal.h"
+#include "harness/case/gen_variants.h"
 #include "harness/case/generate.h"
 
 /* ---- the per-case stream ------------------------------------------------------ */
@@ -323,6 +324,7 @@ int ac_gen_case_at(const ac_gen *g, uint64_t index, ac_case *out, ac_err *err)
     draw_dist(&r, &c);
     draw_scale(&r, &c);
     c.seed = case_rng_u64(&r) >> 34; /* 30 bits: short lines */
+    case_variants_draw(g->campaign_seed, index, &g->caps, &c); /* gen_variants.c */
     cap_work(g, &c);
     st = ac_case_validate(&c, err);
     if (st != AC_OK)

@@ -131,9 +131,11 @@ static void print_where(char *buf, size_t len, ac_where w)
 static void print_result(const ac_inputs *in, const char *label, const ac_result *r)
 {
     const ac_problem *p = &in->p;
-    printf("%s: %s b=%d hq=%d hkv=%d nq=%d nk=%d d=%d layout=%s scale=%.9g\n", label, ac_dtype_name(in->c.dtype),
+    char variants[256];
+    ac_check_variants_describe(in, variants, sizeof variants);
+    printf("%s: %s b=%d hq=%d hkv=%d nq=%d nk=%d d=%d layout=%s scale=%.9g%s\n", label, ac_dtype_name(in->c.dtype),
            p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim,
-           p->layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd", p->scale);
+           p->layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd", p->scale, variants);
     printf("%-4s %10s %-16s %10s %-16s %9s %9s %8s\n", "out", "max-ulp", "at", "max-scaled", "at", "naive-max",
            "naive-mean", "specials");
     for (int o = 0; o < AC_OUT_COUNT; o++) {

@@ -300,6 +300,8 @@ static int build_problem(const ac_cli *o, const dims *d, ac_inputs *in, ac_err *
     if (st == AC_OK && o->mask_file)
         st = read_mask(o->mask_file, d, in, err);
     if (st == AC_OK)
+        st = ac_check_variants(o, in, err); /* check_variants.c */
+    if (st == AC_OK)
         st = ac_problem_validate(&in->p, 0, err);
     return st;
 }

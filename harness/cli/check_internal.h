@@ -22,5 +22,9 @@ void ac_check_files_free(tensor_files *f);
 /* Shapes, dtypes and options into an ac_inputs (q, k, v, do moved out of f,
  * widened exactly; NaN/Inf refused).  in is zeroed first: ac_inputs_free is safe. */
 int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err *err);
+/* check_variants.c: the variants' options into in->p and in->c (shapes already read). */
+int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err);
+/* " softcap=30 ...": the variants in effect, for check's header line ("" when none). */
+void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len);
 
 #endif

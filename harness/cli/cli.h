@@ -55,6 +55,8 @@ typedef struct {
     bool stop_first, no_backward;
     /* check, reference: the raw values, read against the files' shapes */
     const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
+    /* check, reference: the variants (harness/cli/check_variants.c) */
+    const char *softcap;
 } ac_cli;
 
 /* Parses the options of subcommand argv[0] ("fuzz", "check", ...) from

@@ -186,6 +186,9 @@ static void print_caps(const ac_caps *cp, ac_device dev)
     printf(" layouts=%s%s%s", cp->layouts & 1u ? "bhsd" : "", cp->layouts == 3u ? "," : "",
            cp->layouts & 2u ? "bshd" : "");
     printf("%s%s%s", cp->gqa ? " gqa" : "", cp->varlen ? " varlen" : "", cp->backward ? " backward" : "");
+    for (int v = 0, first = 1; v < AC_VARIANT_COUNT; v++) /* ref/variants.h */
+        if (cp->variants & ac_variant_bit((ac_variant)v))
+            printf("%s%s", first ? " variants=" : ",", ac_variant_name((ac_variant)v)), first = 0;
     if (cp->max_seqlen)
         printf(" max-seqlen=%d", cp->max_seqlen);
     printf(" device=%s", dev == AC_DEV_CUDA ? "cuda" : "cpu");

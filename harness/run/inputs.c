@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness/run/inputs.h"
+#include "harness/run/inputs_variants.h"
 #include "ref/rng.h"
 
 /* ---- random streams -------------------------------------------------------- */
@@ -257,6 +258,7 @@ static ac_problem problem_of(const ac_case *c)
     /* The scale is the f32 the kernel multiplies by; the reference uses the same value. */
     p.scale = (double)(float)(c->scale_auto ? 1.0 / sqrt((double)c->head_dim) : c->scale);
     ac_case_mask_to_problem(c, &p);
+    inputs_variants_problem(c, &p);
     return p;
 }
 

@@ -9,6 +9,7 @@
  * ac_problem into the ABI's own struct and registered like a built-in kernel.
  * Plugins are never unloaded: the registry keeps pointers into them. */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,12 +39,31 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 
 #define PLUGIN_ERRBUF 512
 
+/* What ABI 2 adds to the descriptor (its struct_size must cover these). */
+#define ABI_V1_SIZE offsetof(attncheck_plugin, struct_size)
+#define ABI_V2_MIN_SIZE (offsetof(attncheck_plugin, backward2) + sizeof(attncheck_backward2_fn))
+_Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP, "variant bits");
+#define ABI_V2_VARIANTS ATTNCHECK_VARIANT_SOFTCAP
+
 typedef struct {
     ac_kernel k;          /* k.ctx points back here */
-    const attncheck_plugin *desc;
+    attncheck_plugin desc; /* as read_descriptor read it */
     char path[AC_PATH_LEN];
     char name[AC_KERNEL_NAME_LEN];
 } plugin_ctx;
+
+/* The descriptor as attncheck uses it: the bytes the plugin's ABI version
+ * says it has (version 1: the fields before struct_size; version 2:
+ * struct_size of them) and zeros past them, so a field a plugin's header did
+ * not have reads as "off".  The caller has checked abi_version is 1 or 2. */
+static attncheck_plugin read_descriptor(const attncheck_plugin *d)
+{
+    attncheck_plugin copy;
+    memset(&copy, 0, sizeof copy);
+    size_t n = d->abi_version >= 2 ? (d->struct_size < sizeof copy ? d->struct_size : sizeof copy) : ABI_V1_SIZE;
+    memcpy(&copy, d, n);
+    return copy;
+}
 
 static attncheck_problem to_abi(const ac_problem *p)
 {
@@ -57,6 +77,22 @@ static attncheck_problem to_abi(const ac_problem *p)
     };
 }
 
+/* ABI 2's problem: the v1 fields and the variants. */
+static attncheck_problem2 to_abi2(const ac_problem *p)
+{
+    attncheck_problem v1 = to_abi(p);
+    return (attncheck_problem2){
+        .struct_size = sizeof(attncheck_problem2),
+        .batch = v1.batch, .heads_q = v1.heads_q, .heads_kv = v1.heads_kv,
+        .seqlen_q = v1.seqlen_q, .seqlen_k = v1.seqlen_k, .head_dim = v1.head_dim,
+        .layout = v1.layout, .scale = v1.scale, .windowed = v1.windowed,
+        .window_left = v1.window_left, .window_right = v1.window_right, .align = v1.align,
+        .seqlens_q = v1.seqlens_q, .seqlens_k = v1.seqlens_k,
+        .dense_mask = v1.dense_mask, .mask_batch = v1.mask_batch, .mask_heads = v1.mask_heads,
+        .softcap = p->softcap,
+    };
+}
+
 /* A nonzero return or (for a CUDA plugin) a device fault: the environment, naming the plugin. */
 static int after_call(const plugin_ctx *c, const char *entry, int rc, char *buf, ac_err *err)
 {
@@ -64,7 +100,7 @@ static int after_call(const plugin_ctx *c, const char *entry, int rc, char *buf,
     if (rc != 0)
         return ac_fail(err, AC_ERR_ENV, "plugin %s (%s): %s returned %d: %s", c->name, c->path, entry, rc,
                        buf[0] ? buf : "(no message)");
-    if (c->desc->memory == ATTNCHECK_MEM_CUDA) {
+    if (c->desc.memory == ATTNCHECK_MEM_CUDA) {
         ac_err why = {{0}};
         if (ac_dev_sync(&why) != AC_OK)
             return ac_fail(err, AC_ERR_ENV, "plugin %s (%s): device fault in %s: %s", c->name, c->path, entry,
@@ -77,9 +113,17 @@ static int plugin_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t
                           ac_err *err)
 {
     const plugin_ctx *c = self->ctx;
-    attncheck_problem ap = to_abi(p);
     char buf[PLUGIN_ERRBUF] = "";
-    int rc = c->desc->forward(c->desc->user, &ap, (int32_t)t, a->q, a->k, a->v, a->o, a->lse, buf, sizeof buf);
+    int rc;
+    if (c->desc.abi_version >= 2) {
+        attncheck_problem2 ap = to_abi2(p);
+        attncheck_fwd_args fa = {.struct_size = sizeof fa, .dtype = (int32_t)t, .q = a->q, .k = a->k, .v = a->v,
+                                 .o = a->o, .lse = a->lse};
+        rc = c->desc.forward2(c->desc.user, &ap, &fa, buf, sizeof buf);
+    } else {
+        attncheck_problem ap = to_abi(p);
+        rc = c->desc.forward(c->desc.user, &ap, (int32_t)t, a->q, a->k, a->v, a->o, a->lse, buf, sizeof buf);
+    }
     return after_call(c, "forward", rc, buf, err);
 }
 
@@ -87,10 +131,18 @@ static int plugin_backward(const ac_kernel *self, const ac_problem *p, ac_dtype 
                            ac_err *err)
 {
     const plugin_ctx *c = self->ctx;
-    attncheck_problem ap = to_abi(p);
     char buf[PLUGIN_ERRBUF] = "";
-    int rc = c->desc->backward(c->desc->user, &ap, (int32_t)t, a->q, a->k, a->v, a->o, a->lse, a->d_o, a->dq,
-                               a->dk, a->dv, buf, sizeof buf);
+    int rc;
+    if (c->desc.abi_version >= 2) {
+        attncheck_problem2 ap = to_abi2(p);
+        attncheck_bwd_args ba = {.struct_size = sizeof ba, .dtype = (int32_t)t, .q = a->q, .k = a->k, .v = a->v,
+                                 .o = a->o, .d_o = a->d_o, .lse = a->lse, .dq = a->dq, .dk = a->dk, .dv = a->dv};
+        rc = c->desc.backward2(c->desc.user, &ap, &ba, buf, sizeof buf);
+    } else {
+        attncheck_problem ap = to_abi(p);
+        rc = c->desc.backward(c->desc.user, &ap, (int32_t)t, a->q, a->k, a->v, a->o, a->lse, a->d_o, a->dq, a->dk,
+                              a->dv, buf, sizeof buf);
+    }
     return after_call(c, "backward", rc, buf, err);
 }
 
@@ -147,32 +199,59 @@ static int check_caps(const char *path, const attncheck_plugin *d, ac_err *err)
     if (d->memory != ATTNCHECK_MEM_HOST && d->memory != ATTNCHECK_MEM_CUDA)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: memory %d is neither host (0) nor cuda (1)", path,
                        (int)d->memory);
-    if (c->backward && !d->backward)
+    if (d->abi_version == ATTNCHECK_PLUGIN_ABI_V1 && c->backward && !d->backward)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.backward is set but the backward entry point is NULL",
                        path);
     return check_head_dims(path, c, err);
 }
 
-static int check_descriptor(const char *path, const attncheck_plugin *d, ac_err *err)
+/* What ABI 2 adds: its entry points, its variant bits (its size is checked first). */
+static int check_v2(const char *path, const attncheck_plugin *d, ac_err *err)
 {
-    if (!d)
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s: attncheck_plugin_describe() returned NULL", path);
-    if (d->abi_version != ATTNCHECK_PLUGIN_ABI_VERSION)
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s: ABI version %u, attncheck speaks %d (rebuild it against "
-                       "this attncheck_plugin.h)", path, (unsigned)d->abi_version, ATTNCHECK_PLUGIN_ABI_VERSION);
-    if (!d->name || !name_ok(d->name))
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s: name %s%s%s is not 1-63 characters of [A-Za-z0-9._-]", path,
-                       d->name ? "'" : "", d->name ? d->name : "NULL", d->name ? "'" : "");
-    if (!d->forward)
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): forward entry point is NULL", path, d->name);
-    return check_caps(path, d, err);
+    if (!d->forward2)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): ABI 2: forward2 entry point is NULL", path, d->name);
+    if (d->forward || d->backward)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): ABI 2 calls forward2/backward2; forward and backward "
+                       "(ABI 1's) must be NULL", path, d->name);
+    if (d->caps.backward && !d->backward2)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): caps.backward is set but backward2 is NULL", path,
+                       d->name);
+    if (d->variants & ~(uint32_t)ABI_V2_VARIANTS)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): variants 0x%x: unknown variant bits", path, d->name,
+                       (unsigned)d->variants);
+    return AC_OK;
 }
 
-static ac_caps to_caps(const attncheck_caps *c)
+/* *out: the descriptor as read_descriptor reads it, once the version is known. */
+static int check_descriptor(const char *path, const attncheck_plugin *raw, attncheck_plugin *out, ac_err *err)
 {
+    if (!raw)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: attncheck_plugin_describe() returned NULL", path);
+    if (raw->abi_version != ATTNCHECK_PLUGIN_ABI_V1 && raw->abi_version != ATTNCHECK_PLUGIN_ABI_VERSION)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: ABI version %u, attncheck speaks %d and %d (rebuild it "
+                       "against this attncheck_plugin.h)", path, (unsigned)raw->abi_version, ATTNCHECK_PLUGIN_ABI_V1,
+                       ATTNCHECK_PLUGIN_ABI_VERSION);
+    if (raw->abi_version >= 2 && raw->struct_size < ABI_V2_MIN_SIZE) /* before anything is read by it */
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: ABI 2 needs struct_size = sizeof(attncheck_plugin) (at least "
+                       "%zu), got %u", path, ABI_V2_MIN_SIZE, (unsigned)raw->struct_size);
+    const attncheck_plugin d = read_descriptor(raw);
+    *out = d;
+    if (!d.name || !name_ok(d.name))
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: name %s%s%s is not 1-63 characters of [A-Za-z0-9._-]", path,
+                       d.name ? "'" : "", d.name ? d.name : "NULL", d.name ? "'" : "");
+    if (d.abi_version == ATTNCHECK_PLUGIN_ABI_V1 && !d.forward)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): forward entry point is NULL", path, d.name);
+    int st = d.abi_version >= 2 ? check_v2(path, &d, err) : AC_OK;
+    return st == AC_OK ? check_caps(path, &d, err) : st;
+}
+
+static ac_caps to_caps(const attncheck_plugin *d)
+{
+    const attncheck_caps *c = &d->caps;
     ac_caps k = {.dtypes = c->dtypes, .n_head_dims = c->n_head_dims, .max_head_dim = c->max_head_dim,
                  .masks = c->masks, .layouts = c->layouts, .gqa = c->gqa != 0, .varlen = c->varlen != 0,
-                 .backward = c->backward != 0, .max_seqlen = c->max_seqlen};
+                 .backward = c->backward != 0, .max_seqlen = c->max_seqlen,
+                 .variants = d->abi_version >= 2 ? d->variants : 0};
     for (int i = 0; i < c->n_head_dims; i++)
         k.head_dims[i] = c->head_dims[i];
     if (k.n_head_dims > 0) /* max_head_dim: the largest listed one, for whoever reads only it */
@@ -181,7 +260,7 @@ static ac_caps to_caps(const attncheck_caps *c)
     return k;
 }
 
-static int describe(const char *path, const attncheck_plugin **out, ac_err *err)
+static int describe(const char *path, attncheck_plugin *out, ac_err *err)
 {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
@@ -197,14 +276,10 @@ static int describe(const char *path, const attncheck_plugin **out, ac_err *err)
     }
     attncheck_plugin_describe_fn fn;
     memcpy(&fn, &sym, sizeof fn); /* object pointer -> function pointer, as POSIX allows */
-    const attncheck_plugin *d = fn();
-    int st = check_descriptor(path, d, err);
-    if (st != AC_OK) {
+    int st = check_descriptor(path, fn(), out, err);
+    if (st != AC_OK)
         dlclose(h);
-        return st;
-    }
-    *out = d; /* h stays open for the life of the process */
-    return AC_OK;
+    return st; /* on success h stays open for the life of the process */
 }
 
 int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
@@ -215,7 +290,7 @@ int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
     char full[AC_PATH_LEN];
     if (snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path) >= (int)sizeof full)
         return ac_fail(err, AC_ERR_INPUT, "plugin path too long: %s", path);
-    const attncheck_plugin *d = NULL;
+    attncheck_plugin d;
     int st = describe(full, &d, err);
     if (st != AC_OK)
         return st;
@@ -224,12 +299,12 @@ int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
         return ac_fail(err, AC_ERR_ENV, "plugin %s: out of memory", path);
     c->desc = d;
     snprintf(c->path, sizeof c->path, "%s", path);
-    snprintf(c->name, sizeof c->name, "%s", d->name);
-    c->k = (ac_kernel){.name = c->name, .description = d->description ? d->description : "plugin",
-                       .caps = to_caps(&d->caps), .memory = (ac_memory)d->memory,
-                       .device = d->memory == ATTNCHECK_MEM_CUDA ? AC_DEV_CUDA : AC_DEV_CPU,
+    snprintf(c->name, sizeof c->name, "%s", d.name);
+    c->k = (ac_kernel){.name = c->name, .description = d.description ? d.description : "plugin",
+                       .caps = to_caps(&d), .memory = (ac_memory)d.memory,
+                       .device = d.memory == ATTNCHECK_MEM_CUDA ? AC_DEV_CUDA : AC_DEV_CPU,
                        .available = plugin_available, .forward = plugin_forward,
-                       .backward = d->caps.backward ? plugin_backward : NULL, .ctx = c};
+                       .backward = d.caps.backward ? plugin_backward : NULL, .ctx = c};
     ac_err why = {{0}};
     if ((st = ac_kernel_add(&c->k, &why)) != AC_OK) {
         free(c);

@@ -189,6 +189,7 @@ int check_outputs(const ac_problem *p, ac_dtype t, const void *q, const void *k,
                   const void *d_o, const ref_gpu_outputs *out, ac_err *err)
 {
     REFG_TRY(ac_problem_validate(p, SIZE_MAX, err)); /* device memory is checked by the plan */
+    REFG_TRY(ref_gpu_supports(p, err));               /* no variant yet: the CPU tier has them */
     if ((unsigned)t >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "ref_gpu_reference: unknown dtype %d", (int)t);
     if (!q || !k || !v || !out || !out->o || !out->lse)

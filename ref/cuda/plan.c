@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "gpuref_internal.h"
+#include "../variants.h"
 
 const char *ref_gpu_stage_name(ref_gpu_stage s)
 {
@@ -91,9 +92,22 @@ static size_t wanted_rows(const ac_problem *p)
     return rows < nq ? rows : nq;
 }
 
+int ref_gpu_supports(const ac_problem *p, ac_err *why)
+{
+    unsigned used = ac_problem_variants(p);
+    for (int v = 0; v < AC_VARIANT_COUNT; v++)
+        if (used & ac_variant_bit((ac_variant)v))
+            return ac_fail(why, AC_ERR_INPUT, "the GPU reference tier does not implement %s (%s); the CPU tier "
+                           "computes it", ac_variant_what((ac_variant)v), ac_variant_name((ac_variant)v));
+    return AC_OK;
+}
+
 int ref_gpu_plan(const ac_problem *p, ac_dtype t, bool backward, bool scales, bool naive,
                  size_t mem_limit, int block_rows, ref_gpu_plan_t *plan, ac_err *err)
 {
+    int supported = ref_gpu_supports(p, err);
+    if (supported != AC_OK)
+        return supported;
     refg_sizes z = refg_sizes_of(p, t, backward, scales, naive);
     size_t group = refg_group_bytes(&z);
     size_t rows = block_rows > 0 ? (size_t)block_rows : wanted_rows(p);

@@ -284,6 +284,8 @@ static int check_args(const ac_problem *p, ac_dtype t, const double *q, const do
                       const double *d_o, const ref_gpu_outputs *got, const ref_gpu_check *chk, ac_err *err)
 {
     int status = ac_problem_validate(p, SIZE_MAX, err);
+    if (status == AC_OK)
+        status = ref_gpu_supports(p, err);
     if (status != AC_OK)
         return status;
     if ((unsigned)t >= AC_DTYPE_COUNT)

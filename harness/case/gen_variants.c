@@ -1,0 +1,40 @@
+/* harness/case/gen_variants.c — the generator's variants: each drawn only when
+ * the kernel claims it, with the edge values that break kernels.
+ *
+ * A stream of its own per case and variant (seeded from the campaign seed,
+ * the case index and the variant, apart from the plain case's stream), so
+ * adding a variant never moves the plain draws nor another variant's.  Weights (per case, each variant alone):
+ *   softcap  15%: c = 0.25 / 1 (tanh saturates at ordinary scores) 40,
+ *            5 20, 30 (Grok) 20, 50 (Gemma 2) 20. */
+#include "harness/case/gen_variants.h"
+
+/* Variant v's stream for case `index`: one per variant, so whether one is
+ * claimed (and how many draws its parameters take) never moves another. */
+static case_rng variant_stream(uint64_t campaign_seed, uint64_t index, ac_variant v)
+{
+    uint64_t s = campaign_seed ^ (0x5EEDF00DCAFEBABEull + 0x9E3779B97F4A7C15ull * (uint64_t)v);
+    uint64_t a = ac_splitmix64(&s);
+    s = a ^ (index * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
+    case_rng r = {ac_splitmix64(&s)};
+    return r;
+}
+
+/* true with probability percent / 100 */
+static bool chance(case_rng *r, int percent) { return (int)(case_rng_u64(r) % 100) < percent; }
+
+static void draw_softcap(case_rng *r, ac_case *c)
+{
+    static const int w[] = {20, 20, 20, 20, 20};
+    static const float caps[] = {0.25f, 1.0f, 5.0f, 30.0f, 50.0f};
+    c->softcap = (double)caps[case_rng_pick(r, w, 5)];
+}
+
+void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c)
+{
+    case_rng r;
+    if (caps->variants & AC_VAR_SOFTCAP) {
+        r = variant_stream(campaign_seed, index, AC_VARIANT_SOFTCAP);
+        if (chance(&r, 15))
+            draw_softcap(&r, c);
+    }
+}

@@ -1,0 +1,16 @@
+/* harness/case/gen_variants.h — internal to harness/case/: the generator's
+ * draws of the variants (gen_variants.c), called by generate.c once the
+ * plain case is drawn. */
+#ifndef ATTNCHECK_GEN_VARIANTS_H
+#define ATTNCHECK_GEN_VARIANTS_H
+
+#include "harness/case/case_internal.h"
+#include "kernels/kernel.h"
+
+/* Adds to case c (sizes, mask and scale already drawn) the variants of case
+ * `index` of the campaign: only those caps claim, from a random stream of
+ * their own, so the plain part of every case is what it was before variants
+ * existed (a kernel claiming none gets exactly the old stream). */
+void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c);
+
+#endif

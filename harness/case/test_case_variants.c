@@ -1,0 +1,159 @@
+/* harness/case/test_case_variants.c — the variants in case lines, the
+ * generator and the shrinker (suite harness_case_variants). */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness/harness.h"
+
+typedef struct {
+    char line[300];
+} line_param;
+
+static void assert_round_trip(const char *line)
+{
+    ac_case c;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_case_parse(line, &c, &err), AC_OK, "parse '%s': %s", line, err.msg);
+    char out[AC_CASE_LINE_MAX];
+    cr_assert_gt(ac_case_format(&c, out, sizeof out), 0);
+    cr_assert_str_eq(out, line);
+}
+
+#define BASE "v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"
+
+ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte_for_byte)
+{
+    static line_param lines[] = {
+        {BASE " softcap=30"},
+        {BASE " softcap=0.25"},
+        {BASE " softcap=0.1"}, /* f32(0.1) prints back as 0.1 */
+    };
+    return cr_make_param_array(line_param, lines, sizeof lines / sizeof lines[0]);
+}
+
+ParameterizedTest(line_param *p, harness_case_variants, variant_lines_round_trip_byte_for_byte)
+{
+    assert_round_trip(p->line);
+}
+
+typedef struct {
+    char line[300];
+    char why[80];
+} bad_param;
+
+ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refused_naming_the_field)
+{
+    static bad_param lines[] = {
+        {BASE " softcap=0", "softcap"},
+        {BASE " softcap=-5", "softcap"},
+        {BASE " softcap=1e40", "softcap"}, /* no f32 value */
+        {BASE " softcap=abc", "softcap"},
+    };
+    return cr_make_param_array(bad_param, lines, sizeof lines / sizeof lines[0]);
+}
+
+ParameterizedTest(bad_param *p, harness_case_variants, bad_variant_fields_are_refused_naming_the_field)
+{
+    ac_case c;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_case_parse(p->line, &c, &err), AC_ERR_INPUT, "accepted '%s'", p->line);
+    cr_assert_not_null(strstr(err.msg, p->why), "'%s': message '%s' does not name %s", p->line, err.msg, p->why);
+}
+
+Test(harness_case_variants, the_softcap_is_stored_as_its_f32_value)
+{
+    ac_case c;
+    cr_assert_eq(ac_case_parse(BASE " softcap=0.1", &c, NULL), AC_OK);
+    cr_assert_eq(c.softcap, (double)0.1f);
+}
+
+/* ---- the generator ----------------------------------------------------------------------- */
+
+static bool has_variant(const ac_case *c) { return c->softcap != 0.0; }
+
+static ac_caps caps_with(unsigned variants)
+{
+    ac_caps caps = {.dtypes = 7, .max_head_dim = 256, .masks = AC_MASKCAP_ALL, .layouts = 3, .gqa = true,
+                    .varlen = true, .backward = true, .variants = variants};
+    return caps;
+}
+
+/* The line without " key=value" of the given key. */
+static void strip_field(char *line, const char *key)
+{
+    char pat[40];
+    snprintf(pat, sizeof pat, " %s=", key);
+    char *at = strstr(line, pat);
+    if (!at)
+        return;
+    char *end = strchr(at + 1, ' ');
+    memmove(at, end ? end : at + strlen(at), strlen(end ? end : at + strlen(at)) + 1);
+}
+
+Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_plain_cases)
+{
+    ac_caps none = caps_with(0), all = caps_with(AC_VAR_ALL);
+    ac_gen g0, g1;
+    ac_gen_init(&g0, 77, &none);
+    ac_gen_init(&g1, 77, &all);
+    int with_softcap = 0, n = 2000;
+    for (int k = 0; k < n; k++) {
+        ac_case a, b;
+        cr_assert_eq(ac_gen_next(&g0, &a, NULL), AC_OK);
+        cr_assert_eq(ac_gen_next(&g1, &b, NULL), AC_OK);
+        cr_assert(!has_variant(&a), "case %d: a variant drawn for a kernel that claims none", k);
+        char la[AC_CASE_LINE_MAX], lb[AC_CASE_LINE_MAX];
+        ac_case_format(&a, la, sizeof la);
+        ac_case_format(&b, lb, sizeof lb);
+        with_softcap += b.softcap != 0.0;
+        strip_field(lb, "softcap");
+        cr_assert_str_eq(la, lb, "case %d: the plain part moved", k);
+    }
+    /* 15% +- 4 sigma */
+    cr_assert(with_softcap > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_softcap < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
+              "%d of %d cases with a softcap", with_softcap, n);
+}
+
+Test(harness_case_variants, softcaps_include_saturating_ones)
+{
+    ac_caps all = caps_with(AC_VAR_ALL);
+    ac_gen g;
+    ac_gen_init(&g, 5, &all);
+    bool small = false, gemma = false;
+    for (int k = 0; k < 1000; k++) {
+        ac_case c;
+        cr_assert_eq(ac_gen_next(&g, &c, NULL), AC_OK);
+        small |= c.softcap > 0.0 && c.softcap <= 1.0;
+        gemma |= c.softcap == 50.0;
+    }
+    cr_assert(small && gemma, "c <= 1 (tanh saturates) %d, c = 50 (Gemma 2) %d", small, gemma);
+}
+
+/* ---- the shrinker ---------------------------------------------------------------------------- */
+
+static bool always(const ac_case *c, void *ctx)
+{
+    (void)c, (void)ctx;
+    return true;
+}
+
+static bool needs_softcap(const ac_case *c, void *ctx)
+{
+    (void)ctx;
+    return c->softcap != 0.0;
+}
+
+Test(harness_case_variants, the_shrinker_drops_a_variant_the_failure_does_not_need_and_keeps_one_it_does)
+{
+    ac_case c;
+    cr_assert_eq(ac_case_parse(BASE " softcap=30", &c, NULL), AC_OK);
+    ac_case min;
+    ac_shrink(&c, always, NULL, 500, &min);
+    cr_assert_eq(min.softcap, 0.0, "a failure that needs no softcap shrinks without one");
+    ac_shrink(&c, needs_softcap, NULL, 500, &min);
+    cr_assert_eq(min.softcap, 30.0);
+    cr_assert(min.batch == 1 && min.seqlen_q == 1 && min.seqlen_k == 1, "the rest shrinks as ever");
+}

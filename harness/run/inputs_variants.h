@@ -1,0 +1,14 @@
+/* harness/run/inputs_variants.h — internal to harness/run/: the variants of a
+ * case made concrete (inputs_variants.c), called by inputs.c.  The variant
+ * fields of the problem come from the case; the arrays they point at (ALiBi
+ * slopes, the bias, the sinks, cu_seqlens) are drawn from the case seed, each
+ * from its own stream, like the tensors. */
+#ifndef ATTNCHECK_INPUTS_VARIANTS_H
+#define ATTNCHECK_INPUTS_VARIANTS_H
+
+#include "harness/run/inputs.h"
+
+/* The problem's scalar variant fields from the case. */
+void inputs_variants_problem(const ac_case *c, ac_problem *p);
+
+#endif

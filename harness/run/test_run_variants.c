@@ -1,0 +1,198 @@
+/* harness/run/test_run_variants.c — the variants end to end (suite
+ * harness_variants): correct kernels stay under the budgets on every variant,
+ * each variant's planted bug fails with the output it breaks, a kernel that
+ * does not claim a variant is not run on it, plugins of both ABI versions,
+ * and `check` on files with the variants' options. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/harness.h"
+#include "plugins/plugin_paths.h"
+
+static ac_budgets load_budgets(void)
+{
+    ac_budgets b;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_budgets_load(ac_budgets_default_path(), &b, &err), AC_OK, "%s", err.msg);
+    return b;
+}
+
+static ac_result run_line(const char *kernel, const char *line)
+{
+    const ac_kernel *k = ac_kernel_find(kernel);
+    cr_assert_not_null(k, "no kernel %s", kernel);
+    ac_case c;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_case_parse(line, &c, &err), AC_OK, "%s: %s", line, err.msg);
+    ac_budgets b = load_budgets();
+    ac_run_opts o = {.backward = true, .cert_rows = 2};
+    ac_result r;
+    cr_assert_eq(ac_run_case(k, &c, &b, &o, &r, &err), AC_OK, "%s on %s: %s", kernel, line, err.msg);
+    return r;
+}
+
+/* Lines that reach the variants' edges: every correct kernel passes them. */
+static const char *const good_lines[] = {
+    "v1 seed=1 b=2 hq=4 hkv=2 nq=70 nk=130 d=24 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto "
+    "softcap=30",
+    "v1 seed=2 b=1 hq=2 hkv=1 nq=65 nk=65 d=16 dtype=f16 mask=none layout=bshd dist=increasing(64) scale=auto "
+    "softcap=0.25",
+    "v1 seed=3 b=1 hq=1 hkv=1 nq=40 nk=90 d=32 dtype=f32 mask=window-tl(10,3) layout=bhsd dist=normal(0,4) "
+    "scale=auto softcap=5",
+    "v1 seed=4 b=3 hq=2 hkv=2 nq=17 nk=33 d=8 dtype=f16 mask=dense(0.5) maskrows=0.25 seqlens-q=17,0,5 "
+    "seqlens-k=33,10,0 layout=bhsd dist=huge(0.9) scale=auto softcap=1",
+};
+
+Test(harness_variants, correct_kernels_pass_every_variant_line_within_the_budgets)
+{
+    const char *kernels[] = {"cpu-flash", "cpu-flash-128x64", "ref-fp64"};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t l = 0; l < sizeof good_lines / sizeof *good_lines; l++) {
+            ac_result r = run_line(kernels[k], good_lines[l]);
+            cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s on %s: %s", kernels[k], good_lines[l], r.why);
+            cr_assert(r.has_backward && r.m[AC_OUT_DQ].present, "%s: the backward ran", kernels[k]);
+        }
+}
+
+/* Each variant's planted bug fails the line that exposes it, with the output it breaks. */
+typedef struct {
+    const char *mutant, *line, *kind;
+} exposed;
+
+static const exposed exposing[] = {
+    {"softcap-before-scale",
+     "v1 seed=1 b=1 hq=1 hkv=1 nq=8 nk=8 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto softcap=1",
+     "O:scaled"},
+};
+
+Test(harness_variants, each_variant_mutant_fails_its_line_with_the_output_it_breaks)
+{
+    for (size_t m = 0; m < sizeof exposing / sizeof *exposing; m++) {
+        char name[96];
+        snprintf(name, sizeof name, "cpu-flash-mutant-%s", exposing[m].mutant);
+        ac_result r = run_line(name, exposing[m].line);
+        cr_assert_eq(r.verdict, AC_VERDICT_FAIL, "%s passed %s", name, exposing[m].line);
+        cr_assert_str_eq(r.kind, exposing[m].kind, "%s: %s", name, r.why);
+        ac_result base = run_line("cpu-flash", exposing[m].line);
+        cr_assert_eq(base.verdict, AC_VERDICT_PASS, "cpu-flash on the same line: %s", base.why);
+    }
+}
+
+Test(harness_variants, a_kernel_that_does_not_claim_a_variant_is_not_run_on_it)
+{
+    ac_kernel k = *ac_kernel_find("cpu-flash");
+    k.name = "cpu-flash-no-softcap";
+    k.caps.variants &= ~(unsigned)AC_VAR_SOFTCAP;
+    ac_case c;
+    cr_assert_eq(ac_case_parse(good_lines[0], &c, NULL), AC_OK);
+    ac_budgets b = load_budgets();
+    ac_run_opts o = {.backward = true};
+    ac_result r;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_ERR_INPUT);
+    cr_assert(r.unsupported, "outside its claims: skipped, not failed");
+    cr_assert_not_null(strstr(r.why, "softcap"), "%s", r.why);
+}
+
+/* ---- plugins: ABI 1 runs only plain problems, ABI 2 its claimed variants ----------------- */
+
+Test(harness_variants, an_abi_1_plugin_loads_and_is_not_run_on_variants)
+{
+    const ac_kernel *k;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_plugin_load(AC_EXAMPLE_PLUGIN, &k, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(k->caps.variants, 0u);
+    ac_case c;
+    cr_assert_eq(ac_case_parse(good_lines[0], &c, NULL), AC_OK);
+    ac_budgets b = load_budgets();
+    ac_run_opts o = {.backward = true};
+    ac_result r;
+    cr_assert_eq(ac_run_case(k, &c, &b, &o, &r, &err), AC_ERR_INPUT);
+    cr_assert(r.unsupported);
+}
+
+Test(harness_variants, an_abi_2_plugin_runs_the_variants_it_claims)
+{
+    const ac_kernel *k;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_plugin_load(AC_EXAMPLE_PLUGIN_V2, &k, &err), AC_OK, "%s", err.msg);
+    cr_assert_str_eq(k->name, "example-flash-cpu-v2");
+    cr_assert_eq(k->caps.variants, (unsigned)AC_VAR_SOFTCAP);
+    for (size_t l = 0; l < sizeof good_lines / sizeof *good_lines; l++) {
+        ac_result r = run_line("example-flash-cpu-v2", good_lines[l]);
+        cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s: %s", good_lines[l], r.why);
+    }
+}
+
+static void refused(const char *path, const char *text)
+{
+    const ac_kernel *k = NULL;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_plugin_load(path, &k, &err), AC_ERR_INPUT, "%s loaded", path);
+    cr_assert_not_null(strstr(err.msg, text), "message '%s' lacks '%s'", err.msg, text);
+    cr_assert_null(ac_kernel_find("bad-plugin"));
+}
+
+Test(harness_variants, abi_2_descriptors_broken_in_their_own_fields_are_refused)
+{
+    refused(AC_BAD_PLUGIN_V2SIZE, "struct_size");
+    refused(AC_BAD_PLUGIN_V2NOFWD, "forward2 entry point is NULL");
+    refused(AC_BAD_PLUGIN_V2VARIANT, "unknown variant bits");
+}
+
+/* ---- check on files --------------------------------------------------------------------------- */
+
+/* q, k, v, do of a case line (and o of `kernel` on the problem with `softcap`) as .npy in dir. */
+static void write_case(const char *dir, const char *line, const char *kernel, double softcap)
+{
+    ac_case c;
+    ac_inputs in;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_case_parse(line, &c, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ac_inputs_make(&c, &in, &err), AC_OK, "%s", err.msg);
+    size_t nq = ac_q_elems(&in.p), nl = ac_lse_elems(&in.p), es = ac_dtype_size(c.dtype);
+    void *o = malloc(nq * es);
+    float *lse = malloc(nl * sizeof(float));
+    in.p.softcap = softcap;
+    const ac_kernel *k = ac_kernel_find(kernel);
+    ac_fwd_args fa = {.q = in.q, .k = in.k, .v = in.v, .o = o, .lse = lse};
+    cr_assert_eq(k->forward(k, &in.p, c.dtype, &fa, &err), AC_OK, "%s", err.msg);
+    const char *names[] = {"q", "k", "v", "do", "o"};
+    void *bufs[] = {in.q, in.k, in.v, in.d_o, o};
+    for (int i = 0; i < 5; i++) {
+        bool q_like = i != 1 && i != 2;
+        ac_tensor t = {.dtype = AC_TF_F16, .ndim = 4,
+                       .shape = {c.batch, q_like ? c.heads_q : c.heads_kv, q_like ? c.seqlen_q : c.seqlen_k, c.head_dim},
+                       .data = bufs[i]};
+        t.n_elems = (size_t)t.shape[0] * t.shape[1] * t.shape[2] * t.shape[3];
+        char path[128];
+        snprintf(path, sizeof path, "%s/%s.npy", dir, names[i]);
+        cr_assert_eq(ac_npy_write(path, &t, &err), AC_OK, "%s", err.msg);
+    }
+    free(o);
+    free(lse);
+    ac_inputs_free(&in);
+}
+
+static int check_dir(const char *dir, const char *opt, const char *value)
+{
+    char *argv[] = {"check", (char *)dir, (char *)opt, (char *)value, "--cert-rows", "0", NULL};
+    return ac_cmd_check(6, argv);
+}
+
+Test(harness_variants, check_judges_a_softcap_kernel_by_the_softcap_it_is_told)
+{
+    char dir[] = "/tmp/ac-var-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    write_case(dir, "v1 seed=5 b=1 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,2) "
+               "scale=auto", "cpu-flash", 30.0);
+    cr_assert_eq(check_dir(dir, "--softcap", "30"), AC_OK, "the softcap the outputs were made with passes");
+    cr_assert_eq(check_dir(dir, "--softcap", "5"), AC_FAIL_ACCURACY, "softcap 30 checked as 5 fails");
+    cr_assert_eq(check_dir(dir, "--softcap", "-1"), AC_ERR_INPUT, "a bad softcap is bad input");
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}

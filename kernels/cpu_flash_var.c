@@ -1,0 +1,161 @@
+/* kernels/cpu_flash_var.c — cpu-flash's forward on problems with variants
+ * (ref/variants.h): FlashAttention-2's tiles and online softmax (the same
+ * mask, softmax step, products and roundings as cpu_flash.c, whose plain
+ * path stays as it is), with the variants where FlashAttention puts them:
+ *   softcap c: the scores' scale folded into the tanh's argument, as
+ *     FlashAttention does (softcap' = scale / c, T = c tanh(QK^T softcap'),
+ *     all f32), before the mask.
+ * The planted bugs of the variants (cpu_flash_mutants.c) sit here behind
+ * `cp->mut == CF_MUT_X`; the mask, softmax and GQA mutants of the plain path
+ * act here too, through the helpers both share. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_flash_internal.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3") /* see cpu_flash.c */
+#endif
+
+#define LOG2_E 1.4426950408889634f
+
+/* ---- the scores: S' of a tile from Q K^T --------------------------------------- */
+
+void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
+                   int cols, float *s, float *slope)
+{
+    (void)b, (void)h, (void)i0, (void)j0;
+    float scale = (float)p->scale;
+    int n = rows * cols;
+    if (p->softcap == 0.0) {
+        for (int x = 0; x < n; x++)
+            s[x] *= scale;
+        for (int x = 0; slope && x < n; x++)
+            slope[x] = 1.0f;
+        return;
+    }
+    float cap = (float)p->softcap, pre = scale / cap;
+    for (int x = 0; x < n; x++) {
+        /* the planted bug: tanh of the unscaled scores, the scale after it */
+        float y = cp->mut == CF_MUT_SOFTCAP_BEFORE_SCALE ? tanhf(s[x] / cap) : tanhf(s[x] * pre);
+        s[x] = cp->mut == CF_MUT_SOFTCAP_BEFORE_SCALE ? cap * y * scale : cap * y;
+        if (slope) /* dT/dS, the backward's factor; the bug's chain rule would carry scale, kept as written */
+            slope[x] = 1.0f - y * y;
+    }
+}
+
+/* ---- the forward ------------------------------------------------------------------ */
+
+typedef struct {
+    float *k_rows, *v_rows; /* (keys_alloc x d) of one kv head, zero past seqlen_k */
+    float *q_tile, *k_t, *s, *acc, *m, *l;
+    int *lo, *hi;           /* (seqlen_q) */
+    int keys_alloc;
+} vf_work;
+
+static void vf_free(vf_work *w)
+{
+    void *all[] = {w->k_rows, w->v_rows, w->q_tile, w->k_t, w->s, w->acc, w->m, w->l, w->lo, w->hi};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
+static bool vf_alloc(const cpu_flash_params *cp, const ac_problem *p, vf_work *w)
+{
+    size_t d = (size_t)p->head_dim, br = (size_t)cp->block_q, bc = (size_t)cp->block_k, f = sizeof(float);
+    memset(w, 0, sizeof *w);
+    w->keys_alloc = (p->seqlen_k + cp->block_k - 1) / cp->block_k * cp->block_k;
+    w->k_rows = calloc((size_t)w->keys_alloc * d, f);
+    w->v_rows = calloc((size_t)w->keys_alloc * d, f);
+    w->q_tile = malloc(br * d * f);
+    w->k_t = malloc(d * bc * f);
+    w->s = malloc(br * bc * f);
+    w->acc = malloc(br * d * f);
+    w->m = malloc(br * f);
+    w->l = malloc(br * f);
+    w->lo = malloc((size_t)p->seqlen_q * sizeof(int));
+    w->hi = malloc((size_t)p->seqlen_q * sizeof(int));
+    return w->k_rows && w->v_rows && w->q_tile && w->k_t && w->s && w->acc && w->m && w->l && w->lo && w->hi;
+}
+
+/* One K/V tile [j0, j0 + cols) against the resident Q tile of rows [i0, i0 + rows). */
+static void vf_kv_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
+                       int j0, int cols, vf_work *w)
+{
+    int d = p->head_dim;
+    cf_transpose_tile(w->k_rows, j0, cols, d, w->k_t);
+    cf_gemm_nt(w->q_tile, w->k_t, rows, cols, d, w->s);
+    cf_score_mods(cp, p, b, h, i0, rows, j0, cols, w->s, NULL);
+    cf_mask_tile(p, b, h, i0, rows, j0, cols, w->lo, w->hi, w->s);
+    for (int r = 0; r < rows; r++) {
+        float *pr = w->s + (size_t)r * cols, *acc = w->acc + (size_t)r * d;
+        float alpha = cf_online_softmax_step(cp, &w->m[r], &w->l[r], pr, cols);
+        for (int c = 0; c < cols; c++) /* the PV product's operand is in the input dtype */
+            pr[c] = cf_round_to(t, pr[c]);
+        if (alpha != 1.0f)
+            for (int c = 0; c < d; c++)
+                acc[c] *= alpha;
+        cf_combine_rows(acc, pr, 1, w->v_rows + (size_t)j0 * d, d, cols, d);
+    }
+}
+
+/* O = acc / l (0 for a row with nothing in its denominator), LSE = m + log l. */
+static void vf_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0,
+                          int rows, const vf_work *w, const ac_fwd_args *a)
+{
+    int d = p->head_dim;
+    for (int r = 0; r < rows; r++) {
+        float l = w->l[r], m = w->m[r];
+        const float *acc = w->acc + (size_t)r * d;
+        size_t at = ac_q_index(p, b, h, i0 + r, 0);
+        for (int c = 0; c < d; c++)
+            cf_store_elem(t, a->o, at + c, l == 0.0f ? 0.0f : acc[c] / l);
+        float lse = l == 0.0f ? -INFINITY : m + logf(l);
+        if (cp->mut == CF_MUT_LSE_LOG2)
+            lse = m * LOG2_E + log2f(l);
+        if (cp->mut == CF_MUT_LSE_WITHOUT_MAX)
+            lse = logf(l);
+        a->lse[ac_lse_index(p, b, h, i0 + r)] = lse;
+    }
+}
+
+static void vf_q_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
+                      vf_work *w, const ac_fwd_args *a)
+{
+    int d = p->head_dim, bc = cp->block_k;
+    cf_load_rows(p, t, a->q, p->heads_q, p->seqlen_q, b, h, i0, rows, w->q_tile);
+    for (int r = 0; r < rows; r++) {
+        w->m[r] = -INFINITY;
+        w->l[r] = 0.0f;
+    }
+    memset(w->acc, 0, (size_t)rows * d * sizeof(float));
+    int jt_lo = w->lo[i0] / bc, jt_hi = (w->hi[i0 + rows - 1] + bc - 1) / bc, hi_last = w->hi[i0 + rows - 1];
+    for (int jt = jt_lo; jt < jt_hi; jt++)
+        if (!cf_block_masked(w->lo, w->hi, i0, i0 + rows, jt * bc, (jt + 1) * bc))
+            vf_kv_tile(cp, p, t, b, h, i0, rows, jt * bc, hi_last - jt * bc < bc ? hi_last - jt * bc : bc, w);
+    vf_write_rows(cp, p, t, b, h, i0, rows, w, a);
+}
+
+int cf_forward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
+{
+    const cpu_flash_params *cp = self->ctx;
+    vf_work w;
+    if (!vf_alloc(cp, p, &w)) {
+        vf_free(&w);
+        return ac_fail(err, AC_ERR_ENV, "%s: out of memory", self->name);
+    }
+    for (int b = 0; b < p->batch; b++) {
+        int nq = ac_seqlen_q_of(p, b);
+        cf_row_ranges(cp, p, b, w.lo, w.hi);
+        for (int h = 0; h < p->heads_q; h++) {
+            int hk = cf_kv_head_of(cp, p, h);
+            cf_load_rows(p, t, a->k, p->heads_kv, p->seqlen_k, b, hk, 0, p->seqlen_k, w.k_rows);
+            cf_load_rows(p, t, a->v, p->heads_kv, p->seqlen_k, b, hk, 0, p->seqlen_k, w.v_rows);
+            for (int i0 = 0; i0 < nq; i0 += cp->block_q)
+                vf_q_tile(cp, p, t, b, h, i0, nq - i0 < cp->block_q ? nq - i0 : cp->block_q, &w, a);
+        }
+    }
+    vf_free(&w);
+    return AC_OK;
+}

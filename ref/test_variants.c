@@ -1,0 +1,380 @@
+/* ref/test_variants.c — the reference tiers on the attention variants
+ * (ref/variants.h), suite ref_variants.  Every variant setup below runs on
+ * several mask kinds through the same checks:
+ *   the fp64 forward equals a direct double loop written from the definitions;
+ *   the fp64 backward equals central differences of L = sum dO * O;
+ *   the MPFR path certifies the fp64 one (within 1/64 ulp);
+ *   the blocked naive baseline equals its scalar oracle bit for bit;
+ *   the fp64 stages, scales and naive do not depend on the thread count;
+ * then each variant's own properties. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "naive_scalar.h"
+#include "ref.h"
+#include "ref_gpu.h"
+#include "test_support.h"
+#include "variants.h"
+
+/* ---- the setups: a variant applied to one of test_support.h's small problems ---- */
+
+typedef struct {
+    const char *name;
+    double softcap;
+} tv_setup;
+
+static const tv_setup setups[] = {
+    {"softcap 2", 2.0},
+    {"softcap 0.25 (saturating)", 0.25},
+};
+enum { N_SETUPS = (int)(sizeof setups / sizeof setups[0]) };
+
+static const int kinds[] = {TS_NONE, TS_CAUSAL_BR, TS_WINDOW_TL, TS_VARLEN, TS_DENSE, TS_GQA, TS_BSHD};
+enum { N_KINDS = (int)(sizeof kinds / sizeof kinds[0]) };
+
+static ac_problem tv_problem(int kind, const tv_setup *s)
+{
+    ac_problem p = ts_problem(kind);
+    p.softcap = s->softcap;
+    return p;
+}
+
+/* ---- a direct forward, one row in double loops, from the definitions ----------- */
+
+/* o_row (d) and the returned LSE of row i of (b, h); P_ij into p_row (Nk). */
+static double tv_direct_row(const ac_problem *p, const double *q, const double *k, const double *v, int b, int h,
+                            int i, double *o_row, double *p_row)
+{
+    int nk = p->seqlen_k, d = p->head_dim, hk = ac_kv_head_of(p, h);
+    double m = -INFINITY;
+    for (int j = 0; j < nk; j++) {
+        p_row[j] = -INFINITY;
+        if (!ac_visible(p, b, h, i, j))
+            continue;
+        double s = 0.0;
+        for (int c = 0; c < d; c++)
+            s += q[ac_q_index(p, b, h, i, c)] * k[ac_kv_index(p, b, hk, j, c)];
+        s *= p->scale;
+        if (p->softcap != 0.0)
+            s = p->softcap * tanh(s / p->softcap);
+        p_row[j] = s;
+        m = fmax(m, s);
+    }
+    for (int c = 0; c < d; c++)
+        o_row[c] = 0.0;
+    if (m == -INFINITY) {
+        for (int j = 0; j < nk; j++)
+            p_row[j] = 0.0;
+        return -INFINITY;
+    }
+    double l = 0.0;
+    for (int j = 0; j < nk; j++)
+        l += p_row[j] = p_row[j] == -INFINITY ? 0.0 : exp(p_row[j] - m);
+    for (int j = 0; j < nk; j++) {
+        p_row[j] /= l;
+        for (int c = 0; c < d && p_row[j] != 0.0; c++)
+            o_row[c] += p_row[j] * v[ac_kv_index(p, b, hk, j, c)];
+    }
+    return m + log(l);
+}
+
+static void check_forward_direct(const tv_setup *s, int kind)
+{
+    ac_problem p = tv_problem(kind, s);
+    ts_case c;
+    ts_case_init(&c, &p, AC_F16, 300 + kind);
+    ac_err err = {{0}};
+    cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, &err), AC_OK, "%s/%s: %s", s->name,
+                 ts_kind_name(kind), err.msg);
+    double *o_row = ts_alloc((size_t)p.head_dim), *p_row = ts_alloc((size_t)p.seqlen_k);
+    for (int b = 0; b < p.batch; b++)
+        for (int h = 0; h < p.heads_q; h++)
+            for (int i = 0; i < ac_seqlen_q_of(&p, b); i++) {
+                double lse = tv_direct_row(&p, c.q, c.k, c.v, b, h, i, o_row, p_row);
+                double got = c.lse[ac_lse_index(&p, b, h, i)];
+                cr_assert(lse == got || fabs(lse - got) <= 1e-14 * fmax(1.0, fabs(lse)), "%s/%s row %d: LSE %.17g, "
+                          "direct %.17g", s->name, ts_kind_name(kind), i, got, lse);
+                for (int cc = 0; cc < p.head_dim; cc++) {
+                    double x = c.o[ac_q_index(&p, b, h, i, cc)];
+                    cr_assert(fabs(x - o_row[cc]) <= 1e-13, "%s/%s O(%d,%d,%d,%d) %.17g, direct %.17g", s->name,
+                              ts_kind_name(kind), b, h, i, cc, x, o_row[cc]);
+                }
+            }
+    free(o_row);
+    free(p_row);
+    ts_case_free(&c);
+}
+
+Test(ref_variants, fp64_forward_matches_a_direct_loop_from_the_definitions)
+{
+    for (int s = 0; s < N_SETUPS; s++)
+        for (int k = 0; k < N_KINDS; k++)
+            check_forward_direct(&setups[s], kinds[k]);
+}
+
+/* ---- the backward against central differences ------------------------------------ */
+
+static double loss(ts_case *c)
+{
+    const ac_problem *p = &c->p;
+    cr_assert_eq(ref_forward_fp64(p, c->q, c->k, c->v, c->o, c->lse, NULL), AC_OK);
+    double sum = 0.0;
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_q; h++)
+            for (int i = 0; i < ac_seqlen_q_of(p, b); i++)
+                for (int cc = 0; cc < p->head_dim; cc++)
+                    sum += c->d_o[ac_q_index(p, b, h, i, cc)] * c->o[ac_q_index(p, b, h, i, cc)];
+    return sum;
+}
+
+/* worst |fd - grad| / (|grad| + 1e-3 max |grad|) over x's entries */
+static double fd_worst(ts_case *c, double *x, const double *grad, size_t n)
+{
+    double gmax = 0.0, worst = 0.0;
+    for (size_t e = 0; e < n; e++)
+        gmax = fmax(gmax, fabs(grad[e]));
+    for (size_t e = 0; e < n && gmax > 0.0; e++) {
+        double keep = x[e], step = 1e-6 * fmax(1.0, fabs(keep));
+        x[e] = keep + step;
+        double up = loss(c);
+        x[e] = keep - step;
+        double down = loss(c);
+        x[e] = keep;
+        worst = fmax(worst, fabs((up - down) / (2.0 * step) - grad[e]) / (fabs(grad[e]) + 1e-3 * gmax));
+    }
+    return worst;
+}
+
+Test(ref_variants, fp64_backward_matches_central_differences)
+{
+    for (int s = 0; s < N_SETUPS; s++)
+        for (int k = 0; k < N_KINDS; k++) {
+            ac_problem p = tv_problem(kinds[k], &setups[s]);
+            ts_case c;
+            ts_case_init(&c, &p, AC_F16, 400 + kinds[k]);
+            loss(&c);
+            ac_err err = {{0}};
+            cr_assert_eq(ref_backward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, c.d_o, c.dq, c.dk, c.dv, c.delta, &err),
+                         AC_OK, "%s", err.msg);
+            double wq = fd_worst(&c, c.q, c.dq, ac_q_elems(&p)), wk = fd_worst(&c, c.k, c.dk, ac_kv_elems(&p));
+            double wv = fd_worst(&c, c.v, c.dv, ac_kv_elems(&p));
+            /* 1e-5: a saturated tanh's curvature (1/c^3) costs the differences a digit */
+            cr_assert(wq < 1e-5 && wk < 1e-5 && wv < 1e-5, "%s/%s: finite differences off by dQ %.2g dK %.2g "
+                      "dV %.2g", setups[s].name, ts_kind_name(kinds[k]), wq, wk, wv);
+            ts_case_free(&c);
+        }
+}
+
+/* ---- MPFR certifies the fp64 reference ----------------------------------------------- */
+
+Test(ref_variants, mpfr_certifies_the_fp64_reference)
+{
+    for (int s = 0; s < N_SETUPS; s++)
+        for (int k = 0; k < N_KINDS; k++) {
+            ac_problem p = tv_problem(kinds[k], &setups[s]);
+            ts_case c;
+            ts_case_init(&c, &p, AC_BF16, 500 + kinds[k]);
+            cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
+            ac_cert cert;
+            ac_err err = {{0}};
+            cr_assert_eq(ref_certify(&p, AC_F32, c.q, c.k, c.v, c.o, c.lse, 1000, 7, AC_DEFAULT_MPFR_PREC, &cert,
+                                     &err), AC_OK, "%s", err.msg);
+            cr_assert(cert.certified && cert.rows_checked > 0 && cert.max_abs_lse < 1e-12,
+                      "%s/%s: %zu rows, O %g f32 ulp, LSE %g", setups[s].name, ts_kind_name(kinds[k]),
+                      cert.rows_checked, cert.max_ulp_o, cert.max_abs_lse);
+            ts_case_free(&c);
+        }
+}
+
+/* ---- the naive baseline: blocked equals scalar ------------------------------------- */
+
+static void assert_same_doubles(const char *what, const char *where, const double *a, const double *b, size_t n)
+{
+    for (size_t e = 0; e < n; e++)
+        cr_assert(memcmp(&a[e], &b[e], sizeof a[e]) == 0, "%s %s[%zu]: blocked %a, scalar %a", where, what, e, a[e],
+                  b[e]);
+}
+
+Test(ref_variants, naive_blocked_equals_the_scalar_oracle_bit_for_bit)
+{
+    for (int s = 0; s < N_SETUPS; s++)
+        for (int k = 0; k < N_KINDS; k++)
+            for (int t = 0; t < AC_DTYPE_COUNT; t++) {
+                ac_problem p = tv_problem(kinds[k], &setups[s]);
+                ts_case c;
+                ts_case_init(&c, &p, (ac_dtype)t, 600 + kinds[k]);
+                size_t nq = ac_q_elems(&p), nkv = ac_kv_elems(&p), nl = ac_lse_elems(&p);
+                double *x[10];
+                size_t sizes[10] = {nq, nl, nq, nkv, nkv, nq, nl, nq, nkv, nkv};
+                for (int i = 0; i < 10; i++)
+                    x[i] = ts_alloc(sizes[i]);
+                cr_assert_eq(ref_naive_forward(&p, (ac_dtype)t, c.q, c.k, c.v, x[0], x[1], NULL), AC_OK);
+                cr_assert_eq(ref_naive_backward(&p, (ac_dtype)t, c.q, c.k, c.v, x[0], x[1], c.d_o, x[2], x[3], x[4],
+                                                NULL), AC_OK);
+                cr_assert_eq(ref_naive_forward_scalar(&p, (ac_dtype)t, c.q, c.k, c.v, x[5], x[6], NULL), AC_OK);
+                cr_assert_eq(ref_naive_backward_scalar(&p, (ac_dtype)t, c.q, c.k, c.v, x[5], x[6], c.d_o, x[7], x[8],
+                                                       x[9], NULL), AC_OK);
+                char where[128];
+                snprintf(where, sizeof where, "%s/%s/%s", setups[s].name, ts_kind_name(kinds[k]),
+                         ac_dtype_name((ac_dtype)t));
+                const char *names[5] = {"O", "LSE", "dQ", "dK", "dV"};
+                for (int i = 0; i < 5; i++)
+                    assert_same_doubles(names[i], where, x[i], x[5 + i], sizes[i]);
+                for (int i = 0; i < 10; i++)
+                    free(x[i]);
+                ts_case_free(&c);
+            }
+}
+
+/* ---- thread counts ---------------------------------------------------------------------- */
+
+/* Every fp64 output, scale and naive output of a larger variant problem, at
+ * ATTNCHECK_THREADS=threads, into one array (8 tensors back to back). */
+static double *all_outputs(const ac_problem *p, const ts_case *c, const char *threads, size_t *n_out)
+{
+    setenv("ATTNCHECK_THREADS", threads, 1);
+    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
+    size_t n = 4 * nq + 2 * nl + 5 * nkv + 2 * nq + nl + 2 * nkv;
+    double *all = ts_alloc(n), *at = all;
+    double *o = at, *lse = (at += nq), *dq = (at += nl), *dk = (at += nq), *dv = (at += nkv), *delta = (at += nkv);
+    double *e_o = (at += nl), *e_dq = (at += nq), *e_dk = (at += nq), *e_dv = (at += nkv);
+    double *e_lse = (at += nkv), *n_o = (at += nl), *n_lse = (at += nq), *n_dq = (at += nl);
+    double *n_dk = (at += nq), *n_dv = (at += nkv);
+    cr_assert_eq(ref_forward_fp64(p, c->q, c->k, c->v, o, lse, NULL), AC_OK);
+    cr_assert_eq(ref_backward_fp64(p, c->q, c->k, c->v, o, lse, c->d_o, dq, dk, dv, delta, NULL), AC_OK);
+    cr_assert_eq(ref_error_scales(p, AC_F16, c->q, c->k, c->v, o, lse, c->d_o, e_o, e_dq, e_dk, e_dv, NULL), AC_OK);
+    cr_assert_eq(ref_lse_error_scale(p, c->q, c->k, lse, e_lse, NULL), AC_OK);
+    cr_assert_eq(ref_naive_forward(p, AC_F16, c->q, c->k, c->v, n_o, n_lse, NULL), AC_OK);
+    cr_assert_eq(ref_naive_backward(p, AC_F16, c->q, c->k, c->v, n_o, n_lse, c->d_o, n_dq, n_dk, n_dv, NULL), AC_OK);
+    unsetenv("ATTNCHECK_THREADS");
+    *n_out = n;
+    return all;
+}
+
+Test(ref_variants, results_do_not_depend_on_the_thread_count)
+{
+    for (int s = 0; s < N_SETUPS; s++) {
+        ac_problem p = ac_problem_dense(2, 4, 2, 150, 300, 16); /* several row blocks and key tiles */
+        p.windowed = true, p.window_left = 90, p.window_right = 5, p.align = AC_ALIGN_BOTTOM_RIGHT;
+        p.softcap = setups[s].softcap;
+        ts_case c;
+        ts_case_init(&c, &p, AC_F16, 700 + s);
+        size_t n1, n3;
+        double *one = all_outputs(&p, &c, "1", &n1), *three = all_outputs(&p, &c, "3", &n3);
+        cr_assert_eq(n1, n3);
+        assert_same_doubles("every output", setups[s].name, one, three, n1);
+        free(one);
+        free(three);
+        ts_case_free(&c);
+    }
+}
+
+/* ---- softcap -------------------------------------------------------------------------- */
+
+Test(ref_variants, softcap_is_c_tanh_of_s_over_c_with_its_derivative)
+{
+    ac_problem p = ac_problem_dense(1, 1, 1, 1, 1, 1);
+    p.softcap = 2.0;
+    cr_assert_eq(ac_score_mod(&p, 0, 0, 0, 0, 1.0), 2.0 * tanh(0.5));
+    cr_assert(fabs(ac_score_mod_slope(&p, 1.0) - (1.0 - tanh(0.5) * tanh(0.5))) < 1e-15);
+    cr_assert_eq(ac_score_mod(&p, 0, 0, 0, 0, 1e6), 2.0, "saturates at c");
+    cr_assert_eq(ac_score_mod_slope(&p, 1e6), 0.0, "the derivative of a saturated tanh is 0, not a cancelled 1 - 1");
+    double x = 40.0; /* 1 - tanh^2(20) = 4.2e-17: in double, 1 - tanh^2 would give 0 */
+    cr_assert(fabs(ac_score_mod_slope(&p, x) / (1.0 / (cosh(20.0) * cosh(20.0))) - 1.0) < 1e-14);
+    cr_assert_eq(ac_problem_variants(&p), (unsigned)AC_VAR_SOFTCAP);
+    p.softcap = 0.0;
+    cr_assert_eq(ac_score_mod(&p, 0, 0, 0, 0, 123.5), 123.5, "no softcap: S' = S");
+    cr_assert_eq(ac_problem_variants(&p), 0u);
+}
+
+Test(ref_variants, softcap_must_be_finite_and_positive)
+{
+    ac_problem p = ac_problem_dense(1, 1, 1, 4, 4, 4);
+    ac_err err = {{0}};
+    const double bad[] = {-1.0, INFINITY, NAN};
+    for (int i = 0; i < 3; i++) {
+        p.softcap = bad[i];
+        cr_assert_eq(ac_problem_validate(&p, 0, &err), AC_ERR_INPUT, "softcap %g accepted", bad[i]);
+        cr_assert_not_null(strstr(err.msg, "softcap"), "%s", err.msg);
+    }
+}
+
+/* As c grows the softcap fades: the scales approach the plain ones, within
+ * the tanh's own rounding, rho 4 |S| relative (rho = 2^-13 for f16, |S| < 5
+ * here: 2.4e-3). */
+Test(ref_variants, softcap_scales_approach_the_plain_ones_as_c_grows)
+{
+    ac_problem plain = ts_problem(TS_CAUSAL_BR), capped = plain;
+    capped.softcap = 1e9;
+    ts_case c;
+    ts_case_init(&c, &plain, AC_F16, 811);
+    size_t nq = ac_q_elems(&plain), nkv = ac_kv_elems(&plain), nl = ac_lse_elems(&plain);
+    double *e[2][5];
+    for (int v = 0; v < 2; v++) {
+        const ac_problem *p = v ? &capped : &plain;
+        for (int i = 0; i < 5; i++)
+            e[v][i] = ts_alloc(i == 0 || i == 1 ? nq : i == 4 ? nl : nkv);
+        cr_assert_eq(ref_forward_fp64(p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
+        cr_assert_eq(ref_error_scales(p, AC_F16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e[v][0], e[v][1], e[v][2], e[v][3],
+                                      NULL), AC_OK);
+        cr_assert_eq(ref_lse_error_scale(p, c.q, c.k, c.lse, e[v][4], NULL), AC_OK);
+    }
+    size_t n[5] = {nq, nq, nkv, nkv, nl};
+    /* LSE, in u_f32 units: max_j (G_ij + 4|S_ij|) + 2 max_j |S_ij| against (d + 2) G_i, G_i >= |S_ij|:
+     * the tanh's 4|S| is whole ulps there, so within a factor 2 (d = 4: up to 10 G_i against 6 G_i) */
+    const double tol[5] = {3e-3, 3e-3, 3e-3, 3e-3, 1.0};
+    for (int i = 0; i < 5; i++)
+        for (size_t x = 0; x < n[i]; x++) {
+            cr_assert((e[0][i][x] == 0.0) == (e[1][i][x] == 0.0), "output %d [%zu]: zero pattern", i, x);
+            if (e[0][i][x] > 0.0)
+                cr_assert(fabs(e[1][i][x] / e[0][i][x] - 1.0) <= tol[i], "output %d [%zu]: %g vs plain %g", i, x,
+                          e[1][i][x], e[0][i][x]);
+        }
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 5; i++)
+            free(e[v][i]);
+    ts_case_free(&c);
+}
+
+/* A saturated softcap (c = 2^-6 against scores of ~1) flattens the scores:
+ * dS = dS' t' with t' ~ 0, so E_dQ is the derivative's own error only, far
+ * below the plain problem's. */
+Test(ref_variants, a_saturated_softcap_shrinks_the_gradient_scales)
+{
+    ac_problem plain = ts_problem(TS_NONE), capped = plain;
+    capped.softcap = 0x1p-6;
+    ts_case c;
+    ts_case_init(&c, &plain, AC_F16, 812);
+    size_t nq = ac_q_elems(&plain), nkv = ac_kv_elems(&plain);
+    double sum[2] = {0, 0};
+    for (int v = 0; v < 2; v++) {
+        const ac_problem *p = v ? &capped : &plain;
+        double *e_o = ts_alloc(nq), *e_dq = ts_alloc(nq), *e_dk = ts_alloc(nkv), *e_dv = ts_alloc(nkv);
+        cr_assert_eq(ref_forward_fp64(p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
+        cr_assert_eq(ref_error_scales(p, AC_F16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e_o, e_dq, e_dk, e_dv, NULL), AC_OK);
+        for (size_t x = 0; x < nq; x++)
+            sum[v] += e_dq[x];
+        free(e_o), free(e_dq), free(e_dk), free(e_dv);
+    }
+    cr_assert(sum[1] < 0.05 * sum[0], "E_dQ summed: saturated softcap %g, plain %g", sum[1], sum[0]);
+    ts_case_free(&c);
+}
+
+/* ---- the GPU tier refuses what it does not implement ------------------------------------ */
+
+Test(ref_variants, the_gpu_tier_refuses_each_variant_naming_it)
+{
+    for (int s = 0; s < N_SETUPS; s++) {
+        ac_problem p = tv_problem(TS_NONE, &setups[s]);
+        ac_err err = {{0}};
+        cr_assert_eq(ref_gpu_supports(&p, &err), AC_ERR_INPUT, "%s accepted", setups[s].name);
+        cr_assert_not_null(strstr(err.msg, "softcap"), "%s: '%s'", setups[s].name, err.msg);
+        cr_assert_eq(ref_gpu_reference(&p, AC_F16, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &err), AC_ERR_INPUT,
+                     "%s: the tier must refuse before anything else", setups[s].name);
+    }
+    ac_problem plain = ts_problem(TS_NONE);
+    cr_assert_eq(ref_gpu_supports(&plain, NULL), AC_OK);
+}

@@ -1,0 +1,73 @@
+/* ref/variants.c — the attention variants: the table's lookups, which
+ * variants a problem uses, the score modifiers' one definition
+ * (ac_score_mod) and the checks of the variant fields (ac_problem_validate
+ * calls ref_variants_validate). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "variants.h"
+#include "variants_internal.h"
+
+typedef struct {
+    const char *name, *what;
+    unsigned bit;
+} variant_row;
+
+static const variant_row rows[AC_VARIANT_COUNT] = {
+#define AC_VARIANT_ROW_(id, vname, bit_no, description) [AC_VARIANT_##id] = {vname, description, 1u << (bit_no)},
+    AC_VARIANTS(AC_VARIANT_ROW_)
+#undef AC_VARIANT_ROW_
+};
+
+static bool variant_ok(ac_variant v) { return (unsigned)v < AC_VARIANT_COUNT; }
+const char *ac_variant_name(ac_variant v) { return variant_ok(v) ? rows[v].name : "?"; }
+const char *ac_variant_what(ac_variant v) { return variant_ok(v) ? rows[v].what : "?"; }
+unsigned ac_variant_bit(ac_variant v) { return variant_ok(v) ? rows[v].bit : 0; }
+
+const char *ac_variant_names(void)
+{
+#define AC_VARIANT_LIST_(id, vname, bit, what) ", " vname
+    static const char list[] = AC_VARIANTS(AC_VARIANT_LIST_);
+#undef AC_VARIANT_LIST_
+    return list + 2; /* past the first ", " */
+}
+
+unsigned ac_problem_variants(const ac_problem *p)
+{
+    unsigned used = 0;
+    if (p->softcap != 0.0)
+        used |= AC_VAR_SOFTCAP;
+    return used;
+}
+
+/* ---- the score modifiers ------------------------------------------------------- */
+
+bool ac_problem_has_score_mods(const ac_problem *p) { return p->softcap != 0.0; }
+
+double ac_score_mod(const ac_problem *p, int b, int h, int i, int j, double s)
+{
+    (void)b, (void)h, (void)i, (void)j;
+    if (p->softcap != 0.0)
+        s = p->softcap * tanh(s / p->softcap);
+    return s;
+}
+
+double ac_score_mod_slope(const ac_problem *p, double s)
+{
+    if (p->softcap == 0.0)
+        return 1.0;
+    /* 1 - tanh^2 as 1 / cosh^2: no cancellation where tanh saturates (cosh
+     * overflows to inf past |x| ~ 710, giving the exact limit 0). */
+    double ch = cosh(s / p->softcap);
+    return 1.0 / (ch * ch);
+}
+
+/* ---- validation ------------------------------------------------------------------ */
+
+int ref_variants_validate(const ac_problem *p, ac_err *err)
+{
+    if (!(p->softcap >= 0.0) || !isfinite(p->softcap))
+        return ac_fail(err, AC_ERR_INPUT, "softcap: must be a finite c > 0 (0 = off), got %g", p->softcap);
+    return AC_OK;
+}
