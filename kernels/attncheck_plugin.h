@@ -80,6 +80,7 @@ extern "C" {
 
 /* ABI 2: the variants (attncheck's ref/variants.h), bits in variants */
 #define ATTNCHECK_VARIANT_SOFTCAP (1u << 0) /* problem2.softcap */
+#define ATTNCHECK_VARIANT_SINKS (1u << 1)   /* problem2.sinks; the backward writes bwd_args.dsink */
 
 #define ATTNCHECK_MEM_HOST 0
 #define ATTNCHECK_MEM_CUDA 1
@@ -134,6 +135,9 @@ typedef struct {
     int32_t mask_batch, mask_heads;
     /* ---- the variants (0 / NULL: off) ---- */
     double softcap;                   /* ATTNCHECK_VARIANT_SOFTCAP: S' = c tanh(S / c), S = scale Q K^T, c > 0 (an f32 value) */
+    const float *sinks;               /* ATTNCHECK_VARIANT_SINKS: (Hq) logits joining every row's denominator
+                                         with no value: LSE = log(sum_j exp S'_ij + exp s_h); a row with no
+                                         visible key has O = 0, LSE = s_h */
 } attncheck_problem2;
 
 /* ABI 2: a call's tensors (device pointers when memory is ATTNCHECK_MEM_CUDA). */
@@ -151,6 +155,7 @@ typedef struct {
     const void *q, *k, *v, *o, *d_o;
     const float *lse;     /* the plugin's own forward's */
     void *dq, *dk, *dv;
+    float *dsink;         /* (Hq) f32 when the problem has sinks: -sum_{b,i} exp(s_h - LSE_i) D_i; else NULL */
 } attncheck_bwd_args;
 
 typedef int (*attncheck_forward2_fn)(void *user, const attncheck_problem2 *p, const attncheck_fwd_args *a,

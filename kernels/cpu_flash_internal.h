@@ -30,6 +30,7 @@ typedef enum {
     CF_MUT_BWD_NO_SCALE,         /* dQ, dK never multiplied by the softmax scale */
     /* the variants' (cpu_flash_var.c, cpu_flash_var_bwd.c) */
     CF_MUT_SOFTCAP_BEFORE_SCALE, /* T = c tanh(QK^T / c) scale: the softcap applied before the scale */
+    CF_MUT_SINK_NOT_IN_LSE,      /* O normalised with the sink, LSE written without it */
     CF_MUT_COUNT
 } cf_mutant;
 

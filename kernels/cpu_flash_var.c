@@ -4,7 +4,9 @@
  * path stays as it is), with the variants where FlashAttention puts them:
  *   softcap c: the scores' scale folded into the tanh's argument, as
  *     FlashAttention does (softcap' = scale / c, T = c tanh(QK^T softcap'),
- *     all f32), before the mask.
+ *     all f32), before the mask;
+ *   sinks: the online softmax runs over the keys, and the sink joins each
+ *     finished row (vf_sink), in the denominator and LSE, with no value in O.
  * The planted bugs of the variants (cpu_flash_mutants.c) sit here behind
  * `cp->mut == CF_MUT_X`; the mask, softmax and GQA mutants of the plain path
  * act here too, through the helpers both share. */
@@ -100,18 +102,47 @@ static void vf_kv_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype
     }
 }
 
+/* exp(a - b) with the difference's rounding error (an exact two-sum) carried to
+ * first order: the one factor that rescales a whole row must not err by
+ * u_f32 |a - b| (a sink 20 above the scores made that f32 O 2.8x the naive
+ * baseline's mean error, every element of a row off alike). */
+static float exp_diff(float a, float b)
+{
+    if (!isfinite(a) || !isfinite(b))
+        return expf(a - b);
+    float x = a - b, bb = x - a, err = (a - (x - bb)) + (-b - bb), e = expf(x);
+    return fmaf(e, err, e);
+}
+
+/* The sink joins a finished row (as FlashAttention-3's learnable sinks do, in
+ * the epilogue): m' = max(m, s_h), l' = l exp(m - m') + exp(s_h - m'), and O
+ * is acc exp(m - m') / l'.  *o_factor gets exp(m - m') (1 without a sink). */
+static void vf_sink(const ac_problem *p, int h, float *m, float *l, float *o_factor)
+{
+    *o_factor = 1.0f;
+    if (!p->sinks)
+        return;
+    float sink = p->sinks[h], m_new = fmaxf(*m, sink);
+    *o_factor = exp_diff(*m, m_new); /* 0 for a row with nothing visible (m = -inf) */
+    *l = *l * *o_factor + exp_diff(sink, m_new);
+    *m = m_new;
+}
+
 /* O = acc / l (0 for a row with nothing in its denominator), LSE = m + log l. */
 static void vf_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0,
                           int rows, const vf_work *w, const ac_fwd_args *a)
 {
     int d = p->head_dim;
     for (int r = 0; r < rows; r++) {
-        float l = w->l[r], m = w->m[r];
+        float l_keys = w->l[r], m_keys = w->m[r], l = l_keys, m = m_keys, o_factor;
+        vf_sink(p, h, &m, &l, &o_factor);
         const float *acc = w->acc + (size_t)r * d;
         size_t at = ac_q_index(p, b, h, i0 + r, 0);
         for (int c = 0; c < d; c++)
-            cf_store_elem(t, a->o, at + c, l == 0.0f ? 0.0f : acc[c] / l);
+            cf_store_elem(t, a->o, at + c, l == 0.0f || o_factor == 0.0f ? 0.0f : acc[c] * o_factor / l);
         float lse = l == 0.0f ? -INFINITY : m + logf(l);
+        if (cp->mut == CF_MUT_SINK_NOT_IN_LSE && p->sinks) /* O normalised with the sink, LSE without it */
+            lse = l_keys == 0.0f ? -INFINITY : m_keys + logf(l_keys);
         if (cp->mut == CF_MUT_LSE_LOG2)
             lse = m * LOG2_E + log2f(l);
         if (cp->mut == CF_MUT_LSE_WITHOUT_MAX)

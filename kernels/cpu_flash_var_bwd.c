@@ -4,7 +4,9 @@
  * the GQA group), with S' recomputed as the forward made it
  * (cf_score_mods), P = exp(S' - LSE), and:
  *   softcap: dS = dS' (1 - tanh^2), the tanh recomputed with the scores, as
- *     FlashAttention does, rounded to the dtype once.
+ *     FlashAttention does, rounded to the dtype once;
+ *   sinks: P from the LSE that holds the sink; dSink_h = -sum_i Ps_i D_i in f32,
+ *     Ps_i = exp(s_h - LSE_i), batches and rows in order.
  * D = rowsum(dO * O) from the stored O; P and dS rounded to the dtype before
  * their products, all sums f32, the scale applied to dK and dQ at the end.
  * For f32 the stored LSE's own rounding is measured and taken out of the
@@ -29,13 +31,14 @@ typedef struct {
     float *dk_acc, *dv_acc;          /* (Bc x d) */
     int *heads, *lo, *hi;
     int keys_alloc;
+    float *dsink_acc;                /* (Hq) with sinks: -sum Ps D, f32 */
 } vb_work;
 
 static void vb_free(vb_work *w)
 {
     void *all[] = {w->k_rows, w->v_rows, w->k_t, w->v_t, w->q_all, w->do_all, w->dq_acc, w->lse_all, w->lse_lo,
                    w->delta_all, w->o_rows, w->s, w->slope, w->p_dt, w->dp, w->dk_acc, w->dv_acc, w->heads, w->lo,
-                   w->hi};
+                   w->hi, w->dsink_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -66,7 +69,8 @@ static bool vb_alloc(const cpu_flash_params *cp, const ac_problem *p, vb_work *w
     w->heads = malloc((size_t)p->heads_q * sizeof(int));
     w->lo = malloc(nq * sizeof(int));
     w->hi = malloc(nq * sizeof(int));
-    return w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc && w->lse_all &&
+    w->dsink_acc = calloc((size_t)p->heads_q, f);
+    return w->dsink_acc && w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc && w->lse_all &&
            w->lse_lo && w->delta_all && w->o_rows && w->s && w->slope && w->p_dt && w->dp && w->dk_acc &&
            w->dv_acc && w->heads && w->lo && w->hi;
 }
@@ -117,6 +121,8 @@ static void vb_refine_lse(const cpu_flash_params *cp, const ac_problem *p, int b
                     sum[r] += exp((double)w->s[(size_t)r * cols + c] - lse[i0 + r]);
         }
         for (int r = 0; r < rows; r++) {
+            if (p->sinks && isfinite(lse[i0 + r])) /* the sink's term of the denominator */
+                sum[r] += exp((double)p->sinks[h] - lse[i0 + r]);
             double rem = sum[r] > 0.0 ? log(sum[r]) : 0.0;
             lse_lo[i0 + r] = isfinite(lse[i0 + r]) && fabs(rem) < 0x1p-12 ? (float)rem : 0.0f;
         }
@@ -166,6 +172,16 @@ static void vb_delta(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t
     }
 }
 
+/* dSink_h -= sum_i Ps_i D_i, Ps_i = exp(s_h - LSE_i) as P is recomputed (row by row, f32). */
+static void vb_dsink(const ac_problem *p, int h, int g, int nq, vb_work *w)
+{
+    const float *lse = w->lse_all + (size_t)g * p->seqlen_q, *lse_lo = w->lse_lo + (size_t)g * p->seqlen_q;
+    const float *delta = w->delta_all + (size_t)g * p->seqlen_q;
+    for (int i = 0; i < nq; i++)
+        if (lse[i] != -INFINITY)
+            w->dsink_acc[h] -= exp_from_lse(p->sinks[h], lse[i], lse_lo[i]) * delta[i];
+}
+
 static void vb_load_group(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int n_heads,
                           const ac_bwd_args *a, vb_work *w)
 {
@@ -182,6 +198,8 @@ static void vb_load_group(const cpu_flash_params *cp, const ac_problem *p, ac_dt
         if (t == AC_F32)
             vb_refine_lse(cp, p, b, h, g, nq, w);
         vb_delta(cp, p, t, b, h, nq, a, do_rows, w->o_rows, w->delta_all + (size_t)g * p->seqlen_q);
+        if (p->sinks)
+            vb_dsink(p, h, g, nq, w);
     }
     memset(w->dq_acc, 0, (size_t)n_heads * stride * sizeof(float));
 }
@@ -245,6 +263,8 @@ int cf_backward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t,
     const cpu_flash_params *cp = self->ctx;
     if (cp->block_q > 256)
         return ac_fail(err, AC_ERR_INPUT, "%s: variants need block_q <= 256", self->name);
+    if (p->sinks && !a->dsink)
+        return ac_fail(err, AC_ERR_INPUT, "%s: a problem with sinks needs the dsink output", self->name);
     vb_work w;
     if (!vb_alloc(cp, p, &w)) {
         vb_free(&w);
@@ -255,6 +275,8 @@ int cf_backward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t,
         for (int hk = 0; hk < p->heads_kv; hk++)
             vb_kv_head(cp, p, t, b, hk, a, &w);
     }
+    for (int h = 0; p->sinks && h < p->heads_q; h++)
+        a->dsink[h] = w.dsink_acc[h];
     vb_free(&w);
     return AC_OK;
 }

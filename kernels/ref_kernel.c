@@ -52,6 +52,22 @@ static int ref_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
     return st;
 }
 
+/* The variants' parameter gradients (dSink), rounded to f32. */
+static int ref_params_out(const ac_problem *p, const double *lse, const double *delta, const ac_bwd_args *a,
+                          ac_err *err)
+{
+    if (!p->sinks)
+        return AC_OK;
+    double *dsink = malloc((size_t)p->heads_q * sizeof(double));
+    if (!dsink)
+        return ac_fail(err, AC_ERR_ENV, "ref-fp64: out of memory");
+    int st = ref_backward_params_fp64(p, lse, delta, dsink, err);
+    for (int h = 0; st == AC_OK && h < p->heads_q; h++)
+        a->dsink[h] = (float)dsink[h];
+    free(dsink);
+    return st;
+}
+
 static int ref_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
 {
     int st = ac_kernel_supports(self, p, t, true, err);
@@ -79,6 +95,7 @@ static int ref_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, 
         ac_store(t, b[6], nq, a->dq);
         ac_store(t, b[7], nkv, a->dk);
         ac_store(t, b[8], nkv, a->dv);
+        st = ref_params_out(p, b[4], b[9], a, err);
     }
     free_all(b, 10);
     return st;

@@ -41,13 +41,25 @@ enum { OUT_O = 1, OUT_LSE = 2, OUT_DQ = 4, OUT_DK = 8, OUT_DV = 16 };
 
 typedef struct {
     double softcap;
+    bool sinks;
 } var_spec;
+
+static const float spec_sinks[2] = {0.5f, -1.0f};
 
 static void build(tk_case *c, const var_spec *s, uint64_t seed)
 {
     ac_problem p = ac_problem_dense(2, 2, 1, 9, 70, 16);
     p.softcap = s->softcap;
+    p.sinks = s->sinks ? spec_sinks : NULL;
     tk_init(c, p, AC_F16, 1.0, seed);
+}
+
+static void backward_with_dsink(const ac_kernel *k, tk_case *c, float *dsink)
+{
+    ac_err err = {{0}};
+    ac_bwd_args a = {.q = c->q, .k = c->k, .v = c->v, .o = c->o, .d_o = c->d_o, .lse = c->lse,
+                     .dq = c->dq, .dk = c->dk, .dv = c->dv, .dsink = dsink};
+    cr_assert_eq(k->backward(k, &c->p, c->t, &a, &err), AC_OK, "%s backward: %s", k->name, err.msg);
 }
 
 static unsigned differing_outputs(const ac_kernel *mutant, const var_spec *s)
@@ -59,8 +71,9 @@ static unsigned differing_outputs(const ac_kernel *mutant, const var_spec *s)
     tk_poison(&mut);
     tk_forward(ac_kernel_find("cpu-flash"), &base);
     tk_forward(mutant, &mut);
-    tk_backward(ac_kernel_find("cpu-flash"), &base);
-    tk_backward(mutant, &mut);
+    float dsink_base[2] = {0, 0}, dsink_mut[2] = {0, 0};
+    backward_with_dsink(ac_kernel_find("cpu-flash"), &base, dsink_base);
+    backward_with_dsink(mutant, &mut, dsink_mut);
     size_t sz = ac_dtype_size(base.t);
     unsigned diff = 0;
     diff |= same_bits(base.o, mut.o, base.nq * sz) ? 0 : OUT_O;
@@ -82,6 +95,7 @@ typedef struct {
 
 static const mutant_case cases[] = {
     {"softcap-before-scale", {.softcap = 1.0}, OUT_O | OUT_LSE, {.softcap = 0.0}},
+    {"sink-not-in-lse", {.sinks = true}, OUT_LSE | OUT_DQ, {.softcap = 2.0}},
 };
 
 Test(kernels_cpu_flash_variants, each_variant_mutant_differs_where_its_bug_is_and_nowhere_else)

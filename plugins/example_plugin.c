@@ -19,7 +19,7 @@
  * It supports every dtype, layout, mask, GQA and varlen the ABI can state.
  * Built twice (plugins/meson.build): as an ABI 1 plugin (example-flash-cpu,
  * the path old plugins take) and, with -DEXAMPLE_PLUGIN_ABI2, as an ABI 2 one
- * (example-flash-cpu-v2) that adds a softcap. */
+ * (example-flash-cpu-v2) that adds a softcap and sinks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +147,8 @@ static int visible(const attncheck_problem *p, int b, int h, int i, int j)
  * the forward2/backward2 wrappers before they run the ABI 1 code below, which
  * reads it here (entry points run one at a time). */
 static float call_softcap;
+static const float *call_sinks; /* (Hq) or NULL */
+static float *call_dsink;       /* (Hq) or NULL: the backward's dSink accumulators */
 
 /* S' of a visible pair; *slope (may be NULL) gets dS'/dS (the softcap's 1 - tanh^2). */
 static float score_slope(const attncheck_problem *p, int32_t t, const void *q, const void *k, int b, int h, int i,
@@ -206,6 +208,18 @@ static void fold_tile(const attncheck_problem *p, int32_t t, const void *q, cons
     r->m = m_new;
 }
 
+/* exp(a - b), the difference's rounding error (an exact two-sum) carried to
+ * first order: the factor that rescales a whole row for its sink must not err
+ * by u_f32 |a - b| (with a sink 20 above every score, that alone makes an f32
+ * O several times the naive baseline's mean error). */
+static float exp_diff(float a, float b)
+{
+    if (!isfinite(a) || !isfinite(b))
+        return expf(a - b);
+    float x = a - b, bb = x - a, err = (a - (x - bb)) + (-b - bb), e = expf(x);
+    return e + e * err;
+}
+
 static void forward_row(const attncheck_problem *p, int32_t t, const void *q, const void *k, const void *v,
                         void *o, float *lse, int b, int h, int i, float *s_tile, float *acc)
 {
@@ -215,8 +229,16 @@ static void forward_row(const attncheck_problem *p, int32_t t, const void *q, co
     if (i < len_q(p, b))
         for (int j0 = 0; j0 < nk; j0 += TILE_K)
             fold_tile(p, t, q, k, v, b, h, i, j0, j0 + TILE_K < nk ? j0 + TILE_K : nk, s_tile, &r);
+    float o_factor = 1.0f;
+    if (call_sinks && i < len_q(p, b)) { /* the sink joins the finished row: no value, in the denominator */
+        float sink = call_sinks[h], m_new = fmaxf(r.m, sink);
+        o_factor = exp_diff(r.m, m_new);
+        r.l = r.l * o_factor + exp_diff(sink, m_new);
+        r.m = m_new;
+    }
     for (int c = 0; c < p->head_dim; c++)
-        store(t, o, idx(p, p->heads_q, p->seqlen_q, b, h, i, c), r.l > 0.0f ? r.acc[c] / r.l : 0.0f);
+        store(t, o, idx(p, p->heads_q, p->seqlen_q, b, h, i, c),
+              r.l > 0.0f && o_factor > 0.0f ? r.acc[c] * o_factor / r.l : 0.0f);
     lse[((size_t)b * p->heads_q + h) * p->seqlen_q + i] = r.l > 0.0f ? r.m + logf(r.l) : -INFINITY;
 }
 
@@ -261,6 +283,8 @@ static void backward_row(const attncheck_problem *p, int32_t t, const void *q, c
         delta += load(t, d_o, at) * load(t, o, at);
     }
     float scale = (float)p->scale;
+    if (call_dsink)
+        call_dsink[h] -= expf(call_sinks[h] - lse_i) * delta;
     for (int j = 0; j < len_k(p, b); j++) {
         if (!visible(p, b, h, i, j))
             continue;
@@ -331,11 +355,14 @@ static const attncheck_plugin example = {
 };
 #else
 /* ABI 2: the same kernel with a softcap (FlashAttention's: tanh of the scaled
- * scores, scale / c folded into its argument), entered through forward2 and
- * backward2; the ABI 1 code above runs with the problem's v1 fields. */
+ * scores, scale / c folded into its argument) and sinks (joined to each
+ * finished row), entered through forward2 and backward2; the ABI 1 code above
+ * runs with the problem's v1 fields and the call_* variables. */
 static attncheck_problem v1_of(const attncheck_problem2 *p)
 {
     call_softcap = (float)p->softcap;
+    call_sinks = p->sinks;
+    call_dsink = NULL;
     return (attncheck_problem){
         .batch = p->batch, .heads_q = p->heads_q, .heads_kv = p->heads_kv, .seqlen_q = p->seqlen_q,
         .seqlen_k = p->seqlen_k, .head_dim = p->head_dim, .layout = p->layout, .scale = p->scale,
@@ -356,19 +383,26 @@ static int example_backward2(void *user, const attncheck_problem2 *p, const attn
                              size_t errbuf_len)
 {
     attncheck_problem v1 = v1_of(p);
-    return example_backward(user, &v1, a->dtype, a->q, a->k, a->v, a->o, a->lse, a->d_o, a->dq, a->dk, a->dv,
-                            errbuf, errbuf_len);
+    if (p->sinks) {
+        call_dsink = a->dsink;
+        for (int h = 0; h < p->heads_q; h++)
+            call_dsink[h] = 0.0f;
+    }
+    int rc = example_backward(user, &v1, a->dtype, a->q, a->k, a->v, a->o, a->lse, a->d_o, a->dq, a->dk, a->dv,
+                              errbuf, errbuf_len);
+    call_dsink = NULL;
+    return rc;
 }
 
 static const attncheck_plugin example = {
     .abi_version = ATTNCHECK_PLUGIN_ABI_VERSION,
     .name = "example-flash-cpu-v2",
-    .description = "example plugin on ABI 2: the example's arithmetic with a softcap",
+    .description = "example plugin on ABI 2: the example's arithmetic with a softcap and sinks",
     .caps = EXAMPLE_CAPS,
     .memory = ATTNCHECK_MEM_HOST,
     .user = NULL,
     .struct_size = sizeof(attncheck_plugin),
-    .variants = ATTNCHECK_VARIANT_SOFTCAP,
+    .variants = ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS,
     .forward2 = example_forward2,
     .backward2 = example_backward2,
 };

@@ -326,6 +326,17 @@ typedef struct {
     double *s, *l, *lse;
 } softmax_job;
 
+/* One row with a sink s_h (ref.h): the max and the denominator take it in,
+ * exp(s_h - m) with no value; masked entries are already 0 (exp(-inf)) or
+ * outside [lo, hi) (zeroed by row_live_range).  A row with no visible key:
+ * l = 1 at m = s_h, so LSE = s_h and O = 0. */
+static void block_softmax_sink_row(const ref_head *hd, double *live, int n, double row_m, double *l, double *lse)
+{
+    double sink = ref_sink_of(hd->p, hd->h), m = fmax(row_m, sink);
+    *l = ref_exp_shifted(live, (size_t)n, m) + exp(sink - m);
+    *lse = m + log(*l);
+}
+
 static void block_softmax_rows(void *arg, int r0, int r1)
 {
     const softmax_job *job = arg;
@@ -339,6 +350,10 @@ static void block_softmax_rows(void *arg, int r0, int r1)
         row_live_range(hd, i, jlo, jhi, row, &lo, &hi);
         double m = row_max(row + (lo - jlo), (size_t)(hi - lo));
         size_t at = ac_lse_index(hd->p, hd->b, hd->h, i);
+        if (hd->p->sinks) {
+            block_softmax_sink_row(hd, row + (lo - jlo), hi - lo, m, &l[i - i0], &lse[at]);
+            continue;
+        }
         if (m == -INFINITY) { /* no visible key: O = 0, LSE = -inf */
             memset(row, 0, (size_t)cols * sizeof *row);
             l[i - i0] = 0.0;
@@ -362,10 +377,10 @@ static void forward_block(const ref_head *hd, const double *q, const double *k, 
 {
     int jlo, jhi;
     ref_block_keys(hd, i0, i1, &jlo, &jhi);
-    if (jhi <= jlo) { /* no row of the block sees a key */
+    if (jhi <= jlo) { /* no row of the block sees a key: LSE = -inf, or the sink */
         ref_zero_q_rows(hd, o, i0, i1);
         for (int i = i0; i < i1; i++)
-            lse[ac_lse_index(hd->p, hd->b, hd->h, i)] = -INFINITY;
+            lse[ac_lse_index(hd->p, hd->b, hd->h, i)] = ref_sink_of(hd->p, hd->h);
         return;
     }
     ref_block_scores(hd, q, k, i0, i1, jlo, jhi, s);

@@ -184,7 +184,7 @@ static int work_init(mp_work *w, const ac_problem *p, const double *q, const dou
     w->th = calloc(MP_THREADS, sizeof *w->th);
     bool ok = w->qrows && w->rem && w->line && w->vis && w->acc && w->th;
     for (int t = 0; ok && t < MP_THREADS; t++)
-        ok = (w->th[t].ptrs = malloc(nk * sizeof *w->th[t].ptrs)) != NULL;
+        ok = (w->th[t].ptrs = malloc((nk + 1) * sizeof *w->th[t].ptrs)) != NULL; /* + a sink */
     if (!ok || score_pool_init(w, rows * nk) != AC_OK) {
         work_free(w);
         return ac_fail(err, AC_ERR_ENV, "ref_forward_mpfr: out of memory (seqlen_k=%zu, d=%zu)", nk, d);
@@ -351,13 +351,16 @@ static void softmax_rows(void *arg, int r0, int r1)
     mp_work *w = job->w;
     mp_chunk *ch = job->ch;
     mp_thread *th = thread_of(w, r0);
+    const float *sinks = w->p->sinks;
     for (int r = r0; r < r1; r++) {
-        if (!w->row_alive[r]) {
+        if (!w->row_alive[r] && !sinks) {
             ch->lse[r] = -INFINITY;
             continue;
         }
         const uint8_t *vis = w->vis + (size_t)r * w->p->seqlen_k;
-        bool first = true;
+        bool first = !sinks;
+        if (sinks) /* the sink joins the max and the denominator, with no value */
+            mpfr_set_d(th->max, (double)sinks[ch->h], MPFR_RNDN);
         for (int j = ch->jlo; j < ch->jhi; j++)
             if (vis[j] && (first || mpfr_cmp(score_at(w, r, j), th->max) > 0)) {
                 mpfr_set(th->max, score_at(w, r, j), MPFR_RNDN);
@@ -371,6 +374,12 @@ static void softmax_rows(void *arg, int r0, int r1)
             mpfr_sub(e, e, th->max, MPFR_RNDN);
             mx_exp(e, e, &w->exp, &th->exp);
             th->ptrs[n++] = e;
+        }
+        if (sinks) {
+            mpfr_set_d(th->t, (double)sinks[ch->h], MPFR_RNDN);
+            mpfr_sub(th->t, th->t, th->max, MPFR_RNDN);
+            mpfr_exp(th->t, th->t, MPFR_RNDN);
+            th->ptrs[n++] = th->t;
         }
         mpfr_sum(w->row_l[r], th->ptrs, n, MPFR_RNDN);
         mpfr_log(th->t, w->row_l[r], MPFR_RNDN);

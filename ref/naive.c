@@ -290,21 +290,22 @@ float naive_prob(ac_dtype t, float e, float l)
     return e == 0.0f && signbit(e) ? 0.0f : rf_round(t, e / l);
 }
 
-void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float *m_out, float *l_out)
+void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float sink, float *m_out, float *l_out)
 {
-    if (!any) {
+    if (!any) { /* nothing visible: l = 0, or the sink's own 1 at m = s_h */
         memset(row, 0, (size_t)cols * sizeof *row);
-        *m_out = -INFINITY;
-        *l_out = 0.0f;
+        *m_out = sink;
+        *l_out = sink == -INFINITY ? 0.0f : 1.0f;
         return;
     }
-    float m = -INFINITY, l = 0.0f;
+    float m = sink, l = 0.0f;
     for (int j = 0; j < cols; j++)
         m = row[j] > m ? row[j] : m;
     for (int j = 0; j < cols; j++) {
         row[j] = naive_exp(row[j], m);
         l += row[j];
     }
+    l += naive_sink_term(sink, m);
     for (int j = 0; j < cols; j++)
         row[j] = naive_prob(t, row[j], l);
     *m_out = m;
@@ -341,13 +342,14 @@ typedef struct {
     float **s, **acc; /* per worker: (NAIVE_ROWS, nk_pad) scores, (NAIVE_ROWS, d_pad) sums */
 } forward_job;
 
-static void zero_rows(const ac_problem *p, double *x, double *lse, int b, int h, int r0, int r1)
+/* O = 0 and LSE = lse_value (-inf; a row with no visible key and a sink: s_h) on rows [r0, r1). */
+static void zero_rows(const ac_problem *p, double *x, double *lse, double lse_value, int b, int h, int r0, int r1)
 {
     ref_head hd;
     ref_head_init(&hd, p, b, h);
     ref_zero_q_rows(&hd, x, r0, r1);
     for (int i = r0; lse && i < r1; i++)
-        lse[ac_lse_index(p, b, h, i)] = -INFINITY;
+        lse[ac_lse_index(p, b, h, i)] = lse_value;
 }
 
 static void forward_block(const forward_job *job, const naive_block *blk, float *s, float *acc)
@@ -359,8 +361,8 @@ static void forward_block(const forward_job *job, const naive_block *blk, float 
     naive_scores(ctx, blk, blk->jt0, blk->jt1, s, any);
     for (int r = 0; r < rows; r++) {
         float m, l;
-        naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], &m, &l);
-        job->lse[ac_lse_index(p, blk->b, blk->h, blk->i0 + r)] = any[r] ? m + logf(l) : -INFINITY;
+        naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], naive_sink(p, blk->h), &m, &l);
+        job->lse[ac_lse_index(p, blk->b, blk->h, blk->i0 + r)] = l > 0.0f ? m + logf(l) : -INFINITY;
     }
     nk_acc_rows(s, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->v, blk->b, blk->h_kv, blk->jt0),
                 (size_t)ctx->d_pad, ctx->d_pad, acc, (size_t)ctx->d_pad);
@@ -379,11 +381,11 @@ static void forward_task(void *arg, size_t task, int worker)
     naive_block blk;
     int b, h, r0, r1;
     naive_padding_rows(job->ctx, task, &b, &h, &r0, &r1);
-    zero_rows(job->ctx->p, job->o, job->lse, b, h, r0, r1); /* padding: O = 0, LSE = -inf */
+    zero_rows(job->ctx->p, job->o, job->lse, -INFINITY, b, h, r0, r1); /* padding: O = 0, LSE = -inf */
     if (!naive_block_at(job->ctx, task, &blk))
         return;
-    if (blk.jt1 <= blk.jt0) { /* no row of the block sees a key */
-        zero_rows(job->ctx->p, job->o, job->lse, b, h, blk.i0, blk.i1);
+    if (blk.jt1 <= blk.jt0) { /* no row of the block sees a key: LSE = -inf, or the sink */
+        zero_rows(job->ctx->p, job->o, job->lse, naive_sink(job->ctx->p, h), b, h, blk.i0, blk.i1);
         return;
     }
     forward_block(job, &blk, job->s[worker], job->acc[worker]);

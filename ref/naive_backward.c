@@ -17,6 +17,7 @@
 
 #include "fp64_block.h"
 #include "naive_blocks.h"
+#include "naive_mods.h"
 #include "parallel.h"
 #include "ref.h"
 #include "round_float.h"
@@ -89,7 +90,8 @@ static void dq_block(const grad_job *job, const naive_block *blk, float *s, floa
     naive_scores_slope(ctx, blk, blk->jt0, blk->jt1, s, any, slope);
     for (int r = 0; r < rows; r++) {
         size_t at = row_at(p, blk->b, blk->h, blk->i0 + r);
-        naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], &job->row_max[at], &job->row_sum[at]);
+        naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], naive_sink(p, blk->h), &job->row_max[at],
+                          &job->row_sum[at]);
         job->row_any[at] = any[r];
         job->row_delta[at] = any[r] ? row_delta(ctx, blk->b, blk->h, blk->i0 + r) : 0.0f;
     }

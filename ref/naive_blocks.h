@@ -76,9 +76,10 @@ void naive_scores_slope(const naive_ctx *ctx, const naive_block *blk, int j0, in
                         float *slope);
 
 /* Softmax of one score row in place: P = round_t(expf(s - m) / l), l summed
- * in float in key order; *m_out and *l_out as computed.  A row that sees no
- * key (any false) becomes zeros. */
-void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float *m_out, float *l_out);
+ * in float in key order, then the sink's expf(sink - m) (naive_mods.h; sink
+ * -inf: none); *m_out and *l_out as computed.  A row that sees no key (any
+ * false) becomes zeros, with l = 1 at m = sink when there is one, else 0. */
+void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float sink, float *m_out, float *l_out);
 /* e = expf(s - m) of one score: 0 for s = -inf, -0 for a hidden pair (s = NaN),
  * which naive_prob turns into P = 0 whatever l is (a sum of e's ignores -0). */
 float naive_exp(float s, float m);

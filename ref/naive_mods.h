@@ -6,7 +6,8 @@
  * What a framework does in dtype t, every step in float and rounded to t
  * (round_t) once:
  *   softcap c:  T = round_t(c tanhf(S / c)), S the rounded scaled score;
- *   backward:   dS = round_t(dS' (1 - (T / c)^2)), dS' = round_t(P (dP - D)).
+ *   backward:   dS = round_t(dS' (1 - (T / c)^2)), dS' = round_t(P (dP - D));
+ *   sinks:      m = max(max_j S'_ij, s_h), l = sum_j expf(S' - m) + expf(s_h - m).
  * The result is the score S' the softmax sees; *slope (may be NULL) gets
  * dS'/dS as the backward multiplies by it. */
 #ifndef ATTNCHECK_REF_NAIVE_MODS_H
@@ -32,5 +33,11 @@ static inline float naive_score_mod(const ac_problem *p, ac_dtype t, int b, int 
         *slope = cap_slope;
     return s;
 }
+
+/* Sinks: head h's logit as a float (exact: the sinks are f32), -inf without;
+ * it joins the row's max, and its term expf(sink - m) is added to l after the
+ * keys' (0 without). */
+static inline float naive_sink(const ac_problem *p, int h) { return p->sinks ? p->sinks[h] : -INFINITY; }
+static inline float naive_sink_term(float sink, float m) { return sink == -INFINITY ? 0.0f : expf(sink - m); }
 
 #endif

@@ -32,7 +32,7 @@ static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, co
                             int b, int h, int i, float *p_row, float *slope_row, float *lse_nat)
 {
     int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = p->head_dim;
-    float scale = (float)p->scale, m = -INFINITY;
+    float scale = (float)p->scale, sink = naive_sink(p, h), m = sink;
     bool any = false;
     for (int j = 0; j < nk; j++) {
         p_row[j] = NAN; /* hidden: P = 0 exactly, whatever l is */
@@ -47,9 +47,9 @@ static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, co
         m = p_row[j] > m ? p_row[j] : m;
         any = true;
     }
-    if (!any) {
+    if (!any) { /* no visible key: LSE = -inf, or the sink's (m = s_h, l = 1) */
         memset(p_row, 0, (size_t)nk * sizeof *p_row);
-        *lse_nat = -INFINITY;
+        *lse_nat = sink;
         return false;
     }
     float l = 0.0f;
@@ -57,6 +57,7 @@ static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, co
         p_row[j] = isnan(p_row[j]) ? -0.0f : p_row[j] == -INFINITY ? 0.0f : expf(p_row[j] - m);
         l += p_row[j];
     }
+    l += naive_sink_term(sink, m);
     for (int j = 0; j < nk; j++)
         p_row[j] = p_row[j] == 0.0f && signbit(p_row[j]) ? 0.0f : round_t(t, p_row[j] / l);
     *lse_nat = m + logf(l);
@@ -100,7 +101,7 @@ int ref_naive_forward_scalar(const ac_problem *p, ac_dtype t, const double *q, c
                 size_t at = ac_lse_index(p, b, h, i);
                 if (i >= ac_seqlen_q_of(p, b) || !naive_probs_row(p, t, q, k, b, h, i, p_row, NULL, &lse_nat)) {
                     zero_row(p, o, b, h, i);
-                    lse[at] = -INFINITY;
+                    lse[at] = lse_nat; /* -inf (padding, nothing visible), or the sink */
                     continue;
                 }
                 lse[at] = lse_nat;

@@ -112,7 +112,11 @@ typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
  * plain attention).  S = scale Q K^T first; then, for every visible pair, the
  * score S'_ij the softmax sees (ac_score_mod, the one definition):
  *   softcap c > 0:  S' = c tanh(S / c)                         (Gemma 2; FlashAttention softcap)
- * and P_ij = exp(S'_ij - LSE_i), LSE_i = log sum_j exp S'_ij, O = P V. */
+ * and P_ij = exp(S'_ij - LSE_i), LSE_i = log sum_j exp S'_ij, O = P V, except:
+ *   sinks s (Hq):   a logit per query head that joins every row's denominator
+ *                   and has no value: LSE_i = log(sum_j exp S'_ij + exp s_h) (gpt-oss);
+ *                   a row with no visible key has O = 0 and LSE = s_h; the
+ *                   backward also gives dSink_h = -sum_{b,i} exp(s_h - LSE_i) D_i. */
 typedef struct {
     int batch, heads_q, heads_kv;  /* heads_q a multiple of heads_kv (GQA/MQA) */
     int seqlen_q, seqlen_k;        /* padded lengths, the tensors' extent */
@@ -127,6 +131,7 @@ typedef struct {
     int mask_batch, mask_heads;       /* 1 or B, 1 or Hq */
     /* ---- variants (see above; every array host memory) ---- */
     double softcap;                   /* c > 0, or 0: off */
+    const float *sinks;               /* (Hq) learnable sink logits, or NULL */
 } ac_problem;
 
 #define AC_MAX_HEAD_DIM 512
@@ -182,6 +187,12 @@ int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, con
                       const double *o, const double *lse, const double *d_o,
                       double *dq, double *dk, double *dv, double *delta, ac_err *err);
 
+/* The gradients of the variants' own parameters, from the forward's LSE and
+ * the backward's D: dsink (Hq) = -sum_{b,i} exp(s_h - LSE_i) D_i, summed in a
+ * fixed order (NULL when the problem has no sinks: skipped). */
+int ref_backward_params_fp64(const ac_problem *p, const double *lse, const double *delta, double *dsink,
+                             ac_err *err);
+
 /* ---- MPFR reference -------------------------------------------------------
  * S exact (products of dtype values are exact in double, sums with mpfr_sum),
  * softmax in MPFR at prec_bits, PV accumulated exactly enough that O is
@@ -221,6 +232,15 @@ int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const dou
  * with no visible key (LSE = -inf) and padding rows get 0. */
 int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse,
                         double *e_lse, ac_err *err);
+
+/* The error scales of the variants' parameter gradients, in f32 units (they are
+ * stored in f32, like LSE; their error is mostly the dtype's, so E carries
+ * u_t / u_f32), from the reference's LSE and D and the scales of O and LSE:
+ *   e_dsink (Hq) = tau_f32 + sum_{b,i} Ps_i ((1/rho) sum_c |dO_ic| E_O_ic + |D_i| (E_lse_i + |s_h| + 1))
+ *                  + tau_f32 |D_i|,   Ps_i = exp(s_h - LSE_i)
+ * (derived in ref/params.c).  NULL outputs are skipped. */
+int ref_param_error_scales(const ac_problem *p, ac_dtype t, const double *lse, const double *d_o, const double *delta,
+                           const double *e_o, const double *e_lse, double *e_dsink, ac_err *err);
 
 /* ---- naive same-dtype baseline -------------------------------------------
  * What a framework does in dtype t: S = scale * QK^T accumulated in f32 and

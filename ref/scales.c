@@ -132,6 +132,15 @@ static void pair_terms(const scale_job *job, const scale_pair *pr)
         pair_mod_errors(job, buf, n);
 }
 
+/* With sinks: Ps_i |s_h|, Ps_i = exp(s_h - LSE_i).  The kernel's exp(s_h - m)
+ * takes an f32 argument, so the sink's term of the denominator errs by
+ * u_f32 |s_h - m| relative, like a score's: |s_h| plays G's part. */
+static double sink_share(const ref_head *hd, const double *lse, int i)
+{
+    double sink = ref_sink_of(hd->p, hd->h), l = lse[ac_lse_index(hd->p, hd->b, hd->h, i)];
+    return isfinite(l) ? exp(sink - l) * fabs(sink) : 0.0;
+}
+
 /* g_i = sum_j P_ij G_ij over the visible keys of each row (pass 1 sees them all). */
 static void pair_g_rows(const scale_job *job, const scale_pair *pr)
 {
@@ -142,6 +151,8 @@ static void pair_g_rows(const scale_job *job, const scale_pair *pr)
         double g_row = 0.0;
         for (int j = 0; j < cols; j++)
             g_row += vis[j] != 0.0 ? prob[j] * g[j] : 0.0;
+        if (pr->hd->p->sinks) /* the sink's share of the denominator, |s_h| its "score" */
+            g_row += sink_share(pr->hd, job->lse, i);
         job->g_row[row_id(pr->hd, i)] = g_row;
     }
 }
@@ -463,10 +474,15 @@ static double row_visible_max(const ref_head *hd, int i, int jlo, const double *
     return best;
 }
 
+/* The general formula below serves problems with score modifiers or sinks;
+ * the others keep the plain one, bit for bit. */
+static bool lse_general(const ac_problem *p) { return ac_problem_has_score_mods(p) || p->sinks; }
+
 /* With score modifiers: E_lse_i = 1 + |LSE_i| + max_j Ghat_ij + 2 max_j |S'_ij|
  * over the visible keys, Ghat = t' G + sigma the f32 error of S' (pair_mod_errors),
  * |S'| bounding the running max's changes (without modifiers, d G_i and 2 G_i:
- * G_i bounds |S|). */
+ * G_i bounds |S|); with sinks |s_h| joins the max of |S'| (the running max
+ * starts there) and a row with no visible key gets 1 + |LSE|. */
 static void lse_rows_mods(const lse_job *job, const ref_head *hd, int i0, int i1, int jlo, int jhi, int worker)
 {
     const ac_problem *p = job->p;
@@ -476,15 +492,28 @@ static void lse_rows_mods(const lse_job *job, const ref_head *hd, int i0, int i1
     ref_block_scores_mods(hd, job->q, job->k, i0, i1, jlo, jhi, s, &aux);
     for (int i = i0; i < i1; i++) {
         size_t row = (size_t)(i - i0) * cols, at = ac_lse_index(p, hd->b, hd->h, i);
-        double ghat_max = -1.0, score_max = 0.0;
+        double ghat_max = -1.0, score_max = fabs(ref_sink_of(p, hd->h)); /* -inf without sinks: replaced below */
+        score_max = isfinite(score_max) ? score_max : 0.0;
         for (int j = 0; j < cols; j++) {
             if (s[row + j] == -INFINITY) /* masked */
                 continue;
             ghat_max = fmax(ghat_max, aux.slope[row + j] * gd * g[row + j] + aux.sigma[row + j]);
             score_max = fmax(score_max, fabs(s[row + j]));
         }
+        if (ghat_max < 0.0 && p->sinks) /* no visible key: LSE = s_h exactly, m = s_h, l = 1 */
+            ghat_max = 0.0;
         if (ghat_max >= 0.0 && isfinite(job->lse[at]))
             job->e_lse[at] = 1.0 + fabs(job->lse[at]) + ghat_max + 2.0 * score_max;
+    }
+}
+
+/* Rows of a block that sees no key: with sinks LSE = s_h (m = s_h, l = 1), its
+ * rounding alone; without, -inf and E = 0 (already set). */
+static void lse_rows_sink_only(const lse_job *job, const ref_head *hd, int i0, int i1)
+{
+    for (int i = i0; i < i1 && hd->p->sinks; i++) {
+        size_t at = ac_lse_index(hd->p, hd->b, hd->h, i);
+        job->e_lse[at] = 1.0 + fabs(job->lse[at]);
     }
 }
 
@@ -502,8 +531,10 @@ static void lse_block(void *arg, size_t task, int worker)
     if (i1 <= i0)
         return;
     ref_block_keys(&hd, i0, i1, &jlo, &jhi);
-    if (jhi <= jlo)
+    if (jhi <= jlo) {
+        lse_rows_sink_only(job, &hd, i0, i1);
         return;
+    }
     int cols = jhi - jlo;
     double *abs_q = job->abs_q[worker], *g = job->g[worker], scale = fabs(p->scale);
     const double *abs_k = job->abs_k + ((size_t)hd.b * p->heads_kv + hd.h_kv) * p->seqlen_k * d;
@@ -561,7 +592,7 @@ static bool lse_alloc(lse_job *job, int workers)
         job->g[w] = malloc((LSE_BLOCK_ROWS * nk + 1) * sizeof(double));
         ok = job->abs_q[w] && job->g[w];
     }
-    return ok && (!ac_problem_has_score_mods(p) || lse_alloc_mods(job, workers));
+    return ok && (!lse_general(p) || lse_alloc_mods(job, workers));
 }
 
 int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse,
@@ -574,7 +605,7 @@ int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, c
         return ac_fail(err, AC_ERR_INPUT, "ref_lse_error_scale: NULL tensor (q, k, lse and e_lse are required)");
     if ((status = ref_thread_count(&workers, err)) != AC_OK)
         return status;
-    workers = ref_workers_within(workers, (ac_problem_has_score_mods(p) ? 4 : 1) * (size_t)LSE_BLOCK_ROWS *
+    workers = ref_workers_within(workers, (lse_general(p) ? 4 : 1) * (size_t)LSE_BLOCK_ROWS *
                                               p->seqlen_k * sizeof(double));
     lse_job job = {p, q, k, lse, e_lse, NULL, NULL, NULL, (p->seqlen_q + LSE_BLOCK_ROWS - 1) / LSE_BLOCK_ROWS,
                    NULL, NULL, NULL};

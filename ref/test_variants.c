@@ -23,13 +23,21 @@
 
 typedef struct {
     const char *name;
+    const char *variant; /* the name the GPU tier's refusal must give */
     double softcap;
+    bool sinks;
 } tv_setup;
 
 static const tv_setup setups[] = {
-    {"softcap 2", 2.0},
-    {"softcap 0.25 (saturating)", 0.25},
+    {"softcap 2", "softcap", 2.0, false},
+    {"softcap 0.25 (saturating)", "softcap", 0.25, false},
+    {"sinks", "sinks", 0.0, true},
+    {"sinks and softcap 1", "softcap", 1.0, true},
 };
+
+/* One logit per head (test_support.h's problems have at most 4 heads): one
+ * beating every score, one far below, two ordinary. */
+static const float tv_sinks[4] = {0.75f, 12.0f, -30.0f, -1.5f};
 enum { N_SETUPS = (int)(sizeof setups / sizeof setups[0]) };
 
 static const int kinds[] = {TS_NONE, TS_CAUSAL_BR, TS_WINDOW_TL, TS_VARLEN, TS_DENSE, TS_GQA, TS_BSHD};
@@ -39,6 +47,7 @@ static ac_problem tv_problem(int kind, const tv_setup *s)
 {
     ac_problem p = ts_problem(kind);
     p.softcap = s->softcap;
+    p.sinks = s->sinks ? tv_sinks : NULL;
     return p;
 }
 
@@ -49,7 +58,7 @@ static double tv_direct_row(const ac_problem *p, const double *q, const double *
                             int i, double *o_row, double *p_row)
 {
     int nk = p->seqlen_k, d = p->head_dim, hk = ac_kv_head_of(p, h);
-    double m = -INFINITY;
+    double sink = p->sinks ? p->sinks[h] : -INFINITY, m = sink; /* the sink: in the max and the sum, no value */
     for (int j = 0; j < nk; j++) {
         p_row[j] = -INFINITY;
         if (!ac_visible(p, b, h, i, j))
@@ -70,7 +79,7 @@ static double tv_direct_row(const ac_problem *p, const double *q, const double *
             p_row[j] = 0.0;
         return -INFINITY;
     }
-    double l = 0.0;
+    double l = p->sinks ? exp(sink - m) : 0.0;
     for (int j = 0; j < nk; j++)
         l += p_row[j] = p_row[j] == -INFINITY ? 0.0 : exp(p_row[j] - m);
     for (int j = 0; j < nk; j++) {
@@ -148,6 +157,34 @@ static double fd_worst(ts_case *c, double *x, const double *grad, size_t n)
     return worst;
 }
 
+/* dSink against central differences of L over each sink logit: the logits are
+ * f32, so the step is 2^-12 (exact) and the tolerance the differences' own
+ * error, h^2 L''' ~ 1e-8 relative. */
+static void check_dsink(ts_case *c)
+{
+    ac_problem *p = &c->p;
+    double dsink[4];
+    ac_err err = {{0}};
+    cr_assert_eq(ref_backward_params_fp64(p, c->lse, c->delta, dsink, &err), AC_OK, "%s", err.msg);
+    float logits[4];
+    memcpy(logits, p->sinks, sizeof logits);
+    const float *keep = p->sinks;
+    p->sinks = logits;
+    for (int h = 0; h < p->heads_q; h++) {
+        float step = 0x1p-12f, at = logits[h];
+        logits[h] = at + step;
+        double up = loss(c);
+        logits[h] = at - step;
+        double down = loss(c);
+        logits[h] = at;
+        double fd = (up - down) / (2.0 * step);
+        cr_assert(fabs(fd - dsink[h]) <= 1e-6 * fmax(1.0, fabs(dsink[h])), "head %d: dSink %.12g, differences %.12g",
+                  h, dsink[h], fd);
+    }
+    p->sinks = keep;
+    loss(c); /* the forward of the original logits again */
+}
+
 Test(ref_variants, fp64_backward_matches_central_differences)
 {
     for (int s = 0; s < N_SETUPS; s++)
@@ -161,6 +198,8 @@ Test(ref_variants, fp64_backward_matches_central_differences)
                          AC_OK, "%s", err.msg);
             double wq = fd_worst(&c, c.q, c.dq, ac_q_elems(&p)), wk = fd_worst(&c, c.k, c.dk, ac_kv_elems(&p));
             double wv = fd_worst(&c, c.v, c.dv, ac_kv_elems(&p));
+            if (p.sinks)
+                check_dsink(&c);
             /* 1e-5: a saturated tanh's curvature (1/c^3) costs the differences a digit */
             cr_assert(wq < 1e-5 && wk < 1e-5 && wv < 1e-5, "%s/%s: finite differences off by dQ %.2g dK %.2g "
                       "dV %.2g", setups[s].name, ts_kind_name(kinds[k]), wq, wk, wv);
@@ -260,6 +299,7 @@ Test(ref_variants, results_do_not_depend_on_the_thread_count)
         ac_problem p = ac_problem_dense(2, 4, 2, 150, 300, 16); /* several row blocks and key tiles */
         p.windowed = true, p.window_left = 90, p.window_right = 5, p.align = AC_ALIGN_BOTTOM_RIGHT;
         p.softcap = setups[s].softcap;
+        p.sinks = setups[s].sinks ? tv_sinks : NULL;
         ts_case c;
         ts_case_init(&c, &p, AC_F16, 700 + s);
         size_t n1, n3;
@@ -371,10 +411,78 @@ Test(ref_variants, the_gpu_tier_refuses_each_variant_naming_it)
         ac_problem p = tv_problem(TS_NONE, &setups[s]);
         ac_err err = {{0}};
         cr_assert_eq(ref_gpu_supports(&p, &err), AC_ERR_INPUT, "%s accepted", setups[s].name);
-        cr_assert_not_null(strstr(err.msg, "softcap"), "%s: '%s'", setups[s].name, err.msg);
+        cr_assert_not_null(strstr(err.msg, setups[s].variant), "%s: '%s'", setups[s].name, err.msg);
         cr_assert_eq(ref_gpu_reference(&p, AC_F16, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &err), AC_ERR_INPUT,
                      "%s: the tier must refuse before anything else", setups[s].name);
     }
     ac_problem plain = ts_problem(TS_NONE);
     cr_assert_eq(ref_gpu_supports(&plain, NULL), AC_OK);
+}
+
+/* ---- sinks ------------------------------------------------------------------------------ */
+
+/* A row that sees no key has O = 0 and LSE = s_h (its denominator is the sink's
+ * alone); in every tier. */
+Test(ref_variants, a_fully_masked_row_with_a_sink_has_zero_output_and_the_sink_as_lse)
+{
+    ac_problem p = ts_problem(TS_DENSE); /* row 2 fully masked */
+    p.sinks = tv_sinks;
+    ts_case c;
+    ts_case_init(&c, &p, AC_F16, 901);
+    size_t nq = ac_q_elems(&p), nl = ac_lse_elems(&p);
+    double *n_o = ts_alloc(nq), *n_lse = ts_alloc(nl), *m_o = ts_alloc(nq), *m_lse = ts_alloc(nl);
+    cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
+    cr_assert_eq(ref_naive_forward(&p, AC_F16, c.q, c.k, c.v, n_o, n_lse, NULL), AC_OK);
+    cr_assert_eq(ref_forward_mpfr(&p, c.q, c.k, c.v, AC_DEFAULT_MPFR_PREC, NULL, 0, m_o, m_lse, NULL), AC_OK);
+    for (int h = 0; h < p.heads_q; h++) {
+        size_t at = ac_lse_index(&p, 0, h, 2);
+        cr_assert(c.lse[at] == tv_sinks[h] && n_lse[at] == tv_sinks[h] && m_lse[at] == tv_sinks[h],
+                  "head %d: LSE fp64 %g naive %g MPFR %g, sink %g", h, c.lse[at], n_lse[at], m_lse[at], (double)tv_sinks[h]);
+        for (int cc = 0; cc < p.head_dim; cc++) {
+            size_t o_at = ac_q_index(&p, 0, h, 2, cc);
+            cr_assert(c.o[o_at] == 0.0 && n_o[o_at] == 0.0 && m_o[o_at] == 0.0, "head %d: O is not 0", h);
+        }
+    }
+    free(n_o), free(n_lse), free(m_o), free(m_lse);
+    ts_case_free(&c);
+}
+
+Test(ref_variants, sinks_must_be_finite)
+{
+    ac_problem p = ac_problem_dense(1, 2, 2, 4, 4, 4);
+    const float bad[2] = {0.5f, NAN};
+    p.sinks = bad;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_problem_validate(&p, 0, &err), AC_ERR_INPUT);
+    cr_assert_not_null(strstr(err.msg, "sinks[1]"), "%s", err.msg);
+}
+
+/* dSink's scale: in f32 units, so 1/rho times the dtype's (f16: 2^13) where
+ * D's error dominates, and a head whose sink takes nothing of any row (Ps ~ 0)
+ * has a scale of the f32 output's own rounding floor only. */
+Test(ref_variants, the_dsink_scale_is_in_f32_units_and_follows_the_sinks_share)
+{
+    ac_problem p = ts_problem(TS_NONE);
+    p.heads_q = p.heads_kv = 4;
+    p.sinks = tv_sinks;
+    ts_case c;
+    ts_case_init(&c, &p, AC_F16, 902);
+    size_t nq = ac_q_elems(&p), nkv = ac_kv_elems(&p), nl = ac_lse_elems(&p);
+    double *e_o = ts_alloc(nq), *e_dq = ts_alloc(nq), *e_dk = ts_alloc(nkv), *e_dv = ts_alloc(nkv), *e_lse = ts_alloc(nl);
+    double e_f16[4], e_f32[4];
+    cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
+    cr_assert_eq(ref_backward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, c.d_o, c.dq, c.dk, c.dv, c.delta, NULL), AC_OK);
+    cr_assert_eq(ref_lse_error_scale(&p, c.q, c.k, c.lse, e_lse, NULL), AC_OK);
+    for (int t = 0; t < 2; t++) {
+        ac_dtype dt = t ? AC_F32 : AC_F16;
+        cr_assert_eq(ref_error_scales(&p, dt, c.q, c.k, c.v, c.o, c.lse, c.d_o, e_o, e_dq, e_dk, e_dv, NULL), AC_OK);
+        cr_assert_eq(ref_param_error_scales(&p, dt, c.lse, c.d_o, c.delta, e_o, e_lse, t ? e_f32 : e_f16, NULL), AC_OK);
+    }
+    /* head 1's sink (12) beats every score: Ps ~ 1, D's error dominates f16's (2^13 u_f32 a unit of u),
+     * while f32's has Ps's own error beside it (|D| (E_lse + |s| + 1)) */
+    cr_assert(e_f16[1] / e_f32[1] > 100.0, "head 1: f16 %g, f32 %g", e_f16[1], e_f32[1]);
+    /* head 2's (-30) takes nothing: e^-30 Dhat, then the f32 floor */
+    cr_assert(e_f16[2] < 1e-6 * e_f16[1], "head 2: %g against head 1's %g", e_f16[2], e_f16[1]);
+    free(e_o), free(e_dq), free(e_dk), free(e_dv), free(e_lse);
+    ts_case_free(&c);
 }

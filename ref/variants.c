@@ -38,6 +38,8 @@ unsigned ac_problem_variants(const ac_problem *p)
     unsigned used = 0;
     if (p->softcap != 0.0)
         used |= AC_VAR_SOFTCAP;
+    if (p->sinks)
+        used |= AC_VAR_SINKS;
     return used;
 }
 
@@ -69,5 +71,10 @@ int ref_variants_validate(const ac_problem *p, ac_err *err)
 {
     if (!(p->softcap >= 0.0) || !isfinite(p->softcap))
         return ac_fail(err, AC_ERR_INPUT, "softcap: must be a finite c > 0 (0 = off), got %g", p->softcap);
+    for (int h = 0; p->sinks && h < p->heads_q; h++)
+        if (!isfinite(p->sinks[h]))
+            return ac_fail(err, AC_ERR_INPUT, "sinks[%d]: must be finite, got %g", h, (double)p->sinks[h]);
     return AC_OK;
 }
+
+double ref_sink_of(const ac_problem *p, int h) { return p->sinks ? (double)p->sinks[h] : -INFINITY; }

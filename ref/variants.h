@@ -21,8 +21,9 @@
 #include "ref.h"
 
 /*  X(ID,      name,      bit, what) */
-#define AC_VARIANTS(X)                                                              \
-    X(SOFTCAP, "softcap", 0,   "a softcap (S' = c tanh(S / c))")
+#define AC_VARIANTS(X)                                                                          \
+    X(SOFTCAP, "softcap", 0,   "a softcap (S' = c tanh(S / c))")                                  \
+    X(SINKS,   "sinks",   1,   "learnable sinks (a logit per head in the softmax denominator, and dSink)")
 
 typedef enum {
 #define AC_VARIANT_ENUM_(id, name, bit, what) AC_VARIANT_##id,

@@ -10,6 +10,9 @@
 /* The variant fields of p: AC_OK or AC_ERR_INPUT naming the field. */
 int ref_variants_validate(const ac_problem *p, ac_err *err);
 
+/* Head h's sink logit, -inf without sinks (exp(-inf) = 0 joins no denominator). */
+double ref_sink_of(const ac_problem *p, int h);
+
 /* What the error scales need of a score block besides S', each (rows, cols)
  * like it, or NULL when not wanted:
  *   slope  dS'/dS (softcap: t' = 1 - tanh^2(S / c); else 1);

@@ -250,16 +250,28 @@ static int edit_seed(const ac_case *cur, int i, ac_case *cand)
     return 1;
 }
 
-/* The variants (ref/variants.h): each dropped (0 = off); every candidate
- * turns one off, so the count of variants in use falls. */
+/* The variants (ref/variants.h): each dropped (0 = off), then simplified
+ * (sinks to normal(0,1)); every candidate turns one off or moves it to its
+ * simplest form, so the variants in use only fall. */
 static int edit_variants(const ac_case *cur, int i, ac_case *cand)
 {
     *cand = *cur;
+    bool plain_sinks = cur->sinks == AC_SINKS_NORMAL && cur->sinks_a == 0.0 && cur->sinks_b == 1.0;
     switch (i) {
     case 0:
         if (cur->softcap == 0.0)
             return 0;
         cand->softcap = 0.0;
+        return 1;
+    case 1:
+        if (cur->sinks == AC_SINKS_NONE)
+            return 0;
+        cand->sinks = AC_SINKS_NONE, cand->sinks_a = cand->sinks_b = 0.0;
+        return 1;
+    case 2:
+        if (cur->sinks == AC_SINKS_NONE || plain_sinks)
+            return 0;
+        cand->sinks = AC_SINKS_NORMAL, cand->sinks_a = 0.0, cand->sinks_b = 1.0;
         return 1;
     default: return -1;
     }

@@ -415,6 +415,53 @@ static int validate_softcap(const case_field *f, const ac_case *c, ac_err *err)
     return AC_OK;
 }
 
+static int parse_sinks(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    char tmp[128];
+    const char *name;
+    char *args;
+    double v[2];
+    if (snprintf(tmp, sizeof tmp, "%s", value) >= (int)sizeof tmp || !case_split_call(tmp, &name, &args))
+        return case_bad(err, f->key, "normal(M,S) or over(MARGIN)", value);
+    int n = case_read_numbers(args, v, 2);
+    if (strcmp(name, "normal") == 0 && n == 2 && v[1] >= 0.0)
+        c->sinks = AC_SINKS_NORMAL, c->sinks_a = v[0], c->sinks_b = v[1];
+    else if (strcmp(name, "over") == 0 && n == 1)
+        c->sinks = AC_SINKS_OVER, c->sinks_a = v[0], c->sinks_b = 0.0;
+    else
+        return case_bad(err, f->key, "normal(M,S) with S >= 0 or over(MARGIN)", value);
+    return AC_OK;
+}
+
+static bool format_sinks(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    char a[40], b[40];
+    case_fmt_double(a, sizeof a, c->sinks_a);
+    case_fmt_double(b, sizeof b, c->sinks_b);
+    if (c->sinks == AC_SINKS_NORMAL)
+        snprintf(buf, len, "normal(%s,%s)", a, b);
+    else
+        snprintf(buf, len, "over(%s)", a);
+    return c->sinks == AC_SINKS_NONE;
+}
+
+static void reset_sinks(ac_case *c)
+{
+    c->sinks = AC_SINKS_NONE;
+    c->sinks_a = c->sinks_b = 0.0;
+}
+
+static int validate_sinks(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (c->sinks != AC_SINKS_NONE && c->sinks != AC_SINKS_NORMAL && c->sinks != AC_SINKS_OVER)
+        return ac_fail(err, AC_ERR_INPUT, "%s: unknown kind %d", f->key, (int)c->sinks);
+    /* the logits are f32 values: |M| + 8 S (normal) or the margin must fit one */
+    if (c->sinks != AC_SINKS_NONE && !(fabs(c->sinks_a) + 8.0 * c->sinks_b < 1e30))
+        return ac_fail(err, AC_ERR_INPUT, "%s: the sink logits must fit an f32 (|M| + 8 S < 1e30)", f->key);
+    return AC_OK;
+}
+
 static int validate_gqa(const case_field *f, const ac_case *c, ac_err *err)
 {
     (void)f;
@@ -450,6 +497,7 @@ static const case_field fields[] = {
     CUSTOM_FIELD("dist", false, true, dist),
     CUSTOM_FIELD("scale", false, true, scale),
     CUSTOM_FIELD("softcap", false, false, softcap),
+    CUSTOM_FIELD("sinks", false, false, sinks),
 };
 enum { N_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
 

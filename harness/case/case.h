@@ -6,7 +6,7 @@
  * fixed order; optional fields are printed only when not at their default.
  * Parse -> format round-trips byte for byte for every line format produces.
  * Grammar (one row per field in case.c's table): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
- * [seqlens-k] layout dist scale [softcap], with
+ * [seqlens-k] layout dist scale [softcap] [sinks], with
  *   mask = none | causal-tl | causal-br | window-tl(L,R) | window-br(L,R) | dense(KEEP)
  *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
  *   maskrows = FRAC in [0,1] (dense only)
@@ -14,6 +14,7 @@
  *   dist = normal(M,S) | uniform(LO,HI) | outliers(S,P) | increasing(SLOPE) | equal()
  *          | dominant(MARGIN) | huge(FRAC) | tiny();   scale = auto | VALUE
  *   softcap = C > 0 (stored as its f32 value, like scale)
+ *   sinks = normal(M,S) | over(MARGIN)  (learnable sink logits, see ac_sinks_kind)
  * The parser also takes fields in any order and extra blanks, and defaults a
  * missing mask, layout, dist or scale (none, bhsd, normal(0,1), auto); the
  * other fields are required.  c->scale always holds the f32 value the kernel
@@ -69,6 +70,12 @@ typedef enum {
 const char *ac_dist_name(ac_dist_kind k);  /* "normal", ... */
 int ac_dist_param_count(ac_dist_kind k);   /* numbers inside the parentheses: 0, 1 or 2 */
 
+/* The learnable sinks of a case (one f32 logit per query head, drawn by run/inputs_variants.c):
+ *   normal(M,S): s_h = f32(M + S g), g standard normal from the case seed;
+ *   over(MARGIN): s_h = the largest visible score S'_ij of head h (every batch
+ *     and row) + MARGIN, rounded up to f32: a sink larger than every score. */
+typedef enum { AC_SINKS_NONE = 0, AC_SINKS_NORMAL, AC_SINKS_OVER } ac_sinks_kind;
+
 typedef struct {
     int version;  /* 1 */
     uint64_t seed;
@@ -87,6 +94,8 @@ typedef struct {
     double dist_a, dist_b;
     /* ---- variants (ref/variants.h), optional fields after scale; 0 = off ---- */
     double softcap;                /* softcap=C: the f32 value of c > 0 */
+    ac_sinks_kind sinks;           /* sinks=normal(M,S) | over(MARGIN): how the sink logits are drawn */
+    double sinks_a, sinks_b;       /* M, S; or MARGIN */
 } ac_case;
 
 /* ---- the mask of a case (masks.c: one row per kind of ref/mask_kinds.h) ----

@@ -5,7 +5,9 @@
  * the case index and the variant, apart from the plain case's stream), so
  * adding a variant never moves the plain draws nor another variant's.  Weights (per case, each variant alone):
  *   softcap  15%: c = 0.25 / 1 (tanh saturates at ordinary scores) 40,
- *            5 20, 30 (Grok) 20, 50 (Gemma 2) 20. */
+ *            5 20, 30 (Grok) 20, 50 (Gemma 2) 20;
+ *   sinks    15% (none with dist huge()): normal(0,1) 35, normal(2,2) 15, over(0) 15,
+ *            over(4) 20, over(20) 15 (a sink larger than every score). */
 #include "harness/case/gen_variants.h"
 
 /* Variant v's stream for case `index`: one per variant, so whether one is
@@ -29,6 +31,18 @@ static void draw_softcap(case_rng *r, ac_case *c)
     c->softcap = (double)caps[case_rng_pick(r, w, 5)];
 }
 
+/* normal(0,1) 35, normal(2,2) 15, over(0) 15 (ties the top score), over(4) 20,
+ * over(20) 15 (the sink takes nearly all of every row: P ~ e^-20) */
+static void draw_sinks(case_rng *r, ac_case *c)
+{
+    static const int w[] = {35, 15, 15, 20, 15};
+    static const double a[] = {0, 2, 0, 4, 20}, b[] = {1, 2, 0, 0, 0};
+    int k = case_rng_pick(r, w, 5);
+    c->sinks = k < 2 ? AC_SINKS_NORMAL : AC_SINKS_OVER;
+    c->sinks_a = a[k];
+    c->sinks_b = b[k];
+}
+
 void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c)
 {
     case_rng r;
@@ -36,5 +50,12 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
         r = variant_stream(campaign_seed, index, AC_VARIANT_SOFTCAP);
         if (chance(&r, 15))
             draw_softcap(&r, c);
+    }
+    if (caps->variants & AC_VAR_SINKS) {
+        r = variant_stream(campaign_seed, index, AC_VARIANT_SINKS);
+        /* not with huge(): a sink pulls O away from V, and the dS = P (dP - D) in
+         * the dtype that huge values keep representable overflows f16 */
+        if (chance(&r, 15) && c->dist != AC_DIST_HUGE)
+            draw_sinks(&r, c);
     }
 }

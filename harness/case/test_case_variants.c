@@ -30,6 +30,10 @@ ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte
         {BASE " softcap=30"},
         {BASE " softcap=0.25"},
         {BASE " softcap=0.1"}, /* f32(0.1) prints back as 0.1 */
+        {BASE " sinks=normal(0,1)"},
+        {BASE " sinks=over(20)"},
+        {BASE " sinks=over(-0.5)"},
+        {BASE " softcap=50 sinks=normal(2,0.25)"},
     };
     return cr_make_param_array(line_param, lines, sizeof lines / sizeof lines[0]);
 }
@@ -51,6 +55,11 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " softcap=-5", "softcap"},
         {BASE " softcap=1e40", "softcap"}, /* no f32 value */
         {BASE " softcap=abc", "softcap"},
+        {BASE " sinks=normal(0)", "sinks"},
+        {BASE " sinks=normal(0,-1)", "sinks"},
+        {BASE " sinks=over(x)", "sinks"},
+        {BASE " sinks=uniform(0,1)", "sinks"},
+        {BASE " sinks=normal(1e31,1)", "sinks"},
     };
     return cr_make_param_array(bad_param, lines, sizeof lines / sizeof lines[0]);
 }
@@ -72,7 +81,7 @@ Test(harness_case_variants, the_softcap_is_stored_as_its_f32_value)
 
 /* ---- the generator ----------------------------------------------------------------------- */
 
-static bool has_variant(const ac_case *c) { return c->softcap != 0.0; }
+static bool has_variant(const ac_case *c) { return c->softcap != 0.0 || c->sinks != AC_SINKS_NONE; }
 
 static ac_caps caps_with(unsigned variants)
 {
@@ -99,7 +108,7 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
     ac_gen g0, g1;
     ac_gen_init(&g0, 77, &none);
     ac_gen_init(&g1, 77, &all);
-    int with_softcap = 0, n = 2000;
+    int with_softcap = 0, with_sinks = 0, n = 2000;
     for (int k = 0; k < n; k++) {
         ac_case a, b;
         cr_assert_eq(ac_gen_next(&g0, &a, NULL), AC_OK);
@@ -109,12 +118,18 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
         ac_case_format(&a, la, sizeof la);
         ac_case_format(&b, lb, sizeof lb);
         with_softcap += b.softcap != 0.0;
+        with_sinks += b.sinks != AC_SINKS_NONE;
+        cr_assert(b.sinks == AC_SINKS_NONE || b.dist != AC_DIST_HUGE, "case %d: sinks with huge()", k);
         strip_field(lb, "softcap");
+        strip_field(lb, "sinks");
         cr_assert_str_eq(la, lb, "case %d: the plain part moved", k);
     }
     /* 15% +- 4 sigma */
     cr_assert(with_softcap > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_softcap < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
               "%d of %d cases with a softcap", with_softcap, n);
+    /* sinks: 15% of the cases without huge() (90% of them) */
+    cr_assert(with_sinks > 0.135 * n - 4 * sqrt(n * 0.135 * 0.865) && with_sinks < 0.135 * n + 4 * sqrt(n * 0.135 * 0.865),
+              "%d of %d cases with sinks", with_sinks, n);
 }
 
 Test(harness_case_variants, softcaps_include_saturating_ones)
@@ -144,6 +159,23 @@ static bool needs_softcap(const ac_case *c, void *ctx)
 {
     (void)ctx;
     return c->softcap != 0.0;
+}
+
+static bool needs_a_big_sink(const ac_case *c, void *ctx)
+{
+    (void)ctx;
+    return c->sinks != AC_SINKS_NONE;
+}
+
+Test(harness_case_variants, the_shrinker_drops_sinks_or_simplifies_them_to_normal_0_1)
+{
+    ac_case c, min;
+    cr_assert_eq(ac_case_parse(BASE " sinks=over(20)", &c, NULL), AC_OK);
+    ac_shrink(&c, always, NULL, 500, &min);
+    cr_assert_eq(min.sinks, AC_SINKS_NONE);
+    ac_shrink(&c, needs_a_big_sink, NULL, 500, &min);
+    cr_assert(min.sinks == AC_SINKS_NORMAL && min.sinks_a == 0.0 && min.sinks_b == 1.0, "sinks %d(%g,%g)",
+              (int)min.sinks, min.sinks_a, min.sinks_b);
 }
 
 Test(harness_case_variants, the_shrinker_drops_a_variant_the_failure_does_not_need_and_keeps_one_it_does)

@@ -47,6 +47,8 @@ typedef struct {
     const void *o, *dq, *dk, *dv; /* dtype bits: views into the files or kernel buffers */
     float *lse;                   /* owned: natural log */
     void *owned[4];               /* kernel outputs when --kernel ran */
+    const float *dsink;           /* the variants' parameter gradients: a view, or dsink_owned */
+    float *dsink_owned;
 } outputs;
 
 static void outputs_free(outputs *g)
@@ -54,6 +56,7 @@ static void outputs_free(outputs *g)
     free(g->lse);
     for (int i = 0; i < 4; i++)
         free(g->owned[i]);
+    free(g->dsink_owned);
 }
 
 static int lse_from_file(const ac_cli *o, const ac_tensor *t, outputs *g, ac_err *err)
@@ -99,7 +102,12 @@ static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outpu
     g->o = g->owned[0];
     if (!backward)
         return AC_OK;
-    ac_bwd_args ba = {in->q, in->k, in->v, g->owned[0], in->d_o, g->lse, g->owned[1], g->owned[2], g->owned[3]};
+    if (in->p.sinks && !(g->dsink = g->dsink_owned = malloc((size_t)in->p.heads_q * sizeof(float))))
+        return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's dSink");
+    if (g->dsink_owned)
+        ac_poison_f32(g->dsink_owned, (size_t)in->p.heads_q);
+    ac_bwd_args ba = {in->q, in->k, in->v, g->owned[0], in->d_o, g->lse, g->owned[1], g->owned[2], g->owned[3],
+                      g->dsink_owned};
     g->dq = g->owned[1], g->dk = g->owned[2], g->dv = g->owned[3];
     return k->backward(k, &in->p, in->c.dtype, &ba, err);
 }
@@ -115,6 +123,7 @@ static int gather_outputs(const ac_cli *o, const tensor_files *f, const ac_input
     g->dq = f->have[T_DQ] ? f->t[T_DQ].data : NULL;
     g->dk = f->have[T_DK] ? f->t[T_DK].data : NULL;
     g->dv = f->have[T_DV] ? f->t[T_DV].data : NULL;
+    g->dsink = f->have[T_DSINK] ? f->t[T_DSINK].data : NULL;
     return f->have[T_LSE] ? lse_from_file(o, &f->t[T_LSE], g, err) : AC_OK;
 }
 
@@ -171,6 +180,8 @@ static void compare_outputs(const ac_inputs *in, const outputs *g, const ac_refe
     for (int i = 0; i < 3; i++)
         if (got[i])
             ac_compare(in, (ac_output)(AC_OUT_DQ + i), got[i], x[i], e[i], nv[i], &m[AC_OUT_DQ + i]);
+    if (g->dsink && ref->dsink) /* the variants' parameter gradients */
+        ac_compare(in, AC_OUT_DSINK, g->dsink, ref->dsink, ref->e_dsink, NULL, &m[AC_OUT_DSINK]);
 }
 
 static int verdict(const ac_cli *o, const ac_inputs *in, const outputs *g, ac_result *r, ac_err *err)
@@ -180,7 +191,7 @@ static int verdict(const ac_cli *o, const ac_inputs *in, const outputs *g, ac_re
     int st = ac_budgets_load(bpath, &b, err);
     if (st != AC_OK)
         return st;
-    bool backward = in->d_od && (g->dq || g->dk || g->dv);
+    bool backward = in->d_od && (g->dq || g->dk || g->dv || g->dsink);
     ac_reference ref;
     if ((st = ac_reference_make(in, backward, o->cert_rows, &ref, err)) != AC_OK)
         return st;
@@ -250,7 +261,7 @@ static ac_tensor f64_like(const char *name, const ac_tensor *shape_of, int ndim,
 static int write_outputs(const char *out, ac_tensor *ts, int n, ac_err *err)
 {
     if (ac_check_ends_with(out, ".safetensors")) {
-        const ac_tensor *ptr[5];
+        const ac_tensor *ptr[8];
         for (int i = 0; i < n; i++)
             ptr[i] = &ts[i];
         return ac_safetensors_write(out, ptr, (size_t)n, err);
@@ -267,18 +278,23 @@ static int write_outputs(const char *out, ac_tensor *ts, int n, ac_err *err)
     return st;
 }
 
-/* The fp64 reference of the inputs: x = o, lse (base e), and with bwd dq, dk, dv, delta. */
-static int compute_reference(const ac_inputs *in, bool bwd, double *x[6], ac_err *err)
+/* The fp64 reference of the inputs: x = o, lse (base e), and with bwd dq, dk, dv, delta,
+ * and the variants' parameter gradients (dsink) when the problem has them. */
+enum { X_O, X_LSE, X_DQ, X_DK, X_DV, X_DELTA, X_DSINK, X_N };
+static int compute_reference(const ac_inputs *in, bool bwd, double *x[X_N], ac_err *err)
 {
     const ac_problem *p = &in->p;
     size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
-    size_t sizes[6] = {nq, nl, nq, nkv, nkv, nl};
-    for (int i = 0; i < (bwd ? 6 : 2); i++) /* calloc: padding rows read 0 */
+    size_t sizes[X_N] = {nq, nl, nq, nkv, nkv, nl, (size_t)p->heads_q};
+    for (int i = 0; i < (bwd ? X_N : 2); i++) /* calloc: padding rows read 0 */
         if (!(x[i] = calloc(sizes[i] + 1, sizeof(double))))
             return ac_fail(err, AC_ERR_ENV, "reference: out of memory");
-    int st = ref_forward_fp64(p, in->qd, in->kd, in->vd, x[0], x[1], err);
+    int st = ref_forward_fp64(p, in->qd, in->kd, in->vd, x[X_O], x[X_LSE], err);
     if (st == AC_OK && bwd)
-        st = ref_backward_fp64(p, in->qd, in->kd, in->vd, x[0], x[1], in->d_od, x[2], x[3], x[4], x[5], err);
+        st = ref_backward_fp64(p, in->qd, in->kd, in->vd, x[X_O], x[X_LSE], in->d_od, x[X_DQ], x[X_DK], x[X_DV],
+                               x[X_DELTA], err);
+    if (st == AC_OK && bwd)
+        st = ref_backward_params_fp64(p, x[X_LSE], x[X_DELTA], p->sinks ? x[X_DSINK] : NULL, err);
     return st;
 }
 
@@ -287,7 +303,7 @@ static int run_reference(const ac_cli *o, ac_err *err)
     tensor_files f;
     ac_inputs in;
     memset(&in, 0, sizeof in);
-    double *x[6] = {0}; /* o, lse, dq, dk, dv, delta */
+    double *x[X_N] = {0}; /* o, lse, dq, dk, dv, delta, dsink */
     bool base2 = o->lse_base && !strcmp(o->lse_base, "2");
     int st = ac_check_read_files(o->path, &f, err);
     if (st == AC_OK)
@@ -302,15 +318,16 @@ static int run_reference(const ac_cli *o, ac_err *err)
     if (st == AC_OK) {
         const ac_problem *p = &in.p;
         ac_tensor lse_shape = {.ndim = 3, .shape = {p->batch, p->heads_q, p->seqlen_q}};
-        ac_tensor ts[5] = {f64_like("o", &f.t[T_Q], 4, x[0]), f64_like("lse", &lse_shape, 3, x[1]),
-                           f64_like("dq", &f.t[T_Q], 4, x[2]), f64_like("dk", &f.t[T_K], 4, x[3]),
-                           f64_like("dv", &f.t[T_K], 4, x[4])};
-        st = write_outputs(o->out, ts, bwd ? 5 : 2, err);
+        ac_tensor dsink_shape = {.ndim = 1, .shape = {p->heads_q}};
+        ac_tensor ts[6] = {f64_like("o", &f.t[T_Q], 4, x[X_O]), f64_like("lse", &lse_shape, 3, x[X_LSE]),
+                           f64_like("dq", &f.t[T_Q], 4, x[X_DQ]), f64_like("dk", &f.t[T_K], 4, x[X_DK]),
+                           f64_like("dv", &f.t[T_K], 4, x[X_DV]), f64_like("dsink", &dsink_shape, 1, x[X_DSINK])};
+        st = write_outputs(o->out, ts, bwd ? (p->sinks ? 6 : 5) : 2, err);
     }
     if (st == AC_OK)
-        printf("reference: wrote O, LSE%s (f64, lse base %s) to %s\n", bwd ? ", dQ, dK, dV" : "", base2 ? "2" : "e",
-               o->out);
-    for (int i = 0; i < 6; i++)
+        printf("reference: wrote O, LSE%s%s (f64, lse base %s) to %s\n", bwd ? ", dQ, dK, dV" : "",
+               bwd && in.p.sinks ? ", dSink" : "", base2 ? "2" : "e", o->out);
+    for (int i = 0; i < X_N; i++)
         free(x[i]);
     ac_inputs_free(&in);
     ac_check_files_free(&f);

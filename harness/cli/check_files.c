@@ -15,7 +15,7 @@
 
 #include "harness/cli/check_internal.h"
 
-const char *const ac_check_tnames[T_N] = {"q", "k", "v", "o", "lse", "do", "dq", "dk", "dv"};
+const char *const ac_check_tnames[T_N] = {"q", "k", "v", "o", "lse", "do", "dq", "dk", "dv", "dsink"};
 
 /* ---- reading the tensors ------------------------------------------------- */
 
@@ -50,7 +50,7 @@ static int read_safetensors(const char *path, tensor_files *f, ac_err *err)
         while (i < T_N && strcmp(set.t[j].name, ac_check_tnames[i]) != 0)
             i++;
         if (i == T_N)
-            st = ac_fail(err, AC_ERR_INPUT, "%s: unknown tensor '%s' (expected q, k, v, o, lse, do, dq, dk, dv)",
+            st = ac_fail(err, AC_ERR_INPUT, "%s: unknown tensor '%s' (expected q, k, v, o, lse, do, dq, dk, dv, dsink)",
                          path, set.t[j].name);
         else
             f->t[i] = set.t[j], f->have[i] = true, set.t[j].data = NULL; /* moved */
@@ -125,7 +125,7 @@ static int pick_dtype(const tensor_files *f, const char *want, ac_dtype *out, ac
     if (want && given != *out)
         return ac_fail(err, AC_ERR_INPUT, "%s: q holds %s but --dtype says %s", q->file,
                        ac_tfile_dtype_name(q->dtype), want);
-    for (int i = 0; i < T_N; i++)
+    for (int i = 0; i < T_PLAIN_N; i++)
         if (i != T_LSE && f->have[i] && f->t[i].dtype != q->dtype)
             return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s holds %s but q holds %s: q, k, v, o, do, dq, dk, dv "
                            "must share one dtype", f->t[i].file, ac_check_tnames[i], ac_tfile_dtype_name(f->t[i].dtype),
@@ -140,7 +140,7 @@ static int check_shapes(const tensor_files *f, bool bshd, dims *d, ac_err *err)
 {
     const ac_tensor *q = &f->t[T_Q], *k = &f->t[T_K];
     const char *lay = bshd ? "(B, S, H, d) for --layout bshd" : "(B, H, S, d) for --layout bhsd";
-    for (int i = 0; i < T_N; i++)
+    for (int i = 0; i < T_PLAIN_N; i++)
         if (i != T_LSE && f->have[i] && f->t[i].ndim != 4)
             return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s has %d dimensions, expected 4 %s", f->t[i].file,
                            ac_check_tnames[i], f->t[i].ndim, lay);
@@ -153,7 +153,7 @@ static int check_shapes(const tensor_files *f, bool bshd, dims *d, ac_err *err)
     int64_t kshape[4] = {d->b, 0, 0, d->d};
     kshape[hs] = d->hkv, kshape[ss] = d->nk;
     int st = want_shape(k, 4, kshape, "batch and head dim as q's", err);
-    for (int i = T_V; st == AC_OK && i < T_N; i++) {
+    for (int i = T_V; st == AC_OK && i < T_PLAIN_N; i++) {
         if (!f->have[i])
             continue;
         bool kv_like = i == T_V || i == T_DK || i == T_DV;
@@ -186,7 +186,7 @@ static int set_mask(const ac_cli *o, ac_problem *p, ac_case *c, ac_err *err)
     return st;
 }
 
-static int read_small(const char *path, const char *label, ac_tensor *t, ac_err *err)
+int ac_check_read_small(const char *path, const char *label, ac_tensor *t, ac_err *err)
 {
     if (ac_check_ends_with(path, ".safetensors")) {
         ac_tensor_set set;
@@ -210,7 +210,7 @@ static int read_lengths(const char *arg, const char *label, int b, int limit, in
     ac_tensor t = {0};
     int n = 0, st = AC_OK;
     if (access(arg, F_OK) == 0) {
-        if ((st = read_small(arg, label, &t, err)) != AC_OK)
+        if ((st = ac_check_read_small(arg, label, &t, err)) != AC_OK)
             return st;
         if (t.ndim != 1 || (t.dtype != AC_TF_I32 && t.dtype != AC_TF_I64))
             st = ac_fail(err, AC_ERR_INPUT, "%s: %s must be a 1-D i32 or i64 array", arg, label);
@@ -241,7 +241,7 @@ static int read_lengths(const char *arg, const char *label, int b, int limit, in
 static int read_mask(const char *path, const dims *d, ac_inputs *in, ac_err *err)
 {
     ac_tensor t;
-    int st = read_small(path, "mask", &t, err);
+    int st = ac_check_read_small(path, "mask", &t, err);
     if (st != AC_OK)
         return st;
     int64_t mb = t.ndim == 4 ? t.shape[0] : 1, mh = t.ndim == 4 ? t.shape[1] : 1;
@@ -342,6 +342,8 @@ int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err
         st = build_problem(o, &d, in, err);
     if (st == AC_OK && (f->have[T_DQ] || f->have[T_DK] || f->have[T_DV]) && !f->have[T_DO])
         st = ac_fail(err, AC_ERR_INPUT, "%s: dq/dk/dv given without do (the gradient they answer)", o->path);
+    if (st == AC_OK)
+        st = ac_check_variant_files(f, in, err); /* check_variants.c */
     void **raw[] = {&in->q, &in->k, &in->v, &in->d_o};
     double **wide[] = {&in->qd, &in->kd, &in->vd, &in->d_od};
     const int which[] = {T_Q, T_K, T_V, T_DO};

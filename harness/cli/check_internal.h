@@ -7,8 +7,12 @@
 #include "harness/files/tensor_io.h"
 #include "harness/run/inputs.h"
 
-enum { T_Q, T_K, T_V, T_O, T_LSE, T_DO, T_DQ, T_DK, T_DV, T_N };
-extern const char *const ac_check_tnames[T_N]; /* "q", "k", "v", "o", "lse", "do", "dq", "dk", "dv" */
+/* The tensors a case directory or .safetensors file may hold: the plain ones
+ * (shapes and dtype checked together, check_files.c), then the variants'
+ * parameter gradients (checked by check_variants.c): dsink (Hq) f32. */
+enum { T_Q, T_K, T_V, T_O, T_LSE, T_DO, T_DQ, T_DK, T_DV, T_DSINK, T_N };
+enum { T_PLAIN_N = T_DSINK };
+extern const char *const ac_check_tnames[T_N]; /* "q", "k", "v", "o", "lse", "do", "dq", "dk", "dv", "dsink" */
 
 typedef struct {
     ac_tensor t[T_N];
@@ -22,8 +26,12 @@ void ac_check_files_free(tensor_files *f);
 /* Shapes, dtypes and options into an ac_inputs (q, k, v, do moved out of f,
  * widened exactly; NaN/Inf refused).  in is zeroed first: ac_inputs_free is safe. */
 int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err *err);
+/* One small tensor from a .npy file or a .safetensors file holding just it. */
+int ac_check_read_small(const char *path, const char *label, ac_tensor *t, ac_err *err);
 /* check_variants.c: the variants' options into in->p and in->c (shapes already read). */
 int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err);
+/* The variants' tensors in the files (dsink): shapes and dtypes against the problem. */
+int ac_check_variant_files(const tensor_files *f, const ac_inputs *in, ac_err *err);
 /* " softcap=30 ...": the variants in effect, for check's header line ("" when none). */
 void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len);
 

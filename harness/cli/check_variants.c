@@ -22,9 +22,52 @@ static int read_softcap(const ac_cli *o, ac_inputs *in, ac_err *err)
     return AC_OK;
 }
 
+/* --sinks FILE: the (Hq) f32 logits (a (1, Hq) array too), finite. */
+static int read_sinks(const ac_cli *o, ac_inputs *in, ac_err *err)
+{
+    if (!o->sinks)
+        return AC_OK;
+    ac_tensor t;
+    int st = ac_check_read_small(o->sinks, "sinks", &t, err);
+    if (st != AC_OK)
+        return st;
+    int hq = in->p.heads_q;
+    if (t.dtype != AC_TF_F32 || (size_t)hq != t.n_elems || t.ndim > 2)
+        st = ac_fail(err, AC_ERR_INPUT, "%s: sinks must be %d f32 values (Hq), got %s with %zu elements", o->sinks, hq,
+                     ac_tfile_dtype_name(t.dtype), t.n_elems);
+    for (int h = 0; st == AC_OK && h < hq; h++)
+        if (!isfinite(((float *)t.data)[h]))
+            st = ac_fail(err, AC_ERR_INPUT, "%s: sinks[%d] is %g: the logits must be finite", o->sinks, h,
+                         (double)((float *)t.data)[h]);
+    if (st == AC_OK) {
+        in->sinks = t.data, t.data = NULL; /* freed with the inputs */
+        in->p.sinks = in->sinks;
+    }
+    ac_tensor_free(&t);
+    return st;
+}
+
 int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
 {
-    return read_softcap(o, in, err);
+    int st = read_softcap(o, in, err);
+    if (st == AC_OK)
+        st = read_sinks(o, in, err);
+    return st;
+}
+
+int ac_check_variant_files(const tensor_files *f, const ac_inputs *in, ac_err *err)
+{
+    if (!f->have[T_DSINK])
+        return AC_OK;
+    const ac_tensor *t = &f->t[T_DSINK];
+    if (!in->p.sinks)
+        return ac_fail(err, AC_ERR_INPUT, "%s: dsink given but no --sinks: the problem has no sinks", t->file);
+    if (!f->have[T_DO])
+        return ac_fail(err, AC_ERR_INPUT, "%s: dsink given without do (the gradient it answers)", t->file);
+    if (t->dtype != AC_TF_F32 || t->n_elems != (size_t)in->p.heads_q)
+        return ac_fail(err, AC_ERR_INPUT, "%s: dsink must be %d f32 values (Hq), got %s with %zu elements", t->file,
+                       in->p.heads_q, ac_tfile_dtype_name(t->dtype), t->n_elems);
+    return AC_OK;
 }
 
 void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len)
@@ -33,4 +76,6 @@ void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len)
     buf[0] = '\0';
     if (in->p.softcap != 0.0 && at < len)
         at += (size_t)snprintf(buf + at, len - at, " softcap=%.9g", in->p.softcap);
+    if (in->p.sinks && at < len)
+        at += (size_t)snprintf(buf + at, len - at, " sinks");
 }

@@ -56,7 +56,7 @@ typedef struct {
     /* check, reference: the raw values, read against the files' shapes */
     const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
     /* check, reference: the variants (harness/cli/check_variants.c) */
-    const char *softcap;
+    const char *softcap, *sinks;
 } ac_cli;
 
 /* Parses the options of subcommand argv[0] ("fuzz", "check", ...) from

@@ -312,6 +312,7 @@ void ac_inputs_free(ac_inputs *in)
     free(in->q), free(in->k), free(in->v), free(in->d_o);
     free(in->qd), free(in->kd), free(in->vd), free(in->d_od);
     free(in->seqlens_q), free(in->seqlens_k), free(in->dense_mask);
+    inputs_variants_free(in);
     memset(in, 0, sizeof *in);
 }
 
@@ -388,6 +389,8 @@ int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
     st = alloc_storage(in, err);
     if (st == AC_OK)
         st = draw_all(in, err);
+    if (st == AC_OK)
+        st = inputs_variants_draw(in, err); /* inputs_variants.c: after the tensors (sinks=over reads them) */
     if (st != AC_OK)
         ac_inputs_free(in);
     return st;

@@ -18,6 +18,8 @@ typedef struct {
     double *qd, *kd, *vd, *d_od;    /* exact widenings */
     int *seqlens_q, *seqlens_k;     /* owned; p points at them */
     uint8_t *dense_mask;            /* owned; p points at it */
+    /* the variants' arrays (run/inputs_variants.c; NULL when unused), owned; p points at them */
+    float *sinks;                   /* (Hq) sink logits */
 } ac_inputs;
 
 /* Validates c (ac_case_validate, then ac_problem_validate with the default memory

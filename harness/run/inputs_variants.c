@@ -1,8 +1,99 @@
 /* harness/run/inputs_variants.c — a case's variants made concrete: the
- * problem's variant fields from the case line (docs/DESIGN.md, "Variants"). */
+ * problem's variant fields from the case line, and the arrays the variants
+ * need drawn from the case seed (docs/DESIGN.md, "Variants").  Each array has
+ * its own stream (ids apart from run/inputs.c's), so adding one moves no
+ * tensor: a case line gives the same bytes on every machine. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "harness/run/inputs_variants.h"
+#include "ref/rng.h"
+
+enum { STREAM_SINKS = 0x101 };
+
+static uint64_t stream(uint64_t seed, uint64_t id)
+{
+    uint64_t s = seed;
+    uint64_t a = ac_splitmix64(&s);
+    s = a ^ (id * 0xD1B54A32D192ED03ull);
+    return ac_splitmix64(&s);
+}
+
+/* Irwin-Hall normal, as run/inputs.c draws: exact, the same bits everywhere. */
+static double gauss(uint64_t *state)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < 3; i++) {
+        uint64_t x = ac_splitmix64(state);
+        sum += (x & 0xFFFF) + ((x >> 16) & 0xFFFF) + ((x >> 32) & 0xFFFF) + (x >> 48);
+    }
+    return ((double)sum + 6.0) * 0x1p-16 - 6.0;
+}
 
 void inputs_variants_problem(const ac_case *c, ac_problem *p)
 {
     p->softcap = c->softcap;
+}
+
+/* ---- sinks ------------------------------------------------------------------------ */
+
+/* The largest visible S'_ij of head h over every batch and row, -inf if none. */
+static double max_score(const ac_inputs *in, int h)
+{
+    const ac_problem *p = &in->p;
+    int hk = ac_kv_head_of(p, h);
+    double best = -INFINITY;
+    for (int b = 0; b < p->batch; b++)
+        for (int i = 0; i < ac_seqlen_q_of(p, b); i++)
+            for (int j = 0; j < ac_seqlen_k_of(p, b); j++) {
+                if (!ac_visible(p, b, h, i, j))
+                    continue;
+                double s = 0.0;
+                for (int c = 0; c < p->head_dim; c++)
+                    s += in->qd[ac_q_index(p, b, h, i, c)] * in->kd[ac_kv_index(p, b, hk, j, c)];
+                best = fmax(best, ac_score_mod(p, b, h, i, j, s * p->scale));
+            }
+    return best;
+}
+
+/* x rounded up to an f32 value */
+static float f32_up(double x)
+{
+    float f = (float)x;
+    return (double)f < x ? nextafterf(f, INFINITY) : f;
+}
+
+static int draw_sinks(ac_inputs *in, ac_err *err)
+{
+    const ac_case *c = &in->c;
+    int hq = in->p.heads_q;
+    in->sinks = malloc((size_t)hq * sizeof(float));
+    if (!in->sinks)
+        return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for the sinks");
+    uint64_t st = stream(c->seed, STREAM_SINKS);
+    for (int h = 0; h < hq; h++) {
+        if (c->sinks == AC_SINKS_NORMAL) {
+            in->sinks[h] = (float)(c->sinks_a + c->sinks_b * gauss(&st));
+            continue;
+        }
+        double top = max_score(in, h);
+        in->sinks[h] = f32_up((isfinite(top) ? top : 0.0) + c->sinks_a);
+    }
+    in->p.sinks = in->sinks;
+    return AC_OK;
+}
+
+int inputs_variants_draw(ac_inputs *in, ac_err *err)
+{
+    int st = AC_OK;
+    if (in->c.sinks != AC_SINKS_NONE)
+        st = draw_sinks(in, err);
+    return st;
+}
+
+void inputs_variants_free(ac_inputs *in)
+{
+    free(in->sinks);
+    in->sinks = NULL;
 }

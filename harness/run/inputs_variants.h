@@ -10,5 +10,9 @@
 
 /* The problem's scalar variant fields from the case. */
 void inputs_variants_problem(const ac_case *c, ac_problem *p);
+/* The variants' arrays, drawn once Q, K, V are (in->p points at them after). */
+int inputs_variants_draw(ac_inputs *in, ac_err *err);
+/* Frees what inputs_variants_draw allocated. */
+void inputs_variants_free(ac_inputs *in);
 
 #endif

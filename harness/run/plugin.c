@@ -42,8 +42,8 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 /* What ABI 2 adds to the descriptor (its struct_size must cover these). */
 #define ABI_V1_SIZE offsetof(attncheck_plugin, struct_size)
 #define ABI_V2_MIN_SIZE (offsetof(attncheck_plugin, backward2) + sizeof(attncheck_backward2_fn))
-_Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP, "variant bits");
-#define ABI_V2_VARIANTS ATTNCHECK_VARIANT_SOFTCAP
+_Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP && ATTNCHECK_VARIANT_SINKS == AC_VAR_SINKS, "variant bits");
+#define ABI_V2_VARIANTS (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS)
 
 typedef struct {
     ac_kernel k;          /* k.ctx points back here */
@@ -89,7 +89,7 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .window_left = v1.window_left, .window_right = v1.window_right, .align = v1.align,
         .seqlens_q = v1.seqlens_q, .seqlens_k = v1.seqlens_k,
         .dense_mask = v1.dense_mask, .mask_batch = v1.mask_batch, .mask_heads = v1.mask_heads,
-        .softcap = p->softcap,
+        .softcap = p->softcap, .sinks = p->sinks,
     };
 }
 
@@ -136,7 +136,8 @@ static int plugin_backward(const ac_kernel *self, const ac_problem *p, ac_dtype 
     if (c->desc.abi_version >= 2) {
         attncheck_problem2 ap = to_abi2(p);
         attncheck_bwd_args ba = {.struct_size = sizeof ba, .dtype = (int32_t)t, .q = a->q, .k = a->k, .v = a->v,
-                                 .o = a->o, .d_o = a->d_o, .lse = a->lse, .dq = a->dq, .dk = a->dk, .dv = a->dv};
+                                 .o = a->o, .d_o = a->d_o, .lse = a->lse, .dq = a->dq, .dk = a->dk, .dv = a->dv,
+                                 .dsink = a->dsink};
         rc = c->desc.backward2(c->desc.user, &ap, &ba, buf, sizeof buf);
     } else {
         attncheck_problem ap = to_abi(p);

@@ -36,6 +36,29 @@ static int alloc_reference(const ac_problem *p, bool backward, ac_reference *r, 
     return AC_OK;
 }
 
+/* The variants' parameter gradients (harness-side of ref/params.c). */
+static int make_params(const ac_inputs *in, ac_reference *r, ac_err *err)
+{
+    const ac_problem *p = &in->p;
+    if (!p->sinks)
+        return AC_OK;
+    size_t n = (size_t)p->heads_q;
+    r->dsink = malloc(n * sizeof(double));
+    r->e_dsink = malloc(n * sizeof(double));
+    if (!r->dsink || !r->e_dsink)
+        return ac_fail(err, AC_ERR_ENV, "reference: out of memory for dSink");
+    return ref_backward_params_fp64(p, r->lse, r->delta, r->dsink, err);
+}
+
+/* Their scales, once E_O and E_lse are known. */
+static int make_param_scales(const ac_inputs *in, ac_reference *r, ac_err *err)
+{
+    if (!r->dsink)
+        return AC_OK;
+    return ref_param_error_scales(&in->p, in->c.dtype, r->lse, in->d_od, r->delta, r->e_o, r->e_lse, r->e_dsink,
+                                  err);
+}
+
 static int make_backward(const ac_inputs *in, ac_reference *r, ac_err *err)
 {
     const ac_problem *p = &in->p;
@@ -45,6 +68,8 @@ static int make_backward(const ac_inputs *in, ac_reference *r, ac_err *err)
     if (status == AC_OK)
         status = ref_naive_backward(p, t, in->qd, in->kd, in->vd, r->naive_o, r->naive_lse,
                                     in->d_od, r->naive_dq, r->naive_dk, r->naive_dv, err);
+    if (status == AC_OK)
+        status = make_params(in, r, err);
     return status;
 }
 
@@ -62,6 +87,8 @@ static int make_all(const ac_inputs *in, bool backward, int cert_rows, ac_refere
                                   backward ? in->d_od : NULL, r->e_o, r->e_dq, r->e_dk, r->e_dv, err);
     if (status == AC_OK)
         status = ref_lse_error_scale(p, in->qd, in->kd, r->lse, r->e_lse, err);
+    if (status == AC_OK && backward)
+        status = make_param_scales(in, r, err);
     if (status == AC_OK && cert_rows > 0)
         status = ref_certify(p, ac_inputs_out_dtype(in), in->qd, in->kd, in->vd, r->o, r->lse, (size_t)cert_rows,
                              in->c.seed, AC_DEFAULT_MPFR_PREC, &r->cert, err);
@@ -87,7 +114,8 @@ int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_refe
 void ac_reference_free(ac_reference *r)
 {
     double *all[] = {r->o, r->lse, r->dq, r->dk, r->dv, r->delta, r->e_o, r->e_lse, r->e_dq,
-                     r->e_dk, r->e_dv, r->naive_o, r->naive_lse, r->naive_dq, r->naive_dk, r->naive_dv};
+                     r->e_dk, r->e_dv, r->naive_o, r->naive_lse, r->naive_dq, r->naive_dk, r->naive_dv,
+                     r->dsink, r->e_dsink};
     for (size_t s = 0; s < sizeof all / sizeof all[0]; s++)
         free(all[s]);
     memset(r, 0, sizeof *r);

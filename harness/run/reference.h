@@ -21,6 +21,9 @@ typedef struct {
     double *e_o, *e_lse, *e_dq, *e_dk, *e_dv;    /* error scales (e_lse: see above) */
     double *naive_o, *naive_lse, *naive_dq, *naive_dk, *naive_dv; /* same-dtype naive baseline */
     ac_cert cert;
+    /* the variants' parameter gradients (backward, when the problem uses them; else NULL):
+     * dsink (Hq) and its scale e_dsink (f32 units), ref_backward_params_fp64 / ref_param_error_scales */
+    double *dsink, *e_dsink;
 } ac_reference;
 
 int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err);

@@ -27,11 +27,13 @@ typedef struct {
     void *o, *dq, *dk, *dv; /* dtype bits */
     float *lse;
     size_t q_bytes, kv_bytes, lse_bytes;
+    float *dsink;           /* the variants' parameter gradients (backward; NULL when unused) */
+    size_t dsink_bytes;
 } host_outputs;
 
 /* Device mirrors for AC_MEM_CUDA kernels: inputs and outputs. */
 typedef struct {
-    void *q, *k, *v, *d_o, *o, *lse, *dq, *dk, *dv;
+    void *q, *k, *v, *d_o, *o, *lse, *dq, *dk, *dv, *dsink;
 } dev_buffers;
 
 double ac_now_seconds(void)
@@ -48,6 +50,7 @@ static void outputs_free(host_outputs *h)
     free(h->dk);
     free(h->dv);
     free(h->lse);
+    free(h->dsink);
     memset(h, 0, sizeof *h);
 }
 
@@ -65,7 +68,11 @@ static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac
         h->dk = malloc(h->kv_bytes);
         h->dv = malloc(h->kv_bytes);
     }
-    if (!h->o || !h->lse || (backward && (!h->dq || !h->dk || !h->dv))) {
+    if (backward && in->p.sinks) { /* the variants' parameter gradients */
+        h->dsink_bytes = (size_t)in->p.heads_q * sizeof(float);
+        h->dsink = malloc(h->dsink_bytes);
+    }
+    if (!h->o || !h->lse || (backward && (!h->dq || !h->dk || !h->dv)) || (h->dsink_bytes && !h->dsink)) {
         outputs_free(h);
         return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's outputs (%zu bytes each)", h->q_bytes);
     }
@@ -74,7 +81,7 @@ static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac
 
 static void dev_free_all(dev_buffers *d)
 {
-    void *all[] = {d->q, d->k, d->v, d->d_o, d->o, d->lse, d->dq, d->dk, d->dv};
+    void *all[] = {d->q, d->k, d->v, d->d_o, d->o, d->lse, d->dq, d->dk, d->dv, d->dsink};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             ac_dev_free(all[i]);
@@ -120,7 +127,7 @@ static int forward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h
 static int backward_host(const ac_kernel *k, const ac_inputs *in, host_outputs *h, ac_err *err)
 {
     ac_bwd_args a = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .d_o = in->d_o, .lse = h->lse,
-                     .dq = h->dq, .dk = h->dk, .dv = h->dv};
+                     .dq = h->dq, .dk = h->dk, .dv = h->dv, .dsink = h->dsink};
     return k->backward(k, &in->p, in->c.dtype, &a, err);
 }
 
@@ -131,16 +138,18 @@ static int backward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *
     if ((st = dev_stage(&d->d_o, in->d_o, h->q_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->dq, h->dq, h->q_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->dk, h->dk, h->kv_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->dv, h->dv, h->kv_bytes, err)) != AC_OK)
+        (st = dev_stage(&d->dv, h->dv, h->kv_bytes, err)) != AC_OK ||
+        (h->dsink && (st = dev_stage(&d->dsink, h->dsink, h->dsink_bytes, err)) != AC_OK))
         return st;
     ac_bwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .d_o = d->d_o, .lse = d->lse,
-                     .dq = d->dq, .dk = d->dk, .dv = d->dv};
+                     .dq = d->dq, .dk = d->dk, .dv = d->dv, .dsink = d->dsink};
     if ((st = k->backward(k, &in->p, in->c.dtype, &a, err)) != AC_OK)
         return st;
     if ((st = ac_dev_sync(err)) != AC_OK)
         return st;
     if ((st = ac_dev_download(h->dq, d->dq, h->q_bytes, err)) != AC_OK ||
-        (st = ac_dev_download(h->dk, d->dk, h->kv_bytes, err)) != AC_OK)
+        (st = ac_dev_download(h->dk, d->dk, h->kv_bytes, err)) != AC_OK ||
+        (h->dsink && (st = ac_dev_download(h->dsink, d->dsink, h->dsink_bytes, err)) != AC_OK))
         return st;
     return ac_dev_download(h->dv, d->dv, h->kv_bytes, err);
 }
@@ -159,6 +168,8 @@ static int run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, ho
         ac_poison(t, h->dq, nq);
         ac_poison(t, h->dk, nkv);
         ac_poison(t, h->dv, nkv);
+        if (h->dsink)
+            ac_poison_f32(h->dsink, h->dsink_bytes / sizeof(float));
         st = on_device ? backward_cuda(k, in, h, &d, err) : backward_host(k, in, h, err);
     }
     dev_free_all(&d);
@@ -178,6 +189,8 @@ static void compare_all(const ac_inputs *in, const host_outputs *h, const ac_ref
     ac_compare(in, AC_OUT_DQ, h->dq, ref->dq, ref->e_dq, ref->naive_dq, &m[AC_OUT_DQ]);
     ac_compare(in, AC_OUT_DK, h->dk, ref->dk, ref->e_dk, ref->naive_dk, &m[AC_OUT_DK]);
     ac_compare(in, AC_OUT_DV, h->dv, ref->dv, ref->e_dv, ref->naive_dv, &m[AC_OUT_DV]);
+    if (h->dsink) /* the variants' parameter gradients */
+        ac_compare(in, AC_OUT_DSINK, h->dsink, ref->dsink, ref->e_dsink, NULL, &m[AC_OUT_DSINK]);
 }
 
 /* Marks r as stopped by status st with err's message. */

@@ -44,6 +44,12 @@ static const char *const good_lines[] = {
     "scale=auto softcap=5",
     "v1 seed=4 b=3 hq=2 hkv=2 nq=17 nk=33 d=8 dtype=f16 mask=dense(0.5) maskrows=0.25 seqlens-q=17,0,5 "
     "seqlens-k=33,10,0 layout=bhsd dist=huge(0.9) scale=auto softcap=1",
+    "v1 seed=5 b=2 hq=4 hkv=1 nq=40 nk=70 d=16 dtype=bf16 mask=causal-br layout=bshd dist=normal(0,1) scale=auto "
+    "sinks=normal(0,1)",
+    "v1 seed=6 b=1 hq=2 hkv=2 nq=80 nk=80 d=32 dtype=f32 mask=dense(0.3) maskrows=0.1 layout=bhsd "
+    "dist=uniform(0,1) scale=auto sinks=over(20)",
+    "v1 seed=7 b=2 hq=3 hkv=3 nq=33 nk=65 d=8 dtype=f16 mask=window-br(5,0) seqlens-q=33,1 layout=bhsd "
+    "dist=increasing(16) scale=auto softcap=5 sinks=over(0)",
 };
 
 Test(harness_variants, correct_kernels_pass_every_variant_line_within_the_budgets)
@@ -66,6 +72,10 @@ static const exposed exposing[] = {
     {"softcap-before-scale",
      "v1 seed=1 b=1 hq=1 hkv=1 nq=8 nk=8 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto softcap=1",
      "O:scaled"},
+    {"sink-not-in-lse",
+     "v1 seed=1 b=1 hq=2 hkv=1 nq=8 nk=8 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto "
+     "sinks=normal(0,1)",
+     "LSE:scaled"},
 };
 
 Test(harness_variants, each_variant_mutant_fails_its_line_with_the_output_it_breaks)
@@ -79,6 +89,38 @@ Test(harness_variants, each_variant_mutant_fails_its_line_with_the_output_it_bre
         ac_result base = run_line("cpu-flash", exposing[m].line);
         cr_assert_eq(base.verdict, AC_VERDICT_PASS, "cpu-flash on the same line: %s", base.why);
     }
+}
+
+/* ref-fp64 with its dSink moved by 1/64: O, LSE, dQ, dK, dV exact, dSink fails
+ * (in f32, where dSink's scale is u_f32 sized; a bf16 dSink's scale admits the
+ * rounding of every D it sums, a few percent of a cancelling sum). */
+static int dsink_off_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
+{
+    (void)self;
+    const ac_kernel *ref = ac_kernel_find("ref-fp64");
+    int st = ref->backward(ref, p, t, a, err);
+    for (int h = 0; st == AC_OK && h < p->heads_q; h++)
+        a->dsink[h] *= 1.0f + 1.0f / 64;
+    return st;
+}
+
+Test(harness_variants, a_planted_dsink_error_fails_dsink_alone)
+{
+    ac_kernel k = *ac_kernel_find("ref-fp64");
+    k.name = "ref-fp64-dsink-off";
+    k.backward = dsink_off_backward;
+    ac_case c;
+    cr_assert_eq(ac_case_parse(good_lines[5], &c, NULL), AC_OK);
+    cr_assert_eq(c.dtype, AC_F32);
+    ac_budgets b = load_budgets();
+    ac_run_opts o = {.backward = true};
+    ac_result r;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(r.verdict, AC_VERDICT_FAIL);
+    cr_assert_str_eq(r.kind, "dSink:scaled", "%s", r.why);
+    for (int out = AC_OUT_O; out <= AC_OUT_DV; out++)
+        cr_assert(r.m[out].max_scaled < 1.0, "%s: %g", ac_output_name((ac_output)out), r.m[out].max_scaled);
 }
 
 Test(harness_variants, a_kernel_that_does_not_claim_a_variant_is_not_run_on_it)
@@ -120,7 +162,7 @@ Test(harness_variants, an_abi_2_plugin_runs_the_variants_it_claims)
     ac_err err = {{0}};
     cr_assert_eq(ac_plugin_load(AC_EXAMPLE_PLUGIN_V2, &k, &err), AC_OK, "%s", err.msg);
     cr_assert_str_eq(k->name, "example-flash-cpu-v2");
-    cr_assert_eq(k->caps.variants, (unsigned)AC_VAR_SOFTCAP);
+    cr_assert_eq(k->caps.variants, (unsigned)(AC_VAR_SOFTCAP | AC_VAR_SINKS));
     for (size_t l = 0; l < sizeof good_lines / sizeof *good_lines; l++) {
         ac_result r = run_line("example-flash-cpu-v2", good_lines[l]);
         cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s: %s", good_lines[l], r.why);
@@ -181,6 +223,32 @@ static int check_dir(const char *dir, const char *opt, const char *value)
 {
     char *argv[] = {"check", (char *)dir, (char *)opt, (char *)value, "--cert-rows", "0", NULL};
     return ac_cmd_check(6, argv);
+}
+
+/* check with --sinks FILE: the kernel's O, LSE and dSink judged against the sinks given. */
+Test(harness_variants, check_runs_a_kernel_with_the_sinks_it_is_given)
+{
+    char dir[] = "/tmp/ac-var-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    write_case(dir, "v1 seed=8 b=1 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
+               "scale=auto", "cpu-flash", 0.0);
+    float logits[2] = {1.5f, -0.5f};
+    char path[128];
+    snprintf(path, sizeof path, "%s/sinks.npy", dir);
+    ac_tensor t = {.dtype = AC_TF_F32, .ndim = 1, .shape = {2}, .n_elems = 2, .data = logits};
+    ac_err err = {{0}};
+    cr_assert_eq(ac_npy_write(path, &t, &err), AC_OK, "%s", err.msg);
+    char *argv[] = {"check", dir, "--kernel", "cpu-flash", "--sinks", path, "--cert-rows", "0", NULL};
+    cr_assert_eq(ac_cmd_check(8, argv), AC_OK, "cpu-flash computes with the sinks it is given and passes");
+    char *bad[] = {"check", dir, "--kernel", "cpu-flash-mutant-sink-not-in-lse", "--sinks", path, NULL};
+    cr_assert_eq(ac_cmd_check(6, bad), AC_FAIL_ACCURACY, "the sink left out of LSE fails");
+    float wrong[3] = {0, 0, 0};
+    ac_tensor t3 = {.dtype = AC_TF_F32, .ndim = 1, .shape = {3}, .n_elems = 3, .data = wrong};
+    cr_assert_eq(ac_npy_write(path, &t3, &err), AC_OK);
+    cr_assert_eq(ac_cmd_check(8, argv), AC_ERR_INPUT, "3 logits for 2 heads is bad input");
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
 }
 
 Test(harness_variants, check_judges_a_softcap_kernel_by_the_softcap_it_is_told)

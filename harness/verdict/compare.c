@@ -17,11 +17,14 @@
 
 const char *ac_output_name(ac_output o)
 {
-    static const char *const names[AC_OUT_COUNT] = {"O", "LSE", "dQ", "dK", "dV"};
+    static const char *const names[AC_OUT_COUNT] = {"O", "LSE", "dQ", "dK", "dV", "dSink"};
     return (unsigned)o < AC_OUT_COUNT ? names[o] : "?";
 }
 
-ac_dtype ac_output_dtype(ac_dtype t, ac_output which) { return which == AC_OUT_LSE ? AC_F32 : t; }
+ac_dtype ac_output_dtype(ac_dtype t, ac_output which)
+{
+    return which == AC_OUT_LSE || which == AC_OUT_DSINK ? AC_F32 : t;
+}
 
 const char *ac_special_name(ac_special s)
 {
@@ -246,6 +249,17 @@ static void compare_k_rows(accum *a, const ac_problem *p, const tensors *tn, int
         }
 }
 
+/* One value per query head (dSink): at [-1, h, -1, -1]. */
+static void compare_per_head(accum *a, const ac_problem *p, const tensors *tn)
+{
+    for (int h = 0; h < p->heads_q; h++) {
+        ac_where w = {-1, h, -1, -1};
+        compare_element(a, w, ac_bits_get(a->t, tn->got, (size_t)h), tn->ref[h], tn->escale[h],
+                        tn->naive ? tn->naive + h : NULL);
+    }
+    a->m->n_compared += (size_t)p->heads_q;
+}
+
 static double ratio(double kernel, double naive)
 {
     if (kernel == 0.0 && naive == 0.0)
@@ -288,6 +302,11 @@ void ac_compare(const ac_inputs *in, ac_output which, const void *got, const dou
     a.u = ac_unit_roundoff(a.t);
     a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
     tensors tn = {got, ref, escale, naive};
+    if (which == AC_OUT_DSINK) {
+        compare_per_head(&a, p, &tn);
+        finish(&a);
+        return;
+    }
     bool k_like = which == AC_OUT_DK || which == AC_OUT_DV;
     for (int b = 0; b < p->batch; b++) {
         if (k_like) {

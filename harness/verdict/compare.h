@@ -10,8 +10,10 @@
 #include "harness/run/inputs.h"
 #include "ref/ref.h"
 
-typedef enum { AC_OUT_O = 0, AC_OUT_LSE, AC_OUT_DQ, AC_OUT_DK, AC_OUT_DV, AC_OUT_COUNT } ac_output;
-const char *ac_output_name(ac_output o); /* "O", "LSE", "dQ", "dK", "dV" */
+/* The variants add the gradients of their own parameters (ref/variants.h),
+ * present only when the problem uses them: dSink (Hq, f32). */
+typedef enum { AC_OUT_O = 0, AC_OUT_LSE, AC_OUT_DQ, AC_OUT_DK, AC_OUT_DV, AC_OUT_DSINK, AC_OUT_COUNT } ac_output;
+const char *ac_output_name(ac_output o); /* "O", "LSE", "dQ", "dK", "dV", "dSink" */
 
 typedef struct {
     int b, h, row, col; /* col = -1 for LSE */
@@ -76,7 +78,8 @@ bool ac_is_poison(ac_dtype t, const void *buf, size_t i);
 #define AC_WRONG_ZERO_SCALED 1000.0
 void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
                 const double *escale, const double *naive, ac_metrics *m);
-/* The dtype whose ulp and unit roundoff output `which` is measured in: t, or f32 for LSE. */
+/* The dtype whose ulp and unit roundoff output `which` is measured in: t, or
+ * f32 for LSE and dSink (stored in f32; dSink's E is in f32 units). */
 ac_dtype ac_output_dtype(ac_dtype t, ac_output which);
 
 #endif

@@ -20,7 +20,9 @@ static void put(char *buf, size_t len, const char *fmt, ...)
 /* "b=0 h=1 row=5 col=17"; K-like outputs name the KV head and the key. */
 static void format_where(ac_output o, ac_where w, char *buf, size_t len)
 {
-    if (o == AC_OUT_LSE)
+    if (o == AC_OUT_DSINK)
+        snprintf(buf, len, "h=%d", w.h);
+    else if (o == AC_OUT_LSE)
         snprintf(buf, len, "b=%d h=%d row=%d", w.b, w.h, w.row);
     else if (o == AC_OUT_DK || o == AC_OUT_DV)
         snprintf(buf, len, "b=%d hkv=%d key=%d col=%d", w.b, w.h, w.row, w.col);

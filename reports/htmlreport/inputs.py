@@ -18,12 +18,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-OUTPUTS = ("O", "LSE", "dQ", "dK", "dV")
+OUTPUTS = ("O", "LSE", "dQ", "dK", "dV", "dSink")  # dSink: the sinks' gradient (README, "Variants")
 VERDICTS = ("pass", "fail", "error", "skipped")
 SPECIAL_CLASSES = ("unexpected_nan", "overflow", "lost_special", "wrong_zero", "unwritten")
 MASKED_ROW_COUNTS = ("masked_rows", "masked_rows_zero", "masked_rows_nan", "masked_rows_lse_posinf")
-# The unit roundoff u of each output dtype; LSE is stored and measured in f32
-# whatever the inputs' dtype (README, "Metrics").
+# The unit roundoff u of each output dtype; LSE (and dSink) is stored and measured in f32
+# whatever the inputs' dtype (README, "Metrics", "Variants").
 UNIT_ROUNDOFF = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
 LSE_UNIT_ROUNDOFF = 2.0 ** -24
 NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}

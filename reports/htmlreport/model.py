@@ -33,7 +33,7 @@ def _ordered(keys, order) -> list:
 # ---- per-case figures ------------------------------------------------------------
 
 def unit_roundoff(dtype: str, output: str) -> Optional[float]:
-    return LSE_UNIT_ROUNDOFF if output == "LSE" else UNIT_ROUNDOFF.get(dtype)
+    return LSE_UNIT_ROUNDOFF if output in ("LSE", "dSink") else UNIT_ROUNDOFF.get(dtype)
 
 
 def mean_scaled(dtype: str, output: str, m: dict, naive: bool = False) -> Optional[float]:
