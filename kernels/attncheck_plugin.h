@@ -18,6 +18,7 @@
  *       BHSD: Q, O, dO, dQ (B, Hq, Nq, d); K, V, dK, dV (B, Hkv, Nk, d)
  *       BSHD: Q, O, dO, dQ (B, Nq, Hq, d); K, V, dK, dV (B, Nk, Hkv, d)
  *     LSE is float, natural log, (B, Hq, Nq) contiguous, whatever the layout;
+ *     (ABI 2, ATTNCHECK_VARIANT_DV: V, O, dO, dV have head_dim_v columns);
  *   - key j is visible from query i of batch b, head h iff i < nq_b, j < nk_b
  *     (nq_b = seqlens_q ? seqlens_q[b] : seqlen_q; same for k), and, when
  *     windowed, c - window_left <= j <= c + window_right with c = i (top-left)
@@ -81,6 +82,8 @@ extern "C" {
 /* ABI 2: the variants (attncheck's ref/variants.h), bits in variants */
 #define ATTNCHECK_VARIANT_SOFTCAP (1u << 0) /* problem2.softcap */
 #define ATTNCHECK_VARIANT_SINKS (1u << 1)   /* problem2.sinks; the backward writes bwd_args.dsink */
+#define ATTNCHECK_VARIANT_DV (1u << 2)      /* problem2.head_dim_v: V, O, dO, dV have d_v columns */
+#define ATTNCHECK_MAX_DV_PAIRS 8
 
 #define ATTNCHECK_MEM_HOST 0
 #define ATTNCHECK_MEM_CUDA 1
@@ -134,6 +137,8 @@ typedef struct {
     const uint8_t *dense_mask;
     int32_t mask_batch, mask_heads;
     /* ---- the variants (0 / NULL: off) ---- */
+    int32_t head_dim_v;               /* ATTNCHECK_VARIANT_DV: the head dim d_v of V, O, dO, dV (head_dim is Q's
+                                         and K's); 0: head_dim */
     double softcap;                   /* ATTNCHECK_VARIANT_SOFTCAP: S' = c tanh(S / c), S = scale Q K^T, c > 0 (an f32 value) */
     const float *sinks;               /* ATTNCHECK_VARIANT_SINKS: (Hq) logits joining every row's denominator
                                          with no value: LSE = log(sum_j exp S'_ij + exp s_h); a row with no
@@ -188,6 +193,9 @@ typedef struct {
     uint32_t variants;          /* ATTNCHECK_VARIANT_* the kernel implements (with the backward: their gradients) */
     attncheck_forward2_fn forward2;   /* required */
     attncheck_backward2_fn backward2; /* NULL when caps.backward == 0 */
+    /* ATTNCHECK_VARIANT_DV: the (d_qk, d_v) pairs it takes; 0 pairs: any d_v the head-dim caps allow */
+    int32_t n_dv_pairs;
+    int32_t dv_pairs[ATTNCHECK_MAX_DV_PAIRS][2];
 } attncheck_plugin;
 
 #define ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL "attncheck_plugin_describe"

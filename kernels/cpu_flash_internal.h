@@ -31,6 +31,7 @@ typedef enum {
     /* the variants' (cpu_flash_var.c, cpu_flash_var_bwd.c) */
     CF_MUT_SOFTCAP_BEFORE_SCALE, /* T = c tanh(QK^T / c) scale: the softcap applied before the scale */
     CF_MUT_SINK_NOT_IN_LSE,      /* O normalised with the sink, LSE written without it */
+    CF_MUT_DV_WITH_DQK_STRIDE,   /* V's rows addressed with d_qk's stride (d_v values read from each) */
     CF_MUT_COUNT
 } cf_mutant;
 
@@ -95,6 +96,11 @@ int cf_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac
  * after cf_check_call. */
 int cf_forward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
 int cf_backward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err);
+/* Rows [first, first + n_rows) of head h of a tensor of the given kind
+ * (ref.h's ac_tensor_kind: its heads, length and ac_tensor_dim columns) of
+ * batch b, widened to float, row after row. */
+void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, const void *buf, ac_tensor_kind kind,
+                  int b, int h, int first, int n_rows, float *out);
 /* Raw scores s = Q K^T of a tile (rows x cols, rows from i0, keys from j0) into
  * S': the scale and the score modifiers, in f32 as the kernel computes them;
  * slope (may be NULL) gets dT/dS of every entry (the softcap's 1 - tanh^2). */

@@ -21,7 +21,7 @@ static const cpu_flash_params mutant_params[CF_MUT_COUNT] = {
     PARAMS(CF_MUT_GQA_HEAD_MOD),        PARAMS(CF_MUT_MASKED_ROW_NAN),   PARAMS(CF_MUT_O_ACCUM_IN_DTYPE),
     PARAMS(CF_MUT_LSE_LOG2),            PARAMS(CF_MUT_LSE_WITHOUT_MAX),  PARAMS(CF_MUT_BWD_DELTA_WRONG_ROW),
     PARAMS(CF_MUT_BWD_NO_GQA_SUM),      PARAMS(CF_MUT_BWD_SCALE_TWICE),  PARAMS(CF_MUT_BWD_NO_SCALE),
-    PARAMS(CF_MUT_SOFTCAP_BEFORE_SCALE), PARAMS(CF_MUT_SINK_NOT_IN_LSE),
+    PARAMS(CF_MUT_SOFTCAP_BEFORE_SCALE), PARAMS(CF_MUT_SINK_NOT_IN_LSE),  PARAMS(CF_MUT_DV_WITH_DQK_STRIDE),
 };
 
 static const ac_kernel mutants[] = {
@@ -68,6 +68,8 @@ static const ac_kernel mutants[] = {
            "softcap: c tanh(QK^T / c) times the scale, the cap applied before the scale instead of after"),
     MUTANT(CF_MUT_SINK_NOT_IN_LSE, "sink-not-in-lse",
            "sinks: O normalised with the sink in the denominator, LSE written without it"),
+    MUTANT(CF_MUT_DV_WITH_DQK_STRIDE, "dv-with-dqk-stride",
+           "d_v != d_qk: V's rows addressed with d_qk's stride, as if V had Q's and K's head dim"),
 };
 
 size_t cf_mutant_kernels(const ac_kernel **out, size_t max)

@@ -6,7 +6,8 @@
  *     FlashAttention does (softcap' = scale / c, T = c tanh(QK^T softcap'),
  *     all f32), before the mask;
  *   sinks: the online softmax runs over the keys, and the sink joins each
- *     finished row (vf_sink), in the denominator and LSE, with no value in O.
+ *     finished row (vf_sink), in the denominator and LSE, with no value in O;
+ *   d_v: V's rows, the accumulator and O have d_v columns (cf_load_kind).
  * The planted bugs of the variants (cpu_flash_mutants.c) sit here behind
  * `cp->mut == CF_MUT_X`; the mask, softmax and GQA mutants of the plain path
  * act here too, through the helpers both share. */
@@ -47,11 +48,43 @@ void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h
     }
 }
 
+/* ---- loading rows of any tensor kind ---------------------------------------------- */
+
+/* The planted bug of d_v: V's rows addressed with d_qk (K's row stride),
+ * d_v values read from each; offsets wrap inside V so the bug reads wrong
+ * values, never outside the buffer. */
+static void load_v_with_dqk_stride(const ac_problem *p, ac_dtype t, const void *buf, int b, int h, int first,
+                                   int n_rows, float *out)
+{
+    size_t total = ac_v_elems(p);
+    int d_v = ac_head_dim_v(p);
+    for (int r = 0; r < n_rows; r++)
+        for (int c = 0; c < d_v; c++) {
+            size_t at = (ac_kv_index(p, b, h, first + r, 0) + (size_t)c) % total;
+            out[(size_t)r * d_v + c] = (float)ac_widen(t, ac_bits_get(t, buf, at));
+        }
+}
+
+void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, const void *buf, ac_tensor_kind kind,
+                  int b, int h, int first, int n_rows, float *out)
+{
+    bool q_side = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
+    int heads = q_side ? p->heads_q : p->heads_kv, seqlen = q_side ? p->seqlen_q : p->seqlen_k;
+    int cols = ac_tensor_dim(p, kind);
+    if (kind == AC_TENSOR_V && cp->mut == CF_MUT_DV_WITH_DQK_STRIDE && cols != p->head_dim) {
+        load_v_with_dqk_stride(p, t, buf, b, h, first, n_rows, out);
+        return;
+    }
+    ac_problem shaped = *p; /* cf_load_rows reads rows of head_dim columns: this tensor's */
+    shaped.head_dim = cols;
+    cf_load_rows(&shaped, t, buf, heads, seqlen, b, h, first, n_rows, out);
+}
+
 /* ---- the forward ------------------------------------------------------------------ */
 
 typedef struct {
-    float *k_rows, *v_rows; /* (keys_alloc x d) of one kv head, zero past seqlen_k */
-    float *q_tile, *k_t, *s, *acc, *m, *l;
+    float *k_rows, *v_rows; /* (keys_alloc x d), (keys_alloc x d_v) of one kv head, zero past seqlen_k */
+    float *q_tile, *k_t, *s, *acc, *m, *l; /* acc: (Br x d_v) */
     int *lo, *hi;           /* (seqlen_q) */
     int keys_alloc;
 } vf_work;
@@ -65,15 +98,16 @@ static void vf_free(vf_work *w)
 
 static bool vf_alloc(const cpu_flash_params *cp, const ac_problem *p, vf_work *w)
 {
-    size_t d = (size_t)p->head_dim, br = (size_t)cp->block_q, bc = (size_t)cp->block_k, f = sizeof(float);
+    size_t d = (size_t)p->head_dim, d_v = (size_t)ac_head_dim_v(p), br = (size_t)cp->block_q;
+    size_t bc = (size_t)cp->block_k, f = sizeof(float);
     memset(w, 0, sizeof *w);
     w->keys_alloc = (p->seqlen_k + cp->block_k - 1) / cp->block_k * cp->block_k;
     w->k_rows = calloc((size_t)w->keys_alloc * d, f);
-    w->v_rows = calloc((size_t)w->keys_alloc * d, f);
+    w->v_rows = calloc((size_t)w->keys_alloc * d_v, f);
     w->q_tile = malloc(br * d * f);
     w->k_t = malloc(d * bc * f);
     w->s = malloc(br * bc * f);
-    w->acc = malloc(br * d * f);
+    w->acc = malloc(br * d_v * f);
     w->m = malloc(br * f);
     w->l = malloc(br * f);
     w->lo = malloc((size_t)p->seqlen_q * sizeof(int));
@@ -85,20 +119,20 @@ static bool vf_alloc(const cpu_flash_params *cp, const ac_problem *p, vf_work *w
 static void vf_kv_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
                        int j0, int cols, vf_work *w)
 {
-    int d = p->head_dim;
+    int d = p->head_dim, d_v = ac_head_dim_v(p);
     cf_transpose_tile(w->k_rows, j0, cols, d, w->k_t);
     cf_gemm_nt(w->q_tile, w->k_t, rows, cols, d, w->s);
     cf_score_mods(cp, p, b, h, i0, rows, j0, cols, w->s, NULL);
     cf_mask_tile(p, b, h, i0, rows, j0, cols, w->lo, w->hi, w->s);
     for (int r = 0; r < rows; r++) {
-        float *pr = w->s + (size_t)r * cols, *acc = w->acc + (size_t)r * d;
+        float *pr = w->s + (size_t)r * cols, *acc = w->acc + (size_t)r * d_v;
         float alpha = cf_online_softmax_step(cp, &w->m[r], &w->l[r], pr, cols);
         for (int c = 0; c < cols; c++) /* the PV product's operand is in the input dtype */
             pr[c] = cf_round_to(t, pr[c]);
         if (alpha != 1.0f)
-            for (int c = 0; c < d; c++)
+            for (int c = 0; c < d_v; c++)
                 acc[c] *= alpha;
-        cf_combine_rows(acc, pr, 1, w->v_rows + (size_t)j0 * d, d, cols, d);
+        cf_combine_rows(acc, pr, 1, w->v_rows + (size_t)j0 * d_v, d_v, cols, d_v);
     }
 }
 
@@ -132,12 +166,12 @@ static void vf_sink(const ac_problem *p, int h, float *m, float *l, float *o_fac
 static void vf_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0,
                           int rows, const vf_work *w, const ac_fwd_args *a)
 {
-    int d = p->head_dim;
+    int d = ac_head_dim_v(p); /* O rows */
     for (int r = 0; r < rows; r++) {
         float l_keys = w->l[r], m_keys = w->m[r], l = l_keys, m = m_keys, o_factor;
         vf_sink(p, h, &m, &l, &o_factor);
         const float *acc = w->acc + (size_t)r * d;
-        size_t at = ac_q_index(p, b, h, i0 + r, 0);
+        size_t at = ac_o_index(p, b, h, i0 + r, 0);
         for (int c = 0; c < d; c++)
             cf_store_elem(t, a->o, at + c, l == 0.0f || o_factor == 0.0f ? 0.0f : acc[c] * o_factor / l);
         float lse = l == 0.0f ? -INFINITY : m + logf(l);
@@ -154,13 +188,13 @@ static void vf_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dt
 static void vf_q_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
                       vf_work *w, const ac_fwd_args *a)
 {
-    int d = p->head_dim, bc = cp->block_k;
-    cf_load_rows(p, t, a->q, p->heads_q, p->seqlen_q, b, h, i0, rows, w->q_tile);
+    int d_v = ac_head_dim_v(p), bc = cp->block_k;
+    cf_load_kind(cp, p, t, a->q, AC_TENSOR_Q, b, h, i0, rows, w->q_tile);
     for (int r = 0; r < rows; r++) {
         w->m[r] = -INFINITY;
         w->l[r] = 0.0f;
     }
-    memset(w->acc, 0, (size_t)rows * d * sizeof(float));
+    memset(w->acc, 0, (size_t)rows * d_v * sizeof(float));
     int jt_lo = w->lo[i0] / bc, jt_hi = (w->hi[i0 + rows - 1] + bc - 1) / bc, hi_last = w->hi[i0 + rows - 1];
     for (int jt = jt_lo; jt < jt_hi; jt++)
         if (!cf_block_masked(w->lo, w->hi, i0, i0 + rows, jt * bc, (jt + 1) * bc))
@@ -181,8 +215,8 @@ int cf_forward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t, 
         cf_row_ranges(cp, p, b, w.lo, w.hi);
         for (int h = 0; h < p->heads_q; h++) {
             int hk = cf_kv_head_of(cp, p, h);
-            cf_load_rows(p, t, a->k, p->heads_kv, p->seqlen_k, b, hk, 0, p->seqlen_k, w.k_rows);
-            cf_load_rows(p, t, a->v, p->heads_kv, p->seqlen_k, b, hk, 0, p->seqlen_k, w.v_rows);
+            cf_load_kind(cp, p, t, a->k, AC_TENSOR_K, b, hk, 0, p->seqlen_k, w.k_rows);
+            cf_load_kind(cp, p, t, a->v, AC_TENSOR_V, b, hk, 0, p->seqlen_k, w.v_rows);
             for (int i0 = 0; i0 < nq; i0 += cp->block_q)
                 vf_q_tile(cp, p, t, b, h, i0, nq - i0 < cp->block_q ? nq - i0 : cp->block_q, &w, a);
         }

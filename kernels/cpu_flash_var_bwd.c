@@ -22,13 +22,13 @@
 #endif
 
 typedef struct {
-    float *k_rows, *v_rows;          /* (keys_alloc x d) of one kv head */
-    float *k_t, *v_t;                /* (d x Bc) the current K/V tile transposed */
-    float *q_all, *do_all, *dq_acc;  /* (group x seqlen_q x d) */
+    float *k_rows, *v_rows;          /* (keys_alloc x d), (keys_alloc x d_v) of one kv head */
+    float *k_t, *v_t;                /* (d x Bc), (d_v x Bc): the current K/V tile transposed */
+    float *q_all, *do_all, *dq_acc;  /* (group x seqlen_q x d); do_all (group x seqlen_q x d_v) */
     float *lse_all, *lse_lo, *delta_all; /* (group x seqlen_q) */
-    float *o_rows;                   /* (seqlen_q x d) scratch for D */
+    float *o_rows;                   /* (seqlen_q x d_v) scratch for D */
     float *s, *slope, *p_dt, *dp;    /* (Br x Bc) */
-    float *dk_acc, *dv_acc;          /* (Bc x d) */
+    float *dk_acc, *dv_acc;          /* (Bc x d), (Bc x d_v) */
     int *heads, *lo, *hi;
     int keys_alloc;
     float *dsink_acc;                /* (Hq) with sinks: -sum Ps D, f32 */
@@ -45,27 +45,27 @@ static void vb_free(vb_work *w)
 
 static bool vb_alloc(const cpu_flash_params *cp, const ac_problem *p, vb_work *w)
 {
-    size_t d = (size_t)p->head_dim, br = (size_t)cp->block_q, bc = (size_t)cp->block_k;
+    size_t d = (size_t)p->head_dim, d_v = (size_t)ac_head_dim_v(p), br = (size_t)cp->block_q, bc = (size_t)cp->block_k;
     size_t nq = (size_t)p->seqlen_q, group = (size_t)(p->heads_q / p->heads_kv), f = sizeof(float);
     memset(w, 0, sizeof *w);
     w->keys_alloc = (p->seqlen_k + cp->block_k - 1) / cp->block_k * cp->block_k;
     w->k_rows = calloc((size_t)w->keys_alloc * d, f);
-    w->v_rows = calloc((size_t)w->keys_alloc * d, f);
+    w->v_rows = calloc((size_t)w->keys_alloc * d_v, f);
     w->k_t = malloc(d * bc * f);
-    w->v_t = malloc(d * bc * f);
+    w->v_t = malloc(d_v * bc * f);
     w->q_all = malloc(group * nq * d * f);
-    w->do_all = malloc(group * nq * d * f);
+    w->do_all = malloc(group * nq * d_v * f);
     w->dq_acc = malloc(group * nq * d * f);
     w->lse_all = malloc(group * nq * f);
     w->lse_lo = calloc(group * nq, f);
     w->delta_all = malloc(group * nq * f);
-    w->o_rows = malloc(nq * d * f);
+    w->o_rows = malloc(nq * d_v * f);
     w->s = malloc(br * bc * f);
     w->slope = malloc(br * bc * f);
     w->p_dt = malloc(br * bc * f);
     w->dp = malloc(br * bc * f);
     w->dk_acc = malloc(bc * d * f);
-    w->dv_acc = malloc(bc * d * f);
+    w->dv_acc = malloc(bc * d_v * f);
     w->heads = malloc((size_t)p->heads_q * sizeof(int));
     w->lo = malloc(nq * sizeof(int));
     w->hi = malloc(nq * sizeof(int));
@@ -133,9 +133,9 @@ static void vb_refine_lse(const cpu_flash_params *cp, const ac_problem *p, int b
 static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int g, int i0,
                      int rows, int j0, int cols, vb_work *w)
 {
-    int d = p->head_dim;
+    int d = p->head_dim, d_v = ac_head_dim_v(p);
     size_t row0 = (size_t)g * p->seqlen_q + i0;
-    const float *q = w->q_all + row0 * d, *d_o = w->do_all + row0 * d;
+    const float *q = w->q_all + row0 * d, *d_o = w->do_all + row0 * d_v;
     const float *lse = w->lse_all + row0, *lse_lo = w->lse_lo + row0, *delta = w->delta_all + row0;
     float *dq = w->dq_acc + row0 * d;
     vb_scores(cp, p, b, h, g, i0, rows, j0, cols, w);
@@ -145,8 +145,8 @@ static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t
             *s = lse[r] == -INFINITY ? 0.0f : exp_from_lse(*s, lse[r], lse_lo[r]);
             w->p_dt[(size_t)r * cols + c] = cf_round_to(t, *s);
         }
-    cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d, w->dv_acc); /* dV += P^T dO */
-    cf_gemm_nt(d_o, w->v_t, rows, cols, d, w->dp);              /* dP = dO V^T */
+    cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d_v, w->dv_acc); /* dV += P^T dO */
+    cf_gemm_nt(d_o, w->v_t, rows, cols, d_v, w->dp);              /* dP = dO V^T */
     for (int r = 0; r < rows; r++)                               /* dS = P (dP - D) dT/dS, in dtype */
         for (int c = 0; c < cols; c++) {
             size_t x = (size_t)r * cols + c;
@@ -161,8 +161,8 @@ static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t
 static void vb_delta(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int nq,
                      const ac_bwd_args *a, const float *do_rows, float *o_rows, float *delta)
 {
-    int d = p->head_dim;
-    cf_load_rows(p, t, a->o, p->heads_q, p->seqlen_q, b, h, 0, nq, o_rows);
+    int d = ac_head_dim_v(p); /* O and dO rows */
+    cf_load_kind(cp, p, t, a->o, AC_TENSOR_O, b, h, 0, nq, o_rows);
     for (int i = 0; i < nq; i++) {
         int src = cp->mut == CF_MUT_BWD_DELTA_WRONG_ROW ? (i + 1) % nq : i;
         float sum = 0.0f;
@@ -186,12 +186,12 @@ static void vb_load_group(const cpu_flash_params *cp, const ac_problem *p, ac_dt
                           const ac_bwd_args *a, vb_work *w)
 {
     int nq = ac_seqlen_q_of(p, b);
-    size_t stride = (size_t)p->seqlen_q * p->head_dim;
+    size_t stride = (size_t)p->seqlen_q * p->head_dim, stride_v = (size_t)p->seqlen_q * ac_head_dim_v(p);
     for (int g = 0; g < n_heads; g++) {
         int h = w->heads[g];
-        float *do_rows = w->do_all + g * stride;
-        cf_load_rows(p, t, a->q, p->heads_q, p->seqlen_q, b, h, 0, nq, w->q_all + g * stride);
-        cf_load_rows(p, t, a->d_o, p->heads_q, p->seqlen_q, b, h, 0, nq, do_rows);
+        float *do_rows = w->do_all + g * stride_v;
+        cf_load_kind(cp, p, t, a->q, AC_TENSOR_Q, b, h, 0, nq, w->q_all + g * stride);
+        cf_load_kind(cp, p, t, a->d_o, AC_TENSOR_O, b, h, 0, nq, do_rows);
         for (int i = 0; i < nq; i++)
             w->lse_all[(size_t)g * p->seqlen_q + i] = a->lse[ac_lse_index(p, b, h, i)];
         memset(w->lse_lo + (size_t)g * p->seqlen_q, 0, (size_t)p->seqlen_q * sizeof(float));
@@ -216,25 +216,25 @@ static float grad_scale(const cpu_flash_params *cp, const ac_problem *p)
 static void vb_kv_head(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int hk,
                        const ac_bwd_args *a, vb_work *w)
 {
-    int d = p->head_dim, br = cp->block_q, bc = cp->block_k;
+    int d = p->head_dim, d_v = ac_head_dim_v(p), br = cp->block_q, bc = cp->block_k;
     int nq = ac_seqlen_q_of(p, b), nk = ac_seqlen_k_of(p, b), n_heads = 0;
     float gs = grad_scale(cp, p);
     for (int h = 0; h < p->heads_q; h++)
         if (cf_kv_head_of(cp, p, h) == hk)
             w->heads[n_heads++] = h;
-    cf_load_rows(p, t, a->k, p->heads_kv, p->seqlen_k, b, hk, 0, p->seqlen_k, w->k_rows);
-    cf_load_rows(p, t, a->v, p->heads_kv, p->seqlen_k, b, hk, 0, p->seqlen_k, w->v_rows);
+    cf_load_kind(cp, p, t, a->k, AC_TENSOR_K, b, hk, 0, p->seqlen_k, w->k_rows);
+    cf_load_kind(cp, p, t, a->v, AC_TENSOR_V, b, hk, 0, p->seqlen_k, w->v_rows);
     vb_load_group(cp, p, t, b, n_heads, a, w);
     for (int j0 = 0; j0 < nk; j0 += bc) {
         int cols = nq > 0 && w->hi[nq - 1] - j0 < bc ? w->hi[nq - 1] - j0 : bc;
         cols = cols < 0 ? 0 : cols;
         cf_transpose_tile(w->k_rows, j0, cols, d, w->k_t);
-        cf_transpose_tile(w->v_rows, j0, cols, d, w->v_t);
+        cf_transpose_tile(w->v_rows, j0, cols, d_v, w->v_t);
         memset(w->dk_acc, 0, (size_t)bc * d * sizeof(float));
-        memset(w->dv_acc, 0, (size_t)bc * d * sizeof(float));
+        memset(w->dv_acc, 0, (size_t)bc * d_v * sizeof(float));
         for (int g = 0; g < n_heads; g++) {
             if (cp->mut == CF_MUT_BWD_NO_GQA_SUM) /* each query head overwrites instead of adding */
-                memset(w->dk_acc, 0, (size_t)bc * d * sizeof(float)), memset(w->dv_acc, 0, (size_t)bc * d * sizeof(float));
+                memset(w->dk_acc, 0, (size_t)bc * d * sizeof(float)), memset(w->dv_acc, 0, (size_t)bc * d_v * sizeof(float));
             for (int i0 = 0; i0 < nq; i0 += br) {
                 int rows = nq - i0 < br ? nq - i0 : br;
                 if (cols > 0 && !cf_block_masked(w->lo, w->hi, i0, i0 + rows, j0, j0 + bc))
@@ -242,11 +242,11 @@ static void vb_kv_head(const cpu_flash_params *cp, const ac_problem *p, ac_dtype
             }
         }
         for (int j = j0; j < nk && j < j0 + bc; j++) {
-            size_t at = ac_kv_index(p, b, hk, j, 0), x = (size_t)(j - j0) * d;
-            for (int c = 0; c < d; c++) {
-                cf_store_elem(t, a->dk, at + c, w->dk_acc[x + c] * gs);
-                cf_store_elem(t, a->dv, at + c, w->dv_acc[x + c]);
-            }
+            size_t at = ac_kv_index(p, b, hk, j, 0), at_v = ac_v_index(p, b, hk, j, 0);
+            for (int c = 0; c < d; c++)
+                cf_store_elem(t, a->dk, at + c, w->dk_acc[(size_t)(j - j0) * d + c] * gs);
+            for (int c = 0; c < d_v; c++)
+                cf_store_elem(t, a->dv, at_v + c, w->dv_acc[(size_t)(j - j0) * d_v + c]);
         }
     }
     for (int g = 0; g < n_heads; g++)

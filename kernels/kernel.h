@@ -39,6 +39,7 @@ enum {
 };
 
 #define AC_MAX_LISTED_HEAD_DIMS 16
+#define AC_MAX_DV_PAIRS 8
 
 typedef struct {
     unsigned dtypes;  /* bit (1u << ac_dtype) per supported dtype */
@@ -54,6 +55,9 @@ typedef struct {
     int max_seqlen;   /* 0 = no limit of its own */
     unsigned variants; /* AC_VAR_* (ref/variants.h): the variants it implements (with the backward: their
                           gradients too, dBias and dSink among them); 0 = plain attention only */
+    /* AC_VAR_DV: the (d_qk, d_v) pairs it takes, or when n_dv_pairs == 0 any d_v the head-dim rule above allows */
+    int dv_pairs[AC_MAX_DV_PAIRS][2];
+    int n_dv_pairs;
 } ac_caps;
 
 typedef struct {

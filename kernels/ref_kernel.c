@@ -34,17 +34,17 @@ static int ref_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
     int st = ac_kernel_supports(self, p, t, false, err);
     if (st != AC_OK)
         return st;
-    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
+    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p), no = ac_o_elems(p), nv = ac_v_elems(p);
     double *b[5]; /* q k v o lse */
-    const size_t sizes[5] = {nq, nkv, nkv, nq, nl};
+    const size_t sizes[5] = {nq, nkv, nv, no, nl};
     if (!alloc_all(b, sizes, 5))
         return ac_fail(err, AC_ERR_ENV, "ref-fp64: out of memory");
     ac_load(t, a->q, nq, b[0]);
     ac_load(t, a->k, nkv, b[1]);
-    ac_load(t, a->v, nkv, b[2]);
+    ac_load(t, a->v, nv, b[2]);
     st = ref_forward_fp64(p, b[0], b[1], b[2], b[3], b[4], err);
     if (st == AC_OK) {
-        ac_store(t, b[3], nq, a->o);
+        ac_store(t, b[3], no, a->o);
         for (size_t i = 0; i < nl; i++)
             a->lse[i] = (float)b[4][i];
     }
@@ -73,28 +73,28 @@ static int ref_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, 
     int st = ac_kernel_supports(self, p, t, true, err);
     if (st != AC_OK)
         return st;
-    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
+    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p), no = ac_o_elems(p), nv = ac_v_elems(p);
     double *b[10]; /* q k v o lse dO dq dk dv delta */
-    const size_t sizes[10] = {nq, nkv, nkv, nq, nl, nq, nq, nkv, nkv, nl};
+    const size_t sizes[10] = {nq, nkv, nv, no, nl, no, nq, nkv, nv, nl};
     if (!alloc_all(b, sizes, 10))
         return ac_fail(err, AC_ERR_ENV, "ref-fp64: out of memory");
     ac_load(t, a->q, nq, b[0]);
     ac_load(t, a->k, nkv, b[1]);
-    ac_load(t, a->v, nkv, b[2]);
-    ac_load(t, a->d_o, nq, b[5]);
+    ac_load(t, a->v, nv, b[2]);
+    ac_load(t, a->d_o, no, b[5]);
     /* LSE recomputed in double, not read back from the f32 it was stored in: a
      * fused kernel's backward recomputes S the way its forward did, so its own
      * rounded LSE is consistent with its S; this kernel's S is exact, and an f32
      * LSE would put a relative error of |LSE| * 2^-24 on every P (exp(256) when
      * scores reach 1e10).  O is the given, rounded one, as a training step has. */
     st = ref_forward_fp64(p, b[0], b[1], b[2], b[3], b[4], err);
-    ac_load(t, a->o, nq, b[3]);
+    ac_load(t, a->o, no, b[3]);
     if (st == AC_OK)
         st = ref_backward_fp64(p, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], err);
     if (st == AC_OK) {
         ac_store(t, b[6], nq, a->dq);
         ac_store(t, b[7], nkv, a->dk);
-        ac_store(t, b[8], nkv, a->dv);
+        ac_store(t, b[8], nv, a->dv);
         st = ref_params_out(p, b[4], b[9], a, err);
     }
     free_all(b, 10);

@@ -111,15 +111,29 @@ static int check_mask(const ac_kernel *k, const ac_problem *p, ac_err *err)
     return AC_OK;
 }
 
+/* d_v: one of the claimed (d_qk, d_v) pairs, or any d_v the head-dim rule allows. */
+static int check_dv(const ac_kernel *k, const ac_problem *p, ac_err *err)
+{
+    const ac_caps *c = &k->caps;
+    int d_v = ac_head_dim_v(p);
+    if (c->n_dv_pairs == 0)
+        return check_head_dim(k, d_v, err);
+    for (int i = 0; i < c->n_dv_pairs && i < AC_MAX_DV_PAIRS; i++)
+        if (c->dv_pairs[i][0] == p->head_dim && c->dv_pairs[i][1] == d_v)
+            return AC_OK;
+    return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support d_qk=%d with d_v=%d (not one of its %d (d_qk, d_v) "
+                   "pairs)", k->name, p->head_dim, d_v, c->n_dv_pairs);
+}
+
 /* Every variant the problem uses must be claimed (ref/variants.h). */
 static int check_variants(const ac_kernel *k, const ac_problem *p, ac_err *err)
 {
-    unsigned missing = ac_problem_variants(p) & ~k->caps.variants;
+    unsigned used = ac_problem_variants(p), missing = used & ~k->caps.variants;
     for (int v = 0; v < AC_VARIANT_COUNT; v++)
         if (missing & ac_variant_bit((ac_variant)v))
             return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support %s (%s)", k->name,
                            ac_variant_what((ac_variant)v), ac_variant_name((ac_variant)v));
-    return AC_OK;
+    return used & AC_VAR_DV ? check_dv(k, p, err) : AC_OK;
 }
 
 int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool want_backward, ac_err *err)

@@ -42,6 +42,7 @@ enum { OUT_O = 1, OUT_LSE = 2, OUT_DQ = 4, OUT_DK = 8, OUT_DV = 16 };
 typedef struct {
     double softcap;
     bool sinks;
+    int head_dim_v;
 } var_spec;
 
 static const float spec_sinks[2] = {0.5f, -1.0f};
@@ -51,6 +52,7 @@ static void build(tk_case *c, const var_spec *s, uint64_t seed)
     ac_problem p = ac_problem_dense(2, 2, 1, 9, 70, 16);
     p.softcap = s->softcap;
     p.sinks = s->sinks ? spec_sinks : NULL;
+    p.head_dim_v = s->head_dim_v;
     tk_init(c, p, AC_F16, 1.0, seed);
 }
 
@@ -76,11 +78,11 @@ static unsigned differing_outputs(const ac_kernel *mutant, const var_spec *s)
     backward_with_dsink(mutant, &mut, dsink_mut);
     size_t sz = ac_dtype_size(base.t);
     unsigned diff = 0;
-    diff |= same_bits(base.o, mut.o, base.nq * sz) ? 0 : OUT_O;
+    diff |= same_bits(base.o, mut.o, base.no * sz) ? 0 : OUT_O;
     diff |= same_bits(base.lse, mut.lse, base.nl * sizeof(float)) ? 0 : OUT_LSE;
     diff |= same_bits(base.dq, mut.dq, base.nq * sz) ? 0 : OUT_DQ;
     diff |= same_bits(base.dk, mut.dk, base.nkv * sz) ? 0 : OUT_DK;
-    diff |= same_bits(base.dv, mut.dv, base.nkv * sz) ? 0 : OUT_DV;
+    diff |= same_bits(base.dv, mut.dv, base.nv * sz) ? 0 : OUT_DV;
     tk_free(&base);
     tk_free(&mut);
     return diff;
@@ -96,6 +98,8 @@ typedef struct {
 static const mutant_case cases[] = {
     {"softcap-before-scale", {.softcap = 1.0}, OUT_O | OUT_LSE, {.softcap = 0.0}},
     {"sink-not-in-lse", {.sinks = true}, OUT_LSE | OUT_DQ, {.softcap = 2.0}},
+    /* V read wrongly: O (and through dP the gradients of Q and K; dV = P^T dO needs no V); d = 16: dv=16 is no variant */
+    {"dv-with-dqk-stride", {.head_dim_v = 8}, OUT_O | OUT_DQ | OUT_DK, {.head_dim_v = 16}},
 };
 
 Test(kernels_cpu_flash_variants, each_variant_mutant_differs_where_its_bug_is_and_nowhere_else)

@@ -16,6 +16,7 @@ typedef struct {
     ac_problem p;
     ac_dtype t;
     size_t nq, nkv, nl; /* element counts */
+    size_t no, nv;      /* O, dO and V, dV (d_v columns; nq, nkv without the dv variant) */
     void *q, *k, *v, *d_o;
     void *o, *dq, *dk, *dv; /* the kernel's outputs, poisoned before each run */
     float *lse;
@@ -63,17 +64,19 @@ static inline void tk_init(tk_case *c, ac_problem p, ac_dtype t, double magnitud
     c->t = t;
     c->nq = ac_q_elems(&p);
     c->nkv = ac_kv_elems(&p);
+    c->no = ac_o_elems(&p);
+    c->nv = ac_v_elems(&p);
     c->nl = ac_lse_elems(&p);
     uint64_t st = seed * 7919u + 1;
     c->q = tk_fill(t, c->nq, magnitude, &st);
     c->k = tk_fill(t, c->nkv, magnitude, &st);
-    c->v = tk_fill(t, c->nkv, 1.0, &st);
-    c->d_o = tk_fill(t, c->nq, 1.0, &st);
+    c->v = tk_fill(t, c->nv, 1.0, &st);
+    c->d_o = tk_fill(t, c->no, 1.0, &st);
     size_t sz = ac_dtype_size(t);
-    c->o = malloc(c->nq * sz);
+    c->o = malloc(c->no * sz);
     c->dq = malloc(c->nq * sz);
     c->dk = malloc(c->nkv * sz);
-    c->dv = malloc(c->nkv * sz);
+    c->dv = malloc(c->nv * sz);
     c->lse = malloc(c->nl * sizeof(float));
     cr_assert(c->o && c->dq && c->dk && c->dv && c->lse);
 }
@@ -106,10 +109,10 @@ static inline void tk_dense_mask(tk_case *c, int masked_row, uint64_t seed)
 static inline void tk_poison(tk_case *c)
 {
     size_t sz = ac_dtype_size(c->t);
-    memset(c->o, 0xFF, c->nq * sz); /* all-ones bits: a NaN in every dtype */
+    memset(c->o, 0xFF, c->no * sz); /* all-ones bits: a NaN in every dtype */
     memset(c->dq, 0xFF, c->nq * sz);
     memset(c->dk, 0xFF, c->nkv * sz);
-    memset(c->dv, 0xFF, c->nkv * sz);
+    memset(c->dv, 0xFF, c->nv * sz);
     for (size_t i = 0; i < c->nl; i++)
         c->lse[i] = NAN;
 }

@@ -39,10 +39,10 @@ typedef struct {
 static void block_delta(const ref_head *hd, const backward_tensors *t, int i0, int i1)
 {
     for (int i = i0; i < i1; i++) {
-        const double *o_row = t->o + hd->q_base + (size_t)i * hd->ld_q;
-        const double *do_row = t->d_o + hd->q_base + (size_t)i * hd->ld_q;
+        const double *o_row = t->o + hd->o_base + (size_t)i * hd->ld_o;
+        const double *do_row = t->d_o + hd->o_base + (size_t)i * hd->ld_o;
         double sum = 0.0;
-        for (int c = 0; c < hd->d; c++)
+        for (int c = 0; c < hd->d_v; c++)
             sum += do_row[c] * o_row[c];
         t->delta[ac_lse_index(hd->p, hd->b, hd->h, i)] = sum;
     }
@@ -54,9 +54,9 @@ static void block_grad_scores(const ref_head *hd, const backward_tensors *t, int
                               int jlo, int jhi, const double *p_blk, double *dp_blk, const double *slope_blk)
 {
     int rows = i1 - i0, cols = jhi - jlo;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd->d, 1.0,
-                t->d_o + hd->q_base + (size_t)i0 * hd->ld_q, (int)hd->ld_q,
-                t->v + hd->kv_base + (size_t)jlo * hd->ld_kv, (int)hd->ld_kv, 0.0, dp_blk, cols);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd->d_v, 1.0,
+                t->d_o + hd->o_base + (size_t)i0 * hd->ld_o, (int)hd->ld_o,
+                t->v + hd->v_base + (size_t)jlo * hd->ld_v, (int)hd->ld_v, 0.0, dp_blk, cols);
     for (int i = i0; i < i1; i++) {
         double delta_i = t->delta[ac_lse_index(hd->p, hd->b, hd->h, i)];
         const double *p_row = p_blk + (size_t)(i - i0) * cols;
@@ -102,8 +102,9 @@ static void dkdv_pair(const ref_head *hd, const backward_tensors *t, int i0, int
     size_t kv_at = hd->kv_base + (size_t)j0 * hd->ld_kv;
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d, rows, hd->p->scale, ds_blk, cols,
                 t->q + hd->q_base + (size_t)i0 * hd->ld_q, ld_q, 1.0, t->dk + kv_at, ld_kv);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d, rows, 1.0, p_blk, cols,
-                t->d_o + hd->q_base + (size_t)i0 * hd->ld_q, ld_q, 1.0, t->dv + kv_at, ld_kv);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d_v, rows, 1.0, p_blk, cols,
+                t->d_o + hd->o_base + (size_t)i0 * hd->ld_o, (int)hd->ld_o, 1.0,
+                t->dv + hd->v_base + (size_t)j0 * hd->ld_v, (int)hd->ld_v);
 }
 
 typedef struct {
@@ -153,7 +154,7 @@ static void dkdv_task(void *arg, size_t task, int worker)
     ref_head_init(&hd, p, b, h_kv * group);
     for (int j = j0; j < j_end; j++) { /* the sums start at 0; padding keys stay 0 */
         memset(job->t.dk + hd.kv_base + (size_t)j * hd.ld_kv, 0, (size_t)hd.d * sizeof(double));
-        memset(job->t.dv + hd.kv_base + (size_t)j * hd.ld_kv, 0, (size_t)hd.d * sizeof(double));
+        memset(job->t.dv + hd.v_base + (size_t)j * hd.ld_v, 0, (size_t)hd.d_v * sizeof(double));
     }
     int j1 = j_end < hd.seqlen_k ? j_end : hd.seqlen_k;
     for (int h = h_kv * group; j0 < j1 && h < (h_kv + 1) * group; h++) {

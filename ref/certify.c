@@ -80,7 +80,7 @@ int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const 
         return ac_fail(err, AC_ERR_INPUT, "%s: unknown out_dtype %d", fn, (int)out_dtype);
     if (n_rows > mx_total_rows(p))
         n_rows = mx_total_rows(p);
-    size_t d = (size_t)p->head_dim;
+    size_t d = (size_t)ac_head_dim_v(p); /* O rows */
     size_t *ids = malloc((n_rows ? n_rows : 1) * sizeof *ids);
     double *o = malloc((n_rows ? n_rows : 1) * d * sizeof *o);
     double *lse = malloc((n_rows ? n_rows : 1) * sizeof *lse);
@@ -95,7 +95,7 @@ int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const 
         size_t head = ids[t] / (size_t)p->seqlen_q;
         int b = (int)(head / (size_t)p->heads_q), h = (int)(head % (size_t)p->heads_q);
         int i = (int)(ids[t] % (size_t)p->seqlen_q);
-        const double *row64 = o_fp64 + ac_q_index(p, b, h, i, 0);
+        const double *row64 = o_fp64 + ac_o_index(p, b, h, i, 0);
         for (size_t cc = 0; cc < d; cc++)
             c.max_ulp_o = fmax(c.max_ulp_o, ulp_distance(out_dtype, row64[cc], o[t * d + cc]));
         c.max_abs_lse = fmax(c.max_abs_lse, lse_distance(lse_fp64[ac_lse_index(p, b, h, i)], lse[t]));

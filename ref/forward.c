@@ -185,11 +185,16 @@ void ref_head_init(ref_head *hd, const ac_problem *p, int b, int h)
     hd->seqlen_q = ac_seqlen_q_of(p, b);
     hd->seqlen_k = ac_seqlen_k_of(p, b);
     hd->d = p->head_dim;
+    hd->d_v = ac_head_dim_v(p);
     bool bshd = p->layout == AC_LAYOUT_BSHD;
     hd->ld_q = (size_t)p->head_dim * (bshd ? (size_t)p->heads_q : 1);
     hd->ld_kv = (size_t)p->head_dim * (bshd ? (size_t)p->heads_kv : 1);
     hd->q_base = ac_q_index(p, b, h, 0, 0);
     hd->kv_base = ac_kv_index(p, b, hd->h_kv, 0, 0);
+    hd->ld_o = (size_t)hd->d_v * (bshd ? (size_t)p->heads_q : 1);
+    hd->ld_v = (size_t)hd->d_v * (bshd ? (size_t)p->heads_kv : 1);
+    hd->o_base = ac_o_index(p, b, h, 0, 0);
+    hd->v_base = ac_v_index(p, b, hd->h_kv, 0, 0);
 }
 
 void ref_block_keys(const ref_head *hd, int i0, int i1, int *jlo, int *jhi)
@@ -281,6 +286,12 @@ void ref_zero_q_rows(const ref_head *hd, double *t, int i0, int i1)
 {
     for (int i = i0; i < i1; i++)
         memset(t + hd->q_base + (size_t)i * hd->ld_q, 0, (size_t)hd->d * sizeof *t);
+}
+
+void ref_zero_o_rows(const ref_head *hd, double *t, int i0, int i1)
+{
+    for (int i = i0; i < i1; i++)
+        memset(t + hd->o_base + (size_t)i * hd->ld_o, 0, (size_t)hd->d_v * sizeof *t);
 }
 
 /* ---- two threads over the rows of a block ----------------------------------- */
@@ -378,21 +389,21 @@ static void forward_block(const ref_head *hd, const double *q, const double *k, 
     int jlo, jhi;
     ref_block_keys(hd, i0, i1, &jlo, &jhi);
     if (jhi <= jlo) { /* no row of the block sees a key: LSE = -inf, or the sink */
-        ref_zero_q_rows(hd, o, i0, i1);
+        ref_zero_o_rows(hd, o, i0, i1);
         for (int i = i0; i < i1; i++)
             lse[ac_lse_index(hd->p, hd->b, hd->h, i)] = ref_sink_of(hd->p, hd->h);
         return;
     }
     ref_block_scores(hd, q, k, i0, i1, jlo, jhi, s);
     block_softmax(hd, i0, i1, jlo, jhi, s, l, lse);
-    double *o_rows = o + hd->q_base + (size_t)i0 * hd->ld_q;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hd->d, jhi - jlo, 1.0, s,
-                jhi - jlo, v + hd->kv_base + (size_t)jlo * hd->ld_kv, (int)hd->ld_kv, 0.0, o_rows,
-                (int)hd->ld_q);
+    double *o_rows = o + hd->o_base + (size_t)i0 * hd->ld_o;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hd->d_v, jhi - jlo, 1.0, s,
+                jhi - jlo, v + hd->v_base + (size_t)jlo * hd->ld_v, (int)hd->ld_v, 0.0, o_rows,
+                (int)hd->ld_o);
     for (int i = i0; i < i1; i++) {
-        double *o_row = o_rows + (size_t)(i - i0) * hd->ld_q;
+        double *o_row = o_rows + (size_t)(i - i0) * hd->ld_o;
         double li = l[i - i0];
-        for (int c = 0; c < hd->d; c++) /* exact zeros for a masked row, even if V holds NaN */
+        for (int c = 0; c < hd->d_v; c++) /* exact zeros for a masked row, even if V holds NaN */
             o_row[c] = li > 0.0 ? o_row[c] / li : 0.0;
     }
 }
@@ -416,7 +427,7 @@ static void forward_task(void *arg, size_t task, int worker)
     if (i0 < live)
         forward_block(&hd, job->q, job->k, job->v, i0, live, job->s[worker], job->l[worker], job->o, job->lse);
     int pad0 = i0 > hd.seqlen_q ? i0 : hd.seqlen_q;
-    ref_zero_q_rows(&hd, job->o, pad0, i1);
+    ref_zero_o_rows(&hd, job->o, pad0, i1);
     for (int i = pad0; i < i1; i++)
         job->lse[ac_lse_index(job->p, hd.b, hd.h, i)] = -INFINITY;
 }

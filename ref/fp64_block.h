@@ -26,14 +26,18 @@
 int ref_block_rows(const ac_problem *p);
 int ref_block_count(const ac_problem *p); /* blocks per (b, h): ceil(Nq / ref_block_rows) */
 
-/* One (b, h) slice: head bases and row strides of the Q-like and K-like tensors. */
+/* One (b, h) slice: head bases and row strides of the Q-like (Q, dQ), K-like
+ * (K, dK), V-like (V, dV) and O-like (O, dO) tensors; the last two have d_v
+ * columns (ac_head_dim_v), the first two d. */
 typedef struct {
     const ac_problem *p;
     int b, h, h_kv;
     int seqlen_q, seqlen_k; /* nq_b, nk_b: rows and keys that are part of the problem */
-    int d;
+    int d, d_v;
     size_t ld_q, ld_kv;     /* row strides in elements: d (BHSD) or heads * d (BSHD) */
     size_t q_base, kv_base; /* offsets of row 0, column 0 of this head */
+    size_t ld_o, ld_v;      /* the same for O-like and V-like tensors (d_v columns) */
+    size_t o_base, v_base;
 } ref_head;
 
 void ref_head_init(ref_head *hd, const ac_problem *p, int b, int h);
@@ -81,7 +85,9 @@ double ref_exp_shifted(double *x, size_t n, double shift);
 typedef void (*ref_rows_fn)(void *ctx, int r0, int r1);
 void ref_parallel_rows(ref_rows_fn fn, void *ctx, int i0, int i1, size_t elems);
 
-/* Zero rows [i0, i1) (all d columns) of a Q-like tensor of this head. */
+/* Zero rows [i0, i1) (all d columns) of a Q-like tensor of this head; of an
+ * O-like one (d_v columns). */
 void ref_zero_q_rows(const ref_head *hd, double *t, int i0, int i1);
+void ref_zero_o_rows(const ref_head *hd, double *t, int i0, int i1);
 
 #endif

@@ -108,7 +108,7 @@ static void work_free(mp_work *w)
     free(w->score);
     free(w->score_limbs);
     if (w->mpfr_ready) {
-        for (size_t i = 0; i < (size_t)MP_ROWS_PER_CHUNK * w->p->head_dim; i++)
+        for (size_t i = 0; i < (size_t)MP_ROWS_PER_CHUNK * ac_head_dim_v(w->p); i++)
             mpfr_clear(w->acc[i]);
         for (int r = 0; r < MP_ROWS_PER_CHUNK; r++)
             mpfr_clear(w->row_l[r]);
@@ -147,7 +147,7 @@ static int score_pool_init(mp_work *w, size_t n)
 
 static void mpfr_vars_init(mp_work *w)
 {
-    size_t d = (size_t)w->p->head_dim;
+    size_t d = (size_t)ac_head_dim_v(w->p); /* acc holds O rows */
     for (size_t i = 0; i < MP_ROWS_PER_CHUNK * d; i++)
         mpfr_init2(w->acc[i], w->prec + 64);
     for (int r = 0; r < MP_ROWS_PER_CHUNK; r++)
@@ -174,13 +174,14 @@ static int work_init(mp_work *w, const ac_problem *p, const double *q, const dou
 {
     memset(w, 0, sizeof *w);
     w->p = p; w->q = q; w->k = k; w->v = v; w->prec = prec; w->err = err;
-    size_t d = (size_t)p->head_dim, nk = (size_t)p->seqlen_k, rows = MP_ROWS_PER_CHUNK;
-    size_t block = MP_KEYS_PER_BLOCK * d, widest = d > MP_KEYS_PER_BLOCK ? d : MP_KEYS_PER_BLOCK;
+    size_t d = (size_t)p->head_dim, d_v = (size_t)ac_head_dim_v(p), nk = (size_t)p->seqlen_k, rows = MP_ROWS_PER_CHUNK;
+    size_t d_max = d > d_v ? d : d_v; /* K blocks are sliced with d columns, V blocks with d_v */
+    size_t block = MP_KEYS_PER_BLOCK * d_max, widest = d_max > MP_KEYS_PER_BLOCK ? d_max : MP_KEYS_PER_BLOCK;
     w->qrows = malloc(rows * d * sizeof *w->qrows);
     w->rem = malloc(block * sizeof *w->rem);
     w->line = malloc(3 * widest * sizeof *w->line);
     w->vis = malloc(rows * nk);
-    w->acc = malloc(rows * d * sizeof *w->acc);
+    w->acc = malloc(rows * d_v * sizeof *w->acc);
     w->th = calloc(MP_THREADS, sizeof *w->th);
     bool ok = w->qrows && w->rem && w->line && w->vis && w->acc && w->th;
     for (int t = 0; ok && t < MP_THREADS; t++)
@@ -226,9 +227,16 @@ typedef struct {
     int s_e, s_v;    /* slices of e and V */
 } mp_job;
 
+/* Row strides of K (d columns) and V (d_v). */
 static size_t kv_row_stride(const ac_problem *p)
 {
     return p->layout == AC_LAYOUT_BSHD ? (size_t)p->heads_kv * p->head_dim : (size_t)p->head_dim;
+}
+
+static size_t v_row_stride(const ac_problem *p)
+{
+    size_t d_v = (size_t)ac_head_dim_v(p);
+    return p->layout == AC_LAYOUT_BSHD ? (size_t)p->heads_kv * d_v : d_v;
 }
 
 static mpfr_ptr score_at(mp_work *w, int r, int j) { return w->score[(size_t)r * w->p->seqlen_k + j]; }
@@ -420,7 +428,7 @@ static void pv_sum_rows(void *arg, int r0, int r1)
     const mp_job *job = arg;
     mp_work *w = job->w;
     mp_thread *th = thread_of(w, r0);
-    size_t d = (size_t)w->p->head_dim, R = (size_t)job->ch->n;
+    size_t d = (size_t)ac_head_dim_v(w->p), R = (size_t)job->ch->n;
     for (int r = r0; r < r1; r++) {
         if (!w->row_alive[r])
             continue;
@@ -440,7 +448,7 @@ static void pv_sum_rows(void *arg, int r0, int r1)
 static int chunk_pv_block(mp_work *w, mp_chunk *ch, int j0, int j1)
 {
     const ac_problem *p = w->p;
-    size_t d = (size_t)p->head_dim, nb = (size_t)(j1 - j0), R = (size_t)ch->n;
+    size_t d = (size_t)ac_head_dim_v(p), nb = (size_t)(j1 - j0), R = (size_t)ch->n;
     int beta = mx_exact_beta(nb);
     mp_job job = {.w = w, .ch = ch, .j0 = j0, .j1 = j1, .s_e = (w->prec + 17 + beta - 1) / beta};
     double *es = grow(&w->es, (size_t)job.s_e * R * nb);
@@ -448,7 +456,7 @@ static int chunk_pv_block(mp_work *w, mp_chunk *ch, int j0, int j1)
     if (!es || !vs)
         return out_of_memory(w);
     ref_parallel_rows(e_slices_rows, &job, 0, ch->n, R * nb * 8);
-    mx_block vblock = {w->v + ac_kv_index(p, ch->b, ch->h_kv, j0, 0), nb, d, kv_row_stride(p), false};
+    mx_block vblock = {w->v + ac_v_index(p, ch->b, ch->h_kv, j0, 0), nb, d, v_row_stride(p), false};
     job.s_v = mx_slice_block(&vblock, beta, vs, MP_MAX_SLICES, w->rem, w->line);
     if (job.s_v < 0)
         return slice_status(w, job.s_v, "v", ch->b, ch->h_kv);
@@ -466,7 +474,7 @@ static int chunk_pv_block(mp_work *w, mp_chunk *ch, int j0, int j1)
 
 static int chunk_pv(mp_work *w, mp_chunk *ch)
 {
-    size_t d = (size_t)w->p->head_dim;
+    size_t d = (size_t)ac_head_dim_v(w->p);
     for (size_t i = 0; i < (size_t)ch->n * d; i++)
         mpfr_set_zero(w->acc[i], 1);
     for (int j0 = ch->jlo; j0 < ch->jhi; j0 += MP_KEYS_PER_BLOCK) {
@@ -533,7 +541,7 @@ static int mp_run(const ac_problem *p, const double *q, const double *k, const d
     int status = work_init(&w, p, q, k, v, prec, err);
     if (status != AC_OK)
         return status;
-    size_t d = (size_t)p->head_dim;
+    size_t d = (size_t)ac_head_dim_v(p); /* O rows */
     double chunk_o[MP_ROWS_PER_CHUNK * AC_MAX_HEAD_DIM], chunk_lse[MP_ROWS_PER_CHUNK];
     for (size_t at = 0; at < n && status == AC_OK;) {
         size_t head = ids[at] / (size_t)p->seqlen_q;
@@ -546,7 +554,7 @@ static int mp_run(const ac_problem *p, const double *q, const double *k, const d
         status = run_chunk(&w, &ch);
         for (int r = 0; r < ch.n && status == AC_OK; r++) {
             size_t t = first + (size_t)r;
-            double *dst_o = compact ? o + t * d : o + ac_q_index(p, ch.b, ch.h, ch.i[r], 0);
+            double *dst_o = compact ? o + t * d : o + ac_o_index(p, ch.b, ch.h, ch.i[r], 0);
             for (size_t c = 0; c < d; c++) /* a row's d elements are contiguous in both layouts */
                 dst_o[c] = chunk_o[(size_t)r * d + c];
             lse[compact ? t : ac_lse_index(p, ch.b, ch.h, ch.i[r])] = chunk_lse[r];

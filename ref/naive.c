@@ -86,10 +86,10 @@ static void pack_task(void *arg, size_t task, int worker)
         int b = (int)(task / p->heads_q), h = (int)(task % p->heads_q);
         ref_head_init(&hd, p, b, h);
         pack_head(job->q, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad, naive_q_row(ctx, ctx->q, b, h, 0));
-        if (ctx->d_o) {
-            pack_head(job->d_o, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad,
+        if (ctx->d_o) { /* O-like: d_v columns */
+            pack_head(job->d_o, hd.o_base, hd.ld_o, p->seqlen_q, ctx->d_v, ctx->d_pad,
                       naive_q_row(ctx, ctx->d_o, b, h, 0));
-            pack_head(job->o, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad, naive_q_row(ctx, ctx->o, b, h, 0));
+            pack_head(job->o, hd.o_base, hd.ld_o, p->seqlen_q, ctx->d_v, ctx->d_pad, naive_q_row(ctx, ctx->o, b, h, 0));
         }
         return;
     }
@@ -97,12 +97,12 @@ static void pack_task(void *arg, size_t task, int worker)
     int b = (int)(task / p->heads_kv), h_kv = (int)(task % p->heads_kv);
     ref_head_init(&hd, p, b, h_kv * (p->heads_q / p->heads_kv)); /* a query head of the group */
     pack_head(job->k, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->d_pad, naive_kv_row(ctx, ctx->k, b, h_kv, 0));
-    pack_head(job->v, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->d_pad, naive_kv_row(ctx, ctx->v, b, h_kv, 0));
+    pack_head(job->v, hd.v_base, hd.ld_v, p->seqlen_k, ctx->d_v, ctx->d_pad, naive_kv_row(ctx, ctx->v, b, h_kv, 0));
     pack_head_transposed(job->k, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->nk_pad,
                          naive_kvt_col(ctx, ctx->kt, b, h_kv, 0));
     if (ctx->d_o) /* dP = dO V^T: the backward only */
-        pack_head_transposed(job->v, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->nk_pad,
-                             naive_kvt_col(ctx, ctx->vt, b, h_kv, 0));
+        pack_head_transposed(job->v, hd.v_base, hd.ld_v, p->seqlen_k, ctx->d_v, ctx->nk_pad,
+                             naive_vt_col(ctx, ctx->vt, b, h_kv, 0));
 }
 
 void naive_ctx_free(naive_ctx *ctx)
@@ -141,7 +141,8 @@ int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double
     ctx->p = p;
     ctx->t = t;
     ctx->d = p->head_dim;
-    ctx->d_pad = naive_pad(p->head_dim);
+    ctx->d_v = ac_head_dim_v(p);
+    ctx->d_pad = naive_pad(ctx->d > ctx->d_v ? ctx->d : ctx->d_v); /* one width for every packed copy */
     ctx->nk_pad = naive_pad(p->seqlen_k);
     ctx->scale = (float)p->scale;
     ctx->mods = ac_problem_has_score_mods(p);
@@ -150,12 +151,13 @@ int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double
     size_t nq = (size_t)p->batch * p->heads_q * p->seqlen_q * ctx->d_pad + 1;
     size_t nkv = (size_t)p->batch * p->heads_kv * p->seqlen_k * ctx->d_pad + 1;
     size_t nkvt = (size_t)p->batch * p->heads_kv * p->head_dim * ctx->nk_pad + 1;
+    size_t nvt = (size_t)p->batch * p->heads_kv * ctx->d_v * ctx->nk_pad + 1;
     size_t rows = (size_t)p->batch * p->seqlen_q + 1;
     ctx->q = malloc(nq * sizeof(float));
     ctx->k = malloc(nkv * sizeof(float));
     ctx->v = malloc(nkv * sizeof(float));
     ctx->kt = malloc(nkvt * sizeof(float));
-    ctx->vt = grads ? malloc(nkvt * sizeof(float)) : NULL;
+    ctx->vt = grads ? malloc(nvt * sizeof(float)) : NULL;
     ctx->d_o = grads ? malloc(nq * sizeof(float)) : NULL;
     ctx->o = grads ? malloc(nq * sizeof(float)) : NULL;
     ctx->key_lo = malloc(rows * sizeof(int));
@@ -189,6 +191,12 @@ float *naive_kvt_col(const naive_ctx *ctx, float *base, int b, int h_kv, int j)
 {
     const ac_problem *p = ctx->p;
     return base + ((size_t)b * p->heads_kv + h_kv) * p->head_dim * ctx->nk_pad + j;
+}
+
+float *naive_vt_col(const naive_ctx *ctx, float *base, int b, int h_kv, int j)
+{
+    const ac_problem *p = ctx->p;
+    return base + ((size_t)b * p->heads_kv + h_kv) * (size_t)ctx->d_v * ctx->nk_pad + j;
 }
 
 int naive_pad(int x) { return (x + NK_COLS - 1) / NK_COLS * NK_COLS; }
@@ -347,7 +355,7 @@ static void zero_rows(const ac_problem *p, double *x, double *lse, double lse_va
 {
     ref_head hd;
     ref_head_init(&hd, p, b, h);
-    ref_zero_q_rows(&hd, x, r0, r1);
+    ref_zero_o_rows(&hd, x, r0, r1);
     for (int i = r0; lse && i < r1; i++)
         lse[ac_lse_index(p, b, h, i)] = lse_value;
 }
@@ -356,7 +364,7 @@ static void forward_block(const forward_job *job, const naive_block *blk, float 
 {
     const naive_ctx *ctx = job->ctx;
     const ac_problem *p = ctx->p;
-    int rows = blk->i1 - blk->i0, cols = blk->jt1 - blk->jt0, ld = naive_pad(cols), d = ctx->d;
+    int rows = blk->i1 - blk->i0, cols = blk->jt1 - blk->jt0, ld = naive_pad(cols), d = ctx->d_v;
     bool any[NAIVE_ROWS];
     naive_scores(ctx, blk, blk->jt0, blk->jt1, s, any);
     for (int r = 0; r < rows; r++) {
@@ -368,11 +376,11 @@ static void forward_block(const forward_job *job, const naive_block *blk, float 
                 (size_t)ctx->d_pad, ctx->d_pad, acc, (size_t)ctx->d_pad);
     ref_head hd;
     ref_head_init(&hd, p, blk->b, blk->h);
-    double *o_rows = job->o + hd.q_base + (size_t)blk->i0 * hd.ld_q;
-    naive_store_rows(ctx->t, 1.0f, acc, (size_t)ctx->d_pad, rows, d, o_rows, hd.ld_q);
+    double *o_rows = job->o + hd.o_base + (size_t)blk->i0 * hd.ld_o;
+    naive_store_rows(ctx->t, 1.0f, acc, (size_t)ctx->d_pad, rows, d, o_rows, hd.ld_o);
     for (int r = 0; r < rows; r++) /* exact zeros, whatever V holds */
         if (!any[r])
-            memset(o_rows + (size_t)r * hd.ld_q, 0, (size_t)d * sizeof(double));
+            memset(o_rows + (size_t)r * hd.ld_o, 0, (size_t)d * sizeof(double));
 }
 
 static void forward_task(void *arg, size_t task, int worker)

@@ -49,7 +49,7 @@ static float row_delta(const naive_ctx *ctx, int b, int h, int i)
 {
     const float *d_o = naive_q_row(ctx, ctx->d_o, b, h, i), *o = naive_q_row(ctx, ctx->o, b, h, i);
     float delta = 0.0f;
-    for (int c = 0; c < ctx->d; c++)
+    for (int c = 0; c < ctx->d_v; c++)
         delta += d_o[c] * o[c];
     return delta;
 }
@@ -64,7 +64,7 @@ static void grad_scores(const grad_job *job, const naive_block *blk, int j0, int
     const naive_ctx *ctx = job->ctx;
     int ld = naive_pad(j1 - j0);
     nk_dot_rows(naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0), (size_t)ctx->d_pad, blk->i1 - blk->i0,
-                naive_kvt_col(ctx, ctx->vt, blk->b, blk->h_kv, j0), (size_t)ctx->nk_pad, ld, ctx->d, ds,
+                naive_vt_col(ctx, ctx->vt, blk->b, blk->h_kv, j0), (size_t)ctx->nk_pad, ld, ctx->d_v, ds,
                 (size_t)ld);
     for (int i = blk->i0; i < blk->i1; i++) {
         size_t at = row_at(ctx->p, blk->b, blk->h, i), r = (size_t)(i - blk->i0) * ld;
@@ -195,7 +195,8 @@ static void kv_tile(const grad_job *job, int b, int h_kv, int j0, int j1, float 
     ref_head_init(&hd, p, b, h_kv * group);
     size_t at = hd.kv_base + (size_t)j0 * hd.ld_kv;
     naive_store_rows(ctx->t, ctx->scale, dk_acc, (size_t)d_pad, tw, d, job->dk + at, hd.ld_kv);
-    naive_store_rows(ctx->t, 1.0f, dv_acc, (size_t)d_pad, tw, d, job->dv + at, hd.ld_kv);
+    naive_store_rows(ctx->t, 1.0f, dv_acc, (size_t)d_pad, tw, ctx->d_v, job->dv + hd.v_base + (size_t)j0 * hd.ld_v,
+                     hd.ld_v);
 }
 
 static void kv_task(void *arg, size_t task, int worker)
@@ -211,7 +212,7 @@ static void kv_task(void *arg, size_t task, int worker)
     ref_head_init(&hd, p, b, h_kv * (p->heads_q / p->heads_kv));
     for (int j = j0 > nk ? j0 : nk; j < j_end; j++) { /* padding keys */
         memset(job->dk + hd.kv_base + (size_t)j * hd.ld_kv, 0, (size_t)p->head_dim * sizeof(double));
-        memset(job->dv + hd.kv_base + (size_t)j * hd.ld_kv, 0, (size_t)p->head_dim * sizeof(double));
+        memset(job->dv + hd.v_base + (size_t)j * hd.ld_v, 0, (size_t)hd.d_v * sizeof(double));
     }
     if (j0 < j1)
         kv_tile(job, b, h_kv, j0, j1, job->s[worker], job->ds[worker], job->acc[worker], slope_of(job, worker));

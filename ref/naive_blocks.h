@@ -25,7 +25,7 @@
 typedef struct {
     const ac_problem *p;
     ac_dtype t;
-    int d, d_pad, nk_pad, workers;
+    int d, d_v, d_pad, nk_pad, workers; /* d_pad: the packed width, d and d_v rounded up */
     float scale;                  /* (float)p->scale, as the naive computation holds it */
     bool mods;                    /* score modifiers (naive_mods.h) */
     float *q, *k, *v, *d_o, *o;   /* packed copies, row stride d_pad; d_o, o only for the backward */
@@ -52,6 +52,7 @@ void naive_ctx_free(naive_ctx *ctx);
 float *naive_q_row(const naive_ctx *ctx, float *base, int b, int h, int i);
 float *naive_kv_row(const naive_ctx *ctx, float *base, int b, int h_kv, int j);
 float *naive_kvt_col(const naive_ctx *ctx, float *base, int b, int h_kv, int j);
+float *naive_vt_col(const naive_ctx *ctx, float *base, int b, int h_kv, int j); /* V^T: (d_v, nk_pad) */
 
 /* x rounded up to a multiple of NK_COLS: the row stride of a score block of x keys. */
 int naive_pad(int x);

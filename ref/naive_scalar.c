@@ -64,10 +64,11 @@ static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, co
     return true;
 }
 
-static void zero_row(const ac_problem *p, double *x, int b, int h, int i)
+/* Row i of a Q-like (kind Q: dQ) or O-like (kind O: O) output set to 0. */
+static void zero_row(const ac_problem *p, ac_tensor_kind kind, double *x, int b, int h, int i)
 {
-    for (int c = 0; c < p->head_dim; c++)
-        x[ac_q_index(p, b, h, i, c)] = 0.0;
+    for (int c = 0; c < ac_tensor_dim(p, kind); c++)
+        x[ac_tensor_index(p, kind, b, h, i, c)] = 0.0;
 }
 
 static int check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n,
@@ -100,17 +101,17 @@ int ref_naive_forward_scalar(const ac_problem *p, ac_dtype t, const double *q, c
                 float lse_nat = -INFINITY;
                 size_t at = ac_lse_index(p, b, h, i);
                 if (i >= ac_seqlen_q_of(p, b) || !naive_probs_row(p, t, q, k, b, h, i, p_row, NULL, &lse_nat)) {
-                    zero_row(p, o, b, h, i);
+                    zero_row(p, AC_TENSOR_O, o, b, h, i);
                     lse[at] = lse_nat; /* -inf (padding, nothing visible), or the sink */
                     continue;
                 }
                 lse[at] = lse_nat;
                 int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h);
-                for (int c = 0; c < p->head_dim; c++) {
+                for (int c = 0; c < ac_head_dim_v(p); c++) {
                     float acc = 0.0f;
                     for (int j = 0; j < nk; j++)
-                        acc += p_row[j] * (float)v[ac_kv_index(p, b, h_kv, j, c)];
-                    o[ac_q_index(p, b, h, i, c)] = round_t(t, acc);
+                        acc += p_row[j] * (float)v[ac_v_index(p, b, h_kv, j, c)];
+                    o[ac_o_index(p, b, h, i, c)] = round_t(t, acc);
                 }
             }
     free(p_row);
@@ -129,17 +130,17 @@ typedef struct {
 /* ds_row <- dS_i (0 where masked); P_i in p_row. */
 static void naive_grad_scores(const ac_problem *p, ac_dtype t, const naive_bwd *w, int b, int h, int i)
 {
-    int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = p->head_dim;
+    int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = ac_head_dim_v(p); /* dO, O, V: d_v */
     float delta = 0.0f;
     for (int c = 0; c < d; c++)
-        delta += (float)w->d_o[ac_q_index(p, b, h, i, c)] * (float)w->o[ac_q_index(p, b, h, i, c)];
+        delta += (float)w->d_o[ac_o_index(p, b, h, i, c)] * (float)w->o[ac_o_index(p, b, h, i, c)];
     for (int j = 0; j < nk; j++) {
         w->ds_row[j] = 0.0f;
         if (!ac_visible(p, b, h, i, j))
             continue;
         float dp = 0.0f;
         for (int c = 0; c < d; c++)
-            dp += (float)w->d_o[ac_q_index(p, b, h, i, c)] * (float)w->v[ac_kv_index(p, b, h_kv, j, c)];
+            dp += (float)w->d_o[ac_o_index(p, b, h, i, c)] * (float)w->v[ac_v_index(p, b, h_kv, j, c)];
         w->ds_row[j] = round_t(t, w->p_row[j] * (round_t(t, dp) - delta));
         if (ac_problem_has_score_mods(p))
             w->ds_row[j] = round_t(t, w->ds_row[j] * w->slope_row[j]);
@@ -151,7 +152,7 @@ static void naive_bwd_row(const ac_problem *p, ac_dtype t, const naive_bwd *w, i
     int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = p->head_dim;
     float scale = (float)p->scale, lse_unused;
     if (!naive_probs_row(p, t, w->q, w->k, b, h, i, w->p_row, w->slope_row, &lse_unused)) {
-        zero_row(p, w->dq, b, h, i);
+        zero_row(p, AC_TENSOR_Q, w->dq, b, h, i);
         return;
     }
     naive_grad_scores(p, t, w, b, h, i);
@@ -161,34 +162,36 @@ static void naive_bwd_row(const ac_problem *p, ac_dtype t, const naive_bwd *w, i
             acc += w->ds_row[j] * (float)w->k[ac_kv_index(p, b, h_kv, j, c)];
         w->dq[ac_q_index(p, b, h, i, c)] = round_t(t, scale * acc);
     }
-    for (int j = 0; j < nk; j++)
-        for (int c = 0; c < d; c++) {
+    int d_v = ac_head_dim_v(p);
+    for (int j = 0; j < nk; j++) {
+        for (int c = 0; c < d; c++)
             w->dk_acc[(size_t)j * d + c] += w->ds_row[j] * (float)w->q[ac_q_index(p, b, h, i, c)];
-            w->dv_acc[(size_t)j * d + c] += w->p_row[j] * (float)w->d_o[ac_q_index(p, b, h, i, c)];
-        }
+        for (int c = 0; c < d_v; c++)
+            w->dv_acc[(size_t)j * d_v + c] += w->p_row[j] * (float)w->d_o[ac_o_index(p, b, h, i, c)];
+    }
 }
 
 /* One K/V head: every query row of its GQA group, then dK, dV rounded. */
 static void naive_bwd_kv_head(const ac_problem *p, ac_dtype t, naive_bwd *w, double *dk, double *dv,
                               int b, int h_kv)
 {
-    int d = p->head_dim, group = p->heads_q / p->heads_kv;
+    int d = p->head_dim, d_v = ac_head_dim_v(p), group = p->heads_q / p->heads_kv;
     memset(w->dk_acc, 0, (size_t)p->seqlen_k * d * sizeof *w->dk_acc);
-    memset(w->dv_acc, 0, (size_t)p->seqlen_k * d * sizeof *w->dv_acc);
+    memset(w->dv_acc, 0, (size_t)p->seqlen_k * d_v * sizeof *w->dv_acc);
     for (int h = h_kv * group; h < (h_kv + 1) * group; h++)
         for (int i = 0; i < p->seqlen_q; i++) {
             if (i < ac_seqlen_q_of(p, b))
                 naive_bwd_row(p, t, w, b, h, i);
             else
-                zero_row(p, w->dq, b, h, i);
+                zero_row(p, AC_TENSOR_Q, w->dq, b, h, i);
         }
     float scale = (float)p->scale;
-    for (int j = 0; j < p->seqlen_k; j++)
-        for (int c = 0; c < d; c++) {
-            size_t at = ac_kv_index(p, b, h_kv, j, c);
-            dk[at] = round_t(t, scale * w->dk_acc[(size_t)j * d + c]);
-            dv[at] = round_t(t, w->dv_acc[(size_t)j * d + c]);
-        }
+    for (int j = 0; j < p->seqlen_k; j++) {
+        for (int c = 0; c < d; c++)
+            dk[ac_kv_index(p, b, h_kv, j, c)] = round_t(t, scale * w->dk_acc[(size_t)j * d + c]);
+        for (int c = 0; c < d_v; c++)
+            dv[ac_v_index(p, b, h_kv, j, c)] = round_t(t, w->dv_acc[(size_t)j * d_v + c]);
+    }
 }
 
 int ref_naive_backward_scalar(const ac_problem *p, ac_dtype t, const double *q, const double *k,
@@ -201,10 +204,10 @@ int ref_naive_backward_scalar(const ac_problem *p, ac_dtype t, const double *q, 
     int status = check_args(p, t, tensors, 9, "ref_naive_backward_scalar", err);
     if (status != AC_OK)
         return status;
-    size_t kv_head = (size_t)p->seqlen_k * p->head_dim;
+    size_t kv_head = (size_t)p->seqlen_k * p->head_dim, v_head = (size_t)p->seqlen_k * ac_head_dim_v(p);
     naive_bwd w = {q, k, v, o, d_o, dq, malloc((size_t)p->seqlen_k * sizeof(float)),
                    malloc((size_t)p->seqlen_k * sizeof(float)), malloc((size_t)p->seqlen_k * sizeof(float)),
-                   malloc(kv_head * sizeof(float)), malloc(kv_head * sizeof(float))};
+                   malloc(kv_head * sizeof(float)), malloc(v_head * sizeof(float))};
     if (w.p_row && w.ds_row && w.slope_row && w.dk_acc && w.dv_acc)
         for (int b = 0; b < p->batch; b++)
             for (int h_kv = 0; h_kv < p->heads_kv; h_kv++)

@@ -47,8 +47,8 @@ int ref_backward_params_fp64(const ac_problem *p, const double *lse, const doubl
 static double delta_error(const ac_problem *p, const double *e_o, const double *d_o, int b, int h, int i)
 {
     double sum = 0.0;
-    for (int c = 0; c < p->head_dim; c++) {
-        size_t at = ac_q_index(p, b, h, i, c);
+    for (int c = 0; c < ac_head_dim_v(p); c++) { /* O-like rows: d_v columns */
+        size_t at = ac_o_index(p, b, h, i, c);
         sum += fabs(d_o[at]) * e_o[at];
     }
     return sum;

@@ -65,6 +65,40 @@ size_t ac_lse_index(const ac_problem *p, int b, int h, int i)
     return ((size_t)b * p->heads_q + h) * p->seqlen_q + i;
 }
 
+/* ---- tensors by kind --------------------------------------------------------- */
+
+int ac_head_dim_v(const ac_problem *p) { return p->head_dim_v > 0 ? p->head_dim_v : p->head_dim; }
+
+int ac_tensor_dim(const ac_problem *p, ac_tensor_kind kind)
+{
+    return kind == AC_TENSOR_V || kind == AC_TENSOR_O ? ac_head_dim_v(p) : p->head_dim;
+}
+
+static bool q_side(ac_tensor_kind kind) { return kind == AC_TENSOR_Q || kind == AC_TENSOR_O; }
+
+size_t ac_tensor_elems(const ac_problem *p, ac_tensor_kind kind)
+{
+    size_t rows = q_side(kind) ? (size_t)p->heads_q * p->seqlen_q : (size_t)p->heads_kv * p->seqlen_k;
+    return (size_t)p->batch * rows * (size_t)ac_tensor_dim(p, kind);
+}
+
+size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s, int c)
+{
+    size_t d = (size_t)ac_tensor_dim(p, kind);
+    int heads = q_side(kind) ? p->heads_q : p->heads_kv, seqlen = q_side(kind) ? p->seqlen_q : p->seqlen_k;
+    if (p->layout == AC_LAYOUT_BSHD)
+        return (((size_t)b * seqlen + s) * heads + h) * d + c;
+    return (((size_t)b * heads + h) * seqlen + s) * d + c;
+}
+
+size_t ac_o_elems(const ac_problem *p) { return ac_tensor_elems(p, AC_TENSOR_O); }
+size_t ac_v_elems(const ac_problem *p) { return ac_tensor_elems(p, AC_TENSOR_V); }
+size_t ac_o_index(const ac_problem *p, int b, int h, int i, int c) { return ac_tensor_index(p, AC_TENSOR_O, b, h, i, c); }
+size_t ac_v_index(const ac_problem *p, int b, int h_kv, int j, int c)
+{
+    return ac_tensor_index(p, AC_TENSOR_V, b, h_kv, j, c);
+}
+
 void ac_visible_range(const ac_problem *p, int b, int i, int *lo, int *hi)
 {
     int nq = ac_seqlen_q_of(p, b), nk = ac_seqlen_k_of(p, b);
@@ -205,8 +239,9 @@ static int validate_mask(const ac_problem *p, ac_err *err)
  * while the block stays within 2^21 doubles (see ref_block_rows). */
 static double working_set_bytes(const ac_problem *p)
 {
-    double q = (double)p->batch * p->heads_q * p->seqlen_q * p->head_dim;
-    double kv = (double)p->batch * p->heads_kv * p->seqlen_k * p->head_dim;
+    double dv_share = (double)ac_head_dim_v(p) / p->head_dim; /* V, O, dO, dV and their scales: 5 of the 10 */
+    double q = (double)p->batch * p->heads_q * p->seqlen_q * p->head_dim * (0.5 + 0.5 * dv_share);
+    double kv = (double)p->batch * p->heads_kv * p->seqlen_k * p->head_dim * (0.5 + 0.5 * dv_share);
     double rows = p->seqlen_q < 128 ? p->seqlen_q : 128;
     double block = rows * p->seqlen_k;
     if (block < (double)(1 << 21))

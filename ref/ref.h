@@ -8,8 +8,10 @@
  * dtypes, and the attention problem (shape, layout, mask, scale).
  *
  * Tensors, logical shapes (layout decides the strides, see ac_index):
- *   Q, O, dO, dQ : (B, Hq,  Nq, d)
- *   K, V, dK, dV : (B, Hkv, Nk, d)
+ *   Q, dQ        : (B, Hq,  Nq, d)       d = head_dim (d_qk)
+ *   K, dK        : (B, Hkv, Nk, d)
+ *   V, dV        : (B, Hkv, Nk, d_v)     d_v = ac_head_dim_v (head_dim unless the
+ *   O, dO        : (B, Hq,  Nq, d_v)      problem sets head_dim_v: MLA's 192/128)
  *   LSE, D       : (B, Hq, Nq), always contiguous in that order; LSE in natural log.
  */
 #ifndef ATTNCHECK_REF_H
@@ -113,6 +115,7 @@ typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
  * score S'_ij the softmax sees (ac_score_mod, the one definition):
  *   softcap c > 0:  S' = c tanh(S / c)                         (Gemma 2; FlashAttention softcap)
  * and P_ij = exp(S'_ij - LSE_i), LSE_i = log sum_j exp S'_ij, O = P V, except:
+ *   head_dim_v:     V, O, dO and dV have d_v columns, Q and K head_dim (d_qk);
  *   sinks s (Hq):   a logit per query head that joins every row's denominator
  *                   and has no value: LSE_i = log(sum_j exp S'_ij + exp s_h) (gpt-oss);
  *                   a row with no visible key has O = 0 and LSE = s_h; the
@@ -130,6 +133,7 @@ typedef struct {
     const uint8_t *dense_mask;        /* (mask_batch, mask_heads, Nq, Nk) or NULL */
     int mask_batch, mask_heads;       /* 1 or B, 1 or Hq */
     /* ---- variants (see above; every array host memory) ---- */
+    int head_dim_v;                   /* d_v of V, O, dO, dV: 1 .. AC_MAX_HEAD_DIM, or 0: head_dim */
     double softcap;                   /* c > 0, or 0: off */
     const float *sinks;               /* (Hq) learnable sink logits, or NULL */
 } ac_problem;
@@ -171,6 +175,19 @@ size_t ac_kv_index(const ac_problem *p, int b, int h_kv, int j, int c);
 size_t ac_lse_index(const ac_problem *p, int b, int h, int i);
 int ac_kv_head_of(const ac_problem *p, int h_q); /* h_q / (Hq / Hkv) */
 
+/* The four tensor shapes by kind (Q: Q, dQ; K: K, dK; V: V, dV; O: O, dO):
+ * their last dimension, element count and element offsets.  ac_q_* and
+ * ac_kv_* above are the Q and K kinds. */
+typedef enum { AC_TENSOR_Q = 0, AC_TENSOR_K, AC_TENSOR_V, AC_TENSOR_O } ac_tensor_kind;
+int ac_head_dim_v(const ac_problem *p); /* head_dim_v, or head_dim when it is 0 */
+int ac_tensor_dim(const ac_problem *p, ac_tensor_kind kind);
+size_t ac_tensor_elems(const ac_problem *p, ac_tensor_kind kind);
+size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s, int c);
+size_t ac_o_elems(const ac_problem *p);                         /* O, dO */
+size_t ac_v_elems(const ac_problem *p);                         /* V, dV */
+size_t ac_o_index(const ac_problem *p, int b, int h, int i, int c);
+size_t ac_v_index(const ac_problem *p, int b, int h_kv, int j, int c);
+
 /* ---- fp64 reference (OpenBLAS) -------------------------------------------
  * S = scale * Q K^T and O = P V through cblas_dgemm, per (b, h), in blocks of
  * query rows so memory stays O(block * Nk).  Inputs are exact widenings.
@@ -198,7 +215,7 @@ int ref_backward_params_fp64(const ac_problem *p, const double *lse, const doubl
  * softmax in MPFR at prec_bits, PV accumulated exactly enough that O is
  * correct to < 2^-60 relative before its final rounding to double.
  * rows: n_rows row ids r = (b * Hq + h) * Nq + i, or NULL for every row.
- * Only the selected rows of o (Q-like) and lse are written. */
+ * Only the selected rows of o (O-like: d_v columns) and lse are written. */
 #define AC_DEFAULT_MPFR_PREC 128
 int ref_forward_mpfr(const ac_problem *p, const double *q, const double *k, const double *v,
                      int prec_bits, const size_t *rows, size_t n_rows,

@@ -82,10 +82,16 @@ static void abs_rows(const double *src, size_t ld, int rows, int d, double *dst)
             dst[(size_t)r * d + c] = fabs(src[(size_t)r * ld + c]);
 }
 
-static const double *head_abs(const scale_job *job, const double *packed, const ref_head *hd, int jlo)
+/* Row jlo of head (b, h_kv) of a packed |K| (d columns) or |V| (d_v columns: v_cols). */
+static const double *head_abs_cols(const scale_job *job, const double *packed, const ref_head *hd, int jlo, int cols)
 {
     const ac_problem *p = job->p;
-    return packed + (((size_t)hd->b * p->heads_kv + hd->h_kv) * p->seqlen_k + jlo) * p->head_dim;
+    return packed + (((size_t)hd->b * p->heads_kv + hd->h_kv) * p->seqlen_k + jlo) * (size_t)cols;
+}
+
+static const double *head_abs(const scale_job *job, const double *packed, const ref_head *hd, int jlo)
+{
+    return head_abs_cols(job, packed, hd, jlo, packed == job->abs_v ? hd->d_v : hd->d);
 }
 
 static size_t row_id(const ref_head *hd, int i)
@@ -116,10 +122,11 @@ static void pair_terms(const scale_job *job, const scale_pair *pr)
     int rows = pr->i1 - pr->i0, cols = pr->jhi - pr->jlo, d = hd->d;
     double **buf = pr->buf;
     size_t q_at = hd->q_base + (size_t)pr->i0 * hd->ld_q, n = (size_t)rows * (size_t)cols;
+    size_t o_at = hd->o_base + (size_t)pr->i0 * hd->ld_o;
     abs_rows(job->q + q_at, hd->ld_q, rows, d, buf[B_ABS_Q]);
-    if (job->d_o) {
-        abs_rows(job->d_o + q_at, hd->ld_q, rows, d, buf[B_ABS_DO]);
-        abs_rows(job->o + q_at, hd->ld_q, rows, d, buf[B_ABS_O]);
+    if (job->d_o) { /* O-like: d_v columns */
+        abs_rows(job->d_o + o_at, hd->ld_o, rows, hd->d_v, buf[B_ABS_DO]);
+        abs_rows(job->o + o_at, hd->ld_o, rows, hd->d_v, buf[B_ABS_O]);
     }
     ref_mod_aux aux = {buf[B_SLOPE], buf[B_SIGMA], buf[B_KAPPA]};
     ref_block_scores_mods(hd, job->q, job->k, pr->i0, pr->i1, pr->jlo, pr->jhi, buf[B_PROB], job->mods ? &aux : NULL);
@@ -203,7 +210,7 @@ static void mod_weights_grad(const scale_job *job, double **buf, size_t at, int 
 static void pair_weights_grad(const scale_job *job, const scale_pair *pr, bool keep_r)
 {
     const ref_head *hd = pr->hd;
-    int rows = pr->i1 - pr->i0, cols = pr->jhi - pr->jlo, d = hd->d;
+    int rows = pr->i1 - pr->i0, cols = pr->jhi - pr->jlo, d = hd->d_v; /* dPhat = |dO||V|^T: over d_v */
     double **buf = pr->buf;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, 1.0, buf[B_ABS_DO], d,
                 head_abs(job, job->abs_v, hd, pr->jlo), d, 0.0, buf[B_WEIGHT_G], cols);
@@ -246,7 +253,7 @@ static void rows_block(const scale_job *job, const ref_head *hd, int i0, int i1,
     scale_pair pr = {hd, i0, i1, 0, 0, buf};
     ref_block_keys(hd, i0, i1, &pr.jlo, &pr.jhi);
     if (pr.jhi <= pr.jlo) { /* no visible pair: the outputs are exact zeros */
-        ref_zero_q_rows(hd, job->e_o, i0, i1);
+        ref_zero_o_rows(hd, job->e_o, i0, i1);
         if (job->d_o)
             ref_zero_q_rows(hd, job->e_dq, i0, i1);
         return;
@@ -256,9 +263,10 @@ static void rows_block(const scale_job *job, const ref_head *hd, int i0, int i1,
     pair_terms(job, &pr);
     pair_g_rows(job, &pr);
     pair_weights_o(job, &pr);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, 1.0, buf[B_WEIGHT_O], cols,
-                head_abs(job, job->abs_v, hd, pr.jlo), d, 0.0, job->e_o + q_at, ld_q);
-    add_rounding_floor(job->e_o + q_at, hd->ld_q, rows, d, job->tau);
+    size_t o_at = hd->o_base + (size_t)i0 * hd->ld_o;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd->d_v, cols, 1.0, buf[B_WEIGHT_O], cols,
+                head_abs(job, job->abs_v, hd, pr.jlo), hd->d_v, 0.0, job->e_o + o_at, (int)hd->ld_o);
+    add_rounding_floor(job->e_o + o_at, hd->ld_o, rows, hd->d_v, job->tau);
     if (!job->d_o)
         return;
     pair_weights_grad(job, &pr, true);
@@ -276,7 +284,7 @@ static void rows_task(void *arg, size_t task, int worker)
     int live = i1 < hd.seqlen_q ? i1 : hd.seqlen_q, pad0 = i0 > hd.seqlen_q ? i0 : hd.seqlen_q;
     if (i0 < live)
         rows_block(job, &hd, i0, live, job->bufs[worker]);
-    ref_zero_q_rows(&hd, job->e_o, pad0, i1); /* padding rows */
+    ref_zero_o_rows(&hd, job->e_o, pad0, i1); /* padding rows */
     if (job->d_o)
         ref_zero_q_rows(&hd, job->e_dq, pad0, i1);
 }
@@ -290,8 +298,8 @@ static void keys_pair(const scale_job *job, const ref_head *hd, int i0, int i1, 
     size_t kv_at = hd->kv_base + (size_t)j0 * hd->ld_kv;
     pair_terms(job, &pr);
     pair_weights_o(job, &pr);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, 1.0, buf[B_WEIGHT_V], cols,
-                buf[B_ABS_DO], d, 1.0, job->e_dv + kv_at, ld_kv);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d_v, rows, 1.0, buf[B_WEIGHT_V], cols,
+                buf[B_ABS_DO], hd->d_v, 1.0, job->e_dv + hd->v_base + (size_t)j0 * hd->ld_v, (int)hd->ld_v);
     pair_weights_grad(job, &pr, false);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, fabs(hd->p->scale), buf[B_WEIGHT_G],
                 cols, buf[B_ABS_Q], d, 1.0, job->e_dk + kv_at, ld_kv);
@@ -309,10 +317,10 @@ static void keys_task(void *arg, size_t task, int worker)
     int j_end = j0 + SCALE_KEY_TILE < p->seqlen_k ? j0 + SCALE_KEY_TILE : p->seqlen_k;
     ref_head hd;
     ref_head_init(&hd, p, b, h_kv * group);
-    double *e_dk = job->e_dk + hd.kv_base + (size_t)j0 * hd.ld_kv, *e_dv = job->e_dv + hd.kv_base + (size_t)j0 * hd.ld_kv;
+    double *e_dk = job->e_dk + hd.kv_base + (size_t)j0 * hd.ld_kv, *e_dv = job->e_dv + hd.v_base + (size_t)j0 * hd.ld_v;
     for (int j = 0; j < j_end - j0; j++) { /* the sums start at 0; padding keys stay 0 */
         memset(e_dk + (size_t)j * hd.ld_kv, 0, (size_t)hd.d * sizeof(double));
-        memset(e_dv + (size_t)j * hd.ld_kv, 0, (size_t)hd.d * sizeof(double));
+        memset(e_dv + (size_t)j * hd.ld_v, 0, (size_t)hd.d_v * sizeof(double));
     }
     int j1 = j_end < hd.seqlen_k ? j_end : hd.seqlen_k;
     for (int h = h_kv * group; j0 < j1 && h < (h_kv + 1) * group; h++) {
@@ -325,7 +333,7 @@ static void keys_task(void *arg, size_t task, int worker)
         }
     }
     add_rounding_floor(e_dk, hd.ld_kv, j_end - j0, hd.d, job->tau);
-    add_rounding_floor(e_dv, hd.ld_kv, j_end - j0, hd.d, job->tau);
+    add_rounding_floor(e_dv, hd.ld_v, j_end - j0, hd.d_v, job->tau);
 }
 
 /* ---- entry point -------------------------------------------------------------- */
@@ -338,7 +346,7 @@ static void pack_abs_kv(void *arg, size_t task, int worker)
     ref_head hd;
     ref_head_init(&hd, p, (int)(task / p->heads_kv), (int)(task % p->heads_kv) * (p->heads_q / p->heads_kv));
     abs_rows(job->k + hd.kv_base, hd.ld_kv, p->seqlen_k, p->head_dim, (double *)head_abs(job, job->abs_k, &hd, 0));
-    abs_rows(job->v + hd.kv_base, hd.ld_kv, p->seqlen_k, p->head_dim, (double *)head_abs(job, job->abs_v, &hd, 0));
+    abs_rows(job->v + hd.v_base, hd.ld_v, p->seqlen_k, hd.d_v, (double *)head_abs(job, job->abs_v, &hd, 0));
 }
 
 static void free_job(scale_job *job, int workers)
@@ -359,10 +367,11 @@ static bool alloc_job(scale_job *job, int workers)
 {
     const ac_problem *p = job->p;
     size_t keys = (size_t)(p->seqlen_k > SCALE_KEY_TILE ? p->seqlen_k : SCALE_KEY_TILE);
-    size_t blk = (size_t)ref_block_rows(p) * keys, rows = (size_t)ref_block_rows(p) * p->head_dim;
+    int widest = ac_head_dim_v(p) > p->head_dim ? ac_head_dim_v(p) : p->head_dim; /* |Q| d, |dO| and |O| d_v */
+    size_t blk = (size_t)ref_block_rows(p) * keys, rows = (size_t)ref_block_rows(p) * widest;
     size_t kv = ac_kv_elems(p) + 1, nl = ac_lse_elems(p) + 1;
     job->abs_k = malloc(kv * sizeof(double));
-    job->abs_v = malloc(kv * sizeof(double));
+    job->abs_v = malloc((ac_v_elems(p) + 1) * sizeof(double));
     job->g_row = malloc(nl * sizeof(double));
     job->r_row = malloc(nl * sizeof(double));
     job->bufs = calloc((size_t)workers, sizeof(double **));

@@ -61,20 +61,21 @@ static inline void ts_case_init(ts_case *c, const ac_problem *p, ac_dtype t, uin
     ts_rng r = {seed};
     c->p = *p;
     size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
+    size_t no = ac_o_elems(p), nv = ac_v_elems(p); /* O, dO, V, dV: d_v columns */
     c->q = ts_alloc(nq);
     c->k = ts_alloc(nkv);
-    c->v = ts_alloc(nkv);
-    c->d_o = ts_alloc(nq);
-    c->o = ts_alloc(nq);
+    c->v = ts_alloc(nv);
+    c->d_o = ts_alloc(no);
+    c->o = ts_alloc(no);
     c->lse = ts_alloc(nl);
     c->dq = ts_alloc(nq);
     c->dk = ts_alloc(nkv);
-    c->dv = ts_alloc(nkv);
+    c->dv = ts_alloc(nv);
     c->delta = ts_alloc(nl);
     ts_fill(&r, t, 1.0, c->q, nq);
     ts_fill(&r, t, 1.0, c->k, nkv);
-    ts_fill(&r, t, 1.0, c->v, nkv);
-    ts_fill(&r, t, 1.0, c->d_o, nq);
+    ts_fill(&r, t, 1.0, c->v, nv);
+    ts_fill(&r, t, 1.0, c->d_o, no);
 }
 
 static inline void ts_case_free(ts_case *c)

@@ -26,13 +26,16 @@ typedef struct {
     const char *variant; /* the name the GPU tier's refusal must give */
     double softcap;
     bool sinks;
+    int head_dim_v;      /* 0: d */
 } tv_setup;
 
 static const tv_setup setups[] = {
-    {"softcap 2", "softcap", 2.0, false},
-    {"softcap 0.25 (saturating)", "softcap", 0.25, false},
-    {"sinks", "sinks", 0.0, true},
-    {"sinks and softcap 1", "softcap", 1.0, true},
+    {"softcap 2", "softcap", 2.0, false, 0},
+    {"softcap 0.25 (saturating)", "softcap", 0.25, false, 0},
+    {"sinks", "sinks", 0.0, true, 0},
+    {"sinks and softcap 1", "softcap", 1.0, true, 0},
+    {"d_v 3 < d_qk 4", "dv", 0.0, false, 3},
+    {"d_v 6 > d_qk 4, sinks", "sinks", 0.0, true, 6},
 };
 
 /* One logit per head (test_support.h's problems have at most 4 heads): one
@@ -48,6 +51,7 @@ static ac_problem tv_problem(int kind, const tv_setup *s)
     ac_problem p = ts_problem(kind);
     p.softcap = s->softcap;
     p.sinks = s->sinks ? tv_sinks : NULL;
+    p.head_dim_v = s->head_dim_v;
     return p;
 }
 
@@ -72,7 +76,7 @@ static double tv_direct_row(const ac_problem *p, const double *q, const double *
         p_row[j] = s;
         m = fmax(m, s);
     }
-    for (int c = 0; c < d; c++)
+    for (int c = 0; c < ac_head_dim_v(p); c++)
         o_row[c] = 0.0;
     if (m == -INFINITY) {
         for (int j = 0; j < nk; j++)
@@ -84,8 +88,8 @@ static double tv_direct_row(const ac_problem *p, const double *q, const double *
         l += p_row[j] = p_row[j] == -INFINITY ? 0.0 : exp(p_row[j] - m);
     for (int j = 0; j < nk; j++) {
         p_row[j] /= l;
-        for (int c = 0; c < d && p_row[j] != 0.0; c++)
-            o_row[c] += p_row[j] * v[ac_kv_index(p, b, hk, j, c)];
+        for (int c = 0; c < ac_head_dim_v(p) && p_row[j] != 0.0; c++)
+            o_row[c] += p_row[j] * v[ac_v_index(p, b, hk, j, c)];
     }
     return m + log(l);
 }
@@ -98,7 +102,7 @@ static void check_forward_direct(const tv_setup *s, int kind)
     ac_err err = {{0}};
     cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, &err), AC_OK, "%s/%s: %s", s->name,
                  ts_kind_name(kind), err.msg);
-    double *o_row = ts_alloc((size_t)p.head_dim), *p_row = ts_alloc((size_t)p.seqlen_k);
+    double *o_row = ts_alloc((size_t)ac_head_dim_v(&p)), *p_row = ts_alloc((size_t)p.seqlen_k);
     for (int b = 0; b < p.batch; b++)
         for (int h = 0; h < p.heads_q; h++)
             for (int i = 0; i < ac_seqlen_q_of(&p, b); i++) {
@@ -106,8 +110,8 @@ static void check_forward_direct(const tv_setup *s, int kind)
                 double got = c.lse[ac_lse_index(&p, b, h, i)];
                 cr_assert(lse == got || fabs(lse - got) <= 1e-14 * fmax(1.0, fabs(lse)), "%s/%s row %d: LSE %.17g, "
                           "direct %.17g", s->name, ts_kind_name(kind), i, got, lse);
-                for (int cc = 0; cc < p.head_dim; cc++) {
-                    double x = c.o[ac_q_index(&p, b, h, i, cc)];
+                for (int cc = 0; cc < ac_head_dim_v(&p); cc++) {
+                    double x = c.o[ac_o_index(&p, b, h, i, cc)];
                     cr_assert(fabs(x - o_row[cc]) <= 1e-13, "%s/%s O(%d,%d,%d,%d) %.17g, direct %.17g", s->name,
                               ts_kind_name(kind), b, h, i, cc, x, o_row[cc]);
                 }
@@ -134,8 +138,8 @@ static double loss(ts_case *c)
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < ac_seqlen_q_of(p, b); i++)
-                for (int cc = 0; cc < p->head_dim; cc++)
-                    sum += c->d_o[ac_q_index(p, b, h, i, cc)] * c->o[ac_q_index(p, b, h, i, cc)];
+                for (int cc = 0; cc < ac_head_dim_v(p); cc++)
+                    sum += c->d_o[ac_o_index(p, b, h, i, cc)] * c->o[ac_o_index(p, b, h, i, cc)];
     return sum;
 }
 
@@ -197,7 +201,7 @@ Test(ref_variants, fp64_backward_matches_central_differences)
             cr_assert_eq(ref_backward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, c.d_o, c.dq, c.dk, c.dv, c.delta, &err),
                          AC_OK, "%s", err.msg);
             double wq = fd_worst(&c, c.q, c.dq, ac_q_elems(&p)), wk = fd_worst(&c, c.k, c.dk, ac_kv_elems(&p));
-            double wv = fd_worst(&c, c.v, c.dv, ac_kv_elems(&p));
+            double wv = fd_worst(&c, c.v, c.dv, ac_v_elems(&p));
             if (p.sinks)
                 check_dsink(&c);
             /* 1e-5: a saturated tanh's curvature (1/c^3) costs the differences a digit */
@@ -246,8 +250,9 @@ Test(ref_variants, naive_blocked_equals_the_scalar_oracle_bit_for_bit)
                 ts_case c;
                 ts_case_init(&c, &p, (ac_dtype)t, 600 + kinds[k]);
                 size_t nq = ac_q_elems(&p), nkv = ac_kv_elems(&p), nl = ac_lse_elems(&p);
+                size_t no = ac_o_elems(&p), nv = ac_v_elems(&p);
                 double *x[10];
-                size_t sizes[10] = {nq, nl, nq, nkv, nkv, nq, nl, nq, nkv, nkv};
+                size_t sizes[10] = {no, nl, nq, nkv, nv, no, nl, nq, nkv, nv};
                 for (int i = 0; i < 10; i++)
                     x[i] = ts_alloc(sizes[i]);
                 cr_assert_eq(ref_naive_forward(&p, (ac_dtype)t, c.q, c.k, c.v, x[0], x[1], NULL), AC_OK);
@@ -275,12 +280,12 @@ Test(ref_variants, naive_blocked_equals_the_scalar_oracle_bit_for_bit)
 static double *all_outputs(const ac_problem *p, const ts_case *c, const char *threads, size_t *n_out)
 {
     setenv("ATTNCHECK_THREADS", threads, 1);
-    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
-    size_t n = 4 * nq + 2 * nl + 5 * nkv + 2 * nq + nl + 2 * nkv;
+    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p), no = ac_o_elems(p), nv = ac_v_elems(p);
+    size_t n = 3 * no + 3 * nq + 3 * nkv + 3 * nv + 4 * nl;
     double *all = ts_alloc(n), *at = all;
-    double *o = at, *lse = (at += nq), *dq = (at += nl), *dk = (at += nq), *dv = (at += nkv), *delta = (at += nkv);
-    double *e_o = (at += nl), *e_dq = (at += nq), *e_dk = (at += nq), *e_dv = (at += nkv);
-    double *e_lse = (at += nkv), *n_o = (at += nl), *n_lse = (at += nq), *n_dq = (at += nl);
+    double *o = at, *lse = (at += no), *dq = (at += nl), *dk = (at += nq), *dv = (at += nkv), *delta = (at += nv);
+    double *e_o = (at += nl), *e_dq = (at += no), *e_dk = (at += nq), *e_dv = (at += nkv);
+    double *e_lse = (at += nv), *n_o = (at += nl), *n_lse = (at += no), *n_dq = (at += nl);
     double *n_dk = (at += nq), *n_dv = (at += nkv);
     cr_assert_eq(ref_forward_fp64(p, c->q, c->k, c->v, o, lse, NULL), AC_OK);
     cr_assert_eq(ref_backward_fp64(p, c->q, c->k, c->v, o, lse, c->d_o, dq, dk, dv, delta, NULL), AC_OK);
@@ -300,6 +305,7 @@ Test(ref_variants, results_do_not_depend_on_the_thread_count)
         p.windowed = true, p.window_left = 90, p.window_right = 5, p.align = AC_ALIGN_BOTTOM_RIGHT;
         p.softcap = setups[s].softcap;
         p.sinks = setups[s].sinks ? tv_sinks : NULL;
+        p.head_dim_v = setups[s].head_dim_v ? 24 : 0; /* d = 16 here */
         ts_case c;
         ts_case_init(&c, &p, AC_F16, 700 + s);
         size_t n1, n3;
@@ -412,8 +418,13 @@ Test(ref_variants, the_gpu_tier_refuses_each_variant_naming_it)
         ac_err err = {{0}};
         cr_assert_eq(ref_gpu_supports(&p, &err), AC_ERR_INPUT, "%s accepted", setups[s].name);
         cr_assert_not_null(strstr(err.msg, setups[s].variant), "%s: '%s'", setups[s].name, err.msg);
-        cr_assert_eq(ref_gpu_reference(&p, AC_F16, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &err), AC_ERR_INPUT,
-                     "%s: the tier must refuse before anything else", setups[s].name);
+        ref_gpu_check chk;
+        cr_assert_eq(ref_gpu_spot_check(&p, AC_F16, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, &chk, &err), AC_ERR_INPUT,
+                     "%s: the spot check refuses it too", setups[s].name);
+        cr_assert_not_null(strstr(err.msg, setups[s].variant), "%s: '%s'", setups[s].name, err.msg);
+        ref_gpu_plan_t plan;
+        cr_assert_eq(ref_gpu_plan(&p, AC_F16, true, true, true, 0, 0, &plan, &err), AC_ERR_INPUT, "%s: the plan too",
+                     setups[s].name);
     }
     ac_problem plain = ts_problem(TS_NONE);
     cr_assert_eq(ref_gpu_supports(&plain, NULL), AC_OK);

@@ -40,6 +40,8 @@ unsigned ac_problem_variants(const ac_problem *p)
         used |= AC_VAR_SOFTCAP;
     if (p->sinks)
         used |= AC_VAR_SINKS;
+    if (p->head_dim_v > 0 && p->head_dim_v != p->head_dim)
+        used |= AC_VAR_DV;
     return used;
 }
 
@@ -69,6 +71,9 @@ double ac_score_mod_slope(const ac_problem *p, double s)
 
 int ref_variants_validate(const ac_problem *p, ac_err *err)
 {
+    if (p->head_dim_v < 0 || p->head_dim_v > AC_MAX_HEAD_DIM)
+        return ac_fail(err, AC_ERR_INPUT, "head_dim_v: must be in 1..%d (0: head_dim), got %d", AC_MAX_HEAD_DIM,
+                       p->head_dim_v);
     if (!(p->softcap >= 0.0) || !isfinite(p->softcap))
         return ac_fail(err, AC_ERR_INPUT, "softcap: must be a finite c > 0 (0 = off), got %g", p->softcap);
     for (int h = 0; p->sinks && h < p->heads_q; h++)

@@ -23,7 +23,8 @@
 /*  X(ID,      name,      bit, what) */
 #define AC_VARIANTS(X)                                                                          \
     X(SOFTCAP, "softcap", 0,   "a softcap (S' = c tanh(S / c))")                                  \
-    X(SINKS,   "sinks",   1,   "learnable sinks (a logit per head in the softmax denominator, and dSink)")
+    X(SINKS,   "sinks",   1,   "learnable sinks (a logit per head in the softmax denominator, and dSink)") \
+    X(DV,      "dv",      2,   "a value head dim d_v other than d_qk")
 
 typedef enum {
 #define AC_VARIANT_ENUM_(id, name, bit, what) AC_VARIANT_##id,

@@ -273,6 +273,11 @@ static int edit_variants(const ac_case *cur, int i, ac_case *cand)
             return 0;
         cand->sinks = AC_SINKS_NORMAL, cand->sinks_a = 0.0, cand->sinks_b = 1.0;
         return 1;
+    case 3:
+        if (cur->head_dim_v == 0)
+            return 0;
+        cand->head_dim_v = 0;
+        return 1;
     default: return -1;
     }
 }

@@ -390,6 +390,31 @@ static int validate_scale(const case_field *f, const ac_case *c, ac_err *err)
 
 /* -- the variants' fields (ref/variants.h): optional, printed only when set */
 
+static int parse_dv(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    unsigned long long v;
+    if (!case_read_digits(value, AC_MAX_HEAD_DIM, &v) || v < 1)
+        return case_bad(err, f->key, "a head dim of V in 1..512", value);
+    c->head_dim_v = (int)v;
+    return AC_OK;
+}
+
+static bool format_dv(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    snprintf(buf, len, "%d", c->head_dim_v);
+    return c->head_dim_v == 0;
+}
+
+static void reset_dv(ac_case *c) { c->head_dim_v = 0; }
+
+static int validate_dv(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (c->head_dim_v < 0 || c->head_dim_v > AC_MAX_HEAD_DIM)
+        return ac_fail(err, AC_ERR_INPUT, "%s: must be in 1..%d, got %d", f->key, AC_MAX_HEAD_DIM, c->head_dim_v);
+    return AC_OK;
+}
+
 static int parse_softcap(const case_field *f, const char *value, ac_case *c, ac_err *err)
 {
     double v;
@@ -496,6 +521,7 @@ static const case_field fields[] = {
     CUSTOM_FIELD("layout", false, true, layout),
     CUSTOM_FIELD("dist", false, true, dist),
     CUSTOM_FIELD("scale", false, true, scale),
+    CUSTOM_FIELD("dv", false, false, dv),
     CUSTOM_FIELD("softcap", false, false, softcap),
     CUSTOM_FIELD("sinks", false, false, sinks),
 };

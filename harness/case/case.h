@@ -6,13 +6,14 @@
  * fixed order; optional fields are printed only when not at their default.
  * Parse -> format round-trips byte for byte for every line format produces.
  * Grammar (one row per field in case.c's table): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
- * [seqlens-k] layout dist scale [softcap] [sinks], with
+ * [seqlens-k] layout dist scale [dv] [softcap] [sinks], with
  *   mask = none | causal-tl | causal-br | window-tl(L,R) | window-br(L,R) | dense(KEEP)
  *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
  *   maskrows = FRAC in [0,1] (dense only)
  *   seqlens-q/-k = one length per sequence, each in 0..nq (0..nk)
  *   dist = normal(M,S) | uniform(LO,HI) | outliers(S,P) | increasing(SLOPE) | equal()
  *          | dominant(MARGIN) | huge(FRAC) | tiny();   scale = auto | VALUE
+ *   dv = N in 1..512, the head dim of V, O, dO, dV (d_qk = d is Q's and K's; MLA: d=192 dv=128)
  *   softcap = C > 0 (stored as its f32 value, like scale)
  *   sinks = normal(M,S) | over(MARGIN)  (learnable sink logits, see ac_sinks_kind)
  * The parser also takes fields in any order and extra blanks, and defaults a
@@ -93,6 +94,7 @@ typedef struct {
     ac_dist_kind dist;
     double dist_a, dist_b;
     /* ---- variants (ref/variants.h), optional fields after scale; 0 = off ---- */
+    int head_dim_v;                /* dv=N: V, O, dO, dV have N columns (1..512); 0: d */
     double softcap;                /* softcap=C: the f32 value of c > 0 */
     ac_sinks_kind sinks;           /* sinks=normal(M,S) | over(MARGIN): how the sink logits are drawn */
     double sinks_a, sinks_b;       /* M, S; or MARGIN */

@@ -4,10 +4,14 @@
  * A stream of its own per case and variant (seeded from the campaign seed,
  * the case index and the variant, apart from the plain case's stream), so
  * adding a variant never moves the plain draws nor another variant's.  Weights (per case, each variant alone):
+ *   dv       12%: a (d_qk, d_v) pair the kernel lists, else MLA-like pairs 192/128,
+ *            128/96, 256/128, 96/64, 64/32 (50%), d/2 (20%), 2d (20%), 1..64 (10%);
  *   softcap  15%: c = 0.25 / 1 (tanh saturates at ordinary scores) 40,
  *            5 20, 30 (Grok) 20, 50 (Gemma 2) 20;
  *   sinks    15% (none with dist huge()): normal(0,1) 35, normal(2,2) 15, over(0) 15,
  *            over(4) 20, over(20) 15 (a sink larger than every score). */
+#include <math.h>
+
 #include "harness/case/gen_variants.h"
 
 /* Variant v's stream for case `index`: one per variant, so whether one is
@@ -43,9 +47,48 @@ static void draw_sinks(case_rng *r, ac_case *c)
     c->sinks_b = b[k];
 }
 
+/* A d_v: one of the kernel's (d_qk, d_v) pairs when it lists them; else half
+ * the time a pair shipped models use (DeepSeek MLA's 192/128, 128/96,
+ * 256/128, 96/64, 64/32; both within the kernel's max head dim), or a d_v for
+ * the drawn d: d/2, 2d (at most 256), or 1..64. */
+static void draw_dv(case_rng *r, const ac_caps *caps, ac_case *c)
+{
+    if (caps->n_dv_pairs > 0) {
+        int i = case_rng_int(r, 0, (caps->n_dv_pairs < AC_MAX_DV_PAIRS ? caps->n_dv_pairs : AC_MAX_DV_PAIRS) - 1);
+        c->head_dim = caps->dv_pairs[i][0];
+        c->head_dim_v = caps->dv_pairs[i][1];
+        return;
+    }
+    if (caps->n_head_dims > 0)
+        return; /* listed dims and no pairs: no d_v to draw */
+    int top = caps->max_head_dim > 0 && caps->max_head_dim < AC_MAX_HEAD_DIM ? caps->max_head_dim : AC_MAX_HEAD_DIM;
+    static const int pairs[][2] = {{192, 128}, {128, 96}, {256, 128}, {96, 64}, {64, 32}};
+    int k = case_rng_int(r, 0, 9);
+    if (k < 5 && pairs[k][0] <= top) {
+        c->head_dim = pairs[k][0];
+        c->head_dim_v = pairs[k][1];
+    } else if (k < 7) {
+        c->head_dim_v = c->head_dim > 1 ? c->head_dim / 2 : 2;
+    } else if (k < 9) {
+        int twice = 2 * c->head_dim;
+        c->head_dim_v = twice <= 256 && twice <= top ? twice : (c->head_dim > 1 ? c->head_dim - 1 : 2);
+    } else {
+        c->head_dim_v = case_rng_int(r, 1, top < 64 ? top : 64);
+    }
+    if (c->head_dim_v > top)
+        c->head_dim_v = top;
+    if (c->scale_auto)
+        c->scale = (double)(float)(1.0 / sqrt((double)c->head_dim));
+}
+
 void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c)
 {
     case_rng r;
+    if (caps->variants & AC_VAR_DV) { /* first: it may set d, which the others' draws do not read */
+        r = variant_stream(campaign_seed, index, AC_VARIANT_DV);
+        if (chance(&r, 12))
+            draw_dv(&r, caps, c);
+    }
     if (caps->variants & AC_VAR_SOFTCAP) {
         r = variant_stream(campaign_seed, index, AC_VARIANT_SOFTCAP);
         if (chance(&r, 15))
@@ -58,4 +101,14 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
         if (chance(&r, 15) && c->dist != AC_DIST_HUGE)
             draw_sinks(&r, c);
     }
+}
+
+void case_variants_after_cap(const ac_caps *caps, ac_case *c)
+{
+    if (c->head_dim_v == 0 || caps->n_dv_pairs == 0)
+        return;
+    for (int i = 0; i < caps->n_dv_pairs && i < AC_MAX_DV_PAIRS; i++)
+        if (caps->dv_pairs[i][0] == c->head_dim && caps->dv_pairs[i][1] == c->head_dim_v)
+            return;
+    c->head_dim_v = 0;
 }

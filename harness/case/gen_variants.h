@@ -12,5 +12,8 @@
  * their own, so the plain part of every case is what it was before variants
  * existed (a kernel claiming none gets exactly the old stream). */
 void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c);
+/* After the work cap (which may halve d): a d_v no longer one of the
+ * kernel's (d_qk, d_v) pairs is dropped. */
+void case_variants_after_cap(const ac_caps *caps, ac_case *c);
 
 #endif

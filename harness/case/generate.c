@@ -326,6 +326,7 @@ int ac_gen_case_at(const ac_gen *g, uint64_t index, ac_case *out, ac_err *err)
     c.seed = case_rng_u64(&r) >> 34; /* 30 bits: short lines */
     case_variants_draw(g->campaign_seed, index, &g->caps, &c); /* gen_variants.c */
     cap_work(g, &c);
+    case_variants_after_cap(&g->caps, &c);
     st = ac_case_validate(&c, err);
     if (st != AC_OK)
         return st;

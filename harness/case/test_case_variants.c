@@ -34,6 +34,9 @@ ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte
         {BASE " sinks=over(20)"},
         {BASE " sinks=over(-0.5)"},
         {BASE " softcap=50 sinks=normal(2,0.25)"},
+        {BASE " dv=128"},
+        {"v1 seed=3 b=1 hq=16 hkv=16 nq=64 nk=64 d=192 dtype=bf16 mask=causal-br layout=bshd dist=normal(0,1) "
+         "scale=auto dv=128 sinks=over(4)"},
     };
     return cr_make_param_array(line_param, lines, sizeof lines / sizeof lines[0]);
 }
@@ -60,6 +63,9 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " sinks=over(x)", "sinks"},
         {BASE " sinks=uniform(0,1)", "sinks"},
         {BASE " sinks=normal(1e31,1)", "sinks"},
+        {BASE " dv=0", "dv"},
+        {BASE " dv=513", "dv"},
+        {BASE " dv=x", "dv"},
     };
     return cr_make_param_array(bad_param, lines, sizeof lines / sizeof lines[0]);
 }
@@ -81,7 +87,10 @@ Test(harness_case_variants, the_softcap_is_stored_as_its_f32_value)
 
 /* ---- the generator ----------------------------------------------------------------------- */
 
-static bool has_variant(const ac_case *c) { return c->softcap != 0.0 || c->sinks != AC_SINKS_NONE; }
+static bool has_variant(const ac_case *c)
+{
+    return c->softcap != 0.0 || c->sinks != AC_SINKS_NONE || c->head_dim_v != 0;
+}
 
 static ac_caps caps_with(unsigned variants)
 {
@@ -108,7 +117,7 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
     ac_gen g0, g1;
     ac_gen_init(&g0, 77, &none);
     ac_gen_init(&g1, 77, &all);
-    int with_softcap = 0, with_sinks = 0, n = 2000;
+    int with_softcap = 0, with_sinks = 0, with_dv = 0, n = 2000;
     for (int k = 0; k < n; k++) {
         ac_case a, b;
         cr_assert_eq(ac_gen_next(&g0, &a, NULL), AC_OK);
@@ -119,14 +128,20 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
         ac_case_format(&b, lb, sizeof lb);
         with_softcap += b.softcap != 0.0;
         with_sinks += b.sinks != AC_SINKS_NONE;
+        with_dv += b.head_dim_v != 0;
         cr_assert(b.sinks == AC_SINKS_NONE || b.dist != AC_DIST_HUGE, "case %d: sinks with huge()", k);
+        cr_assert(b.head_dim_v == 0 || (b.head_dim_v >= 1 && b.head_dim_v <= 256), "case %d: dv=%d", k, b.head_dim_v);
         strip_field(lb, "softcap");
         strip_field(lb, "sinks");
-        cr_assert_str_eq(la, lb, "case %d: the plain part moved", k);
+        strip_field(lb, "dv");
+        if (b.head_dim_v == 0) /* a d_v draw may set d too (MLA's 192/128) */
+            cr_assert_str_eq(la, lb, "case %d: the plain part moved", k);
     }
     /* 15% +- 4 sigma */
     cr_assert(with_softcap > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_softcap < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
               "%d of %d cases with a softcap", with_softcap, n);
+    cr_assert(with_dv > 0.12 * n - 4 * sqrt(n * 0.12 * 0.88) && with_dv < 0.12 * n + 4 * sqrt(n * 0.12 * 0.88),
+              "%d of %d cases with dv", with_dv, n);
     /* sinks: 15% of the cases without huge() (90% of them) */
     cr_assert(with_sinks > 0.135 * n - 4 * sqrt(n * 0.135 * 0.865) && with_sinks < 0.135 * n + 4 * sqrt(n * 0.135 * 0.865),
               "%d of %d cases with sinks", with_sinks, n);
@@ -176,6 +191,28 @@ Test(harness_case_variants, the_shrinker_drops_sinks_or_simplifies_them_to_norma
     ac_shrink(&c, needs_a_big_sink, NULL, 500, &min);
     cr_assert(min.sinks == AC_SINKS_NORMAL && min.sinks_a == 0.0 && min.sinks_b == 1.0, "sinks %d(%g,%g)",
               (int)min.sinks, min.sinks_a, min.sinks_b);
+}
+
+/* A kernel listing (d_qk, d_v) pairs gets only those: a pair sets both dims. */
+Test(harness_case_variants, a_kernel_listing_dv_pairs_gets_only_its_pairs)
+{
+    ac_caps caps = caps_with(AC_VAR_DV);
+    caps.n_dv_pairs = 2;
+    caps.dv_pairs[0][0] = 192, caps.dv_pairs[0][1] = 128;
+    caps.dv_pairs[1][0] = 128, caps.dv_pairs[1][1] = 96;
+    ac_gen g;
+    ac_gen_init(&g, 9, &caps);
+    int seen = 0;
+    for (int k = 0; k < 1000; k++) {
+        ac_case c;
+        cr_assert_eq(ac_gen_next(&g, &c, NULL), AC_OK);
+        if (c.head_dim_v == 0)
+            continue;
+        seen++;
+        cr_assert((c.head_dim == 192 && c.head_dim_v == 128) || (c.head_dim == 128 && c.head_dim_v == 96),
+                  "case %d: d=%d dv=%d", k, c.head_dim, c.head_dim_v);
+    }
+    cr_assert_gt(seen, 60);
 }
 
 Test(harness_case_variants, the_shrinker_drops_a_variant_the_failure_does_not_need_and_keeps_one_it_does)

@@ -87,7 +87,7 @@ static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outpu
     if (st != AC_OK)
         return st;
     size_t es = ac_dtype_size(ac_inputs_out_dtype(in)), nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p);
-    size_t sizes[4] = {nq, nq, nkv, nkv};
+    size_t sizes[4] = {ac_o_elems(&in->p), nq, nkv, ac_v_elems(&in->p)}; /* o, dq, dk, dv */
     for (int i = 0; i < (backward ? 4 : 1); i++)
         if (!(g->owned[i] = malloc(sizes[i] * es + 1)))
             return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's outputs");
@@ -285,7 +285,7 @@ static int compute_reference(const ac_inputs *in, bool bwd, double *x[X_N], ac_e
 {
     const ac_problem *p = &in->p;
     size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
-    size_t sizes[X_N] = {nq, nl, nq, nkv, nkv, nl, (size_t)p->heads_q};
+    size_t sizes[X_N] = {ac_o_elems(p), nl, nq, nkv, ac_v_elems(p), nl, (size_t)p->heads_q};
     for (int i = 0; i < (bwd ? X_N : 2); i++) /* calloc: padding rows read 0 */
         if (!(x[i] = calloc(sizes[i] + 1, sizeof(double))))
             return ac_fail(err, AC_ERR_ENV, "reference: out of memory");
@@ -319,9 +319,11 @@ static int run_reference(const ac_cli *o, ac_err *err)
         const ac_problem *p = &in.p;
         ac_tensor lse_shape = {.ndim = 3, .shape = {p->batch, p->heads_q, p->seqlen_q}};
         ac_tensor dsink_shape = {.ndim = 1, .shape = {p->heads_q}};
-        ac_tensor ts[6] = {f64_like("o", &f.t[T_Q], 4, x[X_O]), f64_like("lse", &lse_shape, 3, x[X_LSE]),
+        ac_tensor o_shape = f.t[T_Q]; /* q's shape with v's head dim */
+        o_shape.shape[3] = f.t[T_V].shape[3];
+        ac_tensor ts[6] = {f64_like("o", &o_shape, 4, x[X_O]), f64_like("lse", &lse_shape, 3, x[X_LSE]),
                            f64_like("dq", &f.t[T_Q], 4, x[X_DQ]), f64_like("dk", &f.t[T_K], 4, x[X_DK]),
-                           f64_like("dv", &f.t[T_K], 4, x[X_DV]), f64_like("dsink", &dsink_shape, 1, x[X_DSINK])};
+                           f64_like("dv", &f.t[T_V], 4, x[X_DV]), f64_like("dsink", &dsink_shape, 1, x[X_DSINK])};
         st = write_outputs(o->out, ts, bwd ? (p->sinks ? 6 : 5) : 2, err);
     }
     if (st == AC_OK)

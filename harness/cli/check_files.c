@@ -88,6 +88,7 @@ void ac_check_files_free(tensor_files *f)
 
 typedef struct {
     int b, hq, hkv, nq, nk, d;
+    int d_v; /* v's last dimension: o, do and dv have it too (d_v != d: the dv variant) */
     ac_dtype dtype;
 } dims;
 
@@ -144,24 +145,32 @@ static int check_shapes(const tensor_files *f, bool bshd, dims *d, ac_err *err)
         if (i != T_LSE && f->have[i] && f->t[i].ndim != 4)
             return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s has %d dimensions, expected 4 %s", f->t[i].file,
                            ac_check_tnames[i], f->t[i].ndim, lay);
+    const ac_tensor *v = &f->t[T_V];
     for (int i = 0; i < 4; i++)
         if (q->shape[i] < 1 || q->shape[i] > INT_MAX || k->shape[i] < 1 || k->shape[i] > INT_MAX)
             return ac_fail(err, AC_ERR_INPUT, "%s: q and k need every dimension in 1..%d", q->file, INT_MAX);
+    if (v->shape[3] < 1 || v->shape[3] > 512)
+        return ac_fail(err, AC_ERR_INPUT, "%s: v's head dim must be in 1..512, got %lld", v->file,
+                       (long long)v->shape[3]);
     int hs = bshd ? 2 : 1, ss = bshd ? 1 : 2;
     *d = (dims){.dtype = d->dtype, .b = (int)q->shape[0], .hq = (int)q->shape[hs], .nq = (int)q->shape[ss], .d = (int)q->shape[3],
-                .hkv = (int)k->shape[hs], .nk = (int)k->shape[ss]};
-    int64_t kshape[4] = {d->b, 0, 0, d->d};
-    kshape[hs] = d->hkv, kshape[ss] = d->nk;
+                .hkv = (int)k->shape[hs], .nk = (int)k->shape[ss], .d_v = (int)v->shape[3]};
+    int64_t kshape[4] = {d->b, 0, 0, d->d}, vshape[4] = {d->b, 0, 0, d->d_v}, oshape[4] = {d->b, 0, 0, d->d_v};
+    kshape[hs] = vshape[hs] = d->hkv, kshape[ss] = vshape[ss] = d->nk;
+    oshape[hs] = d->hq, oshape[ss] = d->nq;
     int st = want_shape(k, 4, kshape, "batch and head dim as q's", err);
     for (int i = T_V; st == AC_OK && i < T_PLAIN_N; i++) {
         if (!f->have[i])
             continue;
-        bool kv_like = i == T_V || i == T_DK || i == T_DV;
+        /* Q-like (dq): q's shape; K-like (dk): k's; V-like (v, dv) and O-like (o, do): d_v columns */
+        const int64_t *want = i == T_DK ? kshape : i == T_V || i == T_DV ? vshape : i == T_DQ ? q->shape : oshape;
+        const char *why = i == T_DK ? "k's shape" : i == T_V || i == T_DV ? "k's with v's head dim" :
+                          i == T_DQ ? "q's shape" : "q's with v's head dim";
         if (i == T_LSE) {
             int64_t ls[3] = {d->b, d->hq, d->nq};
             st = want_shape(&f->t[i], 3, ls, "(B, Hq, Nq)", err);
         } else {
-            st = want_shape(&f->t[i], 4, kv_like ? kshape : q->shape, kv_like ? "k's shape" : "q's shape", err);
+            st = want_shape(&f->t[i], 4, want, why, err);
         }
     }
     if (st == AC_OK && d->hq % d->hkv != 0)
@@ -285,6 +294,8 @@ static int build_problem(const ac_cli *o, const dims *d, ac_inputs *in, ac_err *
     c->batch = d->b, c->heads_q = d->hq, c->heads_kv = d->hkv, c->seqlen_q = d->nq, c->seqlen_k = d->nk;
     c->head_dim = d->d, c->dtype = d->dtype;
     in->p = ac_problem_dense(d->b, d->hq, d->hkv, d->nq, d->nk, d->d);
+    if (d->d_v != d->d) /* the dv variant, implied by v's shape */
+        in->p.head_dim_v = c->head_dim_v = d->d_v;
     in->p.layout = c->layout = o->layout && !strcmp(o->layout, "bshd") ? AC_LAYOUT_BSHD : AC_LAYOUT_BHSD;
     int st = set_scale(o, d->d, &in->p, c, err);
     if (st == AC_OK)
@@ -308,19 +319,20 @@ static int build_problem(const ac_cli *o, const dims *d, ac_inputs *in, ac_err *
 
 /* ---- inputs: widened exactly, NaN/Inf refused ---------------------------- */
 
-static int widen(const ac_inputs *in, const ac_tensor *t, bool q_like, double **out, ac_err *err)
+static int widen(const ac_inputs *in, const ac_tensor *t, ac_tensor_kind kind, double **out, ac_err *err)
 {
     const ac_problem *p = &in->p;
     *out = malloc(t->n_elems * sizeof(double) + 1);
     if (!*out)
         return ac_fail(err, AC_ERR_ENV, "%s: out of memory", t->name);
     ac_load(in->c.dtype, t->data, t->n_elems, *out);
+    bool q_like = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
     int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < heads; h++)
             for (int s = 0; s < seqlen; s++)
-                for (int c = 0; c < p->head_dim; c++) {
-                    double x = (*out)[ac_index(p, heads, seqlen, b, h, s, c)];
+                for (int c = 0; c < ac_tensor_dim(p, kind); c++) {
+                    double x = (*out)[ac_tensor_index(p, kind, b, h, s, c)];
                     if (!isfinite(x))
                         return ac_fail(err, AC_ERR_INPUT, "%s: input %s holds %g at (b=%d, h=%d, s=%d, c=%d): an "
                                        "input NaN/Inf makes the reference meaningless", t->file, t->name, x, b, h, s, c);
@@ -347,9 +359,10 @@ int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err
     void **raw[] = {&in->q, &in->k, &in->v, &in->d_o};
     double **wide[] = {&in->qd, &in->kd, &in->vd, &in->d_od};
     const int which[] = {T_Q, T_K, T_V, T_DO};
+    const ac_tensor_kind kinds[] = {AC_TENSOR_Q, AC_TENSOR_K, AC_TENSOR_V, AC_TENSOR_O};
     for (int i = 0; st == AC_OK && i < 4; i++)
         if (f->have[which[i]]) {
-            st = widen(in, &f->t[which[i]], i == 0 || i == 3, wide[i], err);
+            st = widen(in, &f->t[which[i]], kinds[i], wide[i], err);
             *raw[i] = f->t[which[i]].data, f->t[which[i]].data = NULL; /* moved into in */
         }
     return st;

@@ -74,6 +74,8 @@ void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len)
 {
     size_t at = 0;
     buf[0] = '\0';
+    if (in->p.head_dim_v && in->p.head_dim_v != in->p.head_dim && at < len)
+        at += (size_t)snprintf(buf + at, len - at, " dv=%d", in->p.head_dim_v);
     if (in->p.softcap != 0.0 && at < len)
         at += (size_t)snprintf(buf + at, len - at, " softcap=%.9g", in->p.softcap);
     if (in->p.sinks && at < len)

@@ -93,11 +93,14 @@ static bool extreme_role(const draw_ctx *x)
     return x->mode == 0 ? (x->r == ROLE_Q || x->r == ROLE_K) : x->r == ROLE_V;
 }
 
+/* Columns of the sign array (B, Hkv, .): every column a Q, K or V row has. */
+static int signs_dim(const ac_problem *p) { return p->head_dim > ac_head_dim_v(p) ? p->head_dim : ac_head_dim_v(p); }
+
 static double draw_special(draw_ctx *x, rng *r, int b, int h, int s, int ch)
 {
     const ac_case *c = x->c;
     const ac_problem *p = x->p;
-    int d = p->head_dim, hk = x->r == ROLE_Q ? ac_kv_head_of(p, h) : h;
+    int d = signs_dim(p), hk = x->r == ROLE_Q ? ac_kv_head_of(p, h) : h;
     double w = x->signs ? x->signs[((size_t)b * p->heads_kv + hk) * d + ch] : 1.0;
     switch (c->dist) {
     case AC_DIST_INCREASING:
@@ -153,20 +156,24 @@ static double draw_value(draw_ctx *x, rng *r, int b, int h, int s, int ch)
 
 /* ---- tensors ---------------------------------------------------------------- */
 
-/* Fills one Q-like or K-like tensor in logical order; false if it is all zeros. */
+/* Fills one Q-like, K-like, V-like (d_v columns) or O-like (dO) tensor in
+ * logical order; false if it is all zeros. */
 static bool fill_tensor(draw_ctx *x, uint64_t stream_id, void *bits, double *wide)
 {
     const ac_problem *p = x->p;
     ac_dtype t = x->c->dtype;
     bool q_like = x->r == ROLE_Q || x->r == ROLE_DO;
+    static const ac_tensor_kind kinds[] = {[ROLE_Q] = AC_TENSOR_Q, [ROLE_K] = AC_TENSOR_K, [ROLE_V] = AC_TENSOR_V,
+                                           [ROLE_DO] = AC_TENSOR_O};
+    ac_tensor_kind kind = kinds[x->r];
     int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
     rng r = stream(x->c->seed, stream_id);
     bool nonzero = false;
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < heads; h++)
             for (int s = 0; s < seqlen; s++)
-                for (int ch = 0; ch < p->head_dim; ch++) {
-                    size_t at = ac_index(p, heads, seqlen, b, h, s, ch);
+                for (int ch = 0; ch < ac_tensor_dim(p, kind); ch++) {
+                    size_t at = ac_tensor_index(p, kind, b, h, s, ch);
                     uint32_t v = ac_narrow(t, draw_value(x, &r, b, h, s, ch));
                     ac_bits_put(t, bits, at, v);
                     wide[at] = ac_widen(t, v);
@@ -178,7 +185,7 @@ static bool fill_tensor(draw_ctx *x, uint64_t stream_id, void *bits, double *wid
 /* +-1 per (b, kv head, channel). */
 static double *draw_signs(const ac_case *c, const ac_problem *p)
 {
-    size_t n = (size_t)p->batch * p->heads_kv * p->head_dim;
+    size_t n = (size_t)p->batch * p->heads_kv * (size_t)signs_dim(p);
     double *signs = malloc(n * sizeof *signs);
     if (!signs)
         return NULL;
@@ -320,10 +327,11 @@ static int alloc_storage(ac_inputs *in, ac_err *err)
 {
     const ac_case *c = &in->c;
     size_t nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p), es = ac_dtype_size(c->dtype);
-    in->q = malloc(nq * es), in->d_o = malloc(nq * es);
-    in->k = malloc(nkv * es), in->v = malloc(nkv * es);
-    in->qd = malloc(nq * sizeof(double)), in->d_od = malloc(nq * sizeof(double));
-    in->kd = malloc(nkv * sizeof(double)), in->vd = malloc(nkv * sizeof(double));
+    size_t no = ac_o_elems(&in->p), nv = ac_v_elems(&in->p); /* dO, V: d_v columns */
+    in->q = malloc(nq * es), in->d_o = malloc(no * es);
+    in->k = malloc(nkv * es), in->v = malloc(nv * es);
+    in->qd = malloc(nq * sizeof(double)), in->d_od = malloc(no * sizeof(double));
+    in->kd = malloc(nkv * sizeof(double)), in->vd = malloc(nv * sizeof(double));
     bool ok = in->q && in->d_o && in->k && in->v && in->qd && in->d_od && in->kd && in->vd;
     in->seqlens_q = copy_lens(c->seqlens_q, c->n_seqlens_q);
     in->seqlens_k = copy_lens(c->seqlens_k, c->n_seqlens_k);

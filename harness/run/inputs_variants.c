@@ -33,6 +33,7 @@ static double gauss(uint64_t *state)
 
 void inputs_variants_problem(const ac_case *c, ac_problem *p)
 {
+    p->head_dim_v = c->head_dim_v;
     p->softcap = c->softcap;
 }
 

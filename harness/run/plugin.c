@@ -42,8 +42,10 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 /* What ABI 2 adds to the descriptor (its struct_size must cover these). */
 #define ABI_V1_SIZE offsetof(attncheck_plugin, struct_size)
 #define ABI_V2_MIN_SIZE (offsetof(attncheck_plugin, backward2) + sizeof(attncheck_backward2_fn))
-_Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP && ATTNCHECK_VARIANT_SINKS == AC_VAR_SINKS, "variant bits");
-#define ABI_V2_VARIANTS (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS)
+_Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP && ATTNCHECK_VARIANT_SINKS == AC_VAR_SINKS &&
+               ATTNCHECK_VARIANT_DV == AC_VAR_DV, "variant bits");
+_Static_assert(ATTNCHECK_MAX_DV_PAIRS == AC_MAX_DV_PAIRS, "d_v pairs");
+#define ABI_V2_VARIANTS (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_DV)
 
 typedef struct {
     ac_kernel k;          /* k.ctx points back here */
@@ -89,7 +91,7 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .window_left = v1.window_left, .window_right = v1.window_right, .align = v1.align,
         .seqlens_q = v1.seqlens_q, .seqlens_k = v1.seqlens_k,
         .dense_mask = v1.dense_mask, .mask_batch = v1.mask_batch, .mask_heads = v1.mask_heads,
-        .softcap = p->softcap, .sinks = p->sinks,
+        .head_dim_v = p->head_dim_v, .softcap = p->softcap, .sinks = p->sinks,
     };
 }
 
@@ -220,6 +222,14 @@ static int check_v2(const char *path, const attncheck_plugin *d, ac_err *err)
     if (d->variants & ~(uint32_t)ABI_V2_VARIANTS)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): variants 0x%x: unknown variant bits", path, d->name,
                        (unsigned)d->variants);
+    if (d->n_dv_pairs < 0 || d->n_dv_pairs > ATTNCHECK_MAX_DV_PAIRS)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): n_dv_pairs %d outside 0..%d", path, d->name,
+                       (int)d->n_dv_pairs, ATTNCHECK_MAX_DV_PAIRS);
+    for (int i = 0; i < d->n_dv_pairs; i++)
+        for (int x = 0; x < 2; x++)
+            if (d->dv_pairs[i][x] < 1 || d->dv_pairs[i][x] > AC_MAX_HEAD_DIM)
+                return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): dv_pairs[%d] = (%d, %d): head dims in 1..%d", path,
+                               d->name, i, (int)d->dv_pairs[i][0], (int)d->dv_pairs[i][1], AC_MAX_HEAD_DIM);
     return AC_OK;
 }
 
@@ -255,6 +265,9 @@ static ac_caps to_caps(const attncheck_plugin *d)
                  .variants = d->abi_version >= 2 ? d->variants : 0};
     for (int i = 0; i < c->n_head_dims; i++)
         k.head_dims[i] = c->head_dims[i];
+    k.n_dv_pairs = d->abi_version >= 2 ? d->n_dv_pairs : 0;
+    for (int i = 0; i < k.n_dv_pairs; i++)
+        k.dv_pairs[i][0] = d->dv_pairs[i][0], k.dv_pairs[i][1] = d->dv_pairs[i][1];
     if (k.n_head_dims > 0) /* max_head_dim: the largest listed one, for whoever reads only it */
         for (int i = 0; i < k.n_head_dims; i++)
             k.max_head_dim = k.head_dims[i] > k.max_head_dim ? k.head_dims[i] : k.max_head_dim;

@@ -21,12 +21,12 @@ static bool alloc_all(double **slots[], const size_t sizes[], size_t n)
 
 static int alloc_reference(const ac_problem *p, bool backward, ac_reference *r, ac_err *err)
 {
-    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
+    size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p), no = ac_o_elems(p), nv = ac_v_elems(p);
     double **fwd[] = {&r->o, &r->lse, &r->e_o, &r->e_lse, &r->naive_o, &r->naive_lse};
-    size_t fwd_n[] = {nq, nl, nq, nl, nq, nl};
+    size_t fwd_n[] = {no, nl, no, nl, no, nl};
     double **bwd[] = {&r->dq, &r->dk, &r->dv, &r->delta, &r->e_dq, &r->e_dk, &r->e_dv,
                       &r->naive_dq, &r->naive_dk, &r->naive_dv};
-    size_t bwd_n[] = {nq, nkv, nkv, nl, nq, nkv, nkv, nq, nkv, nkv};
+    size_t bwd_n[] = {nq, nkv, nv, nl, nq, nkv, nv, nq, nkv, nv};
     bool ok = alloc_all(fwd, fwd_n, sizeof fwd_n / sizeof fwd_n[0]);
     if (backward)
         ok &= alloc_all(bwd, bwd_n, sizeof bwd_n / sizeof bwd_n[0]);

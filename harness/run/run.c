@@ -27,6 +27,7 @@ typedef struct {
     void *o, *dq, *dk, *dv; /* dtype bits */
     float *lse;
     size_t q_bytes, kv_bytes, lse_bytes;
+    size_t o_bytes, v_bytes; /* O, dO and V, dV: d_v columns (= q_bytes, kv_bytes when d_v = d) */
     float *dsink;           /* the variants' parameter gradients (backward; NULL when unused) */
     size_t dsink_bytes;
 } host_outputs;
@@ -60,13 +61,15 @@ static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac
     memset(h, 0, sizeof *h);
     h->q_bytes = ac_q_elems(&in->p) * es;
     h->kv_bytes = ac_kv_elems(&in->p) * es;
+    h->o_bytes = ac_o_elems(&in->p) * es;
+    h->v_bytes = ac_v_elems(&in->p) * es;
     h->lse_bytes = ac_lse_elems(&in->p) * sizeof(float);
-    h->o = malloc(h->q_bytes);
+    h->o = malloc(h->o_bytes);
     h->lse = malloc(h->lse_bytes);
     if (backward) {
         h->dq = malloc(h->q_bytes);
         h->dk = malloc(h->kv_bytes);
-        h->dv = malloc(h->kv_bytes);
+        h->dv = malloc(h->v_bytes);
     }
     if (backward && in->p.sinks) { /* the variants' parameter gradients */
         h->dsink_bytes = (size_t)in->p.heads_q * sizeof(float);
@@ -110,8 +113,8 @@ static int forward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h
     int st;
     if ((st = dev_stage(&d->q, in->q, h->q_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->k, in->k, h->kv_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->v, in->v, h->kv_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->o, h->o, h->q_bytes, err)) != AC_OK ||
+        (st = dev_stage(&d->v, in->v, h->v_bytes, err)) != AC_OK ||
+        (st = dev_stage(&d->o, h->o, h->o_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->lse, h->lse, h->lse_bytes, err)) != AC_OK)
         return st;
     ac_fwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .lse = d->lse};
@@ -119,7 +122,7 @@ static int forward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h
         return st;
     if ((st = ac_dev_sync(err)) != AC_OK)
         return st;
-    if ((st = ac_dev_download(h->o, d->o, h->q_bytes, err)) != AC_OK)
+    if ((st = ac_dev_download(h->o, d->o, h->o_bytes, err)) != AC_OK)
         return st;
     return ac_dev_download(h->lse, d->lse, h->lse_bytes, err);
 }
@@ -135,10 +138,10 @@ static int backward_host(const ac_kernel *k, const ac_inputs *in, host_outputs *
 static int backward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h, dev_buffers *d, ac_err *err)
 {
     int st;
-    if ((st = dev_stage(&d->d_o, in->d_o, h->q_bytes, err)) != AC_OK ||
+    if ((st = dev_stage(&d->d_o, in->d_o, h->o_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->dq, h->dq, h->q_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->dk, h->dk, h->kv_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->dv, h->dv, h->kv_bytes, err)) != AC_OK ||
+        (st = dev_stage(&d->dv, h->dv, h->v_bytes, err)) != AC_OK ||
         (h->dsink && (st = dev_stage(&d->dsink, h->dsink, h->dsink_bytes, err)) != AC_OK))
         return st;
     ac_bwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .d_o = d->d_o, .lse = d->lse,
@@ -151,7 +154,7 @@ static int backward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *
         (st = ac_dev_download(h->dk, d->dk, h->kv_bytes, err)) != AC_OK ||
         (h->dsink && (st = ac_dev_download(h->dsink, d->dsink, h->dsink_bytes, err)) != AC_OK))
         return st;
-    return ac_dev_download(h->dv, d->dv, h->kv_bytes, err);
+    return ac_dev_download(h->dv, d->dv, h->v_bytes, err);
 }
 
 /* Poisons, runs forward (and backward), leaves the kernel's outputs in h. */
@@ -161,13 +164,13 @@ static int run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, ho
     size_t nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p);
     bool on_device = k->memory == AC_MEM_CUDA;
     dev_buffers d = {0};
-    ac_poison(t, h->o, nq);
+    ac_poison(t, h->o, ac_o_elems(&in->p));
     ac_poison_f32(h->lse, ac_lse_elems(&in->p));
     int st = on_device ? forward_cuda(k, in, h, &d, err) : forward_host(k, in, h, err);
     if (st == AC_OK && backward) {
         ac_poison(t, h->dq, nq);
         ac_poison(t, h->dk, nkv);
-        ac_poison(t, h->dv, nkv);
+        ac_poison(t, h->dv, ac_v_elems(&in->p));
         if (h->dsink)
             ac_poison_f32(h->dsink, h->dsink_bytes / sizeof(float));
         st = on_device ? backward_cuda(k, in, h, &d, err) : backward_host(k, in, h, err);

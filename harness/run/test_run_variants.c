@@ -50,6 +50,10 @@ static const char *const good_lines[] = {
     "dist=uniform(0,1) scale=auto sinks=over(20)",
     "v1 seed=7 b=2 hq=3 hkv=3 nq=33 nk=65 d=8 dtype=f16 mask=window-br(5,0) seqlens-q=33,1 layout=bhsd "
     "dist=increasing(16) scale=auto softcap=5 sinks=over(0)",
+    "v1 seed=8 b=1 hq=4 hkv=1 nq=70 nk=70 d=192 dtype=bf16 mask=causal-br layout=bshd dist=normal(0,1) scale=auto "
+    "dv=128",
+    "v1 seed=9 b=2 hq=2 hkv=2 nq=40 nk=65 d=24 dtype=f32 mask=dense(0.5) maskrows=0.1 seqlens-k=65,30 layout=bhsd "
+    "dist=uniform(-1,1) scale=auto dv=40 sinks=normal(0,1)",
 };
 
 Test(harness_variants, correct_kernels_pass_every_variant_line_within_the_budgets)
@@ -76,6 +80,9 @@ static const exposed exposing[] = {
      "v1 seed=1 b=1 hq=2 hkv=1 nq=8 nk=8 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto "
      "sinks=normal(0,1)",
      "LSE:scaled"},
+    {"dv-with-dqk-stride",
+     "v1 seed=1 b=1 hq=2 hkv=1 nq=8 nk=8 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto dv=8",
+     "O:scaled"},
 };
 
 Test(harness_variants, each_variant_mutant_fails_its_line_with_the_output_it_breaks)
@@ -123,6 +130,22 @@ Test(harness_variants, a_planted_dsink_error_fails_dsink_alone)
         cr_assert(r.m[out].max_scaled < 1.0, "%s: %g", ac_output_name((ac_output)out), r.m[out].max_scaled);
 }
 
+/* d_v: a kernel listing (d_qk, d_v) pairs runs only those. */
+Test(harness_variants, a_kernel_listing_dv_pairs_is_run_only_on_them)
+{
+    ac_kernel k = *ac_kernel_find("cpu-flash");
+    k.name = "cpu-flash-mla-only";
+    k.caps.n_dv_pairs = 1;
+    k.caps.dv_pairs[0][0] = 192, k.caps.dv_pairs[0][1] = 128;
+    ac_problem p = ac_problem_dense(1, 1, 1, 8, 8, 192);
+    p.head_dim_v = 128;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_kernel_supports(&k, &p, AC_BF16, true, &err), AC_OK, "%s", err.msg);
+    p.head_dim_v = 96;
+    cr_assert_eq(ac_kernel_supports(&k, &p, AC_BF16, true, &err), AC_ERR_INPUT);
+    cr_assert_not_null(strstr(err.msg, "d_v=96"), "%s", err.msg);
+}
+
 Test(harness_variants, a_kernel_that_does_not_claim_a_variant_is_not_run_on_it)
 {
     ac_kernel k = *ac_kernel_find("cpu-flash");
@@ -164,6 +187,10 @@ Test(harness_variants, an_abi_2_plugin_runs_the_variants_it_claims)
     cr_assert_str_eq(k->name, "example-flash-cpu-v2");
     cr_assert_eq(k->caps.variants, (unsigned)(AC_VAR_SOFTCAP | AC_VAR_SINKS));
     for (size_t l = 0; l < sizeof good_lines / sizeof *good_lines; l++) {
+        ac_case c;
+        cr_assert_eq(ac_case_parse(good_lines[l], &c, NULL), AC_OK);
+        if (c.head_dim_v != 0) /* the example does not claim d_v */
+            continue;
         ac_result r = run_line("example-flash-cpu-v2", good_lines[l]);
         cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s: %s", good_lines[l], r.why);
     }
@@ -195,8 +222,8 @@ static void write_case(const char *dir, const char *line, const char *kernel, do
     ac_err err = {{0}};
     cr_assert_eq(ac_case_parse(line, &c, &err), AC_OK, "%s", err.msg);
     cr_assert_eq(ac_inputs_make(&c, &in, &err), AC_OK, "%s", err.msg);
-    size_t nq = ac_q_elems(&in.p), nl = ac_lse_elems(&in.p), es = ac_dtype_size(c.dtype);
-    void *o = malloc(nq * es);
+    size_t no = ac_o_elems(&in.p), nl = ac_lse_elems(&in.p), es = ac_dtype_size(c.dtype);
+    void *o = malloc(no * es);
     float *lse = malloc(nl * sizeof(float));
     in.p.softcap = softcap;
     const ac_kernel *k = ac_kernel_find(kernel);
@@ -205,9 +232,10 @@ static void write_case(const char *dir, const char *line, const char *kernel, do
     const char *names[] = {"q", "k", "v", "do", "o"};
     void *bufs[] = {in.q, in.k, in.v, in.d_o, o};
     for (int i = 0; i < 5; i++) {
-        bool q_like = i != 1 && i != 2;
+        bool q_like = i != 1 && i != 2, d_v_cols = i >= 2; /* v, do, o have d_v columns */
         ac_tensor t = {.dtype = AC_TF_F16, .ndim = 4,
-                       .shape = {c.batch, q_like ? c.heads_q : c.heads_kv, q_like ? c.seqlen_q : c.seqlen_k, c.head_dim},
+                       .shape = {c.batch, q_like ? c.heads_q : c.heads_kv, q_like ? c.seqlen_q : c.seqlen_k,
+                                 d_v_cols ? ac_head_dim_v(&in.p) : c.head_dim},
                        .data = bufs[i]};
         t.n_elems = (size_t)t.shape[0] * t.shape[1] * t.shape[2] * t.shape[3];
         char path[128];
@@ -246,6 +274,31 @@ Test(harness_variants, check_runs_a_kernel_with_the_sinks_it_is_given)
     ac_tensor t3 = {.dtype = AC_TF_F32, .ndim = 1, .shape = {3}, .n_elems = 3, .data = wrong};
     cr_assert_eq(ac_npy_write(path, &t3, &err), AC_OK);
     cr_assert_eq(ac_cmd_check(8, argv), AC_ERR_INPUT, "3 logits for 2 heads is bad input");
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* d_v comes from v's shape: o and do follow it, and reference writes o and dv so. */
+Test(harness_variants, check_takes_d_v_from_the_shape_of_v)
+{
+    char dir[] = "/tmp/ac-var-XXXXXX", out[64];
+    cr_assert_not_null(mkdtemp(dir));
+    write_case(dir, "v1 seed=9 b=1 hq=2 hkv=1 nq=20 nk=30 d=24 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
+               "scale=auto dv=16", "cpu-flash", 0.0);
+    char *argv[] = {"check", dir, "--cert-rows", "0", NULL};
+    cr_assert_eq(ac_cmd_check(4, argv), AC_OK, "cpu-flash's O of d_v = 16 passes");
+    snprintf(out, sizeof out, "%s/ref", dir);
+    char *ref[] = {"reference", dir, "--out", out, NULL};
+    cr_assert_eq(ac_cmd_reference(4, ref), AC_OK);
+    char path[128];
+    snprintf(path, sizeof path, "%s/o.npy", out);
+    ac_tensor t;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_npy_read(path, "o", &t, &err), AC_OK, "%s", err.msg);
+    cr_assert(t.ndim == 4 && t.shape[3] == 16 && t.shape[2] == 20, "reference o: (%lld, %lld, %lld, %lld)",
+              (long long)t.shape[0], (long long)t.shape[1], (long long)t.shape[2], (long long)t.shape[3]);
+    ac_tensor_free(&t);
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);

@@ -80,6 +80,7 @@ typedef struct {
     double sum_abs, sum_naive_abs, sum_escale;
     size_t n_mag;  /* elements in the magnitudes */
     size_t n_mean; /* ...of which in the means: |reference| >= min_normal */
+    ac_tensor_kind kind; /* the output's shape: Q (dQ), K (dK), V (dV, d_v columns), O (O, d_v columns) */
 } accum;
 
 typedef enum { EL_OK, EL_UNWRITTEN, EL_UNEXPECTED_NAN, EL_OVERFLOW, EL_LOST_SPECIAL, EL_WRONG_ZERO } el_class;
@@ -216,9 +217,9 @@ static void compare_q_row(accum *a, const ac_problem *p, const tensors *tn, int 
 {
     bool masked = !row_has_visible_key(p, b, h, i);
     bool all_zero = true, any_nan = false, lse_posinf = false;
-    int ncols = a->is_lse ? 1 : p->head_dim;
+    int ncols = a->is_lse ? 1 : ac_tensor_dim(p, a->kind);
     for (int c = 0; c < ncols; c++) {
-        size_t at = a->is_lse ? ac_lse_index(p, b, h, i) : ac_q_index(p, b, h, i, c);
+        size_t at = a->is_lse ? ac_lse_index(p, b, h, i) : ac_tensor_index(p, a->kind, b, h, i, c);
         ac_where w = {b, h, i, a->is_lse ? -1 : c};
         uint32_t bits = ac_bits_get(a->t, tn->got, at);
         compare_element(a, w, bits, tn->ref[at], tn->escale[at], tn->naive ? tn->naive + at : NULL);
@@ -241,8 +242,8 @@ static void compare_k_rows(accum *a, const ac_problem *p, const tensors *tn, int
 {
     int nk = ac_seqlen_k_of(p, b);
     for (int j = 0; j < nk; j++)
-        for (int c = 0; c < p->head_dim; c++) {
-            size_t at = ac_kv_index(p, b, h_kv, j, c);
+        for (int c = 0; c < ac_tensor_dim(p, a->kind); c++) {
+            size_t at = ac_tensor_index(p, a->kind, b, h_kv, j, c);
             ac_where w = {b, h_kv, j, c};
             compare_element(a, w, ac_bits_get(a->t, tn->got, at), tn->ref[at], tn->escale[at],
                             tn->naive ? tn->naive + at : NULL);
@@ -298,7 +299,10 @@ void ac_compare(const ac_inputs *in, ac_output which, const void *got, const dou
     m->has_naive = naive != NULL;
     m->at_max_ulp = m->at_max_scaled = m->first_special = nowhere;
     m->max_ulp = m->max_scaled = -1.0; /* so the first element sets the place */
-    accum a = {.m = m, .t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE};
+    static const ac_tensor_kind kinds[AC_OUT_COUNT] = {[AC_OUT_O] = AC_TENSOR_O, [AC_OUT_DQ] = AC_TENSOR_Q,
+                                                       [AC_OUT_DK] = AC_TENSOR_K, [AC_OUT_DV] = AC_TENSOR_V};
+    accum a = {.m = m, .t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE,
+               .kind = (unsigned)which < AC_OUT_COUNT ? kinds[which] : AC_TENSOR_Q};
     a.u = ac_unit_roundoff(a.t);
     a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
     tensors tn = {got, ref, escale, naive};
@@ -312,14 +316,14 @@ void ac_compare(const ac_inputs *in, ac_output which, const void *got, const dou
         if (k_like) {
             for (int h = 0; h < p->heads_kv; h++)
                 compare_k_rows(&a, p, &tn, b, h);
-            m->n_compared += (size_t)p->heads_kv * ac_seqlen_k_of(p, b) * p->head_dim;
+            m->n_compared += (size_t)p->heads_kv * ac_seqlen_k_of(p, b) * ac_tensor_dim(p, a.kind);
             continue;
         }
         int nq = ac_seqlen_q_of(p, b);
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < nq; i++)
                 compare_q_row(&a, p, &tn, b, h, i);
-        m->n_compared += (size_t)p->heads_q * nq * (a.is_lse ? 1 : p->head_dim);
+        m->n_compared += (size_t)p->heads_q * nq * (a.is_lse ? 1 : ac_tensor_dim(p, a.kind));
     }
     finish(&a);
 }
