@@ -18,7 +18,11 @@
  *       BHSD: Q, O, dO, dQ (B, Hq, Nq, d); K, V, dK, dV (B, Hkv, Nk, d)
  *       BSHD: Q, O, dO, dQ (B, Nq, Hq, d); K, V, dK, dV (B, Nk, Hkv, d)
  *     LSE is float, natural log, (B, Hq, Nq) contiguous, whatever the layout;
- *     (ABI 2, ATTNCHECK_VARIANT_DV: V, O, dO, dV have head_dim_v columns);
+ *     (ABI 2, ATTNCHECK_VARIANT_DV: V, O, dO, dV have head_dim_v columns;
+ *     ABI 2, ATTNCHECK_LAYOUT_THD: the sequences packed, FlashAttention's varlen
+ *     layout: Q, O, dO, dQ (total_q, Hq, d), K, V, dK, dV (total_k, Hkv, d),
+ *     sequence b's rows cu_seqlens[b] .. cu_seqlens[b + 1] - 1, LSE (Hq, total_q),
+ *     total = cu_seqlens[B]; nq_b = cu_seqlens_q[b + 1] - cu_seqlens_q[b]);
  *   - key j is visible from query i of batch b, head h iff i < nq_b, j < nk_b
  *     (nq_b = seqlens_q ? seqlens_q[b] : seqlen_q; same for k), and, when
  *     windowed, c - window_left <= j <= c + window_right with c = i (top-left)
@@ -67,6 +71,7 @@ extern "C" {
 /* layouts: bit (1u << ATTNCHECK_LAYOUT_*) in caps.layouts */
 #define ATTNCHECK_LAYOUT_BHSD 0
 #define ATTNCHECK_LAYOUT_BSHD 1
+#define ATTNCHECK_LAYOUT_THD 2 /* ABI 2 only: problem2.cu_seqlens_q/_k */
 
 #define ATTNCHECK_ALIGN_TOP_LEFT 0
 #define ATTNCHECK_ALIGN_BOTTOM_RIGHT 1
@@ -143,6 +148,8 @@ typedef struct {
     const float *sinks;               /* ATTNCHECK_VARIANT_SINKS: (Hq) logits joining every row's denominator
                                          with no value: LSE = log(sum_j exp S'_ij + exp s_h); a row with no
                                          visible key has O = 0, LSE = s_h */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k; /* ATTNCHECK_LAYOUT_THD: (B + 1) row offsets, cu[0] = 0,
+                                         nondecreasing (seqlens_q/_k are then NULL); else NULL */
 } attncheck_problem2;
 
 /* ABI 2: a call's tensors (device pointers when memory is ATTNCHECK_MEM_CUDA). */

@@ -428,7 +428,7 @@ int cf_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_
     int st = cf_check_call(self, p, t, false, err);
     if (st != AC_OK)
         return st;
-    if (ac_problem_variants(p)) /* cpu_flash_var.c */
+    if (cf_variant_path(p)) /* cpu_flash_var.c */
         return cf_forward_variants(self, p, t, a, err);
     fwd_work w;
     if (!fwd_work_alloc(cp, p, &w)) {

@@ -247,7 +247,7 @@ int cf_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac
     int st = cf_check_call(self, p, t, true, err);
     if (st != AC_OK)
         return st;
-    if (ac_problem_variants(p)) /* cpu_flash_var_bwd.c */
+    if (cf_variant_path(p)) /* cpu_flash_var_bwd.c */
         return cf_backward_variants(self, p, t, a, err);
     bwd_work w;
     if (!bwd_work_alloc(cp, p, &w)) {

@@ -32,6 +32,7 @@ typedef enum {
     CF_MUT_SOFTCAP_BEFORE_SCALE, /* T = c tanh(QK^T / c) scale: the softcap applied before the scale */
     CF_MUT_SINK_NOT_IN_LSE,      /* O normalised with the sink, LSE written without it */
     CF_MUT_DV_WITH_DQK_STRIDE,   /* V's rows addressed with d_qk's stride (d_v values read from each) */
+    CF_MUT_CU_SEQLENS_LATE,      /* THD: K, V of sequence b read from cu_seqlens_k[b + 1] (the next sequence) */
     CF_MUT_COUNT
 } cf_mutant;
 
@@ -107,12 +108,18 @@ void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, c
 void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
                    int cols, float *s, float *slope);
 
+/* Problems with variants or the packed THD layout take cpu_flash_var*.c's path. */
+static inline bool cf_variant_path(const ac_problem *p)
+{
+    return ac_problem_variants(p) != 0 || p->layout == AC_LAYOUT_THD;
+}
+
 /* What cpu-flash and every mutant claim. */
 #define CF_CAPS                                                                                    \
     {                                                                                              \
         .dtypes = (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16), .n_head_dims = 0,             \
         .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL,                                  \
-        .layouts = (1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD), .gqa = true, .varlen = true,   \
+        .layouts = AC_LAYOUTS_ALL, .gqa = true, .varlen = true,                                      \
         .backward = true, .max_seqlen = 0, .variants = AC_VAR_ALL,                                 \
     }
 

@@ -7,7 +7,9 @@
  *     all f32), before the mask;
  *   sinks: the online softmax runs over the keys, and the sink joins each
  *     finished row (vf_sink), in the denominator and LSE, with no value in O;
- *   d_v: V's rows, the accumulator and O have d_v columns (cf_load_kind).
+ *   d_v: V's rows, the accumulator and O have d_v columns (cf_load_kind);
+ *   the THD layout: rows addressed through cu_seqlens (cf_load_kind,
+ *     ac_tensor_index for the stores).
  * The planted bugs of the variants (cpu_flash_mutants.c) sit here behind
  * `cp->mut == CF_MUT_X`; the mask, softmax and GQA mutants of the plain path
  * act here too, through the helpers both share. */
@@ -65,9 +67,31 @@ static void load_v_with_dqk_stride(const ac_problem *p, ac_dtype t, const void *
         }
 }
 
+/* THD: row s of sequence b is packed row cu[b] + s (ac_tensor_index).  The
+ * planted bug reads K and V one sequence late, from cu_seqlens_k[b + 1],
+ * wrapping inside the tensor (it reads the wrong sequence's keys, never
+ * outside the buffer). */
+static void load_thd_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, const void *buf,
+                          ac_tensor_kind kind, int b, int h, int first, int n_rows, float *out)
+{
+    size_t cols = (size_t)ac_tensor_dim(p, kind), total = ac_tensor_elems(p, kind), late = 0;
+    bool k_side = kind == AC_TENSOR_K || kind == AC_TENSOR_V;
+    if (k_side && cp->mut == CF_MUT_CU_SEQLENS_LATE && b + 1 <= p->batch)
+        late = (size_t)(p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b]) * (size_t)p->heads_kv * cols;
+    for (int r = 0; r < n_rows; r++) {
+        size_t base = ac_tensor_index(p, kind, b, h, first + r, 0) + late;
+        for (size_t c = 0; c < cols; c++)
+            out[(size_t)r * cols + c] = (float)ac_widen(t, ac_bits_get(t, buf, (base + c) % total));
+    }
+}
+
 void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, const void *buf, ac_tensor_kind kind,
                   int b, int h, int first, int n_rows, float *out)
 {
+    if (p->layout == AC_LAYOUT_THD) {
+        load_thd_rows(cp, p, t, buf, kind, b, h, first, n_rows, out);
+        return;
+    }
     bool q_side = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
     int heads = q_side ? p->heads_q : p->heads_kv, seqlen = q_side ? p->seqlen_q : p->seqlen_k;
     int cols = ac_tensor_dim(p, kind);
@@ -215,8 +239,9 @@ int cf_forward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t, 
         cf_row_ranges(cp, p, b, w.lo, w.hi);
         for (int h = 0; h < p->heads_q; h++) {
             int hk = cf_kv_head_of(cp, p, h);
-            cf_load_kind(cp, p, t, a->k, AC_TENSOR_K, b, hk, 0, p->seqlen_k, w.k_rows);
-            cf_load_kind(cp, p, t, a->v, AC_TENSOR_V, b, hk, 0, p->seqlen_k, w.v_rows);
+            int n_keys = ac_stored_rows(p, b, false); /* THD stores only the sequence's keys */
+            cf_load_kind(cp, p, t, a->k, AC_TENSOR_K, b, hk, 0, n_keys, w.k_rows);
+            cf_load_kind(cp, p, t, a->v, AC_TENSOR_V, b, hk, 0, n_keys, w.v_rows);
             for (int i0 = 0; i0 < nq; i0 += cp->block_q)
                 vf_q_tile(cp, p, t, b, h, i0, nq - i0 < cp->block_q ? nq - i0 : cp->block_q, &w, a);
         }

@@ -222,8 +222,8 @@ static void vb_kv_head(const cpu_flash_params *cp, const ac_problem *p, ac_dtype
     for (int h = 0; h < p->heads_q; h++)
         if (cf_kv_head_of(cp, p, h) == hk)
             w->heads[n_heads++] = h;
-    cf_load_kind(cp, p, t, a->k, AC_TENSOR_K, b, hk, 0, p->seqlen_k, w->k_rows);
-    cf_load_kind(cp, p, t, a->v, AC_TENSOR_V, b, hk, 0, p->seqlen_k, w->v_rows);
+    cf_load_kind(cp, p, t, a->k, AC_TENSOR_K, b, hk, 0, ac_stored_rows(p, b, false), w->k_rows);
+    cf_load_kind(cp, p, t, a->v, AC_TENSOR_V, b, hk, 0, ac_stored_rows(p, b, false), w->v_rows);
     vb_load_group(cp, p, t, b, n_heads, a, w);
     for (int j0 = 0; j0 < nk; j0 += bc) {
         int cols = nq > 0 && w->hi[nq - 1] - j0 < bc ? w->hi[nq - 1] - j0 : bc;

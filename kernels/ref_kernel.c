@@ -8,7 +8,7 @@
 #include "kernel.h"
 
 #define ALL_DTYPES ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
-#define BOTH_LAYOUTS ((1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD))
+#define ALL_LAYOUTS AC_LAYOUTS_ALL
 
 static void free_all(double **bufs, size_t n)
 {
@@ -105,7 +105,7 @@ const ac_kernel ac_kernel_ref_fp64 = {
     .name = "ref-fp64",
     .description = "the fp64 reference (OpenBLAS dgemm, softmax in double) rounded to the dtype; LSE in float",
     .caps = {.dtypes = ALL_DTYPES, .n_head_dims = 0, .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL,
-             .layouts = BOTH_LAYOUTS, .gqa = true, .varlen = true, .backward = true, .max_seqlen = 0,
+             .layouts = ALL_LAYOUTS, .gqa = true, .varlen = true, .backward = true, .max_seqlen = 0,
              .variants = AC_VAR_ALL},
     .device = AC_DEV_CPU,
     .memory = AC_MEM_HOST,

@@ -151,7 +151,7 @@ int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool
         return st;
     if (!(c->layouts & (1u << p->layout)))
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support layout %s", k->name,
-                       p->layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd");
+                       ac_layout_name(p->layout));
     if (p->heads_q != p->heads_kv && !c->gqa)
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support GQA/MQA (hq=%d, hkv=%d)", k->name,
                        p->heads_q, p->heads_kv);

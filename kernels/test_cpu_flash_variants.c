@@ -43,9 +43,11 @@ typedef struct {
     double softcap;
     bool sinks;
     int head_dim_v;
+    bool thd;
 } var_spec;
 
 static const float spec_sinks[2] = {0.5f, -1.0f};
+static const int spec_cu_q[3] = {0, 9, 13}, spec_cu_k[3] = {0, 70, 95}; /* THD: lengths 9, 4 and 70, 25 */
 
 static void build(tk_case *c, const var_spec *s, uint64_t seed)
 {
@@ -53,6 +55,11 @@ static void build(tk_case *c, const var_spec *s, uint64_t seed)
     p.softcap = s->softcap;
     p.sinks = s->sinks ? spec_sinks : NULL;
     p.head_dim_v = s->head_dim_v;
+    if (s->thd) {
+        p.layout = AC_LAYOUT_THD;
+        p.cu_seqlens_q = spec_cu_q;
+        p.cu_seqlens_k = spec_cu_k;
+    }
     tk_init(c, p, AC_F16, 1.0, seed);
 }
 
@@ -100,6 +107,8 @@ static const mutant_case cases[] = {
     {"sink-not-in-lse", {.sinks = true}, OUT_LSE | OUT_DQ, {.softcap = 2.0}},
     /* V read wrongly: O (and through dP the gradients of Q and K; dV = P^T dO needs no V); d = 16: dv=16 is no variant */
     {"dv-with-dqk-stride", {.head_dim_v = 8}, OUT_O | OUT_DQ | OUT_DK, {.head_dim_v = 16}},
+    /* the other sequence's keys and values: every output; the padded layouts have no cu_seqlens */
+    {"cu-seqlens-late", {.thd = true}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.sinks = true}},
 };
 
 Test(kernels_cpu_flash_variants, each_variant_mutant_differs_where_its_bug_is_and_nowhere_else)
@@ -114,4 +123,72 @@ Test(kernels_cpu_flash_variants, each_variant_mutant_differs_where_its_bug_is_an
                   name, shown, cases[i].must_differ);
         cr_assert_eq(differing_outputs(k, &cases[i].hide), 0u, "%s: differs where its bug cannot show", name);
     }
+}
+
+/* ---- the packed THD layout -------------------------------------------------------------- */
+
+/* Copies every stored element of tensor kind from the padded case's buffer to the packed one's. */
+static void pack_kind(const ac_problem *pad, const ac_problem *thd, ac_tensor_kind kind, ac_dtype t, const void *from,
+                      void *to)
+{
+    bool q_side = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
+    int heads = q_side ? pad->heads_q : pad->heads_kv, d = ac_tensor_dim(pad, kind);
+    for (int b = 0; b < pad->batch; b++)
+        for (int h = 0; h < heads; h++)
+            for (int s = 0; s < ac_stored_rows(thd, b, q_side); s++)
+                for (int c = 0; c < d; c++)
+                    ac_bits_put(t, to, ac_tensor_index(thd, kind, b, h, s, c),
+                                ac_bits_get(t, from, ac_tensor_index(pad, kind, b, h, s, c)));
+}
+
+static void assert_rows_equal(const tk_case *pad, const tk_case *thd, ac_tensor_kind kind, const void *a,
+                              const void *b, const char *what)
+{
+    bool q_side = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
+    int heads = q_side ? pad->p.heads_q : pad->p.heads_kv, d = ac_tensor_dim(&pad->p, kind);
+    for (int bb = 0; bb < pad->p.batch; bb++)
+        for (int h = 0; h < heads; h++)
+            for (int s = 0; s < ac_stored_rows(&thd->p, bb, q_side); s++)
+                for (int c = 0; c < d; c++)
+                    cr_assert_eq(ac_bits_get(pad->t, a, ac_tensor_index(&pad->p, kind, bb, h, s, c)),
+                                 ac_bits_get(thd->t, b, ac_tensor_index(&thd->p, kind, bb, h, s, c)),
+                                 "%s differs at batch %d head %d row %d col %d", what, bb, h, s, c);
+}
+
+/* The same sequences packed (THD) and padded (BSHD with seqlens) give the same
+ * bits in every row both store: the layout moves rows, nothing else. */
+Test(kernels_cpu_flash_variants, packed_thd_gives_the_padded_layouts_bits_row_for_row)
+{
+    static const int nq[3] = {40, 7, 23}, nk[3] = {90, 1, 50};
+    static const int cu_q[4] = {0, 40, 47, 70}, cu_k[4] = {0, 90, 91, 141};
+    const ac_kernel *k = ac_kernel_find("cpu-flash");
+    ac_problem p = ac_problem_dense(3, 4, 2, 40, 90, 16);
+    p.layout = AC_LAYOUT_BSHD;
+    p.windowed = true, p.window_left = 30, p.window_right = 0, p.align = AC_ALIGN_BOTTOM_RIGHT;
+    tk_case pad, thd;
+    tk_init(&pad, p, AC_BF16, 1.0, 5);
+    memcpy(pad.seqlens_q, nq, sizeof nq);
+    memcpy(pad.seqlens_k, nk, sizeof nk);
+    pad.p.seqlens_q = pad.seqlens_q, pad.p.seqlens_k = pad.seqlens_k;
+    p.layout = AC_LAYOUT_THD;
+    p.cu_seqlens_q = cu_q, p.cu_seqlens_k = cu_k;
+    tk_init(&thd, p, AC_BF16, 1.0, 6);
+    cr_assert_eq(thd.nq, (size_t)70 * 4 * 16);
+    pack_kind(&pad.p, &thd.p, AC_TENSOR_Q, pad.t, pad.q, thd.q);
+    pack_kind(&pad.p, &thd.p, AC_TENSOR_K, pad.t, pad.k, thd.k);
+    pack_kind(&pad.p, &thd.p, AC_TENSOR_V, pad.t, pad.v, thd.v);
+    pack_kind(&pad.p, &thd.p, AC_TENSOR_O, pad.t, pad.d_o, thd.d_o);
+    tk_poison(&pad), tk_poison(&thd);
+    tk_forward(k, &pad), tk_forward(k, &thd);
+    tk_backward(k, &pad), tk_backward(k, &thd);
+    assert_rows_equal(&pad, &thd, AC_TENSOR_O, pad.o, thd.o, "O");
+    assert_rows_equal(&pad, &thd, AC_TENSOR_Q, pad.dq, thd.dq, "dQ");
+    assert_rows_equal(&pad, &thd, AC_TENSOR_K, pad.dk, thd.dk, "dK");
+    assert_rows_equal(&pad, &thd, AC_TENSOR_V, pad.dv, thd.dv, "dV");
+    for (int b = 0; b < 3; b++)
+        for (int h = 0; h < 4; h++)
+            for (int i = 0; i < nq[b]; i++)
+                cr_assert_eq(pad.lse[ac_lse_index(&pad.p, b, h, i)], thd.lse[ac_lse_index(&thd.p, b, h, i)],
+                             "LSE differs at batch %d head %d row %d", b, h, i);
+    tk_free(&pad), tk_free(&thd);
 }

@@ -46,7 +46,11 @@ static const attncheck_plugin bad = {
         .dtypes = 1u << ATTNCHECK_DTYPE_F32,
         .max_head_dim = 64,
         .masks = ATTNCHECK_MASK_NONE,
+#ifdef BAD_V1_THD
+        .layouts = 1u << ATTNCHECK_LAYOUT_BHSD | 1u << ATTNCHECK_LAYOUT_THD, /* THD is ABI 2's */
+#else
         .layouts = 1u << ATTNCHECK_LAYOUT_BHSD,
+#endif
 #ifdef BAD_BACKWARD
         .backward = 1, /* claims a backward it does not have */
 #endif

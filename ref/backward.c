@@ -124,10 +124,11 @@ static void dq_task(void *arg, size_t task, int worker)
     int i0, i1;
     ref_block_task(job->p, task, &hd, &i0, &i1);
     int live = i1 < hd.seqlen_q ? i1 : hd.seqlen_q, pad0 = i0 > hd.seqlen_q ? i0 : hd.seqlen_q;
+    int pad1 = i1 < hd.stored_q ? i1 : hd.stored_q;
     if (i0 < live)
         dq_block(&hd, &job->t, i0, live, job->p_blk[worker], job->ds_blk[worker], slope_of(job, worker));
-    ref_zero_q_rows(&hd, job->t.dq, pad0, i1); /* padding rows */
-    for (int i = pad0; i < i1; i++)
+    ref_zero_q_rows(&hd, job->t.dq, pad0, pad1); /* padding rows */
+    for (int i = pad0; i < pad1; i++)
         job->t.delta[ac_lse_index(job->p, hd.b, hd.h, i)] = 0.0;
 }
 
@@ -152,6 +153,7 @@ static void dkdv_task(void *arg, size_t task, int worker)
     int j_end = j0 + REF_KEY_TILE < p->seqlen_k ? j0 + REF_KEY_TILE : p->seqlen_k;
     ref_head hd;
     ref_head_init(&hd, p, b, h_kv * group);
+    j_end = j_end < hd.stored_k ? j_end : hd.stored_k; /* THD: keys past nk_b are another sequence's */
     for (int j = j0; j < j_end; j++) { /* the sums start at 0; padding keys stay 0 */
         memset(job->t.dk + hd.kv_base + (size_t)j * hd.ld_kv, 0, (size_t)hd.d * sizeof(double));
         memset(job->t.dv + hd.v_base + (size_t)j * hd.ld_v, 0, (size_t)hd.d_v * sizeof(double));

@@ -184,9 +184,11 @@ void ref_head_init(ref_head *hd, const ac_problem *p, int b, int h)
     hd->h_kv = ac_kv_head_of(p, h);
     hd->seqlen_q = ac_seqlen_q_of(p, b);
     hd->seqlen_k = ac_seqlen_k_of(p, b);
+    hd->stored_q = ac_stored_rows(p, b, true);
+    hd->stored_k = ac_stored_rows(p, b, false);
     hd->d = p->head_dim;
     hd->d_v = ac_head_dim_v(p);
-    bool bshd = p->layout == AC_LAYOUT_BSHD;
+    bool bshd = p->layout != AC_LAYOUT_BHSD; /* BSHD and THD: a row of every head, then the next */
     hd->ld_q = (size_t)p->head_dim * (bshd ? (size_t)p->heads_q : 1);
     hd->ld_kv = (size_t)p->head_dim * (bshd ? (size_t)p->heads_kv : 1);
     hd->q_base = ac_q_index(p, b, h, 0, 0);
@@ -426,9 +428,9 @@ static void forward_task(void *arg, size_t task, int worker)
     int live = i1 < hd.seqlen_q ? i1 : hd.seqlen_q;
     if (i0 < live)
         forward_block(&hd, job->q, job->k, job->v, i0, live, job->s[worker], job->l[worker], job->o, job->lse);
-    int pad0 = i0 > hd.seqlen_q ? i0 : hd.seqlen_q;
-    ref_zero_o_rows(&hd, job->o, pad0, i1);
-    for (int i = pad0; i < i1; i++)
+    int pad0 = i0 > hd.seqlen_q ? i0 : hd.seqlen_q, pad1 = i1 < hd.stored_q ? i1 : hd.stored_q;
+    ref_zero_o_rows(&hd, job->o, pad0, pad1);
+    for (int i = pad0; i < pad1; i++)
         job->lse[ac_lse_index(job->p, hd.b, hd.h, i)] = -INFINITY;
 }
 

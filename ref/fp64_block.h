@@ -33,6 +33,8 @@ typedef struct {
     const ac_problem *p;
     int b, h, h_kv;
     int seqlen_q, seqlen_k; /* nq_b, nk_b: rows and keys that are part of the problem */
+    int stored_q, stored_k; /* rows and keys the tensors store for b: the padded lengths, or nq_b, nk_b
+                               with THD (whose padding rows do not exist: nothing may be written there) */
     int d, d_v;
     size_t ld_q, ld_kv;     /* row strides in elements: d (BHSD) or heads * d (BSHD) */
     size_t q_base, kv_base; /* offsets of row 0, column 0 of this head */

@@ -230,13 +230,13 @@ typedef struct {
 /* Row strides of K (d columns) and V (d_v). */
 static size_t kv_row_stride(const ac_problem *p)
 {
-    return p->layout == AC_LAYOUT_BSHD ? (size_t)p->heads_kv * p->head_dim : (size_t)p->head_dim;
+    return p->layout != AC_LAYOUT_BHSD ? (size_t)p->heads_kv * p->head_dim : (size_t)p->head_dim; /* BSHD, THD */
 }
 
 static size_t v_row_stride(const ac_problem *p)
 {
     size_t d_v = (size_t)ac_head_dim_v(p);
-    return p->layout == AC_LAYOUT_BSHD ? (size_t)p->heads_kv * d_v : d_v;
+    return p->layout != AC_LAYOUT_BHSD ? (size_t)p->heads_kv * d_v : d_v;
 }
 
 static mpfr_ptr score_at(mp_work *w, int r, int j) { return w->score[(size_t)r * w->p->seqlen_k + j]; }
@@ -564,6 +564,14 @@ static int mp_run(const ac_problem *p, const double *q, const double *k, const d
     return status;
 }
 
+/* Row id (b * Hq + h) * Nq + i is stored in the tensors (not a THD padding row). */
+static bool row_stored(const ac_problem *p, size_t id)
+{
+    size_t head = id / (size_t)p->seqlen_q;
+    int b = (int)(head / (size_t)p->heads_q), i = (int)(id % (size_t)p->seqlen_q);
+    return i < ac_stored_rows(p, b, true);
+}
+
 int mx_cmp_size(const void *a, const void *b)
 {
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
@@ -588,8 +596,11 @@ int ref_forward_mpfr(const ac_problem *p, const double *q, const double *k, cons
     size_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids)
         return ac_fail(err, AC_ERR_ENV, "%s: out of memory for %zu row ids", fn, n);
-    for (size_t t = 0; t < n; t++)
-        ids[t] = rows ? rows[t] : t;
+    size_t kept = 0;
+    for (size_t t = 0; t < n; t++) /* every row: THD stores no padding rows, so none is computed */
+        if (rows || row_stored(p, t))
+            ids[kept++] = rows ? rows[t] : t;
+    n = kept;
     if (rows)
         qsort(ids, n, sizeof *ids, mx_cmp_size);
     status = mp_run(p, q, k, v, prec_bits, ids, n, o, lse, false, err);

@@ -50,25 +50,27 @@ typedef struct {
     const double *q, *k, *v, *d_o, *o;
 } pack_job;
 
-/* rows x d of a head into dst with row stride d_pad, the padding zeroed. */
-static void pack_head(const double *src, size_t base, size_t ld, int rows, int d, int d_pad, float *dst)
+/* rows x d of a head into dst with row stride d_pad, the padding zeroed; only
+ * the first `stored` rows exist in src (THD stores no padding rows), the
+ * others are zeros. */
+static void pack_head(const double *src, size_t base, size_t ld, int rows, int stored, int d, int d_pad, float *dst)
 {
     for (int r = 0; r < rows; r++) {
         for (int c = 0; c < d; c++)
-            dst[(size_t)r * d_pad + c] = (float)src[base + (size_t)r * ld + c];
+            dst[(size_t)r * d_pad + c] = r < stored ? (float)src[base + (size_t)r * ld + c] : 0.0f;
         for (int c = d; c < d_pad; c++)
             dst[(size_t)r * d_pad + c] = 0.0f;
     }
 }
 
-/* The transpose, (d, cols_pad): dst[c * cols_pad + j], keys past `rows` zeroed. */
-static void pack_head_transposed(const double *src, size_t base, size_t ld, int rows, int d,
+/* The transpose, (d, cols_pad): dst[c * cols_pad + j], keys past `stored` zeroed. */
+static void pack_head_transposed(const double *src, size_t base, size_t ld, int stored, int d,
                                  int cols_pad, float *dst)
 {
     for (int c = 0; c < d; c++) {
-        for (int j = 0; j < rows; j++)
+        for (int j = 0; j < stored; j++)
             dst[(size_t)c * cols_pad + j] = (float)src[base + (size_t)j * ld + c];
-        for (int j = rows; j < cols_pad; j++)
+        for (int j = stored; j < cols_pad; j++)
             dst[(size_t)c * cols_pad + j] = 0.0f;
     }
 }
@@ -85,24 +87,23 @@ static void pack_task(void *arg, size_t task, int worker)
     if (task < q_heads) {
         int b = (int)(task / p->heads_q), h = (int)(task % p->heads_q);
         ref_head_init(&hd, p, b, h);
-        pack_head(job->q, hd.q_base, hd.ld_q, p->seqlen_q, ctx->d, ctx->d_pad, naive_q_row(ctx, ctx->q, b, h, 0));
+        int nq = p->seqlen_q, sq = hd.stored_q;
+        pack_head(job->q, hd.q_base, hd.ld_q, nq, sq, ctx->d, ctx->d_pad, naive_q_row(ctx, ctx->q, b, h, 0));
         if (ctx->d_o) { /* O-like: d_v columns */
-            pack_head(job->d_o, hd.o_base, hd.ld_o, p->seqlen_q, ctx->d_v, ctx->d_pad,
-                      naive_q_row(ctx, ctx->d_o, b, h, 0));
-            pack_head(job->o, hd.o_base, hd.ld_o, p->seqlen_q, ctx->d_v, ctx->d_pad, naive_q_row(ctx, ctx->o, b, h, 0));
+            pack_head(job->d_o, hd.o_base, hd.ld_o, nq, sq, ctx->d_v, ctx->d_pad, naive_q_row(ctx, ctx->d_o, b, h, 0));
+            pack_head(job->o, hd.o_base, hd.ld_o, nq, sq, ctx->d_v, ctx->d_pad, naive_q_row(ctx, ctx->o, b, h, 0));
         }
         return;
     }
     task -= q_heads;
     int b = (int)(task / p->heads_kv), h_kv = (int)(task % p->heads_kv);
     ref_head_init(&hd, p, b, h_kv * (p->heads_q / p->heads_kv)); /* a query head of the group */
-    pack_head(job->k, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->d_pad, naive_kv_row(ctx, ctx->k, b, h_kv, 0));
-    pack_head(job->v, hd.v_base, hd.ld_v, p->seqlen_k, ctx->d_v, ctx->d_pad, naive_kv_row(ctx, ctx->v, b, h_kv, 0));
-    pack_head_transposed(job->k, hd.kv_base, hd.ld_kv, p->seqlen_k, ctx->d, ctx->nk_pad,
-                         naive_kvt_col(ctx, ctx->kt, b, h_kv, 0));
+    int nk = p->seqlen_k, sk = hd.stored_k;
+    pack_head(job->k, hd.kv_base, hd.ld_kv, nk, sk, ctx->d, ctx->d_pad, naive_kv_row(ctx, ctx->k, b, h_kv, 0));
+    pack_head(job->v, hd.v_base, hd.ld_v, nk, sk, ctx->d_v, ctx->d_pad, naive_kv_row(ctx, ctx->v, b, h_kv, 0));
+    pack_head_transposed(job->k, hd.kv_base, hd.ld_kv, sk, ctx->d, ctx->nk_pad, naive_kvt_col(ctx, ctx->kt, b, h_kv, 0));
     if (ctx->d_o) /* dP = dO V^T: the backward only */
-        pack_head_transposed(job->v, hd.v_base, hd.ld_v, p->seqlen_k, ctx->d_v, ctx->nk_pad,
-                             naive_vt_col(ctx, ctx->vt, b, h_kv, 0));
+        pack_head_transposed(job->v, hd.v_base, hd.ld_v, sk, ctx->d_v, ctx->nk_pad, naive_vt_col(ctx, ctx->vt, b, h_kv, 0));
 }
 
 void naive_ctx_free(naive_ctx *ctx)
@@ -247,8 +248,8 @@ void naive_padding_rows(const naive_ctx *ctx, size_t index, int *b, int *h, int 
     size_t head = index / ctx->row_blocks;
     *b = (int)(head / p->heads_q);
     *h = (int)(head % p->heads_q);
-    int nq = ac_seqlen_q_of(p, *b), i0 = rb * NAIVE_ROWS;
-    *r1 = i0 + NAIVE_ROWS < p->seqlen_q ? i0 + NAIVE_ROWS : p->seqlen_q;
+    int nq = ac_seqlen_q_of(p, *b), i0 = rb * NAIVE_ROWS, stored = ac_stored_rows(p, *b, true);
+    *r1 = i0 + NAIVE_ROWS < stored ? i0 + NAIVE_ROWS : stored; /* THD stores no padding rows */
     *r0 = i0 > nq ? i0 : nq;
     if (*r0 > *r1)
         *r0 = *r1;

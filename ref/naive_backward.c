@@ -206,7 +206,8 @@ static void kv_task(void *arg, size_t task, int worker)
     int tiles = (p->seqlen_k + NAIVE_KEYS - 1) / NAIVE_KEYS;
     int b = (int)(task / ((size_t)p->heads_kv * tiles)), h_kv = (int)(task / tiles % p->heads_kv);
     int j0 = (int)(task % tiles) * NAIVE_KEYS, nk = ac_seqlen_k_of(p, b);
-    int j_end = j0 + NAIVE_KEYS < p->seqlen_k ? j0 + NAIVE_KEYS : p->seqlen_k;
+    int stored = ac_stored_rows(p, b, false); /* THD: keys past nk_b are another sequence's */
+    int j_end = j0 + NAIVE_KEYS < stored ? j0 + NAIVE_KEYS : stored;
     int j1 = j_end < nk ? j_end : nk;
     ref_head hd;
     ref_head_init(&hd, p, b, h_kv * (p->heads_q / p->heads_kv));
@@ -223,7 +224,7 @@ static void kv_task(void *arg, size_t task, int worker)
 static int run_passes(naive_ctx *ctx, grad_job *job, ac_err *err)
 {
     const ac_problem *p = ctx->p;
-    size_t rows = ac_lse_elems(p);
+    size_t rows = (size_t)p->batch * p->heads_q * p->seqlen_q; /* row_at ids, padded (THD has fewer LSE rows) */
     job->row_max = malloc((rows ? rows : 1) * sizeof(float));
     job->row_sum = malloc((rows ? rows : 1) * sizeof(float));
     job->row_delta = malloc((rows ? rows : 1) * sizeof(float));

@@ -97,7 +97,7 @@ int ref_naive_forward_scalar(const ac_problem *p, ac_dtype t, const double *q, c
         return ac_fail(err, AC_ERR_ENV, "ref_naive_forward_scalar: out of memory");
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < p->heads_q; h++)
-            for (int i = 0; i < p->seqlen_q; i++) {
+            for (int i = 0; i < ac_stored_rows(p, b, true); i++) { /* THD stores no padding rows */
                 float lse_nat = -INFINITY;
                 size_t at = ac_lse_index(p, b, h, i);
                 if (i >= ac_seqlen_q_of(p, b) || !naive_probs_row(p, t, q, k, b, h, i, p_row, NULL, &lse_nat)) {
@@ -179,14 +179,14 @@ static void naive_bwd_kv_head(const ac_problem *p, ac_dtype t, naive_bwd *w, dou
     memset(w->dk_acc, 0, (size_t)p->seqlen_k * d * sizeof *w->dk_acc);
     memset(w->dv_acc, 0, (size_t)p->seqlen_k * d_v * sizeof *w->dv_acc);
     for (int h = h_kv * group; h < (h_kv + 1) * group; h++)
-        for (int i = 0; i < p->seqlen_q; i++) {
+        for (int i = 0; i < ac_stored_rows(p, b, true); i++) {
             if (i < ac_seqlen_q_of(p, b))
                 naive_bwd_row(p, t, w, b, h, i);
             else
                 zero_row(p, AC_TENSOR_Q, w->dq, b, h, i);
         }
     float scale = (float)p->scale;
-    for (int j = 0; j < p->seqlen_k; j++) {
+    for (int j = 0; j < ac_stored_rows(p, b, false); j++) {
         for (int c = 0; c < d; c++)
             dk[ac_kv_index(p, b, h_kv, j, c)] = round_t(t, scale * w->dk_acc[(size_t)j * d + c]);
         for (int c = 0; c < d_v; c++)

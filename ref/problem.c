@@ -26,21 +26,50 @@ ac_problem ac_problem_dense(int batch, int heads_q, int heads_kv, int seqlen_q, 
     return p;
 }
 
-int ac_seqlen_q_of(const ac_problem *p, int b) { return p->seqlens_q ? p->seqlens_q[b] : p->seqlen_q; }
-int ac_seqlen_k_of(const ac_problem *p, int b) { return p->seqlens_k ? p->seqlens_k[b] : p->seqlen_k; }
+const char *ac_layout_name(ac_layout l)
+{
+    static const char *const names[AC_LAYOUT_COUNT] = {[AC_LAYOUT_BHSD] = "bhsd", [AC_LAYOUT_BSHD] = "bshd",
+                                                       [AC_LAYOUT_THD] = "thd"};
+    return (unsigned)l < AC_LAYOUT_COUNT ? names[l] : "?";
+}
+
+int ac_seqlen_q_of(const ac_problem *p, int b)
+{
+    if (p->layout == AC_LAYOUT_THD)
+        return p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b];
+    return p->seqlens_q ? p->seqlens_q[b] : p->seqlen_q;
+}
+
+int ac_seqlen_k_of(const ac_problem *p, int b)
+{
+    if (p->layout == AC_LAYOUT_THD)
+        return p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b];
+    return p->seqlens_k ? p->seqlens_k[b] : p->seqlen_k;
+}
+
+int ac_stored_rows(const ac_problem *p, int b, bool q_side)
+{
+    if (p->layout == AC_LAYOUT_THD)
+        return q_side ? ac_seqlen_q_of(p, b) : ac_seqlen_k_of(p, b);
+    return q_side ? p->seqlen_q : p->seqlen_k;
+}
+
+/* THD: rows of all sequences, packed (q_side: cu_seqlens_q[B], else cu_seqlens_k[B]). */
+static size_t thd_total(const ac_problem *p, bool q_side)
+{
+    return (size_t)(q_side ? p->cu_seqlens_q[p->batch] : p->cu_seqlens_k[p->batch]);
+}
 int ac_kv_head_of(const ac_problem *p, int h_q) { return h_q / (p->heads_q / p->heads_kv); }
 
-size_t ac_q_elems(const ac_problem *p)
-{
-    return (size_t)p->batch * p->heads_q * p->seqlen_q * p->head_dim;
-}
+size_t ac_q_elems(const ac_problem *p) { return ac_tensor_elems(p, AC_TENSOR_Q); }
+size_t ac_kv_elems(const ac_problem *p) { return ac_tensor_elems(p, AC_TENSOR_K); }
 
-size_t ac_kv_elems(const ac_problem *p)
+size_t ac_lse_elems(const ac_problem *p)
 {
-    return (size_t)p->batch * p->heads_kv * p->seqlen_k * p->head_dim;
+    if (p->layout == AC_LAYOUT_THD)
+        return (size_t)p->heads_q * thd_total(p, true);
+    return (size_t)p->batch * p->heads_q * p->seqlen_q;
 }
-
-size_t ac_lse_elems(const ac_problem *p) { return (size_t)p->batch * p->heads_q * p->seqlen_q; }
 
 size_t ac_index(const ac_problem *p, int heads, int seqlen, int b, int h, int s, int c)
 {
@@ -50,18 +79,17 @@ size_t ac_index(const ac_problem *p, int heads, int seqlen, int b, int h, int s,
     return (((size_t)b * heads + h) * seqlen + s) * d + c;
 }
 
-size_t ac_q_index(const ac_problem *p, int b, int h, int i, int c)
-{
-    return ac_index(p, p->heads_q, p->seqlen_q, b, h, i, c);
-}
+size_t ac_q_index(const ac_problem *p, int b, int h, int i, int c) { return ac_tensor_index(p, AC_TENSOR_Q, b, h, i, c); }
 
 size_t ac_kv_index(const ac_problem *p, int b, int h_kv, int j, int c)
 {
-    return ac_index(p, p->heads_kv, p->seqlen_k, b, h_kv, j, c);
+    return ac_tensor_index(p, AC_TENSOR_K, b, h_kv, j, c);
 }
 
 size_t ac_lse_index(const ac_problem *p, int b, int h, int i)
 {
+    if (p->layout == AC_LAYOUT_THD) /* (Hq, total_q), FlashAttention's varlen LSE */
+        return (size_t)h * thd_total(p, true) + (size_t)p->cu_seqlens_q[b] + (size_t)i;
     return ((size_t)b * p->heads_q + h) * p->seqlen_q + i;
 }
 
@@ -78,14 +106,20 @@ static bool q_side(ac_tensor_kind kind) { return kind == AC_TENSOR_Q || kind == 
 
 size_t ac_tensor_elems(const ac_problem *p, ac_tensor_kind kind)
 {
-    size_t rows = q_side(kind) ? (size_t)p->heads_q * p->seqlen_q : (size_t)p->heads_kv * p->seqlen_k;
-    return (size_t)p->batch * rows * (size_t)ac_tensor_dim(p, kind);
+    size_t heads = q_side(kind) ? (size_t)p->heads_q : (size_t)p->heads_kv, d = (size_t)ac_tensor_dim(p, kind);
+    if (p->layout == AC_LAYOUT_THD)
+        return thd_total(p, q_side(kind)) * heads * d;
+    return (size_t)p->batch * heads * (size_t)(q_side(kind) ? p->seqlen_q : p->seqlen_k) * d;
 }
 
 size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s, int c)
 {
     size_t d = (size_t)ac_tensor_dim(p, kind);
     int heads = q_side(kind) ? p->heads_q : p->heads_kv, seqlen = q_side(kind) ? p->seqlen_q : p->seqlen_k;
+    if (p->layout == AC_LAYOUT_THD) { /* sequence b's rows start at cu_seqlens[b] */
+        const int *cu = q_side(kind) ? p->cu_seqlens_q : p->cu_seqlens_k;
+        return (((size_t)cu[b] + s) * heads + h) * d + c;
+    }
     if (p->layout == AC_LAYOUT_BSHD)
         return (((size_t)b * seqlen + s) * heads + h) * d + c;
     return (((size_t)b * heads + h) * seqlen + s) * d + c;
@@ -201,7 +235,7 @@ static int validate_sizes(const ac_problem *p, ac_err *err)
     if (p->seqlen_k < 1) return ac_fail(err, AC_ERR_INPUT, "seqlen_k: must be >= 1, got %d", p->seqlen_k);
     if (p->head_dim < 1 || p->head_dim > AC_MAX_HEAD_DIM)
         return ac_fail(err, AC_ERR_INPUT, "head_dim: must be in 1..%d, got %d", AC_MAX_HEAD_DIM, p->head_dim);
-    if (p->layout != AC_LAYOUT_BHSD && p->layout != AC_LAYOUT_BSHD)
+    if (p->layout != AC_LAYOUT_BHSD && p->layout != AC_LAYOUT_BSHD && p->layout != AC_LAYOUT_THD)
         return ac_fail(err, AC_ERR_INPUT, "layout: unknown value %d", (int)p->layout);
     if (!isfinite(p->scale) || p->scale == 0.0)
         return ac_fail(err, AC_ERR_INPUT, "scale: must be finite and nonzero, got %g", p->scale);
@@ -249,11 +283,41 @@ static double working_set_bytes(const ac_problem *p)
     return 8.0 * (10.0 * q + 10.0 * kv + 4.0 * block);
 }
 
+/* THD: cu_seqlens_q and _k given, 0 first, nondecreasing, each length within
+ * the grid's extent; no padded lengths beside them. */
+static int validate_cu(const ac_problem *p, const int *cu, const char *name, int extent, ac_err *err)
+{
+    if (!cu)
+        return ac_fail(err, AC_ERR_INPUT, "%s: the THD layout needs it (B + 1 row offsets)", name);
+    if (cu[0] != 0)
+        return ac_fail(err, AC_ERR_INPUT, "%s[0] = %d: must be 0", name, cu[0]);
+    for (int b = 0; b < p->batch; b++)
+        if (cu[b + 1] < cu[b] || cu[b + 1] - cu[b] > extent)
+            return ac_fail(err, AC_ERR_INPUT, "%s: sequence %d has length %d, outside 0..%d", name, b,
+                           cu[b + 1] - cu[b], extent);
+    return AC_OK;
+}
+
+static int validate_layout_rows(const ac_problem *p, ac_err *err)
+{
+    if (p->layout != AC_LAYOUT_THD) {
+        if (p->cu_seqlens_q || p->cu_seqlens_k)
+            return ac_fail(err, AC_ERR_INPUT, "cu_seqlens: only with the THD layout (padded layouts take seqlens)");
+        return AC_OK;
+    }
+    if (p->seqlens_q || p->seqlens_k)
+        return ac_fail(err, AC_ERR_INPUT, "seqlens: the THD layout takes cu_seqlens_q/_k, not padded lengths");
+    int st = validate_cu(p, p->cu_seqlens_q, "cu_seqlens_q", p->seqlen_q, err);
+    return st == AC_OK ? validate_cu(p, p->cu_seqlens_k, "cu_seqlens_k", p->seqlen_k, err) : st;
+}
+
 int ac_problem_validate(const ac_problem *p, size_t mem_budget, ac_err *err)
 {
     if (!p)
         return ac_fail(err, AC_ERR_INPUT, "problem: NULL");
     int status = validate_sizes(p, err);
+    if (status == AC_OK)
+        status = validate_layout_rows(p, err);
     if (status == AC_OK)
         status = validate_mask(p, err);
     if (status == AC_OK)

@@ -93,13 +93,21 @@ ac_dtype ac_dtype_output(ac_dtype t);
 uint32_t ac_dtype_poison(ac_dtype t);
 
 /* ---- the attention problem ----------------------------------------------- */
-typedef enum { AC_LAYOUT_BHSD = 0, AC_LAYOUT_BSHD = 1 } ac_layout;
+/* THD: the sequences packed back to back, FlashAttention's varlen layout
+ * (flash_attn_varlen_func): Q-like (total_q, Hq, .), K-like (total_k, Hkv, .),
+ * sequence b's rows cu_seqlens[b] .. cu_seqlens[b + 1] - 1, no padding; LSE is
+ * (Hq, total_q). */
+typedef enum { AC_LAYOUT_BHSD = 0, AC_LAYOUT_BSHD = 1, AC_LAYOUT_THD = 2 } ac_layout;
+#define AC_LAYOUTS_ALL ((1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD) | (1u << AC_LAYOUT_THD)) /* caps bits */
+#define AC_LAYOUT_COUNT 3
+const char *ac_layout_name(ac_layout l); /* "bhsd", "bshd", "thd"; "?" out of range */
 typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
 
 #define AC_WINDOW_INF (-1) /* an unbounded side of a window */
 
 /* Key j is visible from query i of batch b (head h) iff all of these hold:
- *   - i < nq_b and j < nk_b, where nq_b = seqlens_q ? seqlens_q[b] : seqlen_q (same for k);
+ *   - i < nq_b and j < nk_b, where nq_b = seqlens_q ? seqlens_q[b] : seqlen_q (same for k),
+ *     or with the THD layout cu_seqlens_q[b + 1] - cu_seqlens_q[b];
  *   - when windowed: c - window_left <= j <= c + window_right, with c = i (top-left)
  *     or c = i + nk_b - nq_b (bottom-right); AC_WINDOW_INF drops that side.
  *     Causal is window (INF, 0): top-left is PyTorch's is_causal, bottom-right
@@ -107,7 +115,8 @@ typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
  *   - when dense_mask is set: dense_mask[((mb * mask_heads + mh) * Nq + i) * Nk + j] != 0,
  *     mb = mask_batch == 1 ? 0 : b, mh = mask_heads == 1 ? 0 : h.
  * Rows i >= nq_b and keys j >= nk_b are padding: not part of the problem, never
- * compared, their contents unspecified.
+ * compared, their contents unspecified (THD stores none: seqlen_q and seqlen_k
+ * are then the grid's extent, at least every sequence's length).
  * A row with no visible key gives O = 0 and LSE = -inf (FlashAttention's convention).
  *
  * Variants (ref/variants.h; zero / NULL = off, so a problem that sets none is
@@ -129,11 +138,12 @@ typedef struct {
     bool windowed;
     int window_left, window_right; /* >= 0 or AC_WINDOW_INF */
     ac_align align;
-    const int *seqlens_q, *seqlens_k; /* (B) per-sequence lengths, or NULL */
+    const int *seqlens_q, *seqlens_k; /* (B) per-sequence lengths, or NULL (always NULL with THD) */
     const uint8_t *dense_mask;        /* (mask_batch, mask_heads, Nq, Nk) or NULL */
     int mask_batch, mask_heads;       /* 1 or B, 1 or Hq */
     /* ---- variants (see above; every array host memory) ---- */
     int head_dim_v;                   /* d_v of V, O, dO, dV: 1 .. AC_MAX_HEAD_DIM, or 0: head_dim */
+    const int *cu_seqlens_q, *cu_seqlens_k; /* layout THD: (B + 1) row offsets, cu[0] = 0, nondecreasing */
     double softcap;                   /* c > 0, or 0: off */
     const float *sinks;               /* (Hq) learnable sink logits, or NULL */
 } ac_problem;
@@ -169,7 +179,7 @@ void ac_visible_range(const ac_problem *p, int b, int i, int *lo, int *hi);
 size_t ac_q_elems(const ac_problem *p);
 size_t ac_kv_elems(const ac_problem *p);
 size_t ac_lse_elems(const ac_problem *p);
-size_t ac_index(const ac_problem *p, int heads, int seqlen, int b, int h, int s, int c);
+size_t ac_index(const ac_problem *p, int heads, int seqlen, int b, int h, int s, int c); /* not THD: ac_tensor_index */
 size_t ac_q_index(const ac_problem *p, int b, int h, int i, int c);
 size_t ac_kv_index(const ac_problem *p, int b, int h_kv, int j, int c);
 size_t ac_lse_index(const ac_problem *p, int b, int h, int i);
@@ -180,6 +190,9 @@ int ac_kv_head_of(const ac_problem *p, int h_q); /* h_q / (Hq / Hkv) */
  * ac_kv_* above are the Q and K kinds. */
 typedef enum { AC_TENSOR_Q = 0, AC_TENSOR_K, AC_TENSOR_V, AC_TENSOR_O } ac_tensor_kind;
 int ac_head_dim_v(const ac_problem *p); /* head_dim_v, or head_dim when it is 0 */
+/* Rows of batch b a Q-side (q_side) or K-side tensor stores: the padded
+ * length, or with THD the sequence's own (no padding rows exist). */
+int ac_stored_rows(const ac_problem *p, int b, bool q_side);
 int ac_tensor_dim(const ac_problem *p, ac_tensor_kind kind);
 size_t ac_tensor_elems(const ac_problem *p, ac_tensor_kind kind);
 size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s, int c);

@@ -282,6 +282,7 @@ static void rows_task(void *arg, size_t task, int worker)
     int i0, i1;
     ref_block_task(job->p, task, &hd, &i0, &i1);
     int live = i1 < hd.seqlen_q ? i1 : hd.seqlen_q, pad0 = i0 > hd.seqlen_q ? i0 : hd.seqlen_q;
+    i1 = i1 < hd.stored_q ? i1 : hd.stored_q; /* THD stores no padding rows */
     if (i0 < live)
         rows_block(job, &hd, i0, live, job->bufs[worker]);
     ref_zero_o_rows(&hd, job->e_o, pad0, i1); /* padding rows */
@@ -317,6 +318,9 @@ static void keys_task(void *arg, size_t task, int worker)
     int j_end = j0 + SCALE_KEY_TILE < p->seqlen_k ? j0 + SCALE_KEY_TILE : p->seqlen_k;
     ref_head hd;
     ref_head_init(&hd, p, b, h_kv * group);
+    j_end = j_end < hd.stored_k ? j_end : hd.stored_k; /* THD: keys past nk_b are another sequence's */
+    if (j_end <= j0)
+        return;
     double *e_dk = job->e_dk + hd.kv_base + (size_t)j0 * hd.ld_kv, *e_dv = job->e_dv + hd.v_base + (size_t)j0 * hd.ld_v;
     for (int j = 0; j < j_end - j0; j++) { /* the sums start at 0; padding keys stay 0 */
         memset(e_dk + (size_t)j * hd.ld_kv, 0, (size_t)hd.d * sizeof(double));
@@ -345,8 +349,9 @@ static void pack_abs_kv(void *arg, size_t task, int worker)
     const ac_problem *p = job->p;
     ref_head hd;
     ref_head_init(&hd, p, (int)(task / p->heads_kv), (int)(task % p->heads_kv) * (p->heads_q / p->heads_kv));
-    abs_rows(job->k + hd.kv_base, hd.ld_kv, p->seqlen_k, p->head_dim, (double *)head_abs(job, job->abs_k, &hd, 0));
-    abs_rows(job->v + hd.v_base, hd.ld_v, p->seqlen_k, hd.d_v, (double *)head_abs(job, job->abs_v, &hd, 0));
+    /* the keys the tensors store (THD: nk_b; rows past it are never read) */
+    abs_rows(job->k + hd.kv_base, hd.ld_kv, hd.stored_k, p->head_dim, (double *)head_abs(job, job->abs_k, &hd, 0));
+    abs_rows(job->v + hd.v_base, hd.ld_v, hd.stored_k, hd.d_v, (double *)head_abs(job, job->abs_v, &hd, 0));
 }
 
 static void free_job(scale_job *job, int workers)
@@ -369,9 +374,11 @@ static bool alloc_job(scale_job *job, int workers)
     size_t keys = (size_t)(p->seqlen_k > SCALE_KEY_TILE ? p->seqlen_k : SCALE_KEY_TILE);
     int widest = ac_head_dim_v(p) > p->head_dim ? ac_head_dim_v(p) : p->head_dim; /* |Q| d, |dO| and |O| d_v */
     size_t blk = (size_t)ref_block_rows(p) * keys, rows = (size_t)ref_block_rows(p) * widest;
-    size_t kv = ac_kv_elems(p) + 1, nl = ac_lse_elems(p) + 1;
-    job->abs_k = malloc(kv * sizeof(double));
-    job->abs_v = malloc((ac_v_elems(p) + 1) * sizeof(double));
+    /* |K|, |V| packed per (b, h_kv) with the padded length (THD's packed tensors are smaller) */
+    size_t kv_rows = (size_t)p->batch * p->heads_kv * p->seqlen_k;
+    size_t nl = (size_t)p->batch * p->heads_q * p->seqlen_q + 1; /* row_id: padded (THD has fewer LSE rows) */
+    job->abs_k = malloc((kv_rows * p->head_dim + 1) * sizeof(double));
+    job->abs_v = malloc((kv_rows * ac_head_dim_v(p) + 1) * sizeof(double));
     job->g_row = malloc(nl * sizeof(double));
     job->r_row = malloc(nl * sizeof(double));
     job->bufs = calloc((size_t)workers, sizeof(double **));
@@ -466,7 +473,7 @@ static void lse_pack_abs_k(void *arg, size_t task, int worker)
     int b = (int)(task / p->heads_kv), h_kv = (int)(task % p->heads_kv);
     ref_head hd;
     ref_head_init(&hd, p, b, h_kv * (p->heads_q / p->heads_kv));
-    abs_rows(job->k + hd.kv_base, hd.ld_kv, p->seqlen_k, p->head_dim,
+    abs_rows(job->k + hd.kv_base, hd.ld_kv, hd.stored_k, p->head_dim,
              job->abs_k + task * (size_t)p->seqlen_k * p->head_dim);
 }
 
@@ -533,7 +540,7 @@ static void lse_block(void *arg, size_t task, int worker)
     ref_head hd;
     ref_head_init(&hd, p, (int)(task / job->row_blocks / p->heads_q), (int)(task / job->row_blocks % p->heads_q));
     int i0 = (int)(task % job->row_blocks) * LSE_BLOCK_ROWS, d = p->head_dim;
-    int i_end = i0 + LSE_BLOCK_ROWS < p->seqlen_q ? i0 + LSE_BLOCK_ROWS : p->seqlen_q;
+    int i_end = i0 + LSE_BLOCK_ROWS < hd.stored_q ? i0 + LSE_BLOCK_ROWS : hd.stored_q;
     int i1 = i_end < hd.seqlen_q ? i_end : hd.seqlen_q, jlo, jhi;
     for (int i = i0; i < i_end; i++)
         job->e_lse[ac_lse_index(p, hd.b, hd.h, i)] = 0.0;

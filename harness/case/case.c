@@ -303,16 +303,18 @@ static int validate_lens(const case_field *f, const ac_case *c, ac_err *err)
 
 static int parse_layout(const case_field *f, const char *value, ac_case *c, ac_err *err)
 {
-    if (strcmp(value, "bhsd") != 0 && strcmp(value, "bshd") != 0)
-        return case_bad(err, f->key, "bhsd or bshd", value);
-    c->layout = value[1] == 's' ? AC_LAYOUT_BSHD : AC_LAYOUT_BHSD;
-    return AC_OK;
+    for (int l = 0; l < AC_LAYOUT_COUNT; l++)
+        if (strcmp(value, ac_layout_name((ac_layout)l)) == 0) {
+            c->layout = (ac_layout)l;
+            return AC_OK;
+        }
+    return case_bad(err, f->key, "bhsd, bshd or thd", value);
 }
 
 static bool format_layout(const case_field *f, const ac_case *c, char *buf, size_t len)
 {
     (void)f;
-    snprintf(buf, len, "%s", c->layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd");
+    snprintf(buf, len, "%s", ac_layout_name(c->layout));
     return c->layout == AC_LAYOUT_BHSD;
 }
 
@@ -320,7 +322,7 @@ static void reset_layout(ac_case *c) { c->layout = AC_LAYOUT_BHSD; }
 
 static int validate_layout(const case_field *f, const ac_case *c, ac_err *err)
 {
-    if (c->layout != AC_LAYOUT_BHSD && c->layout != AC_LAYOUT_BSHD)
+    if (c->layout != AC_LAYOUT_BHSD && c->layout != AC_LAYOUT_BSHD && c->layout != AC_LAYOUT_THD)
         return ac_fail(err, AC_ERR_INPUT, "%s: unknown value %d", f->key, (int)c->layout);
     return AC_OK;
 }

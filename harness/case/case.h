@@ -11,6 +11,8 @@
  *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
  *   maskrows = FRAC in [0,1] (dense only)
  *   seqlens-q/-k = one length per sequence, each in 0..nq (0..nk)
+ *   layout = bhsd | bshd | thd  (thd: the sequences packed, seqlens their lengths,
+ *            every one nq (nk) where none are given; cu_seqlens their prefix sums)
  *   dist = normal(M,S) | uniform(LO,HI) | outliers(S,P) | increasing(SLOPE) | equal()
  *          | dominant(MARGIN) | huge(FRAC) | tiny();   scale = auto | VALUE
  *   dv = N in 1..512, the head dim of V, O, dO, dV (d_qk = d is Q's and K's; MLA: d=192 dv=128)

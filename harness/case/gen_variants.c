@@ -9,16 +9,22 @@
  *   softcap  15%: c = 0.25 / 1 (tanh saturates at ordinary scores) 40,
  *            5 20, 30 (Grok) 20, 50 (Gemma 2) 20;
  *   sinks    15% (none with dist huge()): normal(0,1) 35, normal(2,2) 15, over(0) 15,
- *            over(4) 20, over(20) 15 (a sink larger than every score). */
+ *            over(4) 20, over(20) 15 (a sink larger than every score);
+ *   layout=thd 12% of the cases of a kernel claiming the THD layout: b = 2..4
+ *            half the time when b = 1 and no lengths were drawn, and (with
+ *            varlen claimed) lengths for q and k: 0 5, 1 10, the extent 25,
+ *            1..extent 60, so that sequences of every size sit side by side. */
 #include <math.h>
 
 #include "harness/case/gen_variants.h"
 
 /* Variant v's stream for case `index`: one per variant, so whether one is
  * claimed (and how many draws its parameters take) never moves another. */
-static case_rng variant_stream(uint64_t campaign_seed, uint64_t index, ac_variant v)
+enum { STREAM_THD = 64 }; /* past every variant's id */
+
+static case_rng variant_stream(uint64_t campaign_seed, uint64_t index, uint64_t v)
 {
-    uint64_t s = campaign_seed ^ (0x5EEDF00DCAFEBABEull + 0x9E3779B97F4A7C15ull * (uint64_t)v);
+    uint64_t s = campaign_seed ^ (0x5EEDF00DCAFEBABEull + 0x9E3779B97F4A7C15ull * v);
     uint64_t a = ac_splitmix64(&s);
     s = a ^ (index * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
     case_rng r = {ac_splitmix64(&s)};
@@ -81,9 +87,42 @@ static void draw_dv(case_rng *r, const ac_caps *caps, ac_case *c)
         c->scale = (double)(float)(1.0 / sqrt((double)c->head_dim));
 }
 
+static void draw_lens(case_rng *r, int batch, int extent, int *lens)
+{
+    static const int w[] = {5, 10, 25, 60};
+    for (int b = 0; b < batch; b++)
+        switch (case_rng_pick(r, w, 4)) {
+        case 0: lens[b] = 0; break;
+        case 1: lens[b] = 1; break;
+        case 2: lens[b] = extent; break;
+        default: lens[b] = case_rng_int(r, 1, extent); break;
+        }
+}
+
+/* The packed layout: several sequences of different lengths back to back, so a
+ * kernel that reads past one sequence's end reads the next one's rows. */
+static void draw_thd(case_rng *r, const ac_caps *caps, ac_case *c)
+{
+    c->layout = AC_LAYOUT_THD;
+    bool has_lens = c->n_seqlens_q > 0 || c->n_seqlens_k > 0;
+    int more = case_rng_int(r, 0, 5);
+    if (!has_lens && c->batch == 1 && more < 3)
+        c->batch = 2 + more;
+    if (!caps->varlen || has_lens)
+        return;
+    c->n_seqlens_q = c->n_seqlens_k = c->batch;
+    draw_lens(r, c->batch, c->seqlen_q, c->seqlens_q);
+    draw_lens(r, c->batch, c->seqlen_k, c->seqlens_k);
+}
+
 void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c)
 {
     case_rng r;
+    if (caps->layouts & (1u << AC_LAYOUT_THD)) {
+        r = variant_stream(campaign_seed, index, STREAM_THD);
+        if (chance(&r, 12))
+            draw_thd(&r, caps, c);
+    }
     if (caps->variants & AC_VAR_DV) { /* first: it may set d, which the others' draws do not read */
         r = variant_stream(campaign_seed, index, AC_VARIANT_DV);
         if (chance(&r, 12))

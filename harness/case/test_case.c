@@ -121,7 +121,7 @@ ParameterizedTestParameters(harness_case, malformed_fields_are_rejected_naming_t
         {"v1 seed=1 b=2 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 seqlens-q=1", "seqlens-q: 1 length for b=2"},
         {"v1 seed=1 b=2 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 seqlens-k=1,5", "seqlens-k: length 5 of sequence 1 is outside 0..nk=4"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 seqlens-k=a", "seqlens-k: expected comma-separated integers >= 0"},
-        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 layout=sbhd", "layout: expected bhsd or bshd, got 'sbhd'"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 layout=sbhd", "layout: expected bhsd, bshd or thd, got 'sbhd'"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=normal(0)", "dist: normal takes 2 numbers"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=gamma(1)", "dist: expected normal(M,S)"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=normal(0,-1)", "dist: normal(M,S) needs S > 0"},

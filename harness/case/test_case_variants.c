@@ -37,6 +37,9 @@ ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte
         {BASE " dv=128"},
         {"v1 seed=3 b=1 hq=16 hkv=16 nq=64 nk=64 d=192 dtype=bf16 mask=causal-br layout=bshd dist=normal(0,1) "
          "scale=auto dv=128 sinks=over(4)"},
+        {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=causal-br layout=thd dist=normal(0,1) scale=auto"},
+        {"v1 seed=3 b=3 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=none seqlens-q=33,0,5 seqlens-k=1,65,9 "
+         "layout=thd dist=normal(0,1) scale=auto softcap=30"},
     };
     return cr_make_param_array(line_param, lines, sizeof lines / sizeof lines[0]);
 }
@@ -66,6 +69,8 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " dv=0", "dv"},
         {BASE " dv=513", "dv"},
         {BASE " dv=x", "dv"},
+        {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=none layout=tdh dist=normal(0,1) scale=auto",
+         "layout"},
     };
     return cr_make_param_array(bad_param, lines, sizeof lines / sizeof lines[0]);
 }
@@ -225,4 +230,49 @@ Test(harness_case_variants, the_shrinker_drops_a_variant_the_failure_does_not_ne
     ac_shrink(&c, needs_softcap, NULL, 500, &min);
     cr_assert_eq(min.softcap, 30.0);
     cr_assert(min.batch == 1 && min.seqlen_q == 1 && min.seqlen_k == 1, "the rest shrinks as ever");
+}
+
+/* ---- the packed THD layout --------------------------------------------------------------- */
+
+/* Only a kernel claiming the THD layout gets it: 12% of its cases, each one
+ * valid, most with sequences of different lengths side by side. */
+Test(harness_case_variants, the_packed_layout_is_drawn_only_for_a_kernel_claiming_it)
+{
+    ac_caps padded = caps_with(AC_VAR_ALL), packed = caps_with(AC_VAR_ALL);
+    packed.layouts = AC_LAYOUTS_ALL;
+    ac_gen g0, g1;
+    ac_gen_init(&g0, 21, &padded);
+    ac_gen_init(&g1, 21, &packed);
+    int thd = 0, several = 0, n = 2000;
+    for (int k = 0; k < n; k++) {
+        ac_case a, b;
+        cr_assert_eq(ac_gen_next(&g0, &a, NULL), AC_OK);
+        cr_assert_eq(ac_gen_next(&g1, &b, NULL), AC_OK, "case %d", k);
+        cr_assert_neq(a.layout, AC_LAYOUT_THD, "case %d: THD for a kernel that does not claim it", k);
+        if (b.layout != AC_LAYOUT_THD)
+            continue;
+        thd++;
+        several += b.batch > 1 && b.n_seqlens_q == b.batch;
+    }
+    cr_assert(thd > 0.12 * n - 4 * sqrt(n * 0.12 * 0.88) && thd < 0.12 * n + 4 * sqrt(n * 0.12 * 0.88),
+              "%d of %d cases packed", thd, n);
+    cr_assert_gt(several, thd / 3, "%d of %d packed cases with several sequences of their own lengths", several, thd);
+}
+
+static bool needs_thd(const ac_case *c, void *ctx)
+{
+    (void)ctx;
+    return c->layout == AC_LAYOUT_THD && c->batch > 1;
+}
+
+Test(harness_case_variants, the_shrinker_unpacks_a_thd_case_the_failure_does_not_need)
+{
+    ac_case c, min;
+    cr_assert_eq(ac_case_parse("v1 seed=3 b=3 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=none seqlens-q=33,0,5 "
+                               "seqlens-k=1,65,9 layout=thd dist=normal(0,1) scale=auto", &c, NULL), AC_OK);
+    ac_shrink(&c, always, NULL, 500, &min);
+    cr_assert_eq(min.layout, AC_LAYOUT_BHSD);
+    ac_shrink(&c, needs_thd, NULL, 500, &min);
+    cr_assert(min.layout == AC_LAYOUT_THD && min.batch == 2 && min.seqlen_q == 1, "kept packed, b=%d nq=%d",
+              min.batch, min.seqlen_q);
 }

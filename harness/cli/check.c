@@ -144,7 +144,7 @@ static void print_result(const ac_inputs *in, const char *label, const ac_result
     ac_check_variants_describe(in, variants, sizeof variants);
     printf("%s: %s b=%d hq=%d hkv=%d nq=%d nk=%d d=%d layout=%s scale=%.9g%s\n", label, ac_dtype_name(in->c.dtype),
            p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim,
-           p->layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd", p->scale, variants);
+           ac_layout_name(p->layout), p->scale, variants);
     printf("%-4s %10s %-16s %10s %-16s %9s %9s %8s\n", "out", "max-ulp", "at", "max-scaled", "at", "naive-max",
            "naive-mean", "specials");
     for (int o = 0; o < AC_OUT_COUNT; o++) {
@@ -317,13 +317,12 @@ static int run_reference(const ac_cli *o, ac_err *err)
         x[1][i] /= M_LN2;
     if (st == AC_OK) {
         const ac_problem *p = &in.p;
-        ac_tensor lse_shape = {.ndim = 3, .shape = {p->batch, p->heads_q, p->seqlen_q}};
-        ac_tensor dsink_shape = {.ndim = 1, .shape = {p->heads_q}};
-        ac_tensor o_shape = f.t[T_Q]; /* q's shape with v's head dim */
-        o_shape.shape[3] = f.t[T_V].shape[3];
-        ac_tensor ts[6] = {f64_like("o", &o_shape, 4, x[X_O]), f64_like("lse", &lse_shape, 3, x[X_LSE]),
-                           f64_like("dq", &f.t[T_Q], 4, x[X_DQ]), f64_like("dk", &f.t[T_K], 4, x[X_DK]),
-                           f64_like("dv", &f.t[T_V], 4, x[X_DV]), f64_like("dsink", &dsink_shape, 1, x[X_DSINK])};
+        ac_tensor lse_shape, o_shape, dsink_shape = {.ndim = 1, .shape = {p->heads_q}};
+        ac_check_out_shapes(&in, &f, &o_shape, &lse_shape); /* check_thd.c: THD's too */
+        int nd = f.t[T_Q].ndim;
+        ac_tensor ts[6] = {f64_like("o", &o_shape, nd, x[X_O]), f64_like("lse", &lse_shape, lse_shape.ndim, x[X_LSE]),
+                           f64_like("dq", &f.t[T_Q], nd, x[X_DQ]), f64_like("dk", &f.t[T_K], nd, x[X_DK]),
+                           f64_like("dv", &f.t[T_V], nd, x[X_DV]), f64_like("dsink", &dsink_shape, 1, x[X_DSINK])};
         st = write_outputs(o->out, ts, bwd ? (p->sinks ? 6 : 5) : 2, err);
     }
     if (st == AC_OK)

@@ -86,13 +86,7 @@ void ac_check_files_free(tensor_files *f)
 
 /* ---- shapes and dtypes --------------------------------------------------- */
 
-typedef struct {
-    int b, hq, hkv, nq, nk, d;
-    int d_v; /* v's last dimension: o, do and dv have it too (d_v != d: the dv variant) */
-    ac_dtype dtype;
-} dims;
-
-static int want_shape(const ac_tensor *t, int ndim, const int64_t *want, const char *why, ac_err *err)
+int ac_check_want_shape(const ac_tensor *t, int ndim, const int64_t *want, const char *why, ac_err *err)
 {
     bool ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++)
@@ -158,7 +152,7 @@ static int check_shapes(const tensor_files *f, bool bshd, dims *d, ac_err *err)
     int64_t kshape[4] = {d->b, 0, 0, d->d}, vshape[4] = {d->b, 0, 0, d->d_v}, oshape[4] = {d->b, 0, 0, d->d_v};
     kshape[hs] = vshape[hs] = d->hkv, kshape[ss] = vshape[ss] = d->nk;
     oshape[hs] = d->hq, oshape[ss] = d->nq;
-    int st = want_shape(k, 4, kshape, "batch and head dim as q's", err);
+    int st = ac_check_want_shape(k, 4, kshape, "batch and head dim as q's", err);
     for (int i = T_V; st == AC_OK && i < T_PLAIN_N; i++) {
         if (!f->have[i])
             continue;
@@ -168,9 +162,9 @@ static int check_shapes(const tensor_files *f, bool bshd, dims *d, ac_err *err)
                           i == T_DQ ? "q's shape" : "q's with v's head dim";
         if (i == T_LSE) {
             int64_t ls[3] = {d->b, d->hq, d->nq};
-            st = want_shape(&f->t[i], 3, ls, "(B, Hq, Nq)", err);
+            st = ac_check_want_shape(&f->t[i], 3, ls, "(B, Hq, Nq)", err);
         } else {
-            st = want_shape(&f->t[i], 4, want, why, err);
+            st = ac_check_want_shape(&f->t[i], 4, want, why, err);
         }
     }
     if (st == AC_OK && d->hq % d->hkv != 0)
@@ -330,7 +324,7 @@ static int widen(const ac_inputs *in, const ac_tensor *t, ac_tensor_kind kind, d
     int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < heads; h++)
-            for (int s = 0; s < seqlen; s++)
+            for (int s = 0; s < seqlen && s < ac_stored_rows(p, b, q_like); s++)
                 for (int c = 0; c < ac_tensor_dim(p, kind); c++) {
                     double x = (*out)[ac_tensor_index(p, kind, b, h, s, c)];
                     if (!isfinite(x))
@@ -344,12 +338,12 @@ int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err
 {
     memset(in, 0, sizeof *in);
     dims d;
-    bool bshd = o->layout && !strcmp(o->layout, "bshd");
-    if (o->layout && !bshd && strcmp(o->layout, "bhsd"))
-        return ac_fail(err, AC_ERR_INPUT, "--layout: '%s' is not bhsd or bshd", o->layout);
+    bool bshd = o->layout && !strcmp(o->layout, "bshd"), thd = o->layout && !strcmp(o->layout, "thd");
+    if (o->layout && !bshd && !thd && strcmp(o->layout, "bhsd"))
+        return ac_fail(err, AC_ERR_INPUT, "--layout: '%s' is not bhsd, bshd or thd", o->layout);
     int st = pick_dtype(f, o->dtype, &d.dtype, err);
-    if (st == AC_OK)
-        st = check_shapes(f, bshd, &d, err);
+    if (st == AC_OK) /* THD: packed (total, H, d) tensors and cu_seqlens (check_thd.c) */
+        st = thd ? ac_check_thd_shapes(o, f, &d, in, err) : check_shapes(f, bshd, &d, err);
     if (st == AC_OK)
         st = build_problem(o, &d, in, err);
     if (st == AC_OK && (f->have[T_DQ] || f->have[T_DK] || f->have[T_DV]) && !f->have[T_DO])

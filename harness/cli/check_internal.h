@@ -19,7 +19,16 @@ typedef struct {
     bool have[T_N];
 } tensor_files;
 
+/* The sizes the files give (THD: b from cu_seqlens, nq and nk the longest sequences). */
+typedef struct {
+    int b, hq, hkv, nq, nk, d;
+    int d_v; /* v's last dimension: o, do and dv have it too (d_v != d: the dv variant) */
+    ac_dtype dtype;
+} dims;
+
 bool ac_check_ends_with(const char *s, const char *tail);
+/* AC_OK when t has shape want (ndim dimensions), else an input error naming both and why. */
+int ac_check_want_shape(const ac_tensor *t, int ndim, const int64_t *want, const char *why, ac_err *err);
 /* PATH: a directory of NAME.npy files or one .safetensors file; q, k, v required. */
 int ac_check_read_files(const char *path, tensor_files *f, ac_err *err);
 void ac_check_files_free(tensor_files *f);
@@ -32,6 +41,13 @@ int ac_check_read_small(const char *path, const char *label, ac_tensor *t, ac_er
 int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err);
 /* The variants' tensors in the files (dsink): shapes and dtypes against the problem. */
 int ac_check_variant_files(const tensor_files *f, const ac_inputs *in, ac_err *err);
+/* check_thd.c: --layout thd: cu_seqlens_q/_k read (into in->cu_seqlens_*), every
+ * tensor's packed shape checked, d filled. */
+int ac_check_thd_shapes(const ac_cli *o, const tensor_files *f, dims *d, ac_inputs *in, ac_err *err);
+/* The THD problem from what ac_check_thd_shapes read (nothing for the padded layouts). */
+int ac_check_thd_problem(ac_inputs *in);
+/* The shapes the reference writes O and LSE with: q's with v's head dim; (B, Hq, Nq) or THD's (Hq, total_q). */
+void ac_check_out_shapes(const ac_inputs *in, const tensor_files *f, ac_tensor *o_shape, ac_tensor *lse_shape);
 /* " softcap=30 ...": the variants in effect, for check's header line ("" when none). */
 void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len);
 

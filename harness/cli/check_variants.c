@@ -49,7 +49,9 @@ static int read_sinks(const ac_cli *o, ac_inputs *in, ac_err *err)
 
 int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
 {
-    int st = read_softcap(o, in, err);
+    int st = ac_check_thd_problem(in); /* check_thd.c */
+    if (st == AC_OK)
+        st = read_softcap(o, in, err);
     if (st == AC_OK)
         st = read_sinks(o, in, err);
     return st;

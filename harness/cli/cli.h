@@ -57,6 +57,7 @@ typedef struct {
     const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
     /* check, reference: the variants (harness/cli/check_variants.c) */
     const char *softcap, *sinks;
+    const char *cu_seqlens_q, *cu_seqlens_k; /* --layout thd */
 } ac_cli;
 
 /* Parses the options of subcommand argv[0] ("fuzz", "check", ...) from

@@ -183,8 +183,9 @@ static void print_caps(const ac_caps *cp, ac_device dev)
         if ((cp->masks & needs) == needs)
             printf("%s%s", first ? "" : ",", ac_mask_name((ac_mask_kind)m)), first = 0;
     }
-    printf(" layouts=%s%s%s", cp->layouts & 1u ? "bhsd" : "", cp->layouts == 3u ? "," : "",
-           cp->layouts & 2u ? "bshd" : "");
+    for (int l = 0, first = 1; l < AC_LAYOUT_COUNT; l++)
+        if (cp->layouts & (1u << l))
+            printf("%s%s", first ? " layouts=" : ",", ac_layout_name((ac_layout)l)), first = 0;
     printf("%s%s%s", cp->gqa ? " gqa" : "", cp->varlen ? " varlen" : "", cp->backward ? " backward" : "");
     for (int v = 0, first = 1; v < AC_VARIANT_COUNT; v++) /* ref/variants.h */
         if (cp->variants & ac_variant_bit((ac_variant)v))

@@ -139,8 +139,11 @@ static const cli_option options[] = {
     NUMBER("--clean-cases", OPT_LONG, AC_CMD_PROVE, clean_cases, 0, 0, "cases the base kernel must pass"),
     STRING("--base", "NAME", AC_CMD_PROVE, base, "the correct kernel whose mutants are proved (default cpu-flash)"),
     STRING("--out", "DIR|FILE.safetensors", AC_CMD_REFERENCE, out, "where the reference outputs go (required)"),
-    STRING("--layout", "bhsd|bshd", C_FILES, layout,
-           "(B,H,S,d) as torch SDPA (default) or (B,S,H,d) as flash_attn_func"),
+    STRING("--layout", "bhsd|bshd|thd", C_FILES, layout,
+           "(B,H,S,d) as torch SDPA (default), (B,S,H,d) as flash_attn_func, or packed (total,H,d) as "
+           "flash_attn_varlen_func (with --cu-seqlens-q/-k)"),
+    STRING("--cu-seqlens-q", "FILE|LIST", C_FILES, cu_seqlens_q, "--layout thd: the B + 1 row offsets of q's sequences"),
+    STRING("--cu-seqlens-k", "FILE|LIST", C_FILES, cu_seqlens_k, "--layout thd: the B + 1 row offsets of k's sequences"),
     STRING("--seqlens-q", "FILE|LIST", C_FILES, seqlens_q, "per-sequence query lengths (padding beyond is ignored)"),
     STRING("--seqlens-k", "FILE|LIST", C_FILES, seqlens_k, "per-sequence key lengths"),
     STRING("--scale", "S", C_FILES, scale, "softmax scale (default 1/sqrt(d) as f32)"),

@@ -168,13 +168,16 @@ static bool fill_tensor(draw_ctx *x, uint64_t stream_id, void *bits, double *wid
     ac_tensor_kind kind = kinds[x->r];
     int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
     rng r = stream(x->c->seed, stream_id);
-    bool nonzero = false;
+    bool nonzero = ac_tensor_elems(p, kind) == 0; /* THD with no rows: nothing to be zero */
     for (int b = 0; b < p->batch; b++)
         for (int h = 0; h < heads; h++)
             for (int s = 0; s < seqlen; s++)
                 for (int ch = 0; ch < ac_tensor_dim(p, kind); ch++) {
+                    double drawn = draw_value(x, &r, b, h, s, ch);
+                    if (s >= ac_stored_rows(p, b, q_like))
+                        continue; /* THD stores no padding: drawn anyway, so values match the padded layouts' */
                     size_t at = ac_tensor_index(p, kind, b, h, s, ch);
-                    uint32_t v = ac_narrow(t, draw_value(x, &r, b, h, s, ch));
+                    uint32_t v = ac_narrow(t, drawn);
                     ac_bits_put(t, bits, at, v);
                     wide[at] = ac_widen(t, v);
                     nonzero |= wide[at] != 0.0;
@@ -341,8 +344,10 @@ static int alloc_storage(ac_inputs *in, ac_err *err)
     if (!ok)
         return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for b=%d hq=%d hkv=%d nq=%d nk=%d d=%d",
                        c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k, c->head_dim);
-    in->p.seqlens_q = in->seqlens_q;
-    in->p.seqlens_k = in->seqlens_k;
+    if (c->layout != AC_LAYOUT_THD) { /* THD: the lengths are cu_seqlens (inputs_variants_layout) */
+        in->p.seqlens_q = in->seqlens_q;
+        in->p.seqlens_k = in->seqlens_k;
+    }
     in->p.dense_mask = in->dense_mask;
     return AC_OK;
 }
@@ -387,14 +392,19 @@ int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
         return st;
     in->c = *c;
     in->p = problem_of(c);
-    in->p.seqlens_q = c->n_seqlens_q ? c->seqlens_q : NULL; /* checked before anything is allocated */
-    in->p.seqlens_k = c->n_seqlens_k ? c->seqlens_k : NULL;
-    if ((st = ac_problem_validate(&in->p, 0, err)) != AC_OK)
+    if ((st = inputs_variants_layout(in, err)) != AC_OK) { /* THD's cu_seqlens (inputs_variants.c) */
+        ac_inputs_free(in);
         return st;
-    if (c->mask == AC_MASK_DENSE && (double)c->seqlen_q * c->seqlen_k > (double)AC_DEFAULT_MEM_BUDGET / 4)
-        return ac_fail(err, AC_ERR_INPUT, "shape too big: a dense mask of nq=%d x nk=%d", c->seqlen_q, c->seqlen_k);
+    }
+    bool padded = c->layout != AC_LAYOUT_THD;
+    in->p.seqlens_q = c->n_seqlens_q && padded ? c->seqlens_q : NULL; /* checked before anything is allocated */
+    in->p.seqlens_k = c->n_seqlens_k && padded ? c->seqlens_k : NULL;
+    st = ac_problem_validate(&in->p, 0, err);
+    if (st == AC_OK && c->mask == AC_MASK_DENSE && (double)c->seqlen_q * c->seqlen_k > (double)AC_DEFAULT_MEM_BUDGET / 4)
+        st = ac_fail(err, AC_ERR_INPUT, "shape too big: a dense mask of nq=%d x nk=%d", c->seqlen_q, c->seqlen_k);
     in->p.seqlens_q = in->p.seqlens_k = NULL;
-    st = alloc_storage(in, err);
+    if (st == AC_OK)
+        st = alloc_storage(in, err);
     if (st == AC_OK)
         st = draw_all(in, err);
     if (st == AC_OK)

@@ -20,6 +20,7 @@ typedef struct {
     uint8_t *dense_mask;            /* owned; p points at it */
     /* the variants' arrays (run/inputs_variants.c; NULL when unused), owned; p points at them */
     float *sinks;                   /* (Hq) sink logits */
+    int *cu_seqlens_q, *cu_seqlens_k; /* (B + 1) THD row offsets */
 } ac_inputs;
 
 /* Validates c (ac_case_validate, then ac_problem_validate with the default memory

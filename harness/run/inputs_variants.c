@@ -37,6 +37,35 @@ void inputs_variants_problem(const ac_case *c, ac_problem *p)
     p->softcap = c->softcap;
 }
 
+/* ---- the packed THD layout ------------------------------------------------------------ */
+
+/* cu[b + 1] = cu[b] + sequence b's length: the case's seqlens, or every
+ * sequence the full extent when the case gives none. */
+static int *cu_of(const int *lens, int n_lens, int batch, int extent)
+{
+    int *cu = malloc(sizeof(int) * ((size_t)batch + 1));
+    if (!cu)
+        return NULL;
+    cu[0] = 0;
+    for (int b = 0; b < batch; b++) /* validated lengths: 0..extent each, no overflow for the case's sizes */
+        cu[b + 1] = cu[b] + (n_lens ? lens[b] : extent);
+    return cu;
+}
+
+int inputs_variants_layout(ac_inputs *in, ac_err *err)
+{
+    const ac_case *c = &in->c;
+    if (c->layout != AC_LAYOUT_THD)
+        return AC_OK;
+    in->cu_seqlens_q = cu_of(c->seqlens_q, c->n_seqlens_q, c->batch, c->seqlen_q);
+    in->cu_seqlens_k = cu_of(c->seqlens_k, c->n_seqlens_k, c->batch, c->seqlen_k);
+    if (!in->cu_seqlens_q || !in->cu_seqlens_k)
+        return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for cu_seqlens");
+    in->p.cu_seqlens_q = in->cu_seqlens_q;
+    in->p.cu_seqlens_k = in->cu_seqlens_k;
+    return AC_OK;
+}
+
 /* ---- sinks ------------------------------------------------------------------------ */
 
 /* The largest visible S'_ij of head h over every batch and row, -inf if none. */
@@ -95,6 +124,7 @@ int inputs_variants_draw(ac_inputs *in, ac_err *err)
 
 void inputs_variants_free(ac_inputs *in)
 {
-    free(in->sinks);
+    free(in->sinks), free(in->cu_seqlens_q), free(in->cu_seqlens_k);
     in->sinks = NULL;
+    in->cu_seqlens_q = in->cu_seqlens_k = NULL;
 }

@@ -10,6 +10,9 @@
 
 /* The problem's scalar variant fields from the case. */
 void inputs_variants_problem(const ac_case *c, ac_problem *p);
+/* THD: in->cu_seqlens_q/_k from the case's lengths (the full extent where the
+ * case gives none), p pointing at them; nothing for the padded layouts. */
+int inputs_variants_layout(ac_inputs *in, ac_err *err);
 /* The variants' arrays, drawn once Q, K, V are (in->p points at them after). */
 int inputs_variants_draw(ac_inputs *in, ac_err *err);
 /* Frees what inputs_variants_draw allocated. */

@@ -21,7 +21,8 @@
 /* The ABI's plain ints are attncheck's enums, value for value. */
 _Static_assert(ATTNCHECK_DTYPE_F32 == AC_F32 && ATTNCHECK_DTYPE_F16 == AC_F16 && ATTNCHECK_DTYPE_BF16 == AC_BF16,
                "dtype values");
-_Static_assert(ATTNCHECK_LAYOUT_BHSD == AC_LAYOUT_BHSD && ATTNCHECK_LAYOUT_BSHD == AC_LAYOUT_BSHD, "layouts");
+_Static_assert(ATTNCHECK_LAYOUT_BHSD == AC_LAYOUT_BHSD && ATTNCHECK_LAYOUT_BSHD == AC_LAYOUT_BSHD &&
+                   ATTNCHECK_LAYOUT_THD == AC_LAYOUT_THD, "layouts");
 _Static_assert(ATTNCHECK_ALIGN_TOP_LEFT == AC_ALIGN_TOP_LEFT && ATTNCHECK_ALIGN_BOTTOM_RIGHT == AC_ALIGN_BOTTOM_RIGHT,
                "alignments");
 _Static_assert(ATTNCHECK_WINDOW_INF == AC_WINDOW_INF, "window");
@@ -92,6 +93,7 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .seqlens_q = v1.seqlens_q, .seqlens_k = v1.seqlens_k,
         .dense_mask = v1.dense_mask, .mask_batch = v1.mask_batch, .mask_heads = v1.mask_heads,
         .head_dim_v = p->head_dim_v, .softcap = p->softcap, .sinks = p->sinks,
+        .cu_seqlens_q = (const int32_t *)p->cu_seqlens_q, .cu_seqlens_k = (const int32_t *)p->cu_seqlens_k,
     };
 }
 
@@ -191,7 +193,8 @@ static int check_caps(const char *path, const attncheck_plugin *d, ac_err *err)
     if (c->dtypes == 0 || (c->dtypes >> AC_DTYPE_COUNT) != 0)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.dtypes 0x%x: none or unknown dtype bits", path,
                        (unsigned)c->dtypes);
-    if (c->layouts == 0 || (c->layouts >> 2) != 0)
+    int n_layouts = d->abi_version >= 2 ? 3 : 2; /* THD is ABI 2's */
+    if (c->layouts == 0 || (c->layouts >> n_layouts) != 0)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.layouts 0x%x: none or unknown layout bits", path,
                        (unsigned)c->layouts);
     if (c->masks == 0 || (c->masks & ~(unsigned)ABI_V1_MASKS) != 0)

@@ -94,6 +94,9 @@ static size_t wanted_rows(const ac_problem *p)
 
 int ref_gpu_supports(const ac_problem *p, ac_err *why)
 {
+    if (p->layout == AC_LAYOUT_THD)
+        return ac_fail(why, AC_ERR_INPUT, "the GPU reference tier does not implement the packed THD layout (thd); "
+                       "the CPU tier computes it");
     unsigned used = ac_problem_variants(p);
     for (int v = 0; v < AC_VARIANT_COUNT; v++)
         if (used & ac_variant_bit((ac_variant)v))
