@@ -88,6 +88,7 @@ extern "C" {
 #define ATTNCHECK_VARIANT_SOFTCAP (1u << 0) /* problem2.softcap */
 #define ATTNCHECK_VARIANT_SINKS (1u << 1)   /* problem2.sinks; the backward writes bwd_args.dsink */
 #define ATTNCHECK_VARIANT_DV (1u << 2)      /* problem2.head_dim_v: V, O, dO, dV have d_v columns */
+#define ATTNCHECK_VARIANT_ALIBI (1u << 3)   /* problem2.alibi_slopes, alibi_batch */
 #define ATTNCHECK_MAX_DV_PAIRS 8
 
 #define ATTNCHECK_MEM_HOST 0
@@ -150,7 +151,15 @@ typedef struct {
                                          visible key has O = 0, LSE = s_h */
     const int32_t *cu_seqlens_q, *cu_seqlens_k; /* ATTNCHECK_LAYOUT_THD: (B + 1) row offsets, cu[0] = 0,
                                          nondecreasing (seqlens_q/_k are then NULL); else NULL */
+    const float *alibi_slopes;        /* ATTNCHECK_VARIANT_ALIBI: (alibi_batch, Hq) f32 slopes; after the softcap,
+                                         S' -= slope_{b,h} |i + nk_b - nq_b - j| (bottom-right, FlashAttention's) */
+    int32_t alibi_batch;              /* 1: one slope per head for every batch; B: per batch and head */
 } attncheck_problem2;
+
+/* ABI 2: whether a struct (problem2, fwd_args, bwd_args) as attncheck passed it
+ * holds a field: struct_size reaches past it.  A field it does not hold is off. */
+#define ATTNCHECK_HAS_FIELD(ptr, type, field) \
+    ((ptr)->struct_size >= offsetof(type, field) + sizeof(((const type *)0)->field))
 
 /* ABI 2: a call's tensors (device pointers when memory is ATTNCHECK_MEM_CUDA). */
 typedef struct {

@@ -33,6 +33,7 @@ typedef enum {
     CF_MUT_SINK_NOT_IN_LSE,      /* O normalised with the sink, LSE written without it */
     CF_MUT_DV_WITH_DQK_STRIDE,   /* V's rows addressed with d_qk's stride (d_v values read from each) */
     CF_MUT_CU_SEQLENS_LATE,      /* THD: K, V of sequence b read from cu_seqlens_k[b + 1] (the next sequence) */
+    CF_MUT_ALIBI_TOP_LEFT,       /* ALiBi's distance |i - j| (top-left) instead of |i + nk - nq - j| */
     CF_MUT_COUNT
 } cf_mutant;
 
@@ -107,6 +108,8 @@ void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, c
  * slope (may be NULL) gets dT/dS of every entry (the softcap's 1 - tanh^2). */
 void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
                    int cols, float *s, float *slope);
+/* The scale and the softcap alone, on n scores (cf_score_mods' first step). */
+void cf_score_softcap(const cpu_flash_params *cp, const ac_problem *p, int n, float *s, float *slope);
 
 /* Problems with variants or the packed THD layout take cpu_flash_var*.c's path. */
 static inline bool cf_variant_path(const ac_problem *p)

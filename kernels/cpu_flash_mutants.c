@@ -22,7 +22,7 @@ static const cpu_flash_params mutant_params[CF_MUT_COUNT] = {
     PARAMS(CF_MUT_LSE_LOG2),            PARAMS(CF_MUT_LSE_WITHOUT_MAX),  PARAMS(CF_MUT_BWD_DELTA_WRONG_ROW),
     PARAMS(CF_MUT_BWD_NO_GQA_SUM),      PARAMS(CF_MUT_BWD_SCALE_TWICE),  PARAMS(CF_MUT_BWD_NO_SCALE),
     PARAMS(CF_MUT_SOFTCAP_BEFORE_SCALE), PARAMS(CF_MUT_SINK_NOT_IN_LSE),  PARAMS(CF_MUT_DV_WITH_DQK_STRIDE),
-    PARAMS(CF_MUT_CU_SEQLENS_LATE),
+    PARAMS(CF_MUT_CU_SEQLENS_LATE),    PARAMS(CF_MUT_ALIBI_TOP_LEFT),
 };
 
 static const ac_kernel mutants[] = {
@@ -73,6 +73,8 @@ static const ac_kernel mutants[] = {
            "d_v != d_qk: V's rows addressed with d_qk's stride, as if V had Q's and K's head dim"),
     MUTANT(CF_MUT_CU_SEQLENS_LATE, "cu-seqlens-late",
            "packed THD: K and V of sequence b read from cu_seqlens_k[b + 1], one sequence late"),
+    MUTANT(CF_MUT_ALIBI_TOP_LEFT, "alibi-top-left",
+           "ALiBi's distance top-left aligned, |i - j| instead of |i + nk - nq - j| (wrong only when nq != nk)"),
 };
 
 size_t cf_mutant_kernels(const ac_kernel **out, size_t max)

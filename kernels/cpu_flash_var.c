@@ -5,6 +5,7 @@
  *   softcap c: the scores' scale folded into the tanh's argument, as
  *     FlashAttention does (softcap' = scale / c, T = c tanh(QK^T softcap'),
  *     all f32), before the mask;
+ *   ALiBi: slope x distance subtracted in f32 after the softcap (alibi);
  *   sinks: the online softmax runs over the keys, and the sink joins each
  *     finished row (vf_sink), in the denominator and LSE, with no value in O;
  *   d_v: V's rows, the accumulator and O have d_v columns (cf_load_kind);
@@ -27,12 +28,32 @@
 
 /* ---- the scores: S' of a tile from Q K^T --------------------------------------- */
 
+/* ALiBi after the softcap: S' -= slope |i + nk - nq - j| in f32, the
+ * distance bottom-right aligned (0 on the last query's diagonal).  The
+ * planted bug measures it top-left, |i - j|: right only when nq == nk. */
+static void alibi(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols,
+                  float *s)
+{
+    float a = p->alibi_slopes[(size_t)(p->alibi_batch > 1 ? b : 0) * p->heads_q + h];
+    int shift = cp->mut == CF_MUT_ALIBI_TOP_LEFT ? 0 : ac_seqlen_k_of(p, b) - ac_seqlen_q_of(p, b);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            int dist = i0 + r + shift - (j0 + c);
+            s[(size_t)r * cols + c] -= a * (float)(dist < 0 ? -dist : dist);
+        }
+}
+
 void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
                    int cols, float *s, float *slope)
 {
-    (void)b, (void)h, (void)i0, (void)j0;
+    cf_score_softcap(cp, p, rows * cols, s, slope);
+    if (p->alibi_slopes)
+        alibi(cp, p, b, h, i0, rows, j0, cols, s);
+}
+
+void cf_score_softcap(const cpu_flash_params *cp, const ac_problem *p, int n, float *s, float *slope)
+{
     float scale = (float)p->scale;
-    int n = rows * cols;
     if (p->softcap == 0.0) {
         for (int x = 0; x < n; x++)
             s[x] *= scale;

@@ -44,9 +44,11 @@ typedef struct {
     bool sinks;
     int head_dim_v;
     bool thd;
+    bool alibi;
 } var_spec;
 
 static const float spec_sinks[2] = {0.5f, -1.0f};
+static const float spec_alibi[2] = {0.25f, 0.0625f}; /* the paper's for 2 heads... of 4: 2^-2, 2^-4 */
 static const int spec_cu_q[3] = {0, 9, 13}, spec_cu_k[3] = {0, 70, 95}; /* THD: lengths 9, 4 and 70, 25 */
 
 static void build(tk_case *c, const var_spec *s, uint64_t seed)
@@ -55,6 +57,8 @@ static void build(tk_case *c, const var_spec *s, uint64_t seed)
     p.softcap = s->softcap;
     p.sinks = s->sinks ? spec_sinks : NULL;
     p.head_dim_v = s->head_dim_v;
+    if (s->alibi)
+        p.alibi_slopes = spec_alibi, p.alibi_batch = 1;
     if (s->thd) {
         p.layout = AC_LAYOUT_THD;
         p.cu_seqlens_q = spec_cu_q;
@@ -109,6 +113,8 @@ static const mutant_case cases[] = {
     {"dv-with-dqk-stride", {.head_dim_v = 8}, OUT_O | OUT_DQ | OUT_DK, {.head_dim_v = 16}},
     /* the other sequence's keys and values: every output; the padded layouts have no cu_seqlens */
     {"cu-seqlens-late", {.thd = true}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.sinks = true}},
+    /* nq = 9 != nk = 70: every distance off by 61 */
+    {"alibi-top-left", {.alibi = true}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.softcap = 1.0}},
 };
 
 Test(kernels_cpu_flash_variants, each_variant_mutant_differs_where_its_bug_is_and_nowhere_else)

@@ -19,7 +19,7 @@
  * It supports every dtype, layout, mask, GQA and varlen the ABI can state.
  * Built twice (plugins/meson.build): as an ABI 1 plugin (example-flash-cpu,
  * the path old plugins take) and, with -DEXAMPLE_PLUGIN_ABI2, as an ABI 2 one
- * (example-flash-cpu-v2) that adds a softcap and sinks. */
+ * (example-flash-cpu-v2) that adds a softcap, sinks and ALiBi. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +148,8 @@ static int visible(const attncheck_problem *p, int b, int h, int i, int j)
  * reads it here (entry points run one at a time). */
 static float call_softcap;
 static const float *call_sinks; /* (Hq) or NULL */
+static const float *call_alibi; /* (call_alibi_batch, Hq) ALiBi slopes or NULL */
+static int call_alibi_batch;
 static float *call_dsink;       /* (Hq) or NULL: the backward's dSink accumulators */
 
 /* S' of a visible pair; *slope (may be NULL) gets dS'/dS (the softcap's 1 - tanh^2). */
@@ -161,12 +163,16 @@ static float score_slope(const attncheck_problem *p, int32_t t, const void *q, c
              load(t, k, idx(p, p->heads_kv, p->seqlen_k, b, hk, j, c));
     if (slope)
         *slope = 1.0f;
+    float alibi = 0.0f; /* after the softcap: slope |i + nk_b - nq_b - j| */
+    if (call_alibi)
+        alibi = call_alibi[(call_alibi_batch > 1 ? b : 0) * p->heads_q + h] *
+                (float)abs(i + len_k(p, b) - len_q(p, b) - j);
     if (call_softcap == 0.0f)
-        return s * (float)p->scale;
+        return s * (float)p->scale - alibi;
     float y = tanhf(s * ((float)p->scale / call_softcap));
     if (slope)
         *slope = 1.0f - y * y;
-    return call_softcap * y;
+    return call_softcap * y - alibi;
 }
 
 static float score(const attncheck_problem *p, int32_t t, const void *q, const void *k, int b, int h, int i, int j)
@@ -363,6 +369,9 @@ static attncheck_problem v1_of(const attncheck_problem2 *p)
     call_softcap = (float)p->softcap;
     call_sinks = p->sinks;
     call_dsink = NULL;
+    int has_alibi = ATTNCHECK_HAS_FIELD(p, attncheck_problem2, alibi_batch); /* an older attncheck: off */
+    call_alibi = has_alibi ? p->alibi_slopes : NULL;
+    call_alibi_batch = has_alibi ? p->alibi_batch : 0;
     return (attncheck_problem){
         .batch = p->batch, .heads_q = p->heads_q, .heads_kv = p->heads_kv, .seqlen_q = p->seqlen_q,
         .seqlen_k = p->seqlen_k, .head_dim = p->head_dim, .layout = p->layout, .scale = p->scale,
@@ -397,12 +406,12 @@ static int example_backward2(void *user, const attncheck_problem2 *p, const attn
 static const attncheck_plugin example = {
     .abi_version = ATTNCHECK_PLUGIN_ABI_VERSION,
     .name = "example-flash-cpu-v2",
-    .description = "example plugin on ABI 2: the example's arithmetic with a softcap and sinks",
+    .description = "example plugin on ABI 2: the example's arithmetic with a softcap, sinks and ALiBi",
     .caps = EXAMPLE_CAPS,
     .memory = ATTNCHECK_MEM_HOST,
     .user = NULL,
     .struct_size = sizeof(attncheck_plugin),
-    .variants = ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS,
+    .variants = ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_ALIBI,
     .forward2 = example_forward2,
     .backward2 = example_backward2,
 };

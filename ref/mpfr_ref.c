@@ -264,15 +264,18 @@ static void chunk_visibility(mp_work *w, mp_chunk *ch)
     }
 }
 
-/* The variants' S' = ac_score_mod of one score, in place at prec bits:
- * softcap c tanh(S / c). */
-static void score_mods(const ac_problem *p, mpfr_ptr score)
+/* The variants' S' = ac_score_mod of one score of (b, h, i, j), in place at
+ * prec bits: softcap c tanh(S / c), then ALiBi's slope x distance (exact in
+ * double: a 24-bit slope times an integer below 2^29) subtracted. */
+static void score_mods(const ac_problem *p, int b, int h, int i, int j, mpfr_ptr score)
 {
     if (p->softcap != 0.0) {
         mpfr_div_d(score, score, p->softcap, MPFR_RNDN);
         mpfr_tanh(score, score, MPFR_RNDN);
         mpfr_mul_d(score, score, p->softcap, MPFR_RNDN);
     }
+    if (p->alibi_slopes)
+        mpfr_sub_d(score, score, ac_alibi_bias(p, b, h, i, j), MPFR_RNDN);
 }
 
 /* Rows [r0, r1): every visible key's exact score (the slice pairs' partial
@@ -298,7 +301,7 @@ static void scores_rows(void *arg, int r0, int r1)
             mx_sum_doubles(th->wide, th->terms, n, th->tmp, th->tmp_ptrs);
             mpfr_mul(score_at(w, r, j), th->wide, w->scale, MPFR_RNDN); /* not mul_d: no temporary */
             if (mods)
-                score_mods(w->p, score_at(w, r, j));
+                score_mods(w->p, job->ch->b, job->ch->h, job->ch->i[r], j, score_at(w, r, j));
         }
     }
     if (r0 > 0 && mods) /* on the helper thread, about to end: drop what tanh cached */

@@ -6,6 +6,8 @@
  * What a framework does in dtype t, every step in float and rounded to t
  * (round_t) once:
  *   softcap c:  T = round_t(c tanhf(S / c)), S the rounded scaled score;
+ *   ALiBi:      S' = round_t(T - round_t(slope |i + nk - nq - j|)), the bias
+ *               materialised in the dtype as frameworks build it;
  *   backward:   dS = round_t(dS' (1 - (T / c)^2)), dS' = round_t(P (dP - D));
  *   sinks:      m = max(max_j S'_ij, s_h), l = sum_j expf(S' - m) + expf(s_h - m).
  * The result is the score S' the softmax sees; *slope (may be NULL) gets
@@ -21,7 +23,6 @@
 static inline float naive_score_mod(const ac_problem *p, ac_dtype t, int b, int h, int i, int j, float s,
                                     float *slope)
 {
-    (void)b, (void)h, (void)i, (void)j;
     float cap_slope = 1.0f;
     if (p->softcap != 0.0) {
         float c = (float)p->softcap;
@@ -29,6 +30,8 @@ static inline float naive_score_mod(const ac_problem *p, ac_dtype t, int b, int 
         float y = s / c;
         cap_slope = 1.0f - y * y;
     }
+    if (p->alibi_slopes) /* slope x distance is exact in double; one rounding to float, one to t */
+        s = rf_round(t, s - rf_round(t, (float)ac_alibi_bias(p, b, h, i, j)));
     if (slope)
         *slope = cap_slope;
     return s;

@@ -123,6 +123,8 @@ typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
  * plain attention).  S = scale Q K^T first; then, for every visible pair, the
  * score S'_ij the softmax sees (ac_score_mod, the one definition):
  *   softcap c > 0:  S' = c tanh(S / c)                         (Gemma 2; FlashAttention softcap)
+ *   ALiBi slopes:   S' -= slope_{b,h} |i + nk_b - nq_b - j|      (FlashAttention's alibi_slopes,
+ *                   bottom-right aligned; after the softcap, which it does not pass through)
  * and P_ij = exp(S'_ij - LSE_i), LSE_i = log sum_j exp S'_ij, O = P V, except:
  *   head_dim_v:     V, O, dO and dV have d_v columns, Q and K head_dim (d_qk);
  *   sinks s (Hq):   a logit per query head that joins every row's denominator
@@ -146,6 +148,8 @@ typedef struct {
     const int *cu_seqlens_q, *cu_seqlens_k; /* layout THD: (B + 1) row offsets, cu[0] = 0, nondecreasing */
     double softcap;                   /* c > 0, or 0: off */
     const float *sinks;               /* (Hq) learnable sink logits, or NULL */
+    const float *alibi_slopes;        /* (alibi_batch, Hq) ALiBi slopes, or NULL */
+    int alibi_batch;                  /* 1 (or 0): one slope per head for every batch; B: (B, Hq) */
 } ac_problem;
 
 #define AC_MAX_HEAD_DIM 512
@@ -168,6 +172,8 @@ bool ac_visible(const ac_problem *p, int b, int h, int i, int j);
  * and dS'/dS there (softcap: 1 - tanh^2(s / c) = 1 / cosh^2(s / c); else 1).
  * Without score modifiers S' = s (ac_problem_has_score_mods says whether). */
 double ac_score_mod(const ac_problem *p, int b, int h, int i, int j, double s);
+/* ALiBi's slope_{b,h} |i + nk_b - nq_b - j| (0 without ALiBi): what ac_score_mod subtracts. */
+double ac_alibi_bias(const ac_problem *p, int b, int h, int i, int j);
 double ac_score_mod_slope(const ac_problem *p, double s);
 bool ac_problem_has_score_mods(const ac_problem *p);
 /* Visible keys of row i form the range [lo, hi) intersected with the dense mask:

@@ -27,16 +27,23 @@ typedef struct {
     double softcap;
     bool sinks;
     int head_dim_v;      /* 0: d */
+    int alibi;           /* 0: none, 1: slopes (Hq), 2: (B, Hq) */
 } tv_setup;
 
 static const tv_setup setups[] = {
-    {"softcap 2", "softcap", 2.0, false, 0},
-    {"softcap 0.25 (saturating)", "softcap", 0.25, false, 0},
-    {"sinks", "sinks", 0.0, true, 0},
-    {"sinks and softcap 1", "softcap", 1.0, true, 0},
-    {"d_v 3 < d_qk 4", "dv", 0.0, false, 3},
-    {"d_v 6 > d_qk 4, sinks", "sinks", 0.0, true, 6},
+    {"softcap 2", "softcap", 2.0, false, 0, 0},
+    {"softcap 0.25 (saturating)", "softcap", 0.25, false, 0, 0},
+    {"sinks", "sinks", 0.0, true, 0, 0},
+    {"sinks and softcap 1", "softcap", 1.0, true, 0, 0},
+    {"d_v 3 < d_qk 4", "dv", 0.0, false, 3, 0},
+    {"d_v 6 > d_qk 4, sinks", "sinks", 0.0, true, 6, 0},
+    {"alibi (Hq)", "alibi", 0.0, false, 0, 1},
+    {"alibi (B, Hq), softcap 2, sinks", "softcap", 2.0, true, 0, 2},
 };
+
+/* ALiBi slopes: the paper's for 4 heads (2^-2, 2^-4, ...) with one large
+ * (a distance-1 key loses 3), and per batch a second row. */
+static const float tv_alibi[8] = {0.25f, 0.0625f, 3.0f, 0x1p-8f, 1.5f, 0.5f, 0.125f, 0.03125f};
 
 /* One logit per head (test_support.h's problems have at most 4 heads): one
  * beating every score, one far below, two ordinary. */
@@ -52,6 +59,10 @@ static ac_problem tv_problem(int kind, const tv_setup *s)
     p.softcap = s->softcap;
     p.sinks = s->sinks ? tv_sinks : NULL;
     p.head_dim_v = s->head_dim_v;
+    if (s->alibi) { /* (B, Hq) only with B <= 2: test_support.h's problems have at most 2 */
+        p.alibi_slopes = tv_alibi;
+        p.alibi_batch = s->alibi == 2 ? p.batch : 1;
+    }
     return p;
 }
 
@@ -73,6 +84,10 @@ static double tv_direct_row(const ac_problem *p, const double *q, const double *
         s *= p->scale;
         if (p->softcap != 0.0)
             s = p->softcap * tanh(s / p->softcap);
+        if (p->alibi_slopes) { /* bottom-right: distance 0 where i + nk_b - nq_b = j */
+            double slope = p->alibi_slopes[(p->alibi_batch > 1 ? b : 0) * p->heads_q + h];
+            s -= slope * fabs((double)(i + ac_seqlen_k_of(p, b) - ac_seqlen_q_of(p, b) - j));
+        }
         p_row[j] = s;
         m = fmax(m, s);
     }
@@ -306,6 +321,7 @@ Test(ref_variants, results_do_not_depend_on_the_thread_count)
         p.softcap = setups[s].softcap;
         p.sinks = setups[s].sinks ? tv_sinks : NULL;
         p.head_dim_v = setups[s].head_dim_v ? 24 : 0; /* d = 16 here */
+        p.alibi_slopes = setups[s].alibi ? tv_alibi : NULL, p.alibi_batch = setups[s].alibi == 2 ? 2 : 1;
         ts_case c;
         ts_case_init(&c, &p, AC_F16, 700 + s);
         size_t n1, n3;

@@ -3,6 +3,7 @@
  * (ac_score_mod) and the checks of the variant fields (ac_problem_validate
  * calls ref_variants_validate). */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,19 +43,29 @@ unsigned ac_problem_variants(const ac_problem *p)
         used |= AC_VAR_SINKS;
     if (p->head_dim_v > 0 && p->head_dim_v != p->head_dim)
         used |= AC_VAR_DV;
+    if (p->alibi_slopes)
+        used |= AC_VAR_ALIBI;
     return used;
 }
 
 /* ---- the score modifiers ------------------------------------------------------- */
 
-bool ac_problem_has_score_mods(const ac_problem *p) { return p->softcap != 0.0; }
+bool ac_problem_has_score_mods(const ac_problem *p) { return p->softcap != 0.0 || p->alibi_slopes; }
+
+double ac_alibi_bias(const ac_problem *p, int b, int h, int i, int j)
+{
+    if (!p->alibi_slopes)
+        return 0.0;
+    int row = p->alibi_batch > 1 ? b : 0;
+    long dist = (long)i + ac_seqlen_k_of(p, b) - ac_seqlen_q_of(p, b) - j; /* bottom-right: 0 on the diagonal */
+    return (double)p->alibi_slopes[(size_t)row * p->heads_q + h] * (double)labs(dist);
+}
 
 double ac_score_mod(const ac_problem *p, int b, int h, int i, int j, double s)
 {
-    (void)b, (void)h, (void)i, (void)j;
     if (p->softcap != 0.0)
         s = p->softcap * tanh(s / p->softcap);
-    return s;
+    return s - ac_alibi_bias(p, b, h, i, j);
 }
 
 double ac_score_mod_slope(const ac_problem *p, double s)
@@ -76,6 +87,12 @@ int ref_variants_validate(const ac_problem *p, ac_err *err)
                        p->head_dim_v);
     if (!(p->softcap >= 0.0) || !isfinite(p->softcap))
         return ac_fail(err, AC_ERR_INPUT, "softcap: must be a finite c > 0 (0 = off), got %g", p->softcap);
+    if (p->alibi_slopes && p->alibi_batch != 0 && p->alibi_batch != 1 && p->alibi_batch != p->batch)
+        return ac_fail(err, AC_ERR_INPUT, "alibi_batch: must be 1 or the batch %d, got %d", p->batch, p->alibi_batch);
+    for (int x = 0; p->alibi_slopes && x < (p->alibi_batch > 1 ? p->alibi_batch : 1) * p->heads_q; x++)
+        if (!isfinite(p->alibi_slopes[x]))
+            return ac_fail(err, AC_ERR_INPUT, "alibi_slopes[%d]: must be finite, got %g", x,
+                           (double)p->alibi_slopes[x]);
     for (int h = 0; p->sinks && h < p->heads_q; h++)
         if (!isfinite(p->sinks[h]))
             return ac_fail(err, AC_ERR_INPUT, "sinks[%d]: must be finite, got %g", h, (double)p->sinks[h]);

@@ -17,7 +17,9 @@ double ref_sink_of(const ac_problem *p, int h);
  * like it, or NULL when not wanted:
  *   slope  dS'/dS (softcap: t' = 1 - tanh^2(S / c); else 1);
  *   sigma  the modifiers' own f32 rounding, in units of u_f32 on S': softcap
- *          4 |T| (S / c, tanh, times c: T = c tanh(S / c));
+ *          4 |T| (S / c, tanh, times c: T = c tanh(S / c)); ALiBi 2 |A| + 2 |S'|
+ *          (A = slope x distance and S' = T - A each round, FlashAttention's way
+ *          through the unscaled score twice);
  *   curv   |dt'/dS| / t'-free: 2 |T| t' / c^2 (softcap; else 0), how fast the
  *          kernel's t' moves with its S error. */
 struct ref_mod_aux {

@@ -278,6 +278,16 @@ static int edit_variants(const ac_case *cur, int i, ac_case *cand)
             return 0;
         cand->head_dim_v = 0;
         return 1;
+    case 4:
+        if (cur->alibi == AC_ALIBI_NONE)
+            return 0;
+        cand->alibi = AC_ALIBI_NONE, cand->alibi_a = cand->alibi_b = 0.0, cand->alibi_bh = false;
+        return 1;
+    case 5: /* the paper's slopes, one per head */
+        if (cur->alibi == AC_ALIBI_NONE || (cur->alibi == AC_ALIBI_PAPER && !cur->alibi_bh))
+            return 0;
+        cand->alibi = AC_ALIBI_PAPER, cand->alibi_a = cand->alibi_b = 0.0, cand->alibi_bh = false;
+        return 1;
     default: return -1;
     }
 }

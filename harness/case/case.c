@@ -131,26 +131,6 @@ int case_read_numbers(char *args, double *vals, int max)
 
 /* ---- the fields ---------------------------------------------------------------- */
 
-typedef struct case_field case_field;
-typedef enum { FIELD_INT, FIELD_DOUBLE, FIELD_CUSTOM } field_type;
-
-struct case_field {
-    const char *key;
-    bool required;      /* a v1 line must give it */
-    bool always;        /* printed at its default too (v1 prints mask, layout, dist, scale) */
-    field_type type;
-    /* FIELD_INT, FIELD_DOUBLE: the member, its default and range, and what a value must be */
-    size_t offset;
-    double def, min, max;
-    const char *what;
-    /* FIELD_CUSTOM; validate also adds checks to the number fields.  format
-     * writes the value and returns false when it is at its default. */
-    int (*parse)(const case_field *f, const char *value, ac_case *c, ac_err *err);
-    bool (*format)(const case_field *f, const ac_case *c, char *buf, size_t len);
-    void (*reset)(ac_case *c);
-    int (*validate)(const case_field *f, const ac_case *c, ac_err *err);
-};
-
 static int *int_at(const case_field *f, ac_case *c) { return (int *)((char *)c + f->offset); }
 static int int_of(const case_field *f, const ac_case *c) { return *(const int *)((const char *)c + f->offset); }
 static double *double_at(const case_field *f, ac_case *c) { return (double *)((char *)c + f->offset); }
@@ -392,103 +372,6 @@ static int validate_scale(const case_field *f, const ac_case *c, ac_err *err)
 
 /* -- the variants' fields (ref/variants.h): optional, printed only when set */
 
-static int parse_dv(const case_field *f, const char *value, ac_case *c, ac_err *err)
-{
-    unsigned long long v;
-    if (!case_read_digits(value, AC_MAX_HEAD_DIM, &v) || v < 1)
-        return case_bad(err, f->key, "a head dim of V in 1..512", value);
-    c->head_dim_v = (int)v;
-    return AC_OK;
-}
-
-static bool format_dv(const case_field *f, const ac_case *c, char *buf, size_t len)
-{
-    (void)f;
-    snprintf(buf, len, "%d", c->head_dim_v);
-    return c->head_dim_v == 0;
-}
-
-static void reset_dv(ac_case *c) { c->head_dim_v = 0; }
-
-static int validate_dv(const case_field *f, const ac_case *c, ac_err *err)
-{
-    if (c->head_dim_v < 0 || c->head_dim_v > AC_MAX_HEAD_DIM)
-        return ac_fail(err, AC_ERR_INPUT, "%s: must be in 1..%d, got %d", f->key, AC_MAX_HEAD_DIM, c->head_dim_v);
-    return AC_OK;
-}
-
-static int parse_softcap(const case_field *f, const char *value, ac_case *c, ac_err *err)
-{
-    double v;
-    if (!case_read_number(value, &v) || !(v > 0.0) || !isfinite((float)v))
-        return case_bad(err, f->key, "a finite softcap c > 0", value);
-    c->softcap = (double)(float)v; /* the kernel's softcap is an f32 */
-    return AC_OK;
-}
-
-static bool format_softcap(const case_field *f, const ac_case *c, char *buf, size_t len)
-{
-    (void)f;
-    case_fmt_f32(buf, len, c->softcap);
-    return c->softcap == 0.0;
-}
-
-static void reset_softcap(ac_case *c) { c->softcap = 0.0; }
-
-static int validate_softcap(const case_field *f, const ac_case *c, ac_err *err)
-{
-    if (c->softcap != 0.0 && (!(c->softcap > 0.0) || !isfinite((float)c->softcap) || (double)(float)c->softcap != c->softcap))
-        return ac_fail(err, AC_ERR_INPUT, "%s: must be an f32 value > 0, got %g", f->key, c->softcap);
-    return AC_OK;
-}
-
-static int parse_sinks(const case_field *f, const char *value, ac_case *c, ac_err *err)
-{
-    char tmp[128];
-    const char *name;
-    char *args;
-    double v[2];
-    if (snprintf(tmp, sizeof tmp, "%s", value) >= (int)sizeof tmp || !case_split_call(tmp, &name, &args))
-        return case_bad(err, f->key, "normal(M,S) or over(MARGIN)", value);
-    int n = case_read_numbers(args, v, 2);
-    if (strcmp(name, "normal") == 0 && n == 2 && v[1] >= 0.0)
-        c->sinks = AC_SINKS_NORMAL, c->sinks_a = v[0], c->sinks_b = v[1];
-    else if (strcmp(name, "over") == 0 && n == 1)
-        c->sinks = AC_SINKS_OVER, c->sinks_a = v[0], c->sinks_b = 0.0;
-    else
-        return case_bad(err, f->key, "normal(M,S) with S >= 0 or over(MARGIN)", value);
-    return AC_OK;
-}
-
-static bool format_sinks(const case_field *f, const ac_case *c, char *buf, size_t len)
-{
-    (void)f;
-    char a[40], b[40];
-    case_fmt_double(a, sizeof a, c->sinks_a);
-    case_fmt_double(b, sizeof b, c->sinks_b);
-    if (c->sinks == AC_SINKS_NORMAL)
-        snprintf(buf, len, "normal(%s,%s)", a, b);
-    else
-        snprintf(buf, len, "over(%s)", a);
-    return c->sinks == AC_SINKS_NONE;
-}
-
-static void reset_sinks(ac_case *c)
-{
-    c->sinks = AC_SINKS_NONE;
-    c->sinks_a = c->sinks_b = 0.0;
-}
-
-static int validate_sinks(const case_field *f, const ac_case *c, ac_err *err)
-{
-    if (c->sinks != AC_SINKS_NONE && c->sinks != AC_SINKS_NORMAL && c->sinks != AC_SINKS_OVER)
-        return ac_fail(err, AC_ERR_INPUT, "%s: unknown kind %d", f->key, (int)c->sinks);
-    /* the logits are f32 values: |M| + 8 S (normal) or the margin must fit one */
-    if (c->sinks != AC_SINKS_NONE && !(fabs(c->sinks_a) + 8.0 * c->sinks_b < 1e30))
-        return ac_fail(err, AC_ERR_INPUT, "%s: the sink logits must fit an f32 (|M| + 8 S < 1e30)", f->key);
-    return AC_OK;
-}
-
 static int validate_gqa(const case_field *f, const ac_case *c, ac_err *err)
 {
     (void)f;
@@ -505,6 +388,10 @@ static int validate_gqa(const case_field *f, const ac_case *c, ac_err *err)
 #define CUSTOM_FIELD(key, required, always, name)                                                      \
     {key, required, always, FIELD_CUSTOM, 0, 0, 0, 0, NULL, parse_##name, format_##name, reset_##name, \
      validate_##name}
+
+#define VARIANT_FIELD(key, name)                                                                       \
+    {key, false, false, FIELD_CUSTOM, 0, 0, 0, 0, NULL, case_parse_##name, case_format_##name, case_reset_##name, \
+     case_validate_##name}
 
 static const case_field fields[] = {
     {"seed", true, true, FIELD_CUSTOM, 0, 0, 0, 0, NULL, parse_seed, format_seed, reset_seed, NULL},
@@ -523,9 +410,10 @@ static const case_field fields[] = {
     CUSTOM_FIELD("layout", false, true, layout),
     CUSTOM_FIELD("dist", false, true, dist),
     CUSTOM_FIELD("scale", false, true, scale),
-    CUSTOM_FIELD("dv", false, false, dv),
-    CUSTOM_FIELD("softcap", false, false, softcap),
-    CUSTOM_FIELD("sinks", false, false, sinks),
+    VARIANT_FIELD("dv", dv), /* the variants' fields: case_variants.c */
+    VARIANT_FIELD("softcap", softcap),
+    VARIANT_FIELD("sinks", sinks),
+    VARIANT_FIELD("alibi", alibi),
 };
 enum { N_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
 

@@ -6,7 +6,7 @@
  * fixed order; optional fields are printed only when not at their default.
  * Parse -> format round-trips byte for byte for every line format produces.
  * Grammar (one row per field in case.c's table): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
- * [seqlens-k] layout dist scale [dv] [softcap] [sinks], with
+ * [seqlens-k] layout dist scale [dv] [softcap] [sinks] [alibi], with
  *   mask = none | causal-tl | causal-br | window-tl(L,R) | window-br(L,R) | dense(KEEP)
  *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
  *   maskrows = FRAC in [0,1] (dense only)
@@ -18,6 +18,7 @@
  *   dv = N in 1..512, the head dim of V, O, dO, dV (d_qk = d is Q's and K's; MLA: d=192 dv=128)
  *   softcap = C > 0 (stored as its f32 value, like scale)
  *   sinks = normal(M,S) | over(MARGIN)  (learnable sink logits, see ac_sinks_kind)
+ *   alibi = paper | uniform(LO,HI), then optionally :bh  (ALiBi slopes, see ac_alibi_kind)
  * The parser also takes fields in any order and extra blanks, and defaults a
  * missing mask, layout, dist or scale (none, bhsd, normal(0,1), auto); the
  * other fields are required.  c->scale always holds the f32 value the kernel
@@ -79,6 +80,14 @@ int ac_dist_param_count(ac_dist_kind k);   /* numbers inside the parentheses: 0,
  *     and row) + MARGIN, rounded up to f32: a sink larger than every score. */
 typedef enum { AC_SINKS_NONE = 0, AC_SINKS_NORMAL, AC_SINKS_OVER } ac_sinks_kind;
 
+/* The ALiBi slopes of a case (f32, drawn by run/inputs_variants.c):
+ *   paper: the ALiBi paper's geometric sequence for Hq heads (2^(-8 (h+1) / Hq)
+ *     for a power of two, interleaved as the paper's code does otherwise);
+ *     with :bh, batch b's are those divided by 2^b;
+ *   uniform(LO,HI): each slope uniform in [LO, HI] from the case seed.
+ * :bh gives slopes (B, Hq), one row per batch; without it (Hq). */
+typedef enum { AC_ALIBI_NONE = 0, AC_ALIBI_PAPER, AC_ALIBI_UNIFORM } ac_alibi_kind;
+
 typedef struct {
     int version;  /* 1 */
     uint64_t seed;
@@ -100,6 +109,9 @@ typedef struct {
     double softcap;                /* softcap=C: the f32 value of c > 0 */
     ac_sinks_kind sinks;           /* sinks=normal(M,S) | over(MARGIN): how the sink logits are drawn */
     double sinks_a, sinks_b;       /* M, S; or MARGIN */
+    ac_alibi_kind alibi;           /* alibi=paper | uniform(LO,HI), :bh suffix for (B, Hq) slopes */
+    double alibi_a, alibi_b;       /* LO, HI */
+    bool alibi_bh;
 } ac_case;
 
 /* ---- the mask of a case (masks.c: one row per kind of ref/mask_kinds.h) ----

@@ -26,6 +26,40 @@ int case_read_numbers(char *args, double *vals, int max);
 void case_fmt_double(char *buf, size_t len, double x); /* shortest %g that reads back exactly */
 void case_fmt_f32(char *buf, size_t len, double x);    /* shortest %g that reads back to the same f32 */
 
+/* ---- the fields' table (case.c): one row per field, in canonical order ---------- */
+typedef struct case_field case_field;
+typedef enum { FIELD_INT, FIELD_DOUBLE, FIELD_CUSTOM } field_type;
+
+struct case_field {
+    const char *key;
+    bool required;      /* a v1 line must give it */
+    bool always;        /* printed at its default too (v1 prints mask, layout, dist, scale) */
+    field_type type;
+    /* FIELD_INT, FIELD_DOUBLE: the member, its default and range, and what a value must be */
+    size_t offset;
+    double def, min, max;
+    const char *what;
+    /* FIELD_CUSTOM; validate also adds checks to the number fields.  format
+     * writes the value and returns false when it is at its default. */
+    int (*parse)(const case_field *f, const char *value, ac_case *c, ac_err *err);
+    bool (*format)(const case_field *f, const ac_case *c, char *buf, size_t len);
+    void (*reset)(ac_case *c);
+    int (*validate)(const case_field *f, const ac_case *c, ac_err *err);
+};
+
+
+/* The variants' fields (case_variants.c), rows of case.c's table. */
+#define CASE_VARIANT_FIELD_FNS(name)                                                                   \
+    int case_parse_##name(const case_field *f, const char *value, ac_case *c, ac_err *err);            \
+    bool case_format_##name(const case_field *f, const ac_case *c, char *buf, size_t len);             \
+    void case_reset_##name(ac_case *c);                                                                \
+    int case_validate_##name(const case_field *f, const ac_case *c, ac_err *err);
+CASE_VARIANT_FIELD_FNS(dv)
+CASE_VARIANT_FIELD_FNS(softcap)
+CASE_VARIANT_FIELD_FNS(sinks)
+CASE_VARIANT_FIELD_FNS(alibi)
+#undef CASE_VARIANT_FIELD_FNS
+
 /* ---- mask kinds (masks.c) ------------------------------------------------------- */
 void case_mask_format(const ac_case *c, char *buf, size_t len); /* "window-br(8,0)" */
 int case_mask_validate(const ac_case *c, ac_err *err);

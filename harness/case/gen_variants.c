@@ -10,6 +10,8 @@
  *            5 20, 30 (Grok) 20, 50 (Gemma 2) 20;
  *   sinks    15% (none with dist huge()): normal(0,1) 35, normal(2,2) 15, over(0) 15,
  *            over(4) 20, over(20) 15 (a sink larger than every score);
+ *   alibi    15%: paper 40 (the geometric slopes), paper:bh 15, uniform(0,1) 15,
+ *            uniform(1,16) 15 (steep: distant keys vanish), uniform(0,0.01):bh 15;
  *   layout=thd 12% of the cases of a kernel claiming the THD layout: b = 2..4
  *            half the time when b = 1 and no lengths were drawn, and (with
  *            varlen claimed) lengths for q and k: 0 5, 1 10, the extent 25,
@@ -87,6 +89,16 @@ static void draw_dv(case_rng *r, const ac_caps *caps, ac_case *c)
         c->scale = (double)(float)(1.0 / sqrt((double)c->head_dim));
 }
 
+static void draw_alibi(case_rng *r, ac_case *c)
+{
+    static const int w[] = {40, 15, 15, 15, 15};
+    static const double lo[] = {0, 0, 0, 1, 0}, hi[] = {0, 0, 1, 16, 0.01};
+    int k = case_rng_pick(r, w, 5);
+    c->alibi = k < 2 ? AC_ALIBI_PAPER : AC_ALIBI_UNIFORM;
+    c->alibi_a = lo[k], c->alibi_b = hi[k];
+    c->alibi_bh = k == 1 || k == 4;
+}
+
 static void draw_lens(case_rng *r, int batch, int extent, int *lens)
 {
     static const int w[] = {5, 10, 25, 60};
@@ -132,6 +144,11 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
         r = variant_stream(campaign_seed, index, AC_VARIANT_SOFTCAP);
         if (chance(&r, 15))
             draw_softcap(&r, c);
+    }
+    if (caps->variants & AC_VAR_ALIBI) {
+        r = variant_stream(campaign_seed, index, AC_VARIANT_ALIBI);
+        if (chance(&r, 15))
+            draw_alibi(&r, c);
     }
     if (caps->variants & AC_VAR_SINKS) {
         r = variant_stream(campaign_seed, index, AC_VARIANT_SINKS);

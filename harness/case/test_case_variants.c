@@ -38,6 +38,10 @@ ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte
         {"v1 seed=3 b=1 hq=16 hkv=16 nq=64 nk=64 d=192 dtype=bf16 mask=causal-br layout=bshd dist=normal(0,1) "
          "scale=auto dv=128 sinks=over(4)"},
         {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=causal-br layout=thd dist=normal(0,1) scale=auto"},
+        {BASE " alibi=paper"},
+        {BASE " alibi=paper:bh"},
+        {BASE " alibi=uniform(0,0.01):bh"},
+        {BASE " softcap=30 sinks=over(4) alibi=uniform(1,16)"},
         {"v1 seed=3 b=3 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=none seqlens-q=33,0,5 seqlens-k=1,65,9 "
          "layout=thd dist=normal(0,1) scale=auto softcap=30"},
     };
@@ -69,6 +73,11 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " dv=0", "dv"},
         {BASE " dv=513", "dv"},
         {BASE " dv=x", "dv"},
+        {BASE " alibi=geometric", "alibi"},
+        {BASE " alibi=uniform(2,1)", "alibi"},
+        {BASE " alibi=uniform(0)", "alibi"},
+        {BASE " alibi=paper:hb", "alibi"},
+        {BASE " alibi=uniform(0,1e40)", "alibi"},
         {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=none layout=tdh dist=normal(0,1) scale=auto",
          "layout"},
     };
@@ -94,7 +103,7 @@ Test(harness_case_variants, the_softcap_is_stored_as_its_f32_value)
 
 static bool has_variant(const ac_case *c)
 {
-    return c->softcap != 0.0 || c->sinks != AC_SINKS_NONE || c->head_dim_v != 0;
+    return c->softcap != 0.0 || c->sinks != AC_SINKS_NONE || c->head_dim_v != 0 || c->alibi != AC_ALIBI_NONE;
 }
 
 static ac_caps caps_with(unsigned variants)
@@ -122,7 +131,7 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
     ac_gen g0, g1;
     ac_gen_init(&g0, 77, &none);
     ac_gen_init(&g1, 77, &all);
-    int with_softcap = 0, with_sinks = 0, with_dv = 0, n = 2000;
+    int with_softcap = 0, with_sinks = 0, with_dv = 0, with_alibi = 0, n = 2000;
     for (int k = 0; k < n; k++) {
         ac_case a, b;
         cr_assert_eq(ac_gen_next(&g0, &a, NULL), AC_OK);
@@ -134,17 +143,21 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
         with_softcap += b.softcap != 0.0;
         with_sinks += b.sinks != AC_SINKS_NONE;
         with_dv += b.head_dim_v != 0;
+        with_alibi += b.alibi != AC_ALIBI_NONE;
         cr_assert(b.sinks == AC_SINKS_NONE || b.dist != AC_DIST_HUGE, "case %d: sinks with huge()", k);
         cr_assert(b.head_dim_v == 0 || (b.head_dim_v >= 1 && b.head_dim_v <= 256), "case %d: dv=%d", k, b.head_dim_v);
         strip_field(lb, "softcap");
         strip_field(lb, "sinks");
         strip_field(lb, "dv");
+        strip_field(lb, "alibi");
         if (b.head_dim_v == 0) /* a d_v draw may set d too (MLA's 192/128) */
             cr_assert_str_eq(la, lb, "case %d: the plain part moved", k);
     }
     /* 15% +- 4 sigma */
     cr_assert(with_softcap > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_softcap < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
               "%d of %d cases with a softcap", with_softcap, n);
+    cr_assert(with_alibi > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_alibi < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
+              "%d of %d cases with ALiBi", with_alibi, n);
     cr_assert(with_dv > 0.12 * n - 4 * sqrt(n * 0.12 * 0.88) && with_dv < 0.12 * n + 4 * sqrt(n * 0.12 * 0.88),
               "%d of %d cases with dv", with_dv, n);
     /* sinks: 15% of the cases without huge() (90% of them) */
@@ -275,4 +288,20 @@ Test(harness_case_variants, the_shrinker_unpacks_a_thd_case_the_failure_does_not
     ac_shrink(&c, needs_thd, NULL, 500, &min);
     cr_assert(min.layout == AC_LAYOUT_THD && min.batch == 2 && min.seqlen_q == 1, "kept packed, b=%d nq=%d",
               min.batch, min.seqlen_q);
+}
+
+static bool needs_alibi(const ac_case *c, void *ctx)
+{
+    (void)ctx;
+    return c->alibi != AC_ALIBI_NONE;
+}
+
+Test(harness_case_variants, the_shrinker_drops_alibi_or_simplifies_it_to_the_papers_slopes)
+{
+    ac_case c, min;
+    cr_assert_eq(ac_case_parse(BASE " alibi=uniform(1,16):bh", &c, NULL), AC_OK);
+    ac_shrink(&c, always, NULL, 500, &min);
+    cr_assert_eq(min.alibi, AC_ALIBI_NONE);
+    ac_shrink(&c, needs_alibi, NULL, 500, &min);
+    cr_assert(min.alibi == AC_ALIBI_PAPER && !min.alibi_bh, "alibi %d bh %d", (int)min.alibi, min.alibi_bh);
 }

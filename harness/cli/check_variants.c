@@ -47,6 +47,34 @@ static int read_sinks(const ac_cli *o, ac_inputs *in, ac_err *err)
     return st;
 }
 
+/* --alibi FILE: f32 slopes (Hq), one per head, or (B, Hq), per batch and head. */
+static int read_alibi(const ac_cli *o, ac_inputs *in, ac_err *err)
+{
+    if (!o->alibi)
+        return AC_OK;
+    ac_tensor t;
+    int st = ac_check_read_small(o->alibi, "alibi", &t, err);
+    if (st != AC_OK)
+        return st;
+    int hq = in->p.heads_q, b = in->p.batch;
+    bool per_head = t.ndim == 1 && t.shape[0] == hq, per_batch = t.ndim == 2 && t.shape[0] == b && t.shape[1] == hq;
+    if (t.dtype != AC_TF_F32 || !(per_head || per_batch))
+        st = ac_fail(err, AC_ERR_INPUT, "%s: ALiBi slopes must be f32 (Hq) = (%d) or (B, Hq) = (%d, %d), got %s with "
+                     "%d dimensions", o->alibi, hq, b, hq, ac_tfile_dtype_name(t.dtype), t.ndim);
+    for (size_t x = 0; st == AC_OK && x < t.n_elems; x++)
+        if (!isfinite(((float *)t.data)[x]))
+            st = ac_fail(err, AC_ERR_INPUT, "%s: alibi[%zu] is %g: the slopes must be finite", o->alibi, x,
+                         (double)((float *)t.data)[x]);
+    if (st == AC_OK) {
+        in->alibi = t.data, t.data = NULL; /* freed with the inputs */
+        in->p.alibi_slopes = in->alibi;
+        in->p.alibi_batch = per_batch ? b : 1;
+        in->c.alibi = AC_ALIBI_UNIFORM, in->c.alibi_bh = per_batch; /* descriptive: slopes from a file */
+    }
+    ac_tensor_free(&t);
+    return st;
+}
+
 int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
 {
     int st = ac_check_thd_problem(in); /* check_thd.c */
@@ -54,6 +82,8 @@ int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
         st = read_softcap(o, in, err);
     if (st == AC_OK)
         st = read_sinks(o, in, err);
+    if (st == AC_OK)
+        st = read_alibi(o, in, err);
     return st;
 }
 
@@ -82,4 +112,6 @@ void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len)
         at += (size_t)snprintf(buf + at, len - at, " softcap=%.9g", in->p.softcap);
     if (in->p.sinks && at < len)
         at += (size_t)snprintf(buf + at, len - at, " sinks");
+    if (in->p.alibi_slopes && at < len)
+        at += (size_t)snprintf(buf + at, len - at, " alibi%s", in->p.alibi_batch > 1 ? "(B,Hq)" : "(Hq)");
 }

@@ -150,6 +150,8 @@ static const cli_option options[] = {
     STRING("--lse-base", "e|2", C_FILES, lse_base, "the base of lse (default e)"),
     /* the variants (ref/variants.h; harness/cli/check_variants.c) */
     STRING("--softcap", "C", C_FILES, softcap, "softcap c > 0: S' = c tanh(S / c) (Gemma 2; FlashAttention's softcap)"),
+    STRING("--alibi", "FILE", C_FILES, alibi, "ALiBi slopes: (Hq) or (B, Hq) f32, .npy or .safetensors "
+           "(FlashAttention's alibi_slopes: S' -= slope |i + nk - nq - j|)"),
     STRING("--sinks", "FILE", C_FILES, sinks, "learnable sinks: (Hq) f32 logits, .npy or .safetensors (gpt-oss); "
            "dsink in the files is then checked"),
     STRING("--budgets", "FILE", C_REPORTS, budgets, "budgets file (default: the repository's budgets.txt)"),

@@ -20,6 +20,7 @@ typedef struct {
     uint8_t *dense_mask;            /* owned; p points at it */
     /* the variants' arrays (run/inputs_variants.c; NULL when unused), owned; p points at them */
     float *sinks;                   /* (Hq) sink logits */
+    float *alibi;                   /* (1 or B, Hq) ALiBi slopes */
     int *cu_seqlens_q, *cu_seqlens_k; /* (B + 1) THD row offsets */
 } ac_inputs;
 

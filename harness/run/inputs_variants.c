@@ -10,7 +10,7 @@
 #include "harness/run/inputs_variants.h"
 #include "ref/rng.h"
 
-enum { STREAM_SINKS = 0x101 };
+enum { STREAM_SINKS = 0x101, STREAM_ALIBI = 0x102 };
 
 static uint64_t stream(uint64_t seed, uint64_t id)
 {
@@ -114,17 +114,54 @@ static int draw_sinks(ac_inputs *in, ac_err *err)
     return AC_OK;
 }
 
+/* ---- ALiBi ------------------------------------------------------------------------ */
+
+/* The ALiBi paper's slope of head h of n: 2^(-8 (h + 1) / n) for n a power of
+ * two; otherwise the slopes of the power of two p below n, then every other
+ * slope of 2p (its odd-numbered ones), as the paper's get_slopes does. */
+static double paper_slope(int h, int n)
+{
+    int p = 1;
+    while (p * 2 <= n)
+        p *= 2;
+    if (h < p)
+        return exp2(-8.0 * (h + 1) / p);
+    return exp2(-8.0 * (2 * (h - p) + 1) / (2 * p));
+}
+
+static int draw_alibi(ac_inputs *in, ac_err *err)
+{
+    const ac_case *c = &in->c;
+    int hq = in->p.heads_q, rows = c->alibi_bh ? in->p.batch : 1;
+    in->alibi = malloc((size_t)rows * hq * sizeof(float));
+    if (!in->alibi)
+        return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for the ALiBi slopes");
+    uint64_t st = stream(c->seed, STREAM_ALIBI);
+    for (int b = 0; b < rows; b++)
+        for (int h = 0; h < hq; h++) {
+            double u = (double)(ac_splitmix64(&st) >> 11) * 0x1p-53;
+            double slope = c->alibi == AC_ALIBI_PAPER ? ldexp(paper_slope(h, hq), -b)
+                                                      : c->alibi_a + (c->alibi_b - c->alibi_a) * u;
+            in->alibi[(size_t)b * hq + h] = (float)slope;
+        }
+    in->p.alibi_slopes = in->alibi;
+    in->p.alibi_batch = rows;
+    return AC_OK;
+}
+
 int inputs_variants_draw(ac_inputs *in, ac_err *err)
 {
     int st = AC_OK;
-    if (in->c.sinks != AC_SINKS_NONE)
+    if (in->c.alibi != AC_ALIBI_NONE) /* before the sinks: over(M) measures the scores ALiBi moves */
+        st = draw_alibi(in, err);
+    if (st == AC_OK && in->c.sinks != AC_SINKS_NONE)
         st = draw_sinks(in, err);
     return st;
 }
 
 void inputs_variants_free(ac_inputs *in)
 {
-    free(in->sinks), free(in->cu_seqlens_q), free(in->cu_seqlens_k);
-    in->sinks = NULL;
+    free(in->sinks), free(in->cu_seqlens_q), free(in->cu_seqlens_k), free(in->alibi);
+    in->sinks = in->alibi = NULL;
     in->cu_seqlens_q = in->cu_seqlens_k = NULL;
 }

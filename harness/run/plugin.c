@@ -44,9 +44,10 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 #define ABI_V1_SIZE offsetof(attncheck_plugin, struct_size)
 #define ABI_V2_MIN_SIZE (offsetof(attncheck_plugin, backward2) + sizeof(attncheck_backward2_fn))
 _Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP && ATTNCHECK_VARIANT_SINKS == AC_VAR_SINKS &&
-               ATTNCHECK_VARIANT_DV == AC_VAR_DV, "variant bits");
+               ATTNCHECK_VARIANT_DV == AC_VAR_DV && ATTNCHECK_VARIANT_ALIBI == AC_VAR_ALIBI, "variant bits");
 _Static_assert(ATTNCHECK_MAX_DV_PAIRS == AC_MAX_DV_PAIRS, "d_v pairs");
-#define ABI_V2_VARIANTS (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_DV)
+#define ABI_V2_VARIANTS \
+    (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_DV | ATTNCHECK_VARIANT_ALIBI)
 
 typedef struct {
     ac_kernel k;          /* k.ctx points back here */
@@ -94,6 +95,7 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .dense_mask = v1.dense_mask, .mask_batch = v1.mask_batch, .mask_heads = v1.mask_heads,
         .head_dim_v = p->head_dim_v, .softcap = p->softcap, .sinks = p->sinks,
         .cu_seqlens_q = (const int32_t *)p->cu_seqlens_q, .cu_seqlens_k = (const int32_t *)p->cu_seqlens_k,
+        .alibi_slopes = p->alibi_slopes, .alibi_batch = p->alibi_slopes ? (p->alibi_batch > 1 ? p->alibi_batch : 1) : 0,
     };
 }
 

@@ -54,6 +54,12 @@ static const char *const good_lines[] = {
     "dv=128",
     "v1 seed=9 b=2 hq=2 hkv=2 nq=40 nk=65 d=24 dtype=f32 mask=dense(0.5) maskrows=0.1 seqlens-k=65,30 layout=bhsd "
     "dist=uniform(-1,1) scale=auto dv=40 sinks=normal(0,1)",
+    "v1 seed=10 b=2 hq=8 hkv=2 nq=70 nk=130 d=32 dtype=bf16 mask=causal-br seqlens-q=70,9 layout=bshd "
+    "dist=normal(0,1) scale=auto alibi=paper",
+    "v1 seed=11 b=3 hq=3 hkv=1 nq=65 nk=40 d=16 dtype=f16 mask=none layout=bhsd dist=increasing(16) scale=auto "
+    "softcap=5 alibi=uniform(1,16):bh",
+    "v1 seed=12 b=2 hq=2 hkv=2 nq=33 nk=80 d=8 dtype=f32 mask=window-tl(20,inf) layout=bhsd dist=normal(0,2) "
+    "scale=auto sinks=over(4) alibi=paper:bh",
 };
 
 Test(harness_variants, correct_kernels_pass_every_variant_line_within_the_budgets)
@@ -80,6 +86,9 @@ static const exposed exposing[] = {
      "v1 seed=1 b=1 hq=2 hkv=1 nq=8 nk=8 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto "
      "sinks=normal(0,1)",
      "LSE:scaled"},
+    {"alibi-top-left",
+     "v1 seed=1 b=1 hq=2 hkv=1 nq=8 nk=24 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto alibi=paper",
+     "O:scaled"},
     {"dv-with-dqk-stride",
      "v1 seed=1 b=1 hq=2 hkv=1 nq=8 nk=8 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto dv=8",
      "O:scaled"},
@@ -185,7 +194,7 @@ Test(harness_variants, an_abi_2_plugin_runs_the_variants_it_claims)
     ac_err err = {{0}};
     cr_assert_eq(ac_plugin_load(AC_EXAMPLE_PLUGIN_V2, &k, &err), AC_OK, "%s", err.msg);
     cr_assert_str_eq(k->name, "example-flash-cpu-v2");
-    cr_assert_eq(k->caps.variants, (unsigned)(AC_VAR_SOFTCAP | AC_VAR_SINKS));
+    cr_assert_eq(k->caps.variants, (unsigned)(AC_VAR_SOFTCAP | AC_VAR_SINKS | AC_VAR_ALIBI));
     for (size_t l = 0; l < sizeof good_lines / sizeof *good_lines; l++) {
         ac_case c;
         cr_assert_eq(ac_case_parse(good_lines[l], &c, NULL), AC_OK);
@@ -316,4 +325,61 @@ Test(harness_variants, check_judges_a_softcap_kernel_by_the_softcap_it_is_told)
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
+}
+
+/* check with --alibi FILE: (Hq) and (B, Hq) slopes; a kernel's O made with
+ * other slopes (here none) fails, one made with them passes. */
+Test(harness_variants, check_judges_alibi_by_the_slopes_it_is_given)
+{
+    char dir[] = "/tmp/ac-var-XXXXXX", path[128];
+    cr_assert_not_null(mkdtemp(dir));
+    write_case(dir, "v1 seed=6 b=2 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
+               "scale=auto", "cpu-flash", 0.0);
+    float slopes[4] = {0.5f, 0.125f, 0.25f, 1.0f};
+    ac_err err = {{0}};
+    snprintf(path, sizeof path, "%s/alibi.npy", dir);
+    ac_tensor t = {.dtype = AC_TF_F32, .ndim = 2, .shape = {2, 2}, .n_elems = 4, .data = slopes};
+    cr_assert_eq(ac_npy_write(path, &t, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(check_dir(dir, "--alibi", path), AC_FAIL_ACCURACY, "O without ALiBi checked with slopes fails");
+    char *run[] = {"check", dir, "--kernel", "cpu-flash", "--alibi", path, "--cert-rows", "0", NULL};
+    cr_assert_eq(ac_cmd_check(8, run), AC_OK, "cpu-flash given the (B, Hq) slopes passes");
+    char *late[] = {"check", dir, "--kernel", "cpu-flash-mutant-alibi-top-left", "--alibi", path, NULL};
+    cr_assert_eq(ac_cmd_check(6, late), AC_FAIL_ACCURACY, "top-left ALiBi fails (nq = 20 != nk = 30)");
+    ac_tensor t3 = {.dtype = AC_TF_F32, .ndim = 1, .shape = {3}, .n_elems = 3, .data = slopes};
+    cr_assert_eq(ac_npy_write(path, &t3, &err), AC_OK);
+    cr_assert_eq(ac_cmd_check(8, run), AC_ERR_INPUT, "3 slopes for 2 heads is bad input");
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* alibi=paper: the ALiBi paper's geometric slopes, exactly; :bh halves them per batch. */
+Test(harness_variants, alibi_paper_slopes_are_the_papers_geometric_sequence)
+{
+    static const struct {
+        int hq;
+        float want[8];
+    } rows[] = {
+        {8, {0.5f, 0.25f, 0.125f, 0.0625f, 0x1p-5f, 0x1p-6f, 0x1p-7f, 0x1p-8f}},
+        {4, {0.25f, 0x1p-4f, 0x1p-6f, 0x1p-8f}},
+        /* 6 heads: 4's slopes, then 8's odd-numbered ones (2^-1, 2^-3), as get_slopes interleaves */
+        {6, {0.25f, 0x1p-4f, 0x1p-6f, 0x1p-8f, 0.5f, 0.125f}},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        char line[256];
+        snprintf(line, sizeof line, "v1 seed=1 b=2 hq=%d hkv=1 nq=4 nk=4 d=4 dtype=f32 mask=none layout=bhsd "
+                 "dist=normal(0,1) scale=auto alibi=paper:bh", rows[r].hq);
+        ac_case c;
+        ac_inputs in;
+        ac_err err = {{0}};
+        cr_assert_eq(ac_case_parse(line, &c, &err), AC_OK, "%s", err.msg);
+        cr_assert_eq(ac_inputs_make(&c, &in, &err), AC_OK, "%s", err.msg);
+        cr_assert_eq(in.p.alibi_batch, 2);
+        for (int h = 0; h < rows[r].hq; h++) {
+            cr_assert_eq(in.p.alibi_slopes[h], rows[r].want[h], "hq=%d head %d: %a", rows[r].hq, h,
+                         (double)in.p.alibi_slopes[h]);
+            cr_assert_eq(in.p.alibi_slopes[rows[r].hq + h], rows[r].want[h] / 2, "batch 1 halves them");
+        }
+        ac_inputs_free(&in);
+    }
 }

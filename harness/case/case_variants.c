@@ -1,0 +1,160 @@
+/* harness/case/case_variants.c — the variants' case-line fields (rows of
+ * case.c's table, ref/variants.h's variants): dv, softcap, sinks, alibi.
+ * Each is optional, printed only when set, and reads back byte for byte. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness/case/case_internal.h"
+
+int case_parse_dv(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    unsigned long long v;
+    if (!case_read_digits(value, AC_MAX_HEAD_DIM, &v) || v < 1)
+        return case_bad(err, f->key, "a head dim of V in 1..512", value);
+    c->head_dim_v = (int)v;
+    return AC_OK;
+}
+
+bool case_format_dv(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    snprintf(buf, len, "%d", c->head_dim_v);
+    return c->head_dim_v == 0;
+}
+
+void case_reset_dv(ac_case *c) { c->head_dim_v = 0; }
+
+int case_validate_dv(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (c->head_dim_v < 0 || c->head_dim_v > AC_MAX_HEAD_DIM)
+        return ac_fail(err, AC_ERR_INPUT, "%s: must be in 1..%d, got %d", f->key, AC_MAX_HEAD_DIM, c->head_dim_v);
+    return AC_OK;
+}
+
+int case_parse_softcap(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    double v;
+    if (!case_read_number(value, &v) || !(v > 0.0) || !isfinite((float)v))
+        return case_bad(err, f->key, "a finite softcap c > 0", value);
+    c->softcap = (double)(float)v; /* the kernel's softcap is an f32 */
+    return AC_OK;
+}
+
+bool case_format_softcap(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    case_fmt_f32(buf, len, c->softcap);
+    return c->softcap == 0.0;
+}
+
+void case_reset_softcap(ac_case *c) { c->softcap = 0.0; }
+
+int case_validate_softcap(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (c->softcap != 0.0 && (!(c->softcap > 0.0) || !isfinite((float)c->softcap) || (double)(float)c->softcap != c->softcap))
+        return ac_fail(err, AC_ERR_INPUT, "%s: must be an f32 value > 0, got %g", f->key, c->softcap);
+    return AC_OK;
+}
+
+int case_parse_sinks(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    char tmp[128];
+    const char *name;
+    char *args;
+    double v[2];
+    if (snprintf(tmp, sizeof tmp, "%s", value) >= (int)sizeof tmp || !case_split_call(tmp, &name, &args))
+        return case_bad(err, f->key, "normal(M,S) or over(MARGIN)", value);
+    int n = case_read_numbers(args, v, 2);
+    if (strcmp(name, "normal") == 0 && n == 2 && v[1] >= 0.0)
+        c->sinks = AC_SINKS_NORMAL, c->sinks_a = v[0], c->sinks_b = v[1];
+    else if (strcmp(name, "over") == 0 && n == 1)
+        c->sinks = AC_SINKS_OVER, c->sinks_a = v[0], c->sinks_b = 0.0;
+    else
+        return case_bad(err, f->key, "normal(M,S) with S >= 0 or over(MARGIN)", value);
+    return AC_OK;
+}
+
+bool case_format_sinks(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    char a[40], b[40];
+    case_fmt_double(a, sizeof a, c->sinks_a);
+    case_fmt_double(b, sizeof b, c->sinks_b);
+    if (c->sinks == AC_SINKS_NORMAL)
+        snprintf(buf, len, "normal(%s,%s)", a, b);
+    else
+        snprintf(buf, len, "over(%s)", a);
+    return c->sinks == AC_SINKS_NONE;
+}
+
+void case_reset_sinks(ac_case *c)
+{
+    c->sinks = AC_SINKS_NONE;
+    c->sinks_a = c->sinks_b = 0.0;
+}
+
+int case_validate_sinks(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (c->sinks != AC_SINKS_NONE && c->sinks != AC_SINKS_NORMAL && c->sinks != AC_SINKS_OVER)
+        return ac_fail(err, AC_ERR_INPUT, "%s: unknown kind %d", f->key, (int)c->sinks);
+    /* the logits are f32 values: |M| + 8 S (normal) or the margin must fit one */
+    if (c->sinks != AC_SINKS_NONE && !(fabs(c->sinks_a) + 8.0 * c->sinks_b < 1e30))
+        return ac_fail(err, AC_ERR_INPUT, "%s: the sink logits must fit an f32 (|M| + 8 S < 1e30)", f->key);
+    return AC_OK;
+}
+
+/* alibi=paper | uniform(LO,HI), with ":bh" for slopes per batch and head (B, Hq)
+ * instead of per head (Hq); see ac_alibi_kind. */
+int case_parse_alibi(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    char tmp[128];
+    const char *name;
+    char *args;
+    double v[2];
+    if (snprintf(tmp, sizeof tmp, "%s", value) >= (int)sizeof tmp)
+        return case_bad(err, f->key, "paper or uniform(LO,HI), optionally :bh", value);
+    size_t n = strlen(tmp);
+    bool bh = n > 3 && strcmp(tmp + n - 3, ":bh") == 0;
+    if (bh)
+        tmp[n - 3] = '\0';
+    if (strcmp(tmp, "paper") == 0) {
+        c->alibi = AC_ALIBI_PAPER, c->alibi_a = c->alibi_b = 0.0, c->alibi_bh = bh;
+        return AC_OK;
+    }
+    if (!case_split_call(tmp, &name, &args) || strcmp(name, "uniform") != 0 || case_read_numbers(args, v, 2) != 2 ||
+        !(v[0] <= v[1]))
+        return case_bad(err, f->key, "paper or uniform(LO,HI) with LO <= HI, optionally :bh", value);
+    c->alibi = AC_ALIBI_UNIFORM, c->alibi_a = v[0], c->alibi_b = v[1], c->alibi_bh = bh;
+    return AC_OK;
+}
+
+bool case_format_alibi(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    char a[40], b[40];
+    case_fmt_double(a, sizeof a, c->alibi_a);
+    case_fmt_double(b, sizeof b, c->alibi_b);
+    if (c->alibi == AC_ALIBI_PAPER)
+        snprintf(buf, len, "paper%s", c->alibi_bh ? ":bh" : "");
+    else
+        snprintf(buf, len, "uniform(%s,%s)%s", a, b, c->alibi_bh ? ":bh" : "");
+    return c->alibi == AC_ALIBI_NONE;
+}
+
+void case_reset_alibi(ac_case *c)
+{
+    c->alibi = AC_ALIBI_NONE;
+    c->alibi_a = c->alibi_b = 0.0;
+    c->alibi_bh = false;
+}
+
+int case_validate_alibi(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (c->alibi != AC_ALIBI_NONE && c->alibi != AC_ALIBI_PAPER && c->alibi != AC_ALIBI_UNIFORM)
+        return ac_fail(err, AC_ERR_INPUT, "%s: unknown kind %d", f->key, (int)c->alibi);
+    /* the slopes are f32 values: the range must fit one */
+    if (c->alibi == AC_ALIBI_UNIFORM && !(c->alibi_a <= c->alibi_b && fabs(c->alibi_a) < 1e30 && fabs(c->alibi_b) < 1e30))
+        return ac_fail(err, AC_ERR_INPUT, "%s: uniform(LO,HI) needs LO <= HI within an f32's range", f->key);
+    return AC_OK;
+}
