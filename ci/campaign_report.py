@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-OUTPUTS = ["O", "LSE", "dQ", "dK", "dV", "dSink"]  # dSink: the sinks' gradient (README, "Variants")
+OUTPUTS = ["O", "LSE", "dQ", "dK", "dV", "dSink", "dBias"]  # dSink: the sinks' gradient (README, "Variants")
 CLASSES = ["unexpected_nan", "overflow", "lost_special", "wrong_zero", "unwritten"]
 
 

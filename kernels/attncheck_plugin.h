@@ -89,6 +89,7 @@ extern "C" {
 #define ATTNCHECK_VARIANT_SINKS (1u << 1)   /* problem2.sinks; the backward writes bwd_args.dsink */
 #define ATTNCHECK_VARIANT_DV (1u << 2)      /* problem2.head_dim_v: V, O, dO, dV have d_v columns */
 #define ATTNCHECK_VARIANT_ALIBI (1u << 3)   /* problem2.alibi_slopes, alibi_batch */
+#define ATTNCHECK_VARIANT_BIAS (1u << 4)    /* problem2.bias, ...; the backward writes bwd_args.dbias */
 #define ATTNCHECK_MAX_DV_PAIRS 8
 
 #define ATTNCHECK_MEM_HOST 0
@@ -154,6 +155,10 @@ typedef struct {
     const float *alibi_slopes;        /* ATTNCHECK_VARIANT_ALIBI: (alibi_batch, Hq) f32 slopes; after the softcap,
                                          S' -= slope_{b,h} |i + nk_b - nq_b - j| (bottom-right, FlashAttention's) */
     int32_t alibi_batch;              /* 1: one slope per head for every batch; B: per batch and head */
+    const void *bias;                 /* ATTNCHECK_VARIANT_BIAS: (bias_batch, bias_heads, seqlen_q, seqlen_k) added
+                                         last to S' (after softcap and ALiBi); -inf hides the pair */
+    int32_t bias_dtype;               /* ATTNCHECK_DTYPE_*: F32, or the inputs' dtype */
+    int32_t bias_batch, bias_heads;   /* 1 or B, 1 or Hq: the bias broadcasts over the others */
 } attncheck_problem2;
 
 /* ABI 2: whether a struct (problem2, fwd_args, bwd_args) as attncheck passed it
@@ -177,6 +182,8 @@ typedef struct {
     const float *lse;     /* the plugin's own forward's */
     void *dq, *dk, *dv;
     float *dsink;         /* (Hq) f32 when the problem has sinks: -sum_{b,i} exp(s_h - LSE_i) D_i; else NULL */
+    void *dbias;          /* shaped like the bias, in its dtype, with a bias: dS' = P (dP - D) summed over the
+                             broadcast (b, h), every entry written (0 where no pair is visible); else NULL */
 } attncheck_bwd_args;
 
 typedef int (*attncheck_forward2_fn)(void *user, const attncheck_problem2 *p, const attncheck_fwd_args *a,

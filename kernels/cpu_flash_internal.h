@@ -34,6 +34,7 @@ typedef enum {
     CF_MUT_DV_WITH_DQK_STRIDE,   /* V's rows addressed with d_qk's stride (d_v values read from each) */
     CF_MUT_CU_SEQLENS_LATE,      /* THD: K, V of sequence b read from cu_seqlens_k[b + 1] (the next sequence) */
     CF_MUT_ALIBI_TOP_LEFT,       /* ALiBi's distance |i - j| (top-left) instead of |i + nk - nq - j| */
+    CF_MUT_BIAS_WRONG_AXIS,      /* the bias's broadcast axes swapped: batch b reads head row b, head h batch row h */
     CF_MUT_COUNT
 } cf_mutant;
 
@@ -108,6 +109,8 @@ void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, c
  * slope (may be NULL) gets dT/dS of every entry (the softcap's 1 - tanh^2). */
 void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
                    int cols, float *s, float *slope);
+/* The (mb, mh) a kernel reads the bias of (b, h) at (the mutant swaps the axes). */
+void cf_bias_rows(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int *mb, int *mh);
 /* The scale and the softcap alone, on n scores (cf_score_mods' first step). */
 void cf_score_softcap(const cpu_flash_params *cp, const ac_problem *p, int n, float *s, float *slope);
 

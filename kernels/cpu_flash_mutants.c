@@ -23,6 +23,7 @@ static const cpu_flash_params mutant_params[CF_MUT_COUNT] = {
     PARAMS(CF_MUT_BWD_NO_GQA_SUM),      PARAMS(CF_MUT_BWD_SCALE_TWICE),  PARAMS(CF_MUT_BWD_NO_SCALE),
     PARAMS(CF_MUT_SOFTCAP_BEFORE_SCALE), PARAMS(CF_MUT_SINK_NOT_IN_LSE),  PARAMS(CF_MUT_DV_WITH_DQK_STRIDE),
     PARAMS(CF_MUT_CU_SEQLENS_LATE),    PARAMS(CF_MUT_ALIBI_TOP_LEFT),
+    PARAMS(CF_MUT_BIAS_WRONG_AXIS),
 };
 
 static const ac_kernel mutants[] = {
@@ -75,6 +76,9 @@ static const ac_kernel mutants[] = {
            "packed THD: K and V of sequence b read from cu_seqlens_k[b + 1], one sequence late"),
     MUTANT(CF_MUT_ALIBI_TOP_LEFT, "alibi-top-left",
            "ALiBi's distance top-left aligned, |i - j| instead of |i + nk - nq - j| (wrong only when nq != nk)"),
+    MUTANT(CF_MUT_BIAS_WRONG_AXIS, "bias-wrong-axis",
+           "the bias broadcast over the wrong axis: batch b reads the bias's head row b mod its heads, head h "
+           "its batch row h mod its batches (right only for a (1, 1) bias or b = h = 0)"),
 };
 
 size_t cf_mutant_kernels(const ac_kernel **out, size_t max)

@@ -6,6 +6,7 @@
  *     FlashAttention does (softcap' = scale / c, T = c tanh(QK^T softcap'),
  *     all f32), before the mask;
  *   ALiBi: slope x distance subtracted in f32 after the softcap (alibi);
+ *   bias: added last in f32 (add_bias); a -inf entry is a masked pair;
  *   sinks: the online softmax runs over the keys, and the sink joins each
  *     finished row (vf_sink), in the denominator and LSE, with no value in O;
  *   d_v: V's rows, the accumulator and O have d_v columns (cf_load_kind);
@@ -43,12 +44,36 @@ static void alibi(const cpu_flash_params *cp, const ac_problem *p, int b, int h,
         }
 }
 
+void cf_bias_rows(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int *mb, int *mh)
+{
+    int nb = p->bias_batch > 1 ? p->bias_batch : 1, nh = p->bias_heads > 1 ? p->bias_heads : 1;
+    *mb = nb > 1 ? b : 0;
+    *mh = nh > 1 ? h : 0;
+    if (cp->mut == CF_MUT_BIAS_WRONG_AXIS) /* the planted bug: each index on the other axis */
+        *mb = h % nb, *mh = b % nh;
+}
+
+/* The bias last, widened to f32 from its dtype (exact: f32, f16 and bf16 all fit). */
+static void add_bias(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
+                     int cols, float *s)
+{
+    int mb, mh;
+    cf_bias_rows(cp, p, b, h, &mb, &mh);
+    for (int r = 0; r < rows; r++) {
+        size_t at = ac_bias_index(p, mb, mh, i0 + r, j0);
+        for (int c = 0; c < cols; c++)
+            s[(size_t)r * cols + c] += (float)ac_widen(p->bias_dtype, ac_bits_get(p->bias_dtype, p->bias, at + c));
+    }
+}
+
 void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
                    int cols, float *s, float *slope)
 {
     cf_score_softcap(cp, p, rows * cols, s, slope);
     if (p->alibi_slopes)
         alibi(cp, p, b, h, i0, rows, j0, cols, s);
+    if (p->bias)
+        add_bias(cp, p, b, h, i0, rows, j0, cols, s);
 }
 
 void cf_score_softcap(const cpu_flash_params *cp, const ac_problem *p, int n, float *s, float *slope)

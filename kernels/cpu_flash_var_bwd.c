@@ -6,7 +6,9 @@
  *   softcap: dS = dS' (1 - tanh^2), the tanh recomputed with the scores, as
  *     FlashAttention does, rounded to the dtype once;
  *   sinks: P from the LSE that holds the sink; dSink_h = -sum_i Ps_i D_i in f32,
- *     Ps_i = exp(s_h - LSE_i), batches and rows in order.
+ *     Ps_i = exp(s_h - LSE_i), batches and rows in order;
+ *   bias: dBias += dS' = P (dP - D) in f32 (before the softcap's t'), written
+ *     in the bias's dtype at the end.
  * D = rowsum(dO * O) from the stored O; P and dS rounded to the dtype before
  * their products, all sums f32, the scale applied to dK and dQ at the end.
  * For f32 the stored LSE's own rounding is measured and taken out of the
@@ -32,13 +34,14 @@ typedef struct {
     int *heads, *lo, *hi;
     int keys_alloc;
     float *dsink_acc;                /* (Hq) with sinks: -sum Ps D, f32 */
+    float *dbias_acc;                /* (bias) with a bias: dS' summed over its broadcast, f32 */
 } vb_work;
 
 static void vb_free(vb_work *w)
 {
     void *all[] = {w->k_rows, w->v_rows, w->k_t, w->v_t, w->q_all, w->do_all, w->dq_acc, w->lse_all, w->lse_lo,
                    w->delta_all, w->o_rows, w->s, w->slope, w->p_dt, w->dp, w->dk_acc, w->dv_acc, w->heads, w->lo,
-                   w->hi, w->dsink_acc};
+                   w->hi, w->dsink_acc, w->dbias_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -70,6 +73,8 @@ static bool vb_alloc(const cpu_flash_params *cp, const ac_problem *p, vb_work *w
     w->lo = malloc(nq * sizeof(int));
     w->hi = malloc(nq * sizeof(int));
     w->dsink_acc = calloc((size_t)p->heads_q, f);
+    if (p->bias && !(w->dbias_acc = calloc(ac_bias_elems(p), f)))
+        return false;
     return w->dsink_acc && w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc && w->lse_all &&
            w->lse_lo && w->delta_all && w->o_rows && w->s && w->slope && w->p_dt && w->dp && w->dk_acc &&
            w->dv_acc && w->heads && w->lo && w->hi;
@@ -129,6 +134,19 @@ static void vb_refine_lse(const cpu_flash_params *cp, const ac_problem *p, int b
     }
 }
 
+/* dS'_ij = P_ij (dP_ij - D_i) of the block added to the bias entry (b, h) reads. */
+static void vb_dbias(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
+                     int cols, const float *delta, vb_work *w)
+{
+    int mb, mh;
+    cf_bias_rows(cp, p, b, h, &mb, &mh);
+    for (int r = 0; r < rows; r++) {
+        float *acc = w->dbias_acc + ac_bias_index(p, mb, mh, i0 + r, j0);
+        for (int c = 0; c < cols; c++)
+            acc[c] += w->s[(size_t)r * cols + c] * (w->dp[(size_t)r * cols + c] - delta[r]);
+    }
+}
+
 /* One (Q tile of head slot g, K/V tile at j0) block. */
 static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int g, int i0,
                      int rows, int j0, int cols, vb_work *w)
@@ -147,6 +165,8 @@ static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t
         }
     cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d_v, w->dv_acc); /* dV += P^T dO */
     cf_gemm_nt(d_o, w->v_t, rows, cols, d_v, w->dp);              /* dP = dO V^T */
+    if (p->bias) /* dBias += dS' = P (dP - D), f32, before the softcap's t' */
+        vb_dbias(cp, p, b, h, i0, rows, j0, cols, delta, w);
     for (int r = 0; r < rows; r++)                               /* dS = P (dP - D) dT/dS, in dtype */
         for (int c = 0; c < cols; c++) {
             size_t x = (size_t)r * cols + c;
@@ -265,6 +285,8 @@ int cf_backward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t,
         return ac_fail(err, AC_ERR_INPUT, "%s: variants need block_q <= 256", self->name);
     if (p->sinks && !a->dsink)
         return ac_fail(err, AC_ERR_INPUT, "%s: a problem with sinks needs the dsink output", self->name);
+    if (p->bias && !a->dbias)
+        return ac_fail(err, AC_ERR_INPUT, "%s: a problem with a bias needs the dbias output", self->name);
     vb_work w;
     if (!vb_alloc(cp, p, &w)) {
         vb_free(&w);
@@ -277,6 +299,8 @@ int cf_backward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t,
     }
     for (int h = 0; p->sinks && h < p->heads_q; h++)
         a->dsink[h] = w.dsink_acc[h];
+    for (size_t x = 0; x < ac_bias_elems(p); x++) /* in the bias's dtype, every entry (0 where nothing reached) */
+        ac_bits_put(p->bias_dtype, a->dbias, x, ac_narrow(p->bias_dtype, w.dbias_acc[x]));
     vb_free(&w);
     return AC_OK;
 }

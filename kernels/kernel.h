@@ -68,12 +68,14 @@ typedef struct {
 
 /* The backward gets the kernel's own O and LSE, as a training step would.
  * The variants' parameter gradients (memory as the tensors'; NULL when the
- * problem does not use the variant): dsink (Hq) f32 with sinks. */
+ * problem does not use the variant): dsink (Hq) f32 with sinks; dbias, shaped
+ * like the bias and in its dtype (ac_bias_elems), with a bias. */
 typedef struct {
     const void *q, *k, *v, *o, *d_o;
     const float *lse;
     void *dq, *dk, *dv;
     float *dsink;
+    void *dbias;
 } ac_bwd_args;
 
 /* Room for a kernel's name (a plugin's is at most 63 characters). */

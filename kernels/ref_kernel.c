@@ -68,6 +68,20 @@ static int ref_params_out(const ac_problem *p, const double *lse, const double *
     return st;
 }
 
+/* dBias, rounded to the bias's dtype; b: the backward's q k v o lse dO ... delta. */
+static int ref_dbias_out(const ac_problem *p, double *const b[10], const ac_bwd_args *a, ac_err *err)
+{
+    size_t n = ac_bias_elems(p);
+    double *dbias = malloc((n + 1) * sizeof(double));
+    if (!dbias)
+        return ac_fail(err, AC_ERR_ENV, "ref-fp64: out of memory");
+    int st = ref_backward_dbias_fp64(p, b[0], b[1], b[2], b[4], b[5], b[9], dbias, err);
+    if (st == AC_OK)
+        ac_store(p->bias_dtype, dbias, n, a->dbias);
+    free(dbias);
+    return st;
+}
+
 static int ref_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
 {
     int st = ac_kernel_supports(self, p, t, true, err);
@@ -97,6 +111,8 @@ static int ref_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, 
         ac_store(t, b[8], nv, a->dv);
         st = ref_params_out(p, b[4], b[9], a, err);
     }
+    if (st == AC_OK && p->bias)
+        st = ref_dbias_out(p, b, a, err);
     free_all(b, 10);
     return st;
 }

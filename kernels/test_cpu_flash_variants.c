@@ -45,10 +45,12 @@ typedef struct {
     int head_dim_v;
     bool thd;
     bool alibi;
+    int bias; /* 0: none, 1: (1, Hq) f32, 2: (1, 1) f32 */
 } var_spec;
 
 static const float spec_sinks[2] = {0.5f, -1.0f};
 static const float spec_alibi[2] = {0.25f, 0.0625f}; /* the paper's for 2 heads... of 4: 2^-2, 2^-4 */
+static float spec_bias[2 * 9 * 70]; /* (1, Hq = 2, 9, 70), values from the entry's index */
 static const int spec_cu_q[3] = {0, 9, 13}, spec_cu_k[3] = {0, 70, 95}; /* THD: lengths 9, 4 and 70, 25 */
 
 static void build(tk_case *c, const var_spec *s, uint64_t seed)
@@ -59,6 +61,10 @@ static void build(tk_case *c, const var_spec *s, uint64_t seed)
     p.head_dim_v = s->head_dim_v;
     if (s->alibi)
         p.alibi_slopes = spec_alibi, p.alibi_batch = 1;
+    for (int x = 0; x < 2 * 9 * 70; x++)
+        spec_bias[x] = (float)((x * 29 % 31) - 15) / 8.0f;
+    if (s->bias)
+        p.bias = spec_bias, p.bias_dtype = AC_F32, p.bias_batch = 1, p.bias_heads = s->bias == 1 ? 2 : 1;
     if (s->thd) {
         p.layout = AC_LAYOUT_THD;
         p.cu_seqlens_q = spec_cu_q;
@@ -67,11 +73,11 @@ static void build(tk_case *c, const var_spec *s, uint64_t seed)
     tk_init(c, p, AC_F16, 1.0, seed);
 }
 
-static void backward_with_dsink(const ac_kernel *k, tk_case *c, float *dsink)
+static void backward_with_dsink(const ac_kernel *k, tk_case *c, float *dsink, float *dbias)
 {
     ac_err err = {{0}};
     ac_bwd_args a = {.q = c->q, .k = c->k, .v = c->v, .o = c->o, .d_o = c->d_o, .lse = c->lse,
-                     .dq = c->dq, .dk = c->dk, .dv = c->dv, .dsink = dsink};
+                     .dq = c->dq, .dk = c->dk, .dv = c->dv, .dsink = dsink, .dbias = dbias};
     cr_assert_eq(k->backward(k, &c->p, c->t, &a, &err), AC_OK, "%s backward: %s", k->name, err.msg);
 }
 
@@ -84,9 +90,9 @@ static unsigned differing_outputs(const ac_kernel *mutant, const var_spec *s)
     tk_poison(&mut);
     tk_forward(ac_kernel_find("cpu-flash"), &base);
     tk_forward(mutant, &mut);
-    float dsink_base[2] = {0, 0}, dsink_mut[2] = {0, 0};
-    backward_with_dsink(ac_kernel_find("cpu-flash"), &base, dsink_base);
-    backward_with_dsink(mutant, &mut, dsink_mut);
+    float dsink_base[2] = {0, 0}, dsink_mut[2] = {0, 0}, dbias_base[2 * 9 * 70], dbias_mut[2 * 9 * 70];
+    backward_with_dsink(ac_kernel_find("cpu-flash"), &base, dsink_base, dbias_base);
+    backward_with_dsink(mutant, &mut, dsink_mut, dbias_mut);
     size_t sz = ac_dtype_size(base.t);
     unsigned diff = 0;
     diff |= same_bits(base.o, mut.o, base.no * sz) ? 0 : OUT_O;
@@ -115,6 +121,8 @@ static const mutant_case cases[] = {
     {"cu-seqlens-late", {.thd = true}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.sinks = true}},
     /* nq = 9 != nk = 70: every distance off by 61 */
     {"alibi-top-left", {.alibi = true}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.softcap = 1.0}},
+    /* batch 0 reads head row 0 for both heads; a (1, 1) bias has no axis to confuse */
+    {"bias-wrong-axis", {.bias = 1}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.bias = 2}},
 };
 
 Test(kernels_cpu_flash_variants, each_variant_mutant_differs_where_its_bug_is_and_nowhere_else)

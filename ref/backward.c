@@ -200,3 +200,66 @@ int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, con
     ref_scratch_free(slots, 3, workers);
     return status;
 }
+
+/* ---- dBias: dS' summed over the bias's broadcast dimensions -------------------------
+ * One task per (mb, mh, block of rows) of the bias: its entries start at 0, then
+ * each summed (b, h) in order adds dS'_ij = P_ij (dP_ij - D_i) of its visible
+ * pairs (the gradient of S', before any softcap's t': the bias is added after
+ * it).  No two tasks write one entry, and the order is fixed. */
+static int bias_dim(int n) { return n > 1 ? n : 1; }
+
+static void dbias_task(void *arg, size_t task, int worker)
+{
+    const backward_job *job = arg;
+    const ac_problem *p = job->p;
+    double *dbias = job->t.dq; /* the dBias pass carries its output there */
+    int rows = ref_block_rows(p), n_blocks = ref_block_count(p), heads = bias_dim(p->bias_heads);
+    int mb = (int)(task / ((size_t)heads * n_blocks)), mh = (int)(task / n_blocks % heads);
+    int i0 = (int)(task % n_blocks) * rows, i_end = i0 + rows < p->seqlen_q ? i0 + rows : p->seqlen_q;
+    memset(dbias + ac_bias_index(p, mb, mh, i0, 0), 0, (size_t)(i_end - i0) * p->seqlen_k * sizeof(double));
+    for (int b = p->bias_batch > 1 ? mb : 0; b < (p->bias_batch > 1 ? mb + 1 : p->batch); b++)
+        for (int h = p->bias_heads > 1 ? mh : 0; h < (p->bias_heads > 1 ? mh + 1 : p->heads_q); h++) {
+            ref_head hd;
+            ref_head_init(&hd, p, b, h);
+            int i1 = i_end < hd.seqlen_q ? i_end : hd.seqlen_q, jlo, jhi;
+            if (i1 <= i0)
+                continue;
+            ref_block_keys(&hd, i0, i1, &jlo, &jhi);
+            if (jhi <= jlo)
+                continue;
+            double *p_blk = job->p_blk[worker], *ds_blk = job->ds_blk[worker];
+            int cols = jhi - jlo;
+            ref_block_scores(&hd, job->t.q, job->t.k, i0, i1, jlo, jhi, p_blk);
+            ref_block_probs_from_lse(&hd, i0, i1, jlo, jhi, job->t.lse, p_blk);
+            block_grad_scores(&hd, &job->t, i0, i1, jlo, jhi, p_blk, ds_blk, NULL);
+            for (int i = i0; i < i1; i++)
+                for (int j = jlo; j < jhi; j++)
+                    dbias[ac_bias_index(p, mb, mh, i, j)] += ds_blk[(size_t)(i - i0) * cols + (j - jlo)];
+        }
+}
+
+int ref_backward_dbias_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
+                            const double *lse, const double *d_o, const double *delta, double *dbias,
+                            ac_err *err)
+{
+    int status = ac_problem_validate(p, 0, err), workers = 1;
+    if (status != AC_OK || !p->bias)
+        return status;
+    if (!q || !k || !v || !lse || !d_o || !delta || !dbias)
+        return ac_fail(err, AC_ERR_INPUT, "ref_backward_dbias_fp64: NULL tensor (q, k, v, lse, d_o, delta and "
+                       "dbias are required)");
+    if ((status = ref_thread_count(&workers, err)) != AC_OK)
+        return status;
+    size_t elems = (size_t)ref_block_rows(p) * p->seqlen_k;
+    size_t sizes[2] = {elems, elems};
+    workers = ref_workers_within(workers, 2 * elems * sizeof(double));
+    backward_job job = {p, {q, k, v, NULL, lse, d_o, dbias, NULL, NULL, (double *)delta}, NULL, NULL, NULL, false};
+    double ***slots[2] = {&job.p_blk, &job.ds_blk};
+    if (ref_scratch_alloc(slots, sizes, 2, workers))
+        ref_parallel_for(workers, (size_t)bias_dim(p->bias_batch) * bias_dim(p->bias_heads) * ref_block_count(p),
+                         dbias_task, &job);
+    else
+        status = ac_fail(err, AC_ERR_ENV, "ref_backward_dbias_fp64: out of memory for %d workers' blocks", workers);
+    ref_scratch_free(slots, 2, workers);
+    return status;
+}

@@ -276,6 +276,8 @@ static void score_mods(const ac_problem *p, int b, int h, int i, int j, mpfr_ptr
     }
     if (p->alibi_slopes)
         mpfr_sub_d(score, score, ac_alibi_bias(p, b, h, i, j), MPFR_RNDN);
+    if (p->bias) /* finite here: a -inf entry's pair is not visible */
+        mpfr_add_d(score, score, ac_bias_at(p, b, h, i, j), MPFR_RNDN);
 }
 
 /* Rows [r0, r1): every visible key's exact score (the slice pairs' partial

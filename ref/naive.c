@@ -276,7 +276,7 @@ void naive_scores_slope(const naive_ctx *ctx, const naive_block *blk, int j0, in
         float *row = s + (size_t)r * ld;
         bool seen = false;
         for (int j = j0; j < j1; j++) {
-            bool visible = j >= lo && j < hi && (!mask || mask[j]);
+            bool visible = j >= lo && j < hi && (!mask || mask[j]) && !naive_bias_hides(p, blk->b, blk->h, i, j);
             /* NaN marks a hidden pair (a score never is: finite inputs, float sums) */
             row[j - j0] = visible ? rf_round(ctx->t, row[j - j0] * ctx->scale) : NAN;
             seen |= visible;

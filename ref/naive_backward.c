@@ -38,10 +38,10 @@ static size_t row_at(const ac_problem *p, int b, int h, int i)
     return ((size_t)b * p->heads_q + h) * p->seqlen_q + i;
 }
 
-static bool pair_visible(const naive_ctx *ctx, int b, const uint8_t *mask, int i, int j)
+static bool pair_visible(const naive_ctx *ctx, int b, int h, const uint8_t *mask, int i, int j)
 {
     size_t at = (size_t)b * ctx->p->seqlen_q + i;
-    return j >= ctx->key_lo[at] && j < ctx->key_hi[at] && (!mask || mask[j]);
+    return j >= ctx->key_lo[at] && j < ctx->key_hi[at] && (!mask || mask[j]) && !naive_bias_hides(ctx->p, b, h, i, j);
 }
 
 /* D_i = sum_c dO_ic O_ic in float, in order over c. */
@@ -71,7 +71,7 @@ static void grad_scores(const grad_job *job, const naive_block *blk, int j0, int
         const uint8_t *mask = naive_mask_row(ctx, blk->b, blk->h, i);
         float delta = job->row_delta[at];
         for (int j = j0; j < j1; j++) {
-            bool live = job->row_any[at] && pair_visible(ctx, blk->b, mask, i, j);
+            bool live = job->row_any[at] && pair_visible(ctx, blk->b, blk->h, mask, i, j);
             ds[r + j - j0] = live ? rf_round(ctx->t, p[r + j - j0] * (rf_round(ctx->t, ds[r + j - j0]) - delta)) : 0.0f;
             if (live && slope)
                 ds[r + j - j0] = rf_round(ctx->t, ds[r + j - j0] * slope[r + j - j0]);

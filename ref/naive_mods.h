@@ -8,6 +8,7 @@
  *   softcap c:  T = round_t(c tanhf(S / c)), S the rounded scaled score;
  *   ALiBi:      S' = round_t(T - round_t(slope |i + nk - nq - j|)), the bias
  *               materialised in the dtype as frameworks build it;
+ *   bias:       S' = round_t(S' + round_t(bias)) (a -inf entry is a hidden pair);
  *   backward:   dS = round_t(dS' (1 - (T / c)^2)), dS' = round_t(P (dP - D));
  *   sinks:      m = max(max_j S'_ij, s_h), l = sum_j expf(S' - m) + expf(s_h - m).
  * The result is the score S' the softmax sees; *slope (may be NULL) gets
@@ -32,9 +33,17 @@ static inline float naive_score_mod(const ac_problem *p, ac_dtype t, int b, int 
     }
     if (p->alibi_slopes) /* slope x distance is exact in double; one rounding to float, one to t */
         s = rf_round(t, s - rf_round(t, (float)ac_alibi_bias(p, b, h, i, j)));
+    if (p->bias) /* the bias as the framework holds it: rounded to t (it is exact when stored in t) */
+        s = rf_round(t, s + rf_round(t, (float)ac_bias_at(p, b, h, i, j)));
     if (slope)
         *slope = cap_slope;
     return s;
+}
+
+/* A -inf bias entry hides its pair, as a mask would (ac_visible). */
+static inline bool naive_bias_hides(const ac_problem *p, int b, int h, int i, int j)
+{
+    return p->bias && ac_bias_at(p, b, h, i, j) == -INFINITY;
 }
 
 /* Sinks: head h's logit as a float (exact: the sinks are f32), -inf without;

@@ -156,6 +156,8 @@ bool ac_visible(const ac_problem *p, int b, int h, int i, int j)
     ac_visible_range(p, b, i, &lo, &hi);
     if (j < lo || j >= hi)
         return false;
+    if (p->bias && ac_bias_at(p, b, h, i, j) == -INFINITY) /* a -inf bias hides the pair */
+        return false;
     if (!p->dense_mask)
         return true;
     size_t mb = p->mask_batch == 1 ? 0 : (size_t)b;

@@ -125,6 +125,9 @@ typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
  *   softcap c > 0:  S' = c tanh(S / c)                         (Gemma 2; FlashAttention softcap)
  *   ALiBi slopes:   S' -= slope_{b,h} |i + nk_b - nq_b - j|      (FlashAttention's alibi_slopes,
  *                   bottom-right aligned; after the softcap, which it does not pass through)
+ *   bias:           S' += bias[mb, mh, i, j]  (mb = bias_batch > 1 ? b : 0, mh likewise; last:
+ *                   cuDNN's and SDPA's float attn_mask); a -inf entry hides the pair (ac_visible);
+ *                   the backward also gives dBias = dS' summed over the broadcast dimensions
  * and P_ij = exp(S'_ij - LSE_i), LSE_i = log sum_j exp S'_ij, O = P V, except:
  *   head_dim_v:     V, O, dO and dV have d_v columns, Q and K head_dim (d_qk);
  *   sinks s (Hq):   a logit per query head that joins every row's denominator
@@ -150,6 +153,9 @@ typedef struct {
     const float *sinks;               /* (Hq) learnable sink logits, or NULL */
     const float *alibi_slopes;        /* (alibi_batch, Hq) ALiBi slopes, or NULL */
     int alibi_batch;                  /* 1 (or 0): one slope per head for every batch; B: (B, Hq) */
+    const void *bias;                 /* (bias_batch, bias_heads, Nq, Nk) additive bias, bias_dtype bits, or NULL */
+    ac_dtype bias_dtype;              /* AC_F32, or the inputs' dtype */
+    int bias_batch, bias_heads;       /* 1 (or 0) or B, 1 (or 0) or Hq: the broadcast shape */
 } ac_problem;
 
 #define AC_MAX_HEAD_DIM 512
@@ -174,6 +180,11 @@ bool ac_visible(const ac_problem *p, int b, int h, int i, int j);
 double ac_score_mod(const ac_problem *p, int b, int h, int i, int j, double s);
 /* ALiBi's slope_{b,h} |i + nk_b - nq_b - j| (0 without ALiBi): what ac_score_mod subtracts. */
 double ac_alibi_bias(const ac_problem *p, int b, int h, int i, int j);
+/* The additive bias of (b, h, i, j), widened exactly (0 without a bias; -inf hides the pair);
+ * its element count, and the index of entry (mb, mh, i, j) (dBias is shaped like the bias). */
+double ac_bias_at(const ac_problem *p, int b, int h, int i, int j);
+size_t ac_bias_elems(const ac_problem *p);
+size_t ac_bias_index(const ac_problem *p, int mb, int mh, int i, int j);
 double ac_score_mod_slope(const ac_problem *p, double s);
 bool ac_problem_has_score_mods(const ac_problem *p);
 /* Visible keys of row i form the range [lo, hi) intersected with the dense mask:
@@ -228,6 +239,13 @@ int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, con
  * fixed order (NULL when the problem has no sinks: skipped). */
 int ref_backward_params_fp64(const ac_problem *p, const double *lse, const double *delta, double *dsink,
                              ac_err *err);
+/* dBias (ac_bias_elems, shaped like the bias): dS'_ij = P_ij (dP_ij - D_i)
+ * summed over the (b, h) the bias broadcasts over, in a fixed order; entries
+ * no summed (b, h) reaches (padding of every sequence) are 0.  delta from
+ * ref_backward_fp64.  Nothing when the problem has no bias. */
+int ref_backward_dbias_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
+                            const double *lse, const double *d_o, const double *delta, double *dbias,
+                            ac_err *err);
 
 /* ---- MPFR reference -------------------------------------------------------
  * S exact (products of dtype values are exact in double, sums with mpfr_sum),
@@ -261,6 +279,15 @@ int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const 
 int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const double *k,
                      const double *v, const double *o, const double *lse, const double *d_o,
                      double *e_o, double *e_dq, double *e_dk, double *e_dv, ac_err *err);
+/* The same, and with a bias and d_o E_dBias (ac_bias_elems; NULL skips it),
+ * in units of u of bias_dtype (dBias is stored like the bias):
+ *   E_dBias = tau_b + (u_t / u_b) sum_{(b,h) summed} (P ((1 + r + rho d_v)(dPhat + Dhat) + R
+ *                                                        + sum_c |dO_ic| E_O_ic) + tau + rho tau_f32 (dPhat + Dhat)),
+ * the dS' weight of E_dQ's formula before the softcap's t', with the f32 dot
+ * products of dP and D (derived in scales.c). */
+int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, const double *k,
+                           const double *v, const double *o, const double *lse, const double *d_o,
+                           double *e_o, double *e_dq, double *e_dk, double *e_dv, double *e_dbias, ac_err *err);
 
 /* LSE's error scale (ac_lse_elems(p) doubles; the derivation is in scales.c):
  *   E_lse_i = 1 + |LSE_i| + (d + 2) |scale| max_{j visible} sum_c |Q_ic||K_jc|,

@@ -59,6 +59,9 @@ typedef struct {
     double *g_row, *r_row;     /* (B, Hq, Nq): g_i and R_i as pass 1 summed them */
     double ***bufs;            /* per worker: the scale_buffers arrays below */
     bool mods;                 /* the problem has score modifiers (ac_problem_has_score_mods) */
+    double *e_dbias;           /* (bias) E_dBias, or NULL: pass 3 */
+    double dbias_factor, dbias_tau; /* u_t / u_b and tau_b: dBias is stored in the bias's dtype b */
+    double p_floor;            /* rho tau_f32 = eta_f32 / 2u: a kernel's f32 P below the subnormals, in units of u */
 } scale_job;
 
 /* One worker's block buffers: probabilities, the O, dV and dQ/dK weights, the
@@ -188,9 +191,17 @@ static void pair_weights_o(const scale_job *job, const scale_pair *pr)
 }
 
 /* weight_g for dQ, dK with score modifiers: dS = dS' t', so
- * t' P ((1 + r)(dPhat + Dhat) + R) + P (dPhat + Dhat) kappa + tau (pair_mod_errors).
+ * t' P ((1 + r)(dPhat + Dhat) + R) + P (dPhat + Dhat) kappa + tau + rho tau_f32 t' (dPhat + Dhat)
+ * (pair_mod_errors; the last for an f32 P below the subnormals, which steep ALiBi
+ * slopes and -inf-like biases make common: a kernel's P = 0 there; it matters in f32 only);
+ * with ds_prime dS' alone (dBias's): P ((1 + r + rho d_v)(dPhat + Dhat) + R) + tau + rho tau_f32
+ * (dPhat + Dhat), the rho d_v for the f32 dot products dP and D of d_v terms each
+ * (Higham's gamma, as G's d) and rho tau_f32 (dPhat + Dhat) for an f32 P below the
+ * subnormals (a kernel's P = 0 where exp(S' - LSE) < eta_f32): dQ and dK average
+ * these away over their keys' sum; a dBias entry of one (b, h) is that one dS'.
  * One row of the block from `at`; weight_g holds dPhat on entry. */
-static void mod_weights_grad(const scale_job *job, double **buf, size_t at, int cols, double delta_hat, double r_row)
+static void mod_weights_grad(const scale_job *job, double **buf, size_t at, int cols, double delta_hat, double r_row,
+                             bool ds_prime)
 {
     double *w = buf[B_WEIGHT_G] + at;
     const double *prob = buf[B_PROB] + at, *vis = buf[B_WEIGHT_O] + at, *rel = buf[B_REL_ERR] + at;
@@ -201,13 +212,14 @@ static void mod_weights_grad(const scale_job *job, double **buf, size_t at, int 
             continue;
         }
         double mag = w[j] + delta_hat, w_ds = prob[j] * ((1.0 + rel[j]) * mag + r_row);
-        w[j] = w_ds * slope[j] + prob[j] * mag * kappa[j] + job->tau;
+        w[j] = ds_prime ? w_ds + prob[j] * job->rho * ac_head_dim_v(job->p) * mag + job->tau + job->p_floor * mag
+                        : w_ds * slope[j] + prob[j] * mag * kappa[j] + job->tau + job->p_floor * slope[j] * mag;
     }
 }
 
 /* weight_g <- P ((1 + r)(dPhat + Dhat) + R) + tau where visible, 0 where
  * masked; R_i summed here in pass 1 (keep_r), read back in pass 2. */
-static void pair_weights_grad(const scale_job *job, const scale_pair *pr, bool keep_r)
+static void pair_weights_grad(const scale_job *job, const scale_pair *pr, bool keep_r, bool ds_prime)
 {
     const ref_head *hd = pr->hd;
     int rows = pr->i1 - pr->i0, cols = pr->jhi - pr->jlo, d = hd->d_v; /* dPhat = |dO||V|^T: over d_v */
@@ -229,7 +241,7 @@ static void pair_weights_grad(const scale_job *job, const scale_pair *pr, bool k
         }
         double r_row = job->r_row[row_id(hd, pr->i0 + r)];
         if (job->mods) {
-            mod_weights_grad(job, buf, at, cols, delta_hat, r_row);
+            mod_weights_grad(job, buf, at, cols, delta_hat, r_row, ds_prime);
             continue;
         }
         for (int j = 0; j < cols; j++)
@@ -269,7 +281,7 @@ static void rows_block(const scale_job *job, const ref_head *hd, int i0, int i1,
     add_rounding_floor(job->e_o + o_at, hd->ld_o, rows, hd->d_v, job->tau);
     if (!job->d_o)
         return;
-    pair_weights_grad(job, &pr, true);
+    pair_weights_grad(job, &pr, true, false);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, fabs(hd->p->scale), buf[B_WEIGHT_G],
                 cols, head_abs(job, job->abs_k, hd, pr.jlo), d, 0.0, job->e_dq + q_at, ld_q);
     add_rounding_floor(job->e_dq + q_at, hd->ld_q, rows, d, job->tau);
@@ -301,7 +313,7 @@ static void keys_pair(const scale_job *job, const ref_head *hd, int i0, int i1, 
     pair_weights_o(job, &pr);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d_v, rows, 1.0, buf[B_WEIGHT_V], cols,
                 buf[B_ABS_DO], hd->d_v, 1.0, job->e_dv + hd->v_base + (size_t)j0 * hd->ld_v, (int)hd->ld_v);
-    pair_weights_grad(job, &pr, false);
+    pair_weights_grad(job, &pr, false, false);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, fabs(hd->p->scale), buf[B_WEIGHT_G],
                 cols, buf[B_ABS_Q], d, 1.0, job->e_dk + kv_at, ld_kv);
 }
@@ -338,6 +350,62 @@ static void keys_task(void *arg, size_t task, int worker)
     }
     add_rounding_floor(e_dk, hd.ld_kv, j_end - j0, hd.d, job->tau);
     add_rounding_floor(e_dv, hd.ld_v, j_end - j0, hd.d_v, job->tau);
+}
+
+/* ---- pass 3: E_dBias per (mb, mh, block of rows) of the bias ---------------------
+ * dBias = dS' summed over the (b, h) the bias broadcasts over, dS' = P (dP - D):
+ * each term errs as E_dQ's dS does before the softcap's t' (the bias is added
+ * after it), P ((1 + r + rho d_v)(dPhat + Dhat) + R + sum_c |dO_ic| E_O_ic) + tau + rho tau_f32 (dPhat + Dhat)
+ * in units of u_t (the sum: D_i computed from the kernel's O, which errs by u E_O; E_dQ
+ * leaves it to its keys' average, one dS' cannot), the rows' g_i
+ * and R_i from pass 1; their sum is carried in the bias dtype's units (u_t / u_b)
+ * with that dtype's own rounding floor tau_b.  A task writes only its entries,
+ * summing its (b, h) in order, like the fp64 dBias. */
+static int bias_dim(int n) { return n > 1 ? n : 1; }
+
+static void dbias_pair(const scale_job *job, const ref_head *hd, int i0, int i1, double *e_rows, double **buf)
+{
+    scale_pair pr = {hd, i0, i1, 0, 0, buf};
+    ref_block_keys(hd, i0, i1, &pr.jlo, &pr.jhi);
+    if (pr.jhi <= pr.jlo)
+        return;
+    int cols = pr.jhi - pr.jlo;
+    pair_terms(job, &pr);
+    pair_weights_o(job, &pr);
+    pair_weights_grad(job, &pr, false, true);
+    for (int i = i0; i < i1; i++) {
+        /* D_i from the kernel's O, which errs by u E_O: P_ij sum_c |dO_ic| E_O_ic more */
+        const double *d_o = job->d_o + hd->o_base + (size_t)i * hd->ld_o, *e_o = job->e_o + hd->o_base + (size_t)i * hd->ld_o;
+        double d_err = 0.0;
+        for (int c = 0; c < hd->d_v; c++)
+            d_err += fabs(d_o[c]) * e_o[c];
+        const double *w = buf[B_WEIGHT_G] + (size_t)(i - i0) * cols, *prob = buf[B_PROB] + (size_t)(i - i0) * cols;
+        const double *vis = buf[B_WEIGHT_O] + (size_t)(i - i0) * cols;
+        for (int j = pr.jlo; j < pr.jhi; j++)
+            if (vis[j - pr.jlo] != 0.0)
+                e_rows[(size_t)(i - i0) * job->p->seqlen_k + j] +=
+                    job->dbias_factor * (w[j - pr.jlo] + prob[j - pr.jlo] * d_err);
+    }
+}
+
+static void dbias_task(void *arg, size_t task, int worker)
+{
+    const scale_job *job = arg;
+    const ac_problem *p = job->p;
+    int rows = ref_block_rows(p), n_blocks = ref_block_count(p), heads = bias_dim(p->bias_heads);
+    int mb = (int)(task / ((size_t)heads * n_blocks)), mh = (int)(task / n_blocks % heads);
+    int i0 = (int)(task % n_blocks) * rows, i_end = i0 + rows < p->seqlen_q ? i0 + rows : p->seqlen_q;
+    double *e = job->e_dbias + ac_bias_index(p, mb, mh, i0, 0);
+    memset(e, 0, (size_t)(i_end - i0) * p->seqlen_k * sizeof(double));
+    for (int b = p->bias_batch > 1 ? mb : 0; b < (p->bias_batch > 1 ? mb + 1 : p->batch); b++)
+        for (int h = p->bias_heads > 1 ? mh : 0; h < (p->bias_heads > 1 ? mh + 1 : p->heads_q); h++) {
+            ref_head hd;
+            ref_head_init(&hd, p, b, h);
+            int i1 = i_end < hd.seqlen_q ? i_end : hd.seqlen_q;
+            if (i0 < i1)
+                dbias_pair(job, &hd, i0, i1, e, job->bufs[worker]);
+        }
+    add_rounding_floor(e, (size_t)p->seqlen_k, i_end - i0, p->seqlen_k, job->dbias_tau);
 }
 
 /* ---- entry point -------------------------------------------------------------- */
@@ -397,6 +465,13 @@ int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const dou
                      const double *v, const double *o, const double *lse, const double *d_o,
                      double *e_o, double *e_dq, double *e_dk, double *e_dv, ac_err *err)
 {
+    return ref_error_scales_dbias(p, t, q, k, v, o, lse, d_o, e_o, e_dq, e_dk, e_dv, NULL, err);
+}
+
+int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, const double *k,
+                           const double *v, const double *o, const double *lse, const double *d_o,
+                           double *e_o, double *e_dq, double *e_dk, double *e_dv, double *e_dbias, ac_err *err)
+{
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)
         return status;
@@ -417,221 +492,22 @@ int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const dou
     workers = ref_workers_within(workers, (block_bufs * keys + 3 * (size_t)p->head_dim) * ref_block_rows(p) * sizeof(double));
     scale_job job = {p, q, k, v, o, lse, d_o, e_o, grads ? e_dq : NULL, grads ? e_dk : NULL, grads ? e_dv : NULL,
                      ac_min_subnormal(t) / (2.0 * ac_unit_roundoff(t)), ac_unit_roundoff(AC_F32) / ac_unit_roundoff(t),
-                     NULL, NULL, NULL, NULL, NULL, ac_problem_has_score_mods(p)};
+                     NULL, NULL, NULL, NULL, NULL, ac_problem_has_score_mods(p), grads && p->bias ? e_dbias : NULL,
+                     p->bias ? ac_unit_roundoff(t) / ac_unit_roundoff(p->bias_dtype) : 0.0,
+                     p->bias ? ac_min_subnormal(p->bias_dtype) / (2.0 * ac_unit_roundoff(p->bias_dtype)) : 0.0,
+                     ac_min_subnormal(AC_F32) / (2.0 * ac_unit_roundoff(t))};
     if (alloc_job(&job, workers)) {
         ref_parallel_for(workers, (size_t)p->batch * p->heads_kv, pack_abs_kv, &job);
         ref_parallel_for(workers, (size_t)p->batch * p->heads_q * ref_block_count(p), rows_task, &job);
         if (grads) /* pass 2 reads g_i and R_i, which pass 1 writes */
             ref_parallel_for(workers, (size_t)p->batch * p->heads_kv * key_tiles(p), keys_task, &job);
+        if (job.e_dbias) /* so does pass 3 */
+            ref_parallel_for(workers, (size_t)bias_dim(p->bias_batch) * bias_dim(p->bias_heads) * ref_block_count(p),
+                             dbias_task, &job);
     } else {
         status = ac_fail(err, AC_ERR_ENV, "ref_error_scales: out of memory for %d workers' %d x %d blocks",
                          workers, ref_block_rows(p), p->seqlen_k);
     }
     free_job(&job, workers);
-    return status;
-}
-
-/* ---- the LSE error scale -----------------------------------------------------
- * LSE's error is not a dtype rounding: whatever the input dtype, a fused
- * kernel computes S = scale * Q K^T in f32 from dtype inputs and
- * LSE = m + log(l) in f32, so
- *   E_lse_i = 1 + |LSE_i| + (d + 2) G_i,  G_i = |scale| max_{j visible} sum_c |Q_ic||K_jc|
- * with LSE's scaled error |y - x| / (u_f32 * E_lse):
- *   - each S_ij is an f32 dot product of d exact products: it errs by up to
- *     d u_f32 |scale| sum_c |Q_ic||K_jc| (Higham's gamma_d; reached when the
- *     products are alike, as "increasing" scores make them), and LSE is
- *     1-Lipschitz in the max norm of S: the d G_i;
- *   - the online softmax rescales l by exp(m_old - m_new), an exp of an f32
- *     argument of size |m_old - m_new|; the changes of m sum to at most 2 G_i:
- *     the 2 G_i;
- *   - l >= 1 (the maximum's own term), so log(l) errs by about u_f32 absolutely
- *     (times the accumulation factor over the Nk terms of l): the 1;
- *   - the final m + log(l) rounds relative to |LSE|: the |LSE_i|.
- * The accumulation factor over Nk is what the budgets' growth law allows for.  Rows
- * with no visible key (LSE exactly -inf) and padding rows get E = 0.
- *
- * Computed per (b, h, block of LSE_BLOCK_ROWS rows) in parallel: G of the
- * block's visible key range as one dgemm of |Q| and |K| (|K| packed once per
- * (b, h_kv)), then the row maxima over the visible keys. */
-
-#define LSE_BLOCK_ROWS 64
-
-typedef struct {
-    const ac_problem *p;
-    const double *q, *k, *lse;
-    double *e_lse, *abs_k; /* abs_k: (B, Hkv, Nk, d) */
-    double **abs_q, **g;   /* per worker: (LSE_BLOCK_ROWS, d), (LSE_BLOCK_ROWS, Nk) */
-    int row_blocks;
-    double **s, **slope, **sigma; /* per worker, with score modifiers: (LSE_BLOCK_ROWS, Nk) each */
-} lse_job;
-
-static void lse_pack_abs_k(void *arg, size_t task, int worker)
-{
-    (void)worker;
-    const lse_job *job = arg;
-    const ac_problem *p = job->p;
-    int b = (int)(task / p->heads_kv), h_kv = (int)(task % p->heads_kv);
-    ref_head hd;
-    ref_head_init(&hd, p, b, h_kv * (p->heads_q / p->heads_kv));
-    abs_rows(job->k + hd.kv_base, hd.ld_kv, hd.stored_k, p->head_dim,
-             job->abs_k + task * (size_t)p->seqlen_k * p->head_dim);
-}
-
-/* The largest g_row[j - jlo] over the visible keys j of row i; -1 when none. */
-static double row_visible_max(const ref_head *hd, int i, int jlo, const double *g_row)
-{
-    const ac_problem *p = hd->p;
-    int lo, hi;
-    ac_visible_range(p, hd->b, i, &lo, &hi);
-    double best = -1.0;
-    for (int j = lo; j < hi; j++)
-        if ((!p->dense_mask || ac_visible(p, hd->b, hd->h, i, j)) && g_row[j - jlo] > best)
-            best = g_row[j - jlo];
-    return best;
-}
-
-/* The general formula below serves problems with score modifiers or sinks;
- * the others keep the plain one, bit for bit. */
-static bool lse_general(const ac_problem *p) { return ac_problem_has_score_mods(p) || p->sinks; }
-
-/* With score modifiers: E_lse_i = 1 + |LSE_i| + max_j Ghat_ij + 2 max_j |S'_ij|
- * over the visible keys, Ghat = t' G + sigma the f32 error of S' (pair_mod_errors),
- * |S'| bounding the running max's changes (without modifiers, d G_i and 2 G_i:
- * G_i bounds |S|); with sinks |s_h| joins the max of |S'| (the running max
- * starts there) and a row with no visible key gets 1 + |LSE|. */
-static void lse_rows_mods(const lse_job *job, const ref_head *hd, int i0, int i1, int jlo, int jhi, int worker)
-{
-    const ac_problem *p = job->p;
-    int cols = jhi - jlo;
-    double *s = job->s[worker], *g = job->g[worker], gd = p->head_dim * fabs(p->scale);
-    ref_mod_aux aux = {.slope = job->slope[worker], .sigma = job->sigma[worker]};
-    ref_block_scores_mods(hd, job->q, job->k, i0, i1, jlo, jhi, s, &aux);
-    for (int i = i0; i < i1; i++) {
-        size_t row = (size_t)(i - i0) * cols, at = ac_lse_index(p, hd->b, hd->h, i);
-        double ghat_max = -1.0, score_max = fabs(ref_sink_of(p, hd->h)); /* -inf without sinks: replaced below */
-        score_max = isfinite(score_max) ? score_max : 0.0;
-        for (int j = 0; j < cols; j++) {
-            if (s[row + j] == -INFINITY) /* masked */
-                continue;
-            ghat_max = fmax(ghat_max, aux.slope[row + j] * gd * g[row + j] + aux.sigma[row + j]);
-            score_max = fmax(score_max, fabs(s[row + j]));
-        }
-        if (ghat_max < 0.0 && p->sinks) /* no visible key: LSE = s_h exactly, m = s_h, l = 1 */
-            ghat_max = 0.0;
-        if (ghat_max >= 0.0 && isfinite(job->lse[at]))
-            job->e_lse[at] = 1.0 + fabs(job->lse[at]) + ghat_max + 2.0 * score_max;
-    }
-}
-
-/* Rows of a block that sees no key: with sinks LSE = s_h (m = s_h, l = 1), its
- * rounding alone; without, -inf and E = 0 (already set). */
-static void lse_rows_sink_only(const lse_job *job, const ref_head *hd, int i0, int i1)
-{
-    for (int i = i0; i < i1 && hd->p->sinks; i++) {
-        size_t at = ac_lse_index(hd->p, hd->b, hd->h, i);
-        job->e_lse[at] = 1.0 + fabs(job->lse[at]);
-    }
-}
-
-static void lse_block(void *arg, size_t task, int worker)
-{
-    const lse_job *job = arg;
-    const ac_problem *p = job->p;
-    ref_head hd;
-    ref_head_init(&hd, p, (int)(task / job->row_blocks / p->heads_q), (int)(task / job->row_blocks % p->heads_q));
-    int i0 = (int)(task % job->row_blocks) * LSE_BLOCK_ROWS, d = p->head_dim;
-    int i_end = i0 + LSE_BLOCK_ROWS < hd.stored_q ? i0 + LSE_BLOCK_ROWS : hd.stored_q;
-    int i1 = i_end < hd.seqlen_q ? i_end : hd.seqlen_q, jlo, jhi;
-    for (int i = i0; i < i_end; i++)
-        job->e_lse[ac_lse_index(p, hd.b, hd.h, i)] = 0.0;
-    if (i1 <= i0)
-        return;
-    ref_block_keys(&hd, i0, i1, &jlo, &jhi);
-    if (jhi <= jlo) {
-        lse_rows_sink_only(job, &hd, i0, i1);
-        return;
-    }
-    int cols = jhi - jlo;
-    double *abs_q = job->abs_q[worker], *g = job->g[worker], scale = fabs(p->scale);
-    const double *abs_k = job->abs_k + ((size_t)hd.b * p->heads_kv + hd.h_kv) * p->seqlen_k * d;
-    abs_rows(job->q + hd.q_base + (size_t)i0 * hd.ld_q, hd.ld_q, i1 - i0, d, abs_q);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, cols, d, 1.0, abs_q, d,
-                abs_k + (size_t)jlo * d, d, 0.0, g, cols);
-    if (job->s) {
-        lse_rows_mods(job, &hd, i0, i1, jlo, jhi, worker);
-        return;
-    }
-    for (int i = i0; i < i1; i++) {
-        double g_max = row_visible_max(&hd, i, jlo, g + (size_t)(i - i0) * cols);
-        size_t at = ac_lse_index(p, hd.b, hd.h, i);
-        if (g_max >= 0.0 && isfinite(job->lse[at]))
-            job->e_lse[at] = 1.0 + fabs(job->lse[at]) + (d + 2.0) * scale * g_max;
-    }
-}
-
-static void lse_free(lse_job *job, int workers)
-{
-    double **per_worker[] = {job->abs_q, job->g, job->s, job->slope, job->sigma};
-    for (size_t b = 0; b < sizeof per_worker / sizeof *per_worker; b++) {
-        for (int w = 0; per_worker[b] && w < workers; w++)
-            free(per_worker[b][w]);
-        free(per_worker[b]);
-    }
-    free(job->abs_k);
-}
-
-/* The modifiers' blocks: S', t' and sigma per worker. */
-static bool lse_alloc_mods(lse_job *job, int workers)
-{
-    size_t n = LSE_BLOCK_ROWS * (size_t)job->p->seqlen_k + 1;
-    double ***slots[] = {&job->s, &job->slope, &job->sigma};
-    bool ok = true;
-    for (size_t b = 0; b < 3; b++) {
-        *slots[b] = calloc((size_t)workers, sizeof(double *));
-        ok = ok && *slots[b];
-        for (int w = 0; ok && w < workers; w++)
-            ok = ((*slots[b])[w] = malloc(n * sizeof(double))) != NULL;
-    }
-    return ok;
-}
-
-static bool lse_alloc(lse_job *job, int workers)
-{
-    const ac_problem *p = job->p;
-    size_t d = (size_t)p->head_dim, nk = (size_t)p->seqlen_k;
-    job->abs_k = malloc(((size_t)p->batch * p->heads_kv * nk * d + 1) * sizeof(double));
-    job->abs_q = calloc((size_t)workers, sizeof(double *));
-    job->g = calloc((size_t)workers, sizeof(double *));
-    bool ok = job->abs_k && job->abs_q && job->g;
-    for (int w = 0; ok && w < workers; w++) {
-        job->abs_q[w] = malloc(LSE_BLOCK_ROWS * d * sizeof(double));
-        job->g[w] = malloc((LSE_BLOCK_ROWS * nk + 1) * sizeof(double));
-        ok = job->abs_q[w] && job->g[w];
-    }
-    return ok && (!lse_general(p) || lse_alloc_mods(job, workers));
-}
-
-int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse,
-                        double *e_lse, ac_err *err)
-{
-    int status = ac_problem_validate(p, 0, err), workers = 1;
-    if (status != AC_OK)
-        return status;
-    if (!q || !k || !lse || !e_lse)
-        return ac_fail(err, AC_ERR_INPUT, "ref_lse_error_scale: NULL tensor (q, k, lse and e_lse are required)");
-    if ((status = ref_thread_count(&workers, err)) != AC_OK)
-        return status;
-    workers = ref_workers_within(workers, (lse_general(p) ? 4 : 1) * (size_t)LSE_BLOCK_ROWS *
-                                              p->seqlen_k * sizeof(double));
-    lse_job job = {p, q, k, lse, e_lse, NULL, NULL, NULL, (p->seqlen_q + LSE_BLOCK_ROWS - 1) / LSE_BLOCK_ROWS,
-                   NULL, NULL, NULL};
-    if (lse_alloc(&job, workers)) {
-        ref_parallel_for(workers, (size_t)p->batch * p->heads_kv, lse_pack_abs_k, &job);
-        ref_parallel_for(workers, (size_t)p->batch * p->heads_q * job.row_blocks, lse_block, &job);
-    } else {
-        status = ac_fail(err, AC_ERR_ENV, "ref_lse_error_scale: out of memory for %d x %d blocks",
-                         LSE_BLOCK_ROWS, p->seqlen_k);
-    }
-    lse_free(&job, workers);
     return status;
 }

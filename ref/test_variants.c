@@ -28,18 +28,50 @@ typedef struct {
     bool sinks;
     int head_dim_v;      /* 0: d */
     int alibi;           /* 0: none, 1: slopes (Hq), 2: (B, Hq) */
+    int bias;            /* 0: none, 1: (1, Hq) f32 with -inf entries, 2: (B, 1) bf16 */
 } tv_setup;
 
 static const tv_setup setups[] = {
-    {"softcap 2", "softcap", 2.0, false, 0, 0},
-    {"softcap 0.25 (saturating)", "softcap", 0.25, false, 0, 0},
-    {"sinks", "sinks", 0.0, true, 0, 0},
-    {"sinks and softcap 1", "softcap", 1.0, true, 0, 0},
-    {"d_v 3 < d_qk 4", "dv", 0.0, false, 3, 0},
-    {"d_v 6 > d_qk 4, sinks", "sinks", 0.0, true, 6, 0},
-    {"alibi (Hq)", "alibi", 0.0, false, 0, 1},
-    {"alibi (B, Hq), softcap 2, sinks", "softcap", 2.0, true, 0, 2},
+    {"softcap 2", "softcap", 2.0, false, 0, 0, 0},
+    {"softcap 0.25 (saturating)", "softcap", 0.25, false, 0, 0, 0},
+    {"sinks", "sinks", 0.0, true, 0, 0, 0},
+    {"sinks and softcap 1", "softcap", 1.0, true, 0, 0, 0},
+    {"d_v 3 < d_qk 4", "dv", 0.0, false, 3, 0, 0},
+    {"d_v 6 > d_qk 4, sinks", "sinks", 0.0, true, 6, 0, 0},
+    {"alibi (Hq)", "alibi", 0.0, false, 0, 1, 0},
+    {"alibi (B, Hq), softcap 2, sinks", "softcap", 2.0, true, 0, 2, 0},
+    {"bias (1, Hq) f32 with -inf entries", "bias", 0.0, false, 0, 0, 1},
+    {"bias (B, 1) bf16, softcap 1, alibi", "softcap", 1.0, false, 0, 1, 2},
 };
+
+/* Bias values for every problem below (at most 2 x 4 x 150 x 300 entries):
+ * f32 in [-2, 2) with about one in eleven -inf, and their bf16 roundings
+ * (finite).  Filled once from a fixed hash. */
+enum { TV_BIAS_MAX = 2 * 4 * 150 * 300 };
+static float tv_bias_f32[TV_BIAS_MAX];
+static uint16_t tv_bias_bf16[TV_BIAS_MAX];
+
+static void tv_bias_fill(void)
+{
+    static bool done;
+    for (size_t x = 0; !done && x < TV_BIAS_MAX; x++) {
+        uint64_t z = (x + 1) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ull;
+        float v = (float)((double)(z >> 11) * 0x1p-53 * 4.0 - 2.0);
+        tv_bias_f32[x] = z % 11 == 0 ? -INFINITY : v;
+        tv_bias_bf16[x] = (uint16_t)ac_narrow(AC_BF16, v);
+    }
+    done = true;
+}
+
+static void tv_set_bias(ac_problem *p, int kind)
+{
+    tv_bias_fill();
+    if (kind == 1)
+        p->bias = tv_bias_f32, p->bias_dtype = AC_F32, p->bias_batch = 1, p->bias_heads = p->heads_q;
+    if (kind == 2)
+        p->bias = tv_bias_bf16, p->bias_dtype = AC_BF16, p->bias_batch = p->batch, p->bias_heads = 1;
+}
 
 /* ALiBi slopes: the paper's for 4 heads (2^-2, 2^-4, ...) with one large
  * (a distance-1 key loses 3), and per batch a second row. */
@@ -63,6 +95,7 @@ static ac_problem tv_problem(int kind, const tv_setup *s)
         p.alibi_slopes = tv_alibi;
         p.alibi_batch = s->alibi == 2 ? p.batch : 1;
     }
+    tv_set_bias(&p, s->bias);
     return p;
 }
 
@@ -76,7 +109,7 @@ static double tv_direct_row(const ac_problem *p, const double *q, const double *
     double sink = p->sinks ? p->sinks[h] : -INFINITY, m = sink; /* the sink: in the max and the sum, no value */
     for (int j = 0; j < nk; j++) {
         p_row[j] = -INFINITY;
-        if (!ac_visible(p, b, h, i, j))
+        if (!ac_visible(p, b, h, i, j)) /* window, mask, and a -inf bias */
             continue;
         double s = 0.0;
         for (int c = 0; c < d; c++)
@@ -87,6 +120,12 @@ static double tv_direct_row(const ac_problem *p, const double *q, const double *
         if (p->alibi_slopes) { /* bottom-right: distance 0 where i + nk_b - nq_b = j */
             double slope = p->alibi_slopes[(p->alibi_batch > 1 ? b : 0) * p->heads_q + h];
             s -= slope * fabs((double)(i + ac_seqlen_k_of(p, b) - ac_seqlen_q_of(p, b) - j));
+        }
+        if (p->bias) { /* (mb, mh, i, j), broadcast where the bias has one batch or head */
+            size_t mb = p->bias_batch > 1 ? (size_t)b : 0, mh = p->bias_heads > 1 ? (size_t)h : 0;
+            size_t at = ((mb * (p->bias_heads > 1 ? p->bias_heads : 1) + mh) * p->seqlen_q + i) * p->seqlen_k + j;
+            s += p->bias_dtype == AC_F32 ? ((const float *)p->bias)[at]
+                                         : ac_widen(AC_BF16, ((const uint16_t *)p->bias)[at]);
         }
         p_row[j] = s;
         m = fmax(m, s);
@@ -296,15 +335,17 @@ static double *all_outputs(const ac_problem *p, const ts_case *c, const char *th
 {
     setenv("ATTNCHECK_THREADS", threads, 1);
     size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p), no = ac_o_elems(p), nv = ac_v_elems(p);
-    size_t n = 3 * no + 3 * nq + 3 * nkv + 3 * nv + 4 * nl;
+    size_t nb = ac_bias_elems(p), n = 3 * no + 3 * nq + 3 * nkv + 3 * nv + 4 * nl + 2 * nb;
     double *all = ts_alloc(n), *at = all;
     double *o = at, *lse = (at += no), *dq = (at += nl), *dk = (at += nq), *dv = (at += nkv), *delta = (at += nv);
     double *e_o = (at += nl), *e_dq = (at += no), *e_dk = (at += nq), *e_dv = (at += nkv);
     double *e_lse = (at += nv), *n_o = (at += nl), *n_lse = (at += no), *n_dq = (at += nl);
-    double *n_dk = (at += nq), *n_dv = (at += nkv);
+    double *n_dk = (at += nq), *n_dv = (at += nkv), *dbias = (at += nv), *e_dbias = (at += nb);
     cr_assert_eq(ref_forward_fp64(p, c->q, c->k, c->v, o, lse, NULL), AC_OK);
     cr_assert_eq(ref_backward_fp64(p, c->q, c->k, c->v, o, lse, c->d_o, dq, dk, dv, delta, NULL), AC_OK);
-    cr_assert_eq(ref_error_scales(p, AC_F16, c->q, c->k, c->v, o, lse, c->d_o, e_o, e_dq, e_dk, e_dv, NULL), AC_OK);
+    cr_assert_eq(ref_error_scales_dbias(p, AC_F16, c->q, c->k, c->v, o, lse, c->d_o, e_o, e_dq, e_dk, e_dv,
+                                        nb ? e_dbias : NULL, NULL), AC_OK);
+    cr_assert_eq(ref_backward_dbias_fp64(p, c->q, c->k, c->v, lse, c->d_o, delta, nb ? dbias : NULL, NULL), AC_OK);
     cr_assert_eq(ref_lse_error_scale(p, c->q, c->k, lse, e_lse, NULL), AC_OK);
     cr_assert_eq(ref_naive_forward(p, AC_F16, c->q, c->k, c->v, n_o, n_lse, NULL), AC_OK);
     cr_assert_eq(ref_naive_backward(p, AC_F16, c->q, c->k, c->v, n_o, n_lse, c->d_o, n_dq, n_dk, n_dv, NULL), AC_OK);
@@ -322,6 +363,7 @@ Test(ref_variants, results_do_not_depend_on_the_thread_count)
         p.sinks = setups[s].sinks ? tv_sinks : NULL;
         p.head_dim_v = setups[s].head_dim_v ? 24 : 0; /* d = 16 here */
         p.alibi_slopes = setups[s].alibi ? tv_alibi : NULL, p.alibi_batch = setups[s].alibi == 2 ? 2 : 1;
+        tv_set_bias(&p, setups[s].bias);
         ts_case c;
         ts_case_init(&c, &p, AC_F16, 700 + s);
         size_t n1, n3;

@@ -45,12 +45,36 @@ unsigned ac_problem_variants(const ac_problem *p)
         used |= AC_VAR_DV;
     if (p->alibi_slopes)
         used |= AC_VAR_ALIBI;
+    if (p->bias)
+        used |= AC_VAR_BIAS;
     return used;
 }
 
 /* ---- the score modifiers ------------------------------------------------------- */
 
-bool ac_problem_has_score_mods(const ac_problem *p) { return p->softcap != 0.0 || p->alibi_slopes; }
+bool ac_problem_has_score_mods(const ac_problem *p) { return p->softcap != 0.0 || p->alibi_slopes || p->bias; }
+
+static int bias_rows(int n) { return n > 1 ? n : 1; }
+
+size_t ac_bias_elems(const ac_problem *p)
+{
+    if (!p->bias)
+        return 0;
+    return (size_t)bias_rows(p->bias_batch) * bias_rows(p->bias_heads) * p->seqlen_q * p->seqlen_k;
+}
+
+size_t ac_bias_index(const ac_problem *p, int mb, int mh, int i, int j)
+{
+    return (((size_t)mb * bias_rows(p->bias_heads) + mh) * p->seqlen_q + i) * p->seqlen_k + j;
+}
+
+double ac_bias_at(const ac_problem *p, int b, int h, int i, int j)
+{
+    if (!p->bias)
+        return 0.0;
+    size_t at = ac_bias_index(p, p->bias_batch > 1 ? b : 0, p->bias_heads > 1 ? h : 0, i, j);
+    return ac_widen(p->bias_dtype, ac_bits_get(p->bias_dtype, p->bias, at));
+}
 
 double ac_alibi_bias(const ac_problem *p, int b, int h, int i, int j)
 {
@@ -65,7 +89,7 @@ double ac_score_mod(const ac_problem *p, int b, int h, int i, int j, double s)
 {
     if (p->softcap != 0.0)
         s = p->softcap * tanh(s / p->softcap);
-    return s - ac_alibi_bias(p, b, h, i, j);
+    return s - ac_alibi_bias(p, b, h, i, j) + ac_bias_at(p, b, h, i, j);
 }
 
 double ac_score_mod_slope(const ac_problem *p, double s)
@@ -80,6 +104,28 @@ double ac_score_mod_slope(const ac_problem *p, double s)
 
 /* ---- validation ------------------------------------------------------------------ */
 
+/* The bias: a broadcast shape of (B, Hq), an f32 or 16-bit dtype, no NaN or +inf
+ * (-inf hides a pair; +inf has no meaning). */
+static int validate_bias(const ac_problem *p, ac_err *err)
+{
+    if (!p->bias)
+        return AC_OK;
+    if (p->bias_batch > 1 && p->bias_batch != p->batch)
+        return ac_fail(err, AC_ERR_INPUT, "bias_batch: must be 1 or the batch %d, got %d", p->batch, p->bias_batch);
+    if (p->bias_heads > 1 && p->bias_heads != p->heads_q)
+        return ac_fail(err, AC_ERR_INPUT, "bias_heads: must be 1 or Hq = %d, got %d", p->heads_q, p->bias_heads);
+    if (p->bias_batch < 0 || p->bias_heads < 0)
+        return ac_fail(err, AC_ERR_INPUT, "bias_batch/bias_heads: negative (%d, %d)", p->bias_batch, p->bias_heads);
+    if (p->bias_dtype != AC_F32 && p->bias_dtype != AC_F16 && p->bias_dtype != AC_BF16)
+        return ac_fail(err, AC_ERR_INPUT, "bias_dtype: f32, f16 or bf16, got %d", (int)p->bias_dtype);
+    for (size_t x = 0; x < ac_bias_elems(p); x++) {
+        double v = ac_widen(p->bias_dtype, ac_bits_get(p->bias_dtype, p->bias, x));
+        if (isnan(v) || v == INFINITY)
+            return ac_fail(err, AC_ERR_INPUT, "bias[%zu]: %g (finite values, or -inf to hide a pair)", x, v);
+    }
+    return AC_OK;
+}
+
 int ref_variants_validate(const ac_problem *p, ac_err *err)
 {
     if (p->head_dim_v < 0 || p->head_dim_v > AC_MAX_HEAD_DIM)
@@ -93,6 +139,9 @@ int ref_variants_validate(const ac_problem *p, ac_err *err)
         if (!isfinite(p->alibi_slopes[x]))
             return ac_fail(err, AC_ERR_INPUT, "alibi_slopes[%d]: must be finite, got %g", x,
                            (double)p->alibi_slopes[x]);
+    int st = validate_bias(p, err);
+    if (st != AC_OK)
+        return st;
     for (int h = 0; p->sinks && h < p->heads_q; h++)
         if (!isfinite(p->sinks[h]))
             return ac_fail(err, AC_ERR_INPUT, "sinks[%d]: must be finite, got %g", h, (double)p->sinks[h]);

@@ -25,7 +25,8 @@
     X(SOFTCAP, "softcap", 0,   "a softcap (S' = c tanh(S / c))")                                  \
     X(SINKS,   "sinks",   1,   "learnable sinks (a logit per head in the softmax denominator, and dSink)") \
     X(DV,      "dv",      2,   "a value head dim d_v other than d_qk")                           \
-    X(ALIBI,   "alibi",   3,   "ALiBi (S' -= slope |i + nk - nq - j|, slopes (Hq) or (B, Hq))")
+    X(ALIBI,   "alibi",   3,   "ALiBi (S' -= slope |i + nk - nq - j|, slopes (Hq) or (B, Hq))")  \
+    X(BIAS,    "bias",    4,   "an additive bias (1|B, 1|Hq, Nq, Nk), f32 or the dtype, and dBias")
 
 typedef enum {
 #define AC_VARIANT_ENUM_(id, name, bit, what) AC_VARIANT_##id,

@@ -15,15 +15,21 @@ void ref_block_mods(const ref_head *hd, int i0, int i1, int jlo, int jhi, double
             size_t at = (size_t)(i - i0) * cols + (size_t)(j - jlo);
             double raw = row[j - jlo], slope = ac_score_mod_slope(p, raw);
             double cap = c != 0.0 ? c * tanh(raw / c) : raw; /* T */
-            double bias = ac_alibi_bias(p, hd->b, hd->h, i, j);
-            row[j - jlo] = ac_score_mod(p, hd->b, hd->h, i, j, raw);
+            double alibi = ac_alibi_bias(p, hd->b, hd->h, i, j), bias = ac_bias_at(p, hd->b, hd->h, i, j);
+            double mod = row[j - jlo] = ac_score_mod(p, hd->b, hd->h, i, j, raw);
             if (!aux)
                 continue;
             if (aux->slope)
                 aux->slope[at] = slope;
-            if (aux->sigma) /* softcap 4|T|; ALiBi: slope x distance rounds (|A|) and so does S - A (|S'|), twice each */
-                aux->sigma[at] = (c != 0.0 ? 4.0 * fabs(cap) : 0.0) +
-                                 (bias != 0.0 ? 2.0 * fabs(bias) + 2.0 * fabs(row[j - jlo]) : 0.0);
+            /* softcap 4|T|; ALiBi: slope x distance rounds (|A|) and so does S - A (|S'|), twice each
+             * (FlashAttention adds it to the unscaled score); a bias: the same with |bias| for |A|;
+             * a -inf bias hides the pair: no error */
+            if (aux->sigma)
+                aux->sigma[at] = mod == -INFINITY ? 0.0
+                                                  : (c != 0.0 ? 4.0 * fabs(cap) : 0.0) +
+                                                        (alibi != 0.0 || bias != 0.0
+                                                             ? 2.0 * (fabs(alibi) + fabs(bias)) + 2.0 * fabs(mod)
+                                                             : 0.0);
             if (aux->curv)
                 aux->curv[at] = c != 0.0 ? 2.0 * fabs(cap) * slope / (c * c) : 0.0;
         }

@@ -253,6 +253,26 @@ static int edit_seed(const ac_case *cur, int i, ac_case *cand)
 /* The variants (ref/variants.h): each dropped (0 = off), then simplified
  * (sinks to normal(0,1)); every candidate turns one off or moves it to its
  * simplest form, so the variants in use only fall. */
+/* The bias: dropped; else one (1, 1) shape, no -inf entries, normal(0,1), the inputs' dtype. */
+static int edit_bias(const ac_case *cur, int i, ac_case *cand)
+{
+    if (i > 4)
+        return -1;
+    if (cur->bias == AC_BIAS_NONE)
+        return 0;
+    if (i == 0)
+        cand->bias = AC_BIAS_NONE, cand->bias_a = cand->bias_b = cand->bias_inf = 0.0;
+    if (i == 0 || i == 1)
+        cand->bias_per_batch = cand->bias_per_head = false;
+    if (i == 0 || i == 2)
+        cand->bias_inf = 0.0;
+    if (i == 3)
+        cand->bias_a = 0.0, cand->bias_b = 1.0;
+    if (i == 0 || i == 4)
+        cand->bias_f32 = false;
+    return 1;
+}
+
 static int edit_variants(const ac_case *cur, int i, ac_case *cand)
 {
     *cand = *cur;
@@ -288,7 +308,7 @@ static int edit_variants(const ac_case *cur, int i, ac_case *cand)
             return 0;
         cand->alibi = AC_ALIBI_PAPER, cand->alibi_a = cand->alibi_b = 0.0, cand->alibi_bh = false;
         return 1;
-    default: return -1;
+    default: return edit_bias(cur, i - 6, cand);
     }
 }
 

@@ -414,6 +414,7 @@ static const case_field fields[] = {
     VARIANT_FIELD("softcap", softcap),
     VARIANT_FIELD("sinks", sinks),
     VARIANT_FIELD("alibi", alibi),
+    VARIANT_FIELD("bias", bias),
 };
 enum { N_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
 

@@ -6,7 +6,7 @@
  * fixed order; optional fields are printed only when not at their default.
  * Parse -> format round-trips byte for byte for every line format produces.
  * Grammar (one row per field in case.c's table): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
- * [seqlens-k] layout dist scale [dv] [softcap] [sinks] [alibi], with
+ * [seqlens-k] layout dist scale [dv] [softcap] [sinks] [alibi] [bias], with
  *   mask = none | causal-tl | causal-br | window-tl(L,R) | window-br(L,R) | dense(KEEP)
  *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
  *   maskrows = FRAC in [0,1] (dense only)
@@ -19,6 +19,7 @@
  *   softcap = C > 0 (stored as its f32 value, like scale)
  *   sinks = normal(M,S) | over(MARGIN)  (learnable sink logits, see ac_sinks_kind)
  *   alibi = paper | uniform(LO,HI), then optionally :bh  (ALiBi slopes, see ac_alibi_kind)
+ *   bias = normal(M,S):11|1h|b1|bh[:f32][:inf(F)]  (an additive bias, see ac_bias_kind)
  * The parser also takes fields in any order and extra blanks, and defaults a
  * missing mask, layout, dist or scale (none, bhsd, normal(0,1), auto); the
  * other fields are required.  c->scale always holds the f32 value the kernel
@@ -88,6 +89,12 @@ typedef enum { AC_SINKS_NONE = 0, AC_SINKS_NORMAL, AC_SINKS_OVER } ac_sinks_kind
  * :bh gives slopes (B, Hq), one row per batch; without it (Hq). */
 typedef enum { AC_ALIBI_NONE = 0, AC_ALIBI_PAPER, AC_ALIBI_UNIFORM } ac_alibi_kind;
 
+/* The additive bias of a case (drawn by run/inputs_variants.c from the case seed):
+ *   normal(M,S): each entry f(M + S g), g standard normal, then -inf with
+ *     probability F (inf(F)), stored in the inputs' dtype, or f32 (:f32);
+ *   its broadcast shape: 11 (1, 1, Nq, Nk), 1h (1, Hq, ...), b1 (B, 1, ...), bh (B, Hq, ...). */
+typedef enum { AC_BIAS_NONE = 0, AC_BIAS_NORMAL } ac_bias_kind;
+
 typedef struct {
     int version;  /* 1 */
     uint64_t seed;
@@ -112,6 +119,9 @@ typedef struct {
     ac_alibi_kind alibi;           /* alibi=paper | uniform(LO,HI), :bh suffix for (B, Hq) slopes */
     double alibi_a, alibi_b;       /* LO, HI */
     bool alibi_bh;
+    ac_bias_kind bias;             /* bias=normal(M,S):SHAPE[:f32][:inf(F)] */
+    double bias_a, bias_b, bias_inf; /* M, S, F */
+    bool bias_per_batch, bias_per_head, bias_f32;
 } ac_case;
 
 /* ---- the mask of a case (masks.c: one row per kind of ref/mask_kinds.h) ----

@@ -58,6 +58,7 @@ CASE_VARIANT_FIELD_FNS(dv)
 CASE_VARIANT_FIELD_FNS(softcap)
 CASE_VARIANT_FIELD_FNS(sinks)
 CASE_VARIANT_FIELD_FNS(alibi)
+CASE_VARIANT_FIELD_FNS(bias)
 #undef CASE_VARIANT_FIELD_FNS
 
 /* ---- mask kinds (masks.c) ------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /* harness/case/case_variants.c — the variants' case-line fields (rows of
- * case.c's table, ref/variants.h's variants): dv, softcap, sinks, alibi.
+ * case.c's table, ref/variants.h's variants): dv, softcap, sinks, alibi, bias.
  * Each is optional, printed only when set, and reads back byte for byte. */
 #include <math.h>
 #include <stdio.h>
@@ -156,5 +156,86 @@ int case_validate_alibi(const case_field *f, const ac_case *c, ac_err *err)
     /* the slopes are f32 values: the range must fit one */
     if (c->alibi == AC_ALIBI_UNIFORM && !(c->alibi_a <= c->alibi_b && fabs(c->alibi_a) < 1e30 && fabs(c->alibi_b) < 1e30))
         return ac_fail(err, AC_ERR_INPUT, "%s: uniform(LO,HI) needs LO <= HI within an f32's range", f->key);
+    return AC_OK;
+}
+
+/* bias=normal(M,S):SHAPE[:f32][:inf(F)], the tokens after the values in that order. */
+static const char *const bias_shapes[4] = {"11", "1h", "b1", "bh"}; /* bit 0: per head, bit 1: per batch */
+
+static bool parse_bias_tail(char *tok, char **save, ac_case *c)
+{
+    int shape = -1;
+    for (int k = 0; k < 4; k++)
+        if (tok && strcmp(tok, bias_shapes[k]) == 0)
+            shape = k;
+    if (shape < 0)
+        return false;
+    c->bias_per_head = shape & 1, c->bias_per_batch = shape >> 1;
+    char *next = strtok_r(NULL, ":", save);
+    if (next && strcmp(next, "f32") == 0)
+        c->bias_f32 = true, next = strtok_r(NULL, ":", save);
+    if (next) {
+        const char *name;
+        char *args;
+        double f;
+        if (!case_split_call(next, &name, &args) || strcmp(name, "inf") != 0 || case_read_numbers(args, &f, 1) != 1)
+            return false;
+        c->bias_inf = f;
+        next = strtok_r(NULL, ":", save);
+    }
+    return next == NULL;
+}
+
+int case_parse_bias(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    char tmp[160];
+    const char *name;
+    char *args;
+    double v[2];
+    static const char *const what = "normal(M,S):SHAPE[:f32][:inf(F)], SHAPE 11, 1h, b1 or bh";
+    if (snprintf(tmp, sizeof tmp, "%s", value) >= (int)sizeof tmp)
+        return case_bad(err, f->key, what, value);
+    char *save = NULL, *values = strtok_r(tmp, ":", &save), *shape = strtok_r(NULL, ":", &save);
+    case_reset_bias(c);
+    if (!values || !case_split_call(values, &name, &args) || strcmp(name, "normal") != 0 ||
+        case_read_numbers(args, v, 2) != 2 || !(v[1] >= 0.0) || !parse_bias_tail(shape, &save, c))
+        return case_bad(err, f->key, what, value);
+    c->bias = AC_BIAS_NORMAL, c->bias_a = v[0], c->bias_b = v[1];
+    return AC_OK;
+}
+
+bool case_format_bias(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    char a[40], b[40], x[40];
+    case_fmt_double(a, sizeof a, c->bias_a);
+    case_fmt_double(b, sizeof b, c->bias_b);
+    case_fmt_double(x, sizeof x, c->bias_inf);
+    int shape = (c->bias_per_batch ? 2 : 0) + (c->bias_per_head ? 1 : 0);
+    int n = snprintf(buf, len, "normal(%s,%s):%s%s", a, b, bias_shapes[shape], c->bias_f32 ? ":f32" : "");
+    if (c->bias_inf > 0.0 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ":inf(%s)", x);
+    return c->bias == AC_BIAS_NONE;
+}
+
+void case_reset_bias(ac_case *c)
+{
+    c->bias = AC_BIAS_NONE;
+    c->bias_a = c->bias_b = c->bias_inf = 0.0;
+    c->bias_per_batch = c->bias_per_head = c->bias_f32 = false;
+}
+
+int case_validate_bias(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (c->bias == AC_BIAS_NONE)
+        return AC_OK;
+    if (c->bias != AC_BIAS_NORMAL)
+        return ac_fail(err, AC_ERR_INPUT, "%s: unknown kind %d", f->key, (int)c->bias);
+    double top = c->bias_f32 ? ac_max_finite(AC_F32) : ac_max_finite(c->dtype);
+    if (!(fabs(c->bias_a) + 8.0 * c->bias_b < top))
+        return ac_fail(err, AC_ERR_INPUT, "%s: |M| + 8 S must stay below %s's largest %g", f->key,
+                       ac_dtype_name(c->bias_f32 ? AC_F32 : c->dtype), top);
+    if (!(c->bias_inf >= 0.0 && c->bias_inf <= 1.0))
+        return ac_fail(err, AC_ERR_INPUT, "%s: inf(F) needs F in [0,1], got %g", f->key, c->bias_inf);
     return AC_OK;
 }

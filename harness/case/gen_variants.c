@@ -12,6 +12,9 @@
  *            over(4) 20, over(20) 15 (a sink larger than every score);
  *   alibi    15%: paper 40 (the geometric slopes), paper:bh 15, uniform(0,1) 15,
  *            uniform(1,16) 15 (steep: distant keys vanish), uniform(0,0.01):bh 15;
+ *   bias     15%: shape 11, 1h, b1, bh alike; normal(0,1) 40, normal(0,4) 20,
+ *            normal(-2,1) with 20% -inf 25 (a mask as a bias), normal(0,1) with
+ *            90% -inf 15 (rows left with nothing visible); f32 half the time;
  *   layout=thd 12% of the cases of a kernel claiming the THD layout: b = 2..4
  *            half the time when b = 1 and no lengths were drawn, and (with
  *            varlen claimed) lengths for q and k: 0 5, 1 10, the extent 25,
@@ -99,6 +102,16 @@ static void draw_alibi(case_rng *r, ac_case *c)
     c->alibi_bh = k == 1 || k == 4;
 }
 
+static void draw_bias(case_rng *r, ac_case *c)
+{
+    static const int w[] = {40, 20, 25, 15};
+    static const double m[] = {0, 0, -2, 0}, s[] = {1, 4, 1, 1}, inf[] = {0, 0, 0.2, 0.9};
+    int k = case_rng_pick(r, w, 4), shape = case_rng_int(r, 0, 3);
+    c->bias = AC_BIAS_NORMAL, c->bias_a = m[k], c->bias_b = s[k], c->bias_inf = inf[k];
+    c->bias_per_head = shape & 1, c->bias_per_batch = shape >> 1;
+    c->bias_f32 = case_rng_int(r, 0, 1) == 1;
+}
+
 static void draw_lens(case_rng *r, int batch, int extent, int *lens)
 {
     static const int w[] = {5, 10, 25, 60};
@@ -149,6 +162,11 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
         r = variant_stream(campaign_seed, index, AC_VARIANT_ALIBI);
         if (chance(&r, 15))
             draw_alibi(&r, c);
+    }
+    if (caps->variants & AC_VAR_BIAS) {
+        r = variant_stream(campaign_seed, index, AC_VARIANT_BIAS);
+        if (chance(&r, 15))
+            draw_bias(&r, c);
     }
     if (caps->variants & AC_VAR_SINKS) {
         r = variant_stream(campaign_seed, index, AC_VARIANT_SINKS);

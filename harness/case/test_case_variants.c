@@ -42,6 +42,10 @@ ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte
         {BASE " alibi=paper:bh"},
         {BASE " alibi=uniform(0,0.01):bh"},
         {BASE " softcap=30 sinks=over(4) alibi=uniform(1,16)"},
+        {BASE " bias=normal(0,1):11"},
+        {BASE " bias=normal(-2,1):bh:f32:inf(0.2)"},
+        {BASE " bias=normal(0,4):1h:inf(0.9)"},
+        {BASE " alibi=paper bias=normal(0.5,0.25):b1:f32"},
         {"v1 seed=3 b=3 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=none seqlens-q=33,0,5 seqlens-k=1,65,9 "
          "layout=thd dist=normal(0,1) scale=auto softcap=30"},
     };
@@ -78,6 +82,14 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " alibi=uniform(0)", "alibi"},
         {BASE " alibi=paper:hb", "alibi"},
         {BASE " alibi=uniform(0,1e40)", "alibi"},
+        {BASE " bias=normal(0,1)", "bias"},
+        {BASE " bias=normal(0,1):hb", "bias"},
+        {BASE " bias=normal(0,1):11:f16", "bias"},
+        {BASE " bias=normal(0,1):11:inf(2)", "bias"},
+        {BASE " bias=normal(0,-1):11", "bias"},
+        {BASE " bias=normal(1e39,1):11", "bias"},
+        {BASE " bias=uniform(0,1):11", "bias"},
+        {BASE " bias=normal(0,1):11:inf(0.1):f32", "bias"},
         {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=none layout=tdh dist=normal(0,1) scale=auto",
          "layout"},
     };
@@ -103,7 +115,8 @@ Test(harness_case_variants, the_softcap_is_stored_as_its_f32_value)
 
 static bool has_variant(const ac_case *c)
 {
-    return c->softcap != 0.0 || c->sinks != AC_SINKS_NONE || c->head_dim_v != 0 || c->alibi != AC_ALIBI_NONE;
+    return c->softcap != 0.0 || c->sinks != AC_SINKS_NONE || c->head_dim_v != 0 || c->alibi != AC_ALIBI_NONE ||
+           c->bias != AC_BIAS_NONE;
 }
 
 static ac_caps caps_with(unsigned variants)
@@ -131,7 +144,7 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
     ac_gen g0, g1;
     ac_gen_init(&g0, 77, &none);
     ac_gen_init(&g1, 77, &all);
-    int with_softcap = 0, with_sinks = 0, with_dv = 0, with_alibi = 0, n = 2000;
+    int with_softcap = 0, with_sinks = 0, with_dv = 0, with_alibi = 0, with_bias = 0, n = 2000;
     for (int k = 0; k < n; k++) {
         ac_case a, b;
         cr_assert_eq(ac_gen_next(&g0, &a, NULL), AC_OK);
@@ -144,18 +157,22 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
         with_sinks += b.sinks != AC_SINKS_NONE;
         with_dv += b.head_dim_v != 0;
         with_alibi += b.alibi != AC_ALIBI_NONE;
+        with_bias += b.bias != AC_BIAS_NONE;
         cr_assert(b.sinks == AC_SINKS_NONE || b.dist != AC_DIST_HUGE, "case %d: sinks with huge()", k);
         cr_assert(b.head_dim_v == 0 || (b.head_dim_v >= 1 && b.head_dim_v <= 256), "case %d: dv=%d", k, b.head_dim_v);
         strip_field(lb, "softcap");
         strip_field(lb, "sinks");
         strip_field(lb, "dv");
         strip_field(lb, "alibi");
+        strip_field(lb, "bias");
         if (b.head_dim_v == 0) /* a d_v draw may set d too (MLA's 192/128) */
             cr_assert_str_eq(la, lb, "case %d: the plain part moved", k);
     }
     /* 15% +- 4 sigma */
     cr_assert(with_softcap > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_softcap < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
               "%d of %d cases with a softcap", with_softcap, n);
+    cr_assert(with_bias > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_bias < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
+              "%d of %d cases with a bias", with_bias, n);
     cr_assert(with_alibi > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_alibi < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
               "%d of %d cases with ALiBi", with_alibi, n);
     cr_assert(with_dv > 0.12 * n - 4 * sqrt(n * 0.12 * 0.88) && with_dv < 0.12 * n + 4 * sqrt(n * 0.12 * 0.88),
@@ -304,4 +321,21 @@ Test(harness_case_variants, the_shrinker_drops_alibi_or_simplifies_it_to_the_pap
     cr_assert_eq(min.alibi, AC_ALIBI_NONE);
     ac_shrink(&c, needs_alibi, NULL, 500, &min);
     cr_assert(min.alibi == AC_ALIBI_PAPER && !min.alibi_bh, "alibi %d bh %d", (int)min.alibi, min.alibi_bh);
+}
+
+static bool needs_a_bias(const ac_case *c, void *ctx)
+{
+    (void)ctx;
+    return c->bias != AC_BIAS_NONE;
+}
+
+Test(harness_case_variants, the_shrinker_drops_a_bias_or_simplifies_it_to_a_plain_one)
+{
+    ac_case c, min;
+    cr_assert_eq(ac_case_parse(BASE " bias=normal(-2,4):bh:f32:inf(0.2)", &c, NULL), AC_OK);
+    ac_shrink(&c, always, NULL, 500, &min);
+    cr_assert_eq(min.bias, AC_BIAS_NONE);
+    ac_shrink(&c, needs_a_bias, NULL, 500, &min);
+    cr_assert(min.bias == AC_BIAS_NORMAL && min.bias_a == 0.0 && min.bias_b == 1.0 && min.bias_inf == 0.0 &&
+              !min.bias_per_batch && !min.bias_per_head && !min.bias_f32, "bias not simplified");
 }

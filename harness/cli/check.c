@@ -49,6 +49,8 @@ typedef struct {
     void *owned[4];               /* kernel outputs when --kernel ran */
     const float *dsink;           /* the variants' parameter gradients: a view, or dsink_owned */
     float *dsink_owned;
+    const void *dbias;            /* the bias's dtype bits: a view, or dbias_owned */
+    void *dbias_owned;
 } outputs;
 
 static void outputs_free(outputs *g)
@@ -57,6 +59,7 @@ static void outputs_free(outputs *g)
     for (int i = 0; i < 4; i++)
         free(g->owned[i]);
     free(g->dsink_owned);
+    free(g->dbias_owned);
 }
 
 static int lse_from_file(const ac_cli *o, const ac_tensor *t, outputs *g, ac_err *err)
@@ -106,8 +109,14 @@ static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outpu
         return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's dSink");
     if (g->dsink_owned)
         ac_poison_f32(g->dsink_owned, (size_t)in->p.heads_q);
-    ac_bwd_args ba = {in->q, in->k, in->v, g->owned[0], in->d_o, g->lse, g->owned[1], g->owned[2], g->owned[3],
-                      g->dsink_owned};
+    size_t nb = ac_bias_elems(&in->p);
+    if (nb && !(g->dbias = g->dbias_owned = malloc(nb * ac_dtype_size(in->p.bias_dtype))))
+        return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's dBias");
+    if (nb)
+        ac_poison(in->p.bias_dtype, g->dbias_owned, nb);
+    ac_bwd_args ba = {.q = in->q, .k = in->k, .v = in->v, .o = g->owned[0], .d_o = in->d_o, .lse = g->lse,
+                      .dq = g->owned[1], .dk = g->owned[2], .dv = g->owned[3], .dsink = g->dsink_owned,
+                      .dbias = g->dbias_owned};
     g->dq = g->owned[1], g->dk = g->owned[2], g->dv = g->owned[3];
     return k->backward(k, &in->p, in->c.dtype, &ba, err);
 }
@@ -124,6 +133,7 @@ static int gather_outputs(const ac_cli *o, const tensor_files *f, const ac_input
     g->dk = f->have[T_DK] ? f->t[T_DK].data : NULL;
     g->dv = f->have[T_DV] ? f->t[T_DV].data : NULL;
     g->dsink = f->have[T_DSINK] ? f->t[T_DSINK].data : NULL;
+    g->dbias = f->have[T_DBIAS] ? f->t[T_DBIAS].data : NULL;
     return f->have[T_LSE] ? lse_from_file(o, &f->t[T_LSE], g, err) : AC_OK;
 }
 
@@ -182,6 +192,8 @@ static void compare_outputs(const ac_inputs *in, const outputs *g, const ac_refe
             ac_compare(in, (ac_output)(AC_OUT_DQ + i), got[i], x[i], e[i], nv[i], &m[AC_OUT_DQ + i]);
     if (g->dsink && ref->dsink) /* the variants' parameter gradients */
         ac_compare(in, AC_OUT_DSINK, g->dsink, ref->dsink, ref->e_dsink, NULL, &m[AC_OUT_DSINK]);
+    if (g->dbias && ref->dbias)
+        ac_compare(in, AC_OUT_DBIAS, g->dbias, ref->dbias, ref->e_dbias, NULL, &m[AC_OUT_DBIAS]);
 }
 
 static int verdict(const ac_cli *o, const ac_inputs *in, const outputs *g, ac_result *r, ac_err *err)
@@ -191,7 +203,7 @@ static int verdict(const ac_cli *o, const ac_inputs *in, const outputs *g, ac_re
     int st = ac_budgets_load(bpath, &b, err);
     if (st != AC_OK)
         return st;
-    bool backward = in->d_od && (g->dq || g->dk || g->dv || g->dsink);
+    bool backward = in->d_od && (g->dq || g->dk || g->dv || g->dsink || g->dbias);
     ac_reference ref;
     if ((st = ac_reference_make(in, backward, o->cert_rows, &ref, err)) != AC_OK)
         return st;
@@ -280,12 +292,12 @@ static int write_outputs(const char *out, ac_tensor *ts, int n, ac_err *err)
 
 /* The fp64 reference of the inputs: x = o, lse (base e), and with bwd dq, dk, dv, delta,
  * and the variants' parameter gradients (dsink) when the problem has them. */
-enum { X_O, X_LSE, X_DQ, X_DK, X_DV, X_DELTA, X_DSINK, X_N };
+enum { X_O, X_LSE, X_DQ, X_DK, X_DV, X_DELTA, X_DSINK, X_DBIAS, X_N };
 static int compute_reference(const ac_inputs *in, bool bwd, double *x[X_N], ac_err *err)
 {
     const ac_problem *p = &in->p;
     size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
-    size_t sizes[X_N] = {ac_o_elems(p), nl, nq, nkv, ac_v_elems(p), nl, (size_t)p->heads_q};
+    size_t sizes[X_N] = {ac_o_elems(p), nl, nq, nkv, ac_v_elems(p), nl, (size_t)p->heads_q, ac_bias_elems(p)};
     for (int i = 0; i < (bwd ? X_N : 2); i++) /* calloc: padding rows read 0 */
         if (!(x[i] = calloc(sizes[i] + 1, sizeof(double))))
             return ac_fail(err, AC_ERR_ENV, "reference: out of memory");
@@ -295,6 +307,8 @@ static int compute_reference(const ac_inputs *in, bool bwd, double *x[X_N], ac_e
                                x[X_DELTA], err);
     if (st == AC_OK && bwd)
         st = ref_backward_params_fp64(p, x[X_LSE], x[X_DELTA], p->sinks ? x[X_DSINK] : NULL, err);
+    if (st == AC_OK && bwd)
+        st = ref_backward_dbias_fp64(p, in->qd, in->kd, in->vd, x[X_LSE], in->d_od, x[X_DELTA], x[X_DBIAS], err);
     return st;
 }
 
@@ -303,7 +317,7 @@ static int run_reference(const ac_cli *o, ac_err *err)
     tensor_files f;
     ac_inputs in;
     memset(&in, 0, sizeof in);
-    double *x[X_N] = {0}; /* o, lse, dq, dk, dv, delta, dsink */
+    double *x[X_N] = {0}; /* o, lse, dq, dk, dv, delta, dsink, dbias */
     bool base2 = o->lse_base && !strcmp(o->lse_base, "2");
     int st = ac_check_read_files(o->path, &f, err);
     if (st == AC_OK)
@@ -320,14 +334,21 @@ static int run_reference(const ac_cli *o, ac_err *err)
         ac_tensor lse_shape, o_shape, dsink_shape = {.ndim = 1, .shape = {p->heads_q}};
         ac_check_out_shapes(&in, &f, &o_shape, &lse_shape); /* check_thd.c: THD's too */
         int nd = f.t[T_Q].ndim;
-        ac_tensor ts[6] = {f64_like("o", &o_shape, nd, x[X_O]), f64_like("lse", &lse_shape, lse_shape.ndim, x[X_LSE]),
+        ac_tensor dbias_shape = {.ndim = 4, .shape = {p->bias_batch > 1 ? p->bias_batch : 1,
+                                                      p->bias_heads > 1 ? p->bias_heads : 1, p->seqlen_q, p->seqlen_k}};
+        ac_tensor ts[7] = {f64_like("o", &o_shape, nd, x[X_O]), f64_like("lse", &lse_shape, lse_shape.ndim, x[X_LSE]),
                            f64_like("dq", &f.t[T_Q], nd, x[X_DQ]), f64_like("dk", &f.t[T_K], nd, x[X_DK]),
-                           f64_like("dv", &f.t[T_V], nd, x[X_DV]), f64_like("dsink", &dsink_shape, 1, x[X_DSINK])};
-        st = write_outputs(o->out, ts, bwd ? (p->sinks ? 6 : 5) : 2, err);
+                           f64_like("dv", &f.t[T_V], nd, x[X_DV])};
+        int n = bwd ? 5 : 2; /* the variants' parameter gradients after */
+        if (bwd && p->sinks)
+            ts[n++] = f64_like("dsink", &dsink_shape, 1, x[X_DSINK]);
+        if (bwd && p->bias)
+            ts[n++] = f64_like("dbias", &dbias_shape, 4, x[X_DBIAS]);
+        st = write_outputs(o->out, ts, n, err);
     }
     if (st == AC_OK)
-        printf("reference: wrote O, LSE%s%s (f64, lse base %s) to %s\n", bwd ? ", dQ, dK, dV" : "",
-               bwd && in.p.sinks ? ", dSink" : "", base2 ? "2" : "e", o->out);
+        printf("reference: wrote O, LSE%s%s%s (f64, lse base %s) to %s\n", bwd ? ", dQ, dK, dV" : "",
+               bwd && in.p.sinks ? ", dSink" : "", bwd && in.p.bias ? ", dBias" : "", base2 ? "2" : "e", o->out);
     for (int i = 0; i < X_N; i++)
         free(x[i]);
     ac_inputs_free(&in);

@@ -15,7 +15,7 @@
 
 #include "harness/cli/check_internal.h"
 
-const char *const ac_check_tnames[T_N] = {"q", "k", "v", "o", "lse", "do", "dq", "dk", "dv", "dsink"};
+const char *const ac_check_tnames[T_N] = {"q", "k", "v", "o", "lse", "do", "dq", "dk", "dv", "dsink", "dbias"};
 
 /* ---- reading the tensors ------------------------------------------------- */
 
@@ -50,7 +50,7 @@ static int read_safetensors(const char *path, tensor_files *f, ac_err *err)
         while (i < T_N && strcmp(set.t[j].name, ac_check_tnames[i]) != 0)
             i++;
         if (i == T_N)
-            st = ac_fail(err, AC_ERR_INPUT, "%s: unknown tensor '%s' (expected q, k, v, o, lse, do, dq, dk, dv, dsink)",
+            st = ac_fail(err, AC_ERR_INPUT, "%s: unknown tensor '%s' (expected q, k, v, o, lse, do, dq, dk, dv, dsink, dbias)",
                          path, set.t[j].name);
         else
             f->t[i] = set.t[j], f->have[i] = true, set.t[j].data = NULL; /* moved */

@@ -9,10 +9,11 @@
 
 /* The tensors a case directory or .safetensors file may hold: the plain ones
  * (shapes and dtype checked together, check_files.c), then the variants'
- * parameter gradients (checked by check_variants.c): dsink (Hq) f32. */
-enum { T_Q, T_K, T_V, T_O, T_LSE, T_DO, T_DQ, T_DK, T_DV, T_DSINK, T_N };
+ * parameter gradients (checked by check_variants.c): dsink (Hq) f32, dbias
+ * (the bias's shape and dtype). */
+enum { T_Q, T_K, T_V, T_O, T_LSE, T_DO, T_DQ, T_DK, T_DV, T_DSINK, T_DBIAS, T_N };
 enum { T_PLAIN_N = T_DSINK };
-extern const char *const ac_check_tnames[T_N]; /* "q", "k", "v", "o", "lse", "do", "dq", "dk", "dv", "dsink" */
+extern const char *const ac_check_tnames[T_N]; /* "q", "k", "v", "o", "lse", "do", "dq", "dk", "dv", "dsink", "dbias" */
 
 typedef struct {
     ac_tensor t[T_N];

@@ -75,6 +75,55 @@ static int read_alibi(const ac_cli *o, ac_inputs *in, ac_err *err)
     return st;
 }
 
+/* The dtype of a bias (or dbias) file: f32, or the inputs' 16-bit dtype (bf16
+ * as <u2 bit patterns in .npy); -1 for anything else. */
+static int bias_dtype_of(const ac_tensor *t, ac_dtype inputs)
+{
+    if (t->dtype == AC_TF_F32)
+        return AC_F32;
+    if ((t->dtype == AC_TF_F16 && inputs == AC_F16) || (t->dtype == AC_TF_BF16 && inputs == AC_BF16))
+        return inputs;
+    return t->dtype == AC_TF_U16 && inputs == AC_BF16 ? AC_BF16 : -1;
+}
+
+/* Whether t is (Nq, Nk) or (1|B, 1|Hq, Nq, Nk); *nb, *nh its broadcast shape. */
+static bool bias_shape_of(const ac_tensor *t, const ac_problem *p, int *nb, int *nh)
+{
+    const int64_t *nn = t->shape + t->ndim - 2;
+    *nb = t->ndim == 4 ? (int)t->shape[0] : 1, *nh = t->ndim == 4 ? (int)t->shape[1] : 1;
+    return (t->ndim == 2 || t->ndim == 4) && nn[0] == p->seqlen_q && nn[1] == p->seqlen_k &&
+           (*nb == 1 || *nb == p->batch) && (*nh == 1 || *nh == p->heads_q);
+}
+
+/* --bias FILE: an additive bias, f32 or the inputs' dtype, broadcast as
+ * (Nq, Nk) or (1|B, 1|Hq, Nq, Nk); -inf entries hide their pairs, NaN and +inf
+ * are refused (ac_problem_validate). */
+static int read_bias(const ac_cli *o, ac_inputs *in, ac_err *err)
+{
+    if (!o->bias)
+        return AC_OK;
+    ac_tensor t;
+    int st = ac_check_read_small(o->bias, "bias", &t, err), nb, nh;
+    if (st != AC_OK)
+        return st;
+    int dtype = bias_dtype_of(&t, in->c.dtype);
+    const ac_problem *p = &in->p;
+    if (dtype < 0)
+        st = ac_fail(err, AC_ERR_INPUT, "%s: the bias holds %s; expected f32 or the inputs' %s", o->bias,
+                     ac_tfile_dtype_name(t.dtype), ac_dtype_name(in->c.dtype));
+    else if (!bias_shape_of(&t, p, &nb, &nh))
+        st = ac_fail(err, AC_ERR_INPUT, "%s: the bias must be (Nq, Nk) = (%d, %d) or (1|%d, 1|%d, %d, %d)", o->bias,
+                     p->seqlen_q, p->seqlen_k, p->batch, p->heads_q, p->seqlen_q, p->seqlen_k);
+    if (st == AC_OK) {
+        in->bias = t.data, t.data = NULL; /* freed with the inputs */
+        in->p.bias = in->bias, in->p.bias_dtype = (ac_dtype)dtype, in->p.bias_batch = nb, in->p.bias_heads = nh;
+        in->c.bias = AC_BIAS_NORMAL, in->c.bias_f32 = dtype == AC_F32; /* descriptive: a bias from a file */
+        in->c.bias_per_batch = nb > 1, in->c.bias_per_head = nh > 1;
+    }
+    ac_tensor_free(&t);
+    return st;
+}
+
 int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
 {
     int st = ac_check_thd_problem(in); /* check_thd.c */
@@ -84,11 +133,35 @@ int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
         st = read_sinks(o, in, err);
     if (st == AC_OK)
         st = read_alibi(o, in, err);
+    if (st == AC_OK)
+        st = read_bias(o, in, err);
     return st;
+}
+
+/* dbias: the bias's shape and dtype, with do. */
+static int check_dbias_file(const tensor_files *f, const ac_inputs *in, ac_err *err)
+{
+    const ac_tensor *t = &f->t[T_DBIAS];
+    const ac_problem *p = &in->p;
+    int nb, nh;
+    if (!p->bias)
+        return ac_fail(err, AC_ERR_INPUT, "%s: dbias given but no --bias: the problem has no bias", t->file);
+    if (!f->have[T_DO])
+        return ac_fail(err, AC_ERR_INPUT, "%s: dbias given without do (the gradient it answers)", t->file);
+    if (bias_dtype_of(t, in->c.dtype) != (int)p->bias_dtype || !bias_shape_of(t, p, &nb, &nh) ||
+        nb != (p->bias_batch > 1 ? p->bias_batch : 1) || nh != (p->bias_heads > 1 ? p->bias_heads : 1))
+        return ac_fail(err, AC_ERR_INPUT, "%s: dbias must have the bias's shape and dtype (%s)", t->file,
+                       ac_dtype_name(p->bias_dtype));
+    return AC_OK;
 }
 
 int ac_check_variant_files(const tensor_files *f, const ac_inputs *in, ac_err *err)
 {
+    if (f->have[T_DBIAS]) {
+        int st = check_dbias_file(f, in, err);
+        if (st != AC_OK)
+            return st;
+    }
     if (!f->have[T_DSINK])
         return AC_OK;
     const ac_tensor *t = &f->t[T_DSINK];
@@ -112,6 +185,9 @@ void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len)
         at += (size_t)snprintf(buf + at, len - at, " softcap=%.9g", in->p.softcap);
     if (in->p.sinks && at < len)
         at += (size_t)snprintf(buf + at, len - at, " sinks");
+    if (in->p.bias && at < len)
+        at += (size_t)snprintf(buf + at, len - at, " bias(%s,%s,Nq,Nk %s)", in->p.bias_batch > 1 ? "B" : "1",
+                               in->p.bias_heads > 1 ? "Hq" : "1", ac_dtype_name(in->p.bias_dtype));
     if (in->p.alibi_slopes && at < len)
         at += (size_t)snprintf(buf + at, len - at, " alibi%s", in->p.alibi_batch > 1 ? "(B,Hq)" : "(Hq)");
 }

@@ -152,6 +152,8 @@ static const cli_option options[] = {
     STRING("--softcap", "C", C_FILES, softcap, "softcap c > 0: S' = c tanh(S / c) (Gemma 2; FlashAttention's softcap)"),
     STRING("--alibi", "FILE", C_FILES, alibi, "ALiBi slopes: (Hq) or (B, Hq) f32, .npy or .safetensors "
            "(FlashAttention's alibi_slopes: S' -= slope |i + nk - nq - j|)"),
+    STRING("--bias", "FILE", C_FILES, bias, "additive bias (Nq, Nk) or (1|B, 1|Hq, Nq, Nk), f32 or the inputs' "
+           "dtype, added last to the scores (-inf hides a pair); dbias in the files is then checked"),
     STRING("--sinks", "FILE", C_FILES, sinks, "learnable sinks: (Hq) f32 logits, .npy or .safetensors (gpt-oss); "
            "dsink in the files is then checked"),
     STRING("--budgets", "FILE", C_REPORTS, budgets, "budgets file (default: the repository's budgets.txt)"),

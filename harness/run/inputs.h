@@ -21,6 +21,7 @@ typedef struct {
     /* the variants' arrays (run/inputs_variants.c; NULL when unused), owned; p points at them */
     float *sinks;                   /* (Hq) sink logits */
     float *alibi;                   /* (1 or B, Hq) ALiBi slopes */
+    void *bias;                     /* (1|B, 1|Hq, Nq, Nk) additive bias, bits of p.bias_dtype */
     int *cu_seqlens_q, *cu_seqlens_k; /* (B + 1) THD row offsets */
 } ac_inputs;
 

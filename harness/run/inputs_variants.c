@@ -10,7 +10,7 @@
 #include "harness/run/inputs_variants.h"
 #include "ref/rng.h"
 
-enum { STREAM_SINKS = 0x101, STREAM_ALIBI = 0x102 };
+enum { STREAM_SINKS = 0x101, STREAM_ALIBI = 0x102, STREAM_BIAS = 0x103 };
 
 static uint64_t stream(uint64_t seed, uint64_t id)
 {
@@ -149,10 +149,37 @@ static int draw_alibi(ac_inputs *in, ac_err *err)
     return AC_OK;
 }
 
+/* ---- the additive bias --------------------------------------------------------------- */
+
+/* Every entry M + S g in the bias dtype, then -inf with probability F (the
+ * entry's own draw decides, so F moves no finite value). */
+static int draw_bias(ac_inputs *in, ac_err *err)
+{
+    const ac_case *c = &in->c;
+    ac_problem *p = &in->p;
+    p->bias_dtype = c->bias_f32 ? AC_F32 : c->dtype;
+    p->bias_batch = c->bias_per_batch ? p->batch : 1, p->bias_heads = c->bias_per_head ? p->heads_q : 1;
+    double n = (double)p->bias_batch * p->bias_heads * p->seqlen_q * p->seqlen_k;
+    if (n > (double)AC_DEFAULT_MEM_BUDGET / 16)
+        return ac_fail(err, AC_ERR_INPUT, "shape too big: a bias of %.0f entries", n);
+    in->bias = malloc((size_t)n * ac_dtype_size(p->bias_dtype) + 1);
+    if (!in->bias)
+        return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for the bias (%.0f entries)", n);
+    uint64_t st = stream(c->seed, STREAM_BIAS);
+    for (size_t x = 0; x < (size_t)n; x++) {
+        double v = c->bias_a + c->bias_b * gauss(&st), u = (double)(ac_splitmix64(&st) >> 11) * 0x1p-53;
+        ac_bits_put(p->bias_dtype, in->bias, x, ac_narrow(p->bias_dtype, u < c->bias_inf ? -INFINITY : v));
+    }
+    p->bias = in->bias;
+    return AC_OK;
+}
+
 int inputs_variants_draw(ac_inputs *in, ac_err *err)
 {
     int st = AC_OK;
-    if (in->c.alibi != AC_ALIBI_NONE) /* before the sinks: over(M) measures the scores ALiBi moves */
+    if (in->c.bias != AC_BIAS_NONE) /* before the sinks too: over(M) measures the scores the bias moves */
+        st = draw_bias(in, err);
+    if (st == AC_OK && in->c.alibi != AC_ALIBI_NONE) /* before the sinks: over(M) measures the scores ALiBi moves */
         st = draw_alibi(in, err);
     if (st == AC_OK && in->c.sinks != AC_SINKS_NONE)
         st = draw_sinks(in, err);
@@ -161,7 +188,8 @@ int inputs_variants_draw(ac_inputs *in, ac_err *err)
 
 void inputs_variants_free(ac_inputs *in)
 {
-    free(in->sinks), free(in->cu_seqlens_q), free(in->cu_seqlens_k), free(in->alibi);
+    free(in->sinks), free(in->cu_seqlens_q), free(in->cu_seqlens_k), free(in->alibi), free(in->bias);
     in->sinks = in->alibi = NULL;
+    in->bias = NULL;
     in->cu_seqlens_q = in->cu_seqlens_k = NULL;
 }

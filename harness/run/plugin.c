@@ -44,10 +44,12 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 #define ABI_V1_SIZE offsetof(attncheck_plugin, struct_size)
 #define ABI_V2_MIN_SIZE (offsetof(attncheck_plugin, backward2) + sizeof(attncheck_backward2_fn))
 _Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP && ATTNCHECK_VARIANT_SINKS == AC_VAR_SINKS &&
-               ATTNCHECK_VARIANT_DV == AC_VAR_DV && ATTNCHECK_VARIANT_ALIBI == AC_VAR_ALIBI, "variant bits");
+               ATTNCHECK_VARIANT_DV == AC_VAR_DV && ATTNCHECK_VARIANT_ALIBI == AC_VAR_ALIBI &&
+                   ATTNCHECK_VARIANT_BIAS == AC_VAR_BIAS, "variant bits");
 _Static_assert(ATTNCHECK_MAX_DV_PAIRS == AC_MAX_DV_PAIRS, "d_v pairs");
 #define ABI_V2_VARIANTS \
-    (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_DV | ATTNCHECK_VARIANT_ALIBI)
+    (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_DV | ATTNCHECK_VARIANT_ALIBI | \
+     ATTNCHECK_VARIANT_BIAS)
 
 typedef struct {
     ac_kernel k;          /* k.ctx points back here */
@@ -96,6 +98,9 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .head_dim_v = p->head_dim_v, .softcap = p->softcap, .sinks = p->sinks,
         .cu_seqlens_q = (const int32_t *)p->cu_seqlens_q, .cu_seqlens_k = (const int32_t *)p->cu_seqlens_k,
         .alibi_slopes = p->alibi_slopes, .alibi_batch = p->alibi_slopes ? (p->alibi_batch > 1 ? p->alibi_batch : 1) : 0,
+        .bias = p->bias, .bias_dtype = (int32_t)p->bias_dtype,
+        .bias_batch = p->bias ? (p->bias_batch > 1 ? p->bias_batch : 1) : 0,
+        .bias_heads = p->bias ? (p->bias_heads > 1 ? p->bias_heads : 1) : 0,
     };
 }
 
@@ -143,7 +148,7 @@ static int plugin_backward(const ac_kernel *self, const ac_problem *p, ac_dtype 
         attncheck_problem2 ap = to_abi2(p);
         attncheck_bwd_args ba = {.struct_size = sizeof ba, .dtype = (int32_t)t, .q = a->q, .k = a->k, .v = a->v,
                                  .o = a->o, .d_o = a->d_o, .lse = a->lse, .dq = a->dq, .dk = a->dk, .dv = a->dv,
-                                 .dsink = a->dsink};
+                                 .dsink = a->dsink, .dbias = a->dbias};
         rc = c->desc.backward2(c->desc.user, &ap, &ba, buf, sizeof buf);
     } else {
         attncheck_problem ap = to_abi(p);

@@ -37,9 +37,25 @@ static int alloc_reference(const ac_problem *p, bool backward, ac_reference *r, 
 }
 
 /* The variants' parameter gradients (harness-side of ref/params.c). */
+static int make_dbias(const ac_inputs *in, ac_reference *r, ac_err *err)
+{
+    const ac_problem *p = &in->p;
+    size_t n = ac_bias_elems(p);
+    r->dbias = malloc((n + 1) * sizeof(double));
+    r->e_dbias = malloc((n + 1) * sizeof(double));
+    if (!r->dbias || !r->e_dbias)
+        return ac_fail(err, AC_ERR_ENV, "reference: out of memory for dBias (%zu entries)", n);
+    return ref_backward_dbias_fp64(p, in->qd, in->kd, in->vd, r->lse, in->d_od, r->delta, r->dbias, err);
+}
+
 static int make_params(const ac_inputs *in, ac_reference *r, ac_err *err)
 {
     const ac_problem *p = &in->p;
+    if (p->bias) {
+        int st = make_dbias(in, r, err);
+        if (st != AC_OK)
+            return st;
+    }
     if (!p->sinks)
         return AC_OK;
     size_t n = (size_t)p->heads_q;
@@ -83,8 +99,8 @@ static int make_all(const ac_inputs *in, bool backward, int cert_rows, ac_refere
     if (status == AC_OK && backward)
         status = make_backward(in, r, err);
     if (status == AC_OK)
-        status = ref_error_scales(p, t, in->qd, in->kd, in->vd, r->o, r->lse,
-                                  backward ? in->d_od : NULL, r->e_o, r->e_dq, r->e_dk, r->e_dv, err);
+        status = ref_error_scales_dbias(p, t, in->qd, in->kd, in->vd, r->o, r->lse, backward ? in->d_od : NULL,
+                                        r->e_o, r->e_dq, r->e_dk, r->e_dv, r->e_dbias, err);
     if (status == AC_OK)
         status = ref_lse_error_scale(p, in->qd, in->kd, r->lse, r->e_lse, err);
     if (status == AC_OK && backward)
@@ -115,7 +131,7 @@ void ac_reference_free(ac_reference *r)
 {
     double *all[] = {r->o, r->lse, r->dq, r->dk, r->dv, r->delta, r->e_o, r->e_lse, r->e_dq,
                      r->e_dk, r->e_dv, r->naive_o, r->naive_lse, r->naive_dq, r->naive_dk, r->naive_dv,
-                     r->dsink, r->e_dsink};
+                     r->dsink, r->e_dsink, r->dbias, r->e_dbias};
     for (size_t s = 0; s < sizeof all / sizeof all[0]; s++)
         free(all[s]);
     memset(r, 0, sizeof *r);

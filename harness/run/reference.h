@@ -24,6 +24,8 @@ typedef struct {
     /* the variants' parameter gradients (backward, when the problem uses them; else NULL):
      * dsink (Hq) and its scale e_dsink (f32 units), ref_backward_params_fp64 / ref_param_error_scales */
     double *dsink, *e_dsink;
+    /* dbias (ac_bias_elems) and e_dbias (units of the bias dtype), ref_backward_dbias_fp64 / ref_error_scales_dbias */
+    double *dbias, *e_dbias;
 } ac_reference;
 
 int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err);

@@ -30,11 +30,13 @@ typedef struct {
     size_t o_bytes, v_bytes; /* O, dO and V, dV: d_v columns (= q_bytes, kv_bytes when d_v = d) */
     float *dsink;           /* the variants' parameter gradients (backward; NULL when unused) */
     size_t dsink_bytes;
+    void *dbias;            /* shaped like the bias, in its dtype */
+    size_t dbias_bytes;
 } host_outputs;
 
 /* Device mirrors for AC_MEM_CUDA kernels: inputs and outputs. */
 typedef struct {
-    void *q, *k, *v, *d_o, *o, *lse, *dq, *dk, *dv, *dsink;
+    void *q, *k, *v, *d_o, *o, *lse, *dq, *dk, *dv, *dsink, *dbias;
 } dev_buffers;
 
 double ac_now_seconds(void)
@@ -52,6 +54,7 @@ static void outputs_free(host_outputs *h)
     free(h->dv);
     free(h->lse);
     free(h->dsink);
+    free(h->dbias);
     memset(h, 0, sizeof *h);
 }
 
@@ -75,7 +78,12 @@ static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac
         h->dsink_bytes = (size_t)in->p.heads_q * sizeof(float);
         h->dsink = malloc(h->dsink_bytes);
     }
-    if (!h->o || !h->lse || (backward && (!h->dq || !h->dk || !h->dv)) || (h->dsink_bytes && !h->dsink)) {
+    if (backward && in->p.bias) {
+        h->dbias_bytes = ac_bias_elems(&in->p) * ac_dtype_size(in->p.bias_dtype);
+        h->dbias = malloc(h->dbias_bytes);
+    }
+    if (!h->o || !h->lse || (backward && (!h->dq || !h->dk || !h->dv)) || (h->dsink_bytes && !h->dsink) ||
+        (h->dbias_bytes && !h->dbias)) {
         outputs_free(h);
         return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's outputs (%zu bytes each)", h->q_bytes);
     }
@@ -84,7 +92,7 @@ static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac
 
 static void dev_free_all(dev_buffers *d)
 {
-    void *all[] = {d->q, d->k, d->v, d->d_o, d->o, d->lse, d->dq, d->dk, d->dv, d->dsink};
+    void *all[] = {d->q, d->k, d->v, d->d_o, d->o, d->lse, d->dq, d->dk, d->dv, d->dsink, d->dbias};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             ac_dev_free(all[i]);
@@ -130,7 +138,7 @@ static int forward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h
 static int backward_host(const ac_kernel *k, const ac_inputs *in, host_outputs *h, ac_err *err)
 {
     ac_bwd_args a = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .d_o = in->d_o, .lse = h->lse,
-                     .dq = h->dq, .dk = h->dk, .dv = h->dv, .dsink = h->dsink};
+                     .dq = h->dq, .dk = h->dk, .dv = h->dv, .dsink = h->dsink, .dbias = h->dbias};
     return k->backward(k, &in->p, in->c.dtype, &a, err);
 }
 
@@ -142,17 +150,19 @@ static int backward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *
         (st = dev_stage(&d->dq, h->dq, h->q_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->dk, h->dk, h->kv_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->dv, h->dv, h->v_bytes, err)) != AC_OK ||
-        (h->dsink && (st = dev_stage(&d->dsink, h->dsink, h->dsink_bytes, err)) != AC_OK))
+        (h->dsink && (st = dev_stage(&d->dsink, h->dsink, h->dsink_bytes, err)) != AC_OK) ||
+        (h->dbias && (st = dev_stage(&d->dbias, h->dbias, h->dbias_bytes, err)) != AC_OK))
         return st;
     ac_bwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .d_o = d->d_o, .lse = d->lse,
-                     .dq = d->dq, .dk = d->dk, .dv = d->dv, .dsink = d->dsink};
+                     .dq = d->dq, .dk = d->dk, .dv = d->dv, .dsink = d->dsink, .dbias = d->dbias};
     if ((st = k->backward(k, &in->p, in->c.dtype, &a, err)) != AC_OK)
         return st;
     if ((st = ac_dev_sync(err)) != AC_OK)
         return st;
     if ((st = ac_dev_download(h->dq, d->dq, h->q_bytes, err)) != AC_OK ||
         (st = ac_dev_download(h->dk, d->dk, h->kv_bytes, err)) != AC_OK ||
-        (h->dsink && (st = ac_dev_download(h->dsink, d->dsink, h->dsink_bytes, err)) != AC_OK))
+        (h->dsink && (st = ac_dev_download(h->dsink, d->dsink, h->dsink_bytes, err)) != AC_OK) ||
+        (h->dbias && (st = ac_dev_download(h->dbias, d->dbias, h->dbias_bytes, err)) != AC_OK))
         return st;
     return ac_dev_download(h->dv, d->dv, h->v_bytes, err);
 }
@@ -173,6 +183,8 @@ static int run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, ho
         ac_poison(t, h->dv, ac_v_elems(&in->p));
         if (h->dsink)
             ac_poison_f32(h->dsink, h->dsink_bytes / sizeof(float));
+        if (h->dbias)
+            ac_poison(in->p.bias_dtype, h->dbias, ac_bias_elems(&in->p));
         st = on_device ? backward_cuda(k, in, h, &d, err) : backward_host(k, in, h, err);
     }
     dev_free_all(&d);
@@ -194,6 +206,8 @@ static void compare_all(const ac_inputs *in, const host_outputs *h, const ac_ref
     ac_compare(in, AC_OUT_DV, h->dv, ref->dv, ref->e_dv, ref->naive_dv, &m[AC_OUT_DV]);
     if (h->dsink) /* the variants' parameter gradients */
         ac_compare(in, AC_OUT_DSINK, h->dsink, ref->dsink, ref->e_dsink, NULL, &m[AC_OUT_DSINK]);
+    if (h->dbias)
+        ac_compare(in, AC_OUT_DBIAS, h->dbias, ref->dbias, ref->e_dbias, NULL, &m[AC_OUT_DBIAS]);
 }
 
 /* Marks r as stopped by status st with err's message. */

@@ -4,6 +4,7 @@
  * does not claim a variant is not run on it, plugins of both ABI versions,
  * and `check` on files with the variants' options. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,12 @@ static const char *const good_lines[] = {
     "softcap=5 alibi=uniform(1,16):bh",
     "v1 seed=12 b=2 hq=2 hkv=2 nq=33 nk=80 d=8 dtype=f32 mask=window-tl(20,inf) layout=bhsd dist=normal(0,2) "
     "scale=auto sinks=over(4) alibi=paper:bh",
+    "v1 seed=13 b=2 hq=4 hkv=2 nq=70 nk=130 d=32 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto "
+    "bias=normal(0,1):1h",
+    "v1 seed=14 b=2 hq=2 hkv=1 nq=65 nk=40 d=16 dtype=f16 mask=none layout=bshd dist=normal(0,1) scale=auto "
+    "bias=normal(-2,1):bh:f32:inf(0.2)",
+    "v1 seed=15 b=3 hq=2 hkv=2 nq=33 nk=33 d=8 dtype=f32 mask=none seqlens-q=33,5,0 layout=bhsd dist=normal(0,1) "
+    "scale=auto softcap=5 bias=normal(0,1):b1:inf(0.9)",
 };
 
 Test(harness_variants, correct_kernels_pass_every_variant_line_within_the_budgets)
@@ -88,6 +95,10 @@ static const exposed exposing[] = {
      "LSE:scaled"},
     {"alibi-top-left",
      "v1 seed=1 b=1 hq=2 hkv=1 nq=8 nk=24 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto alibi=paper",
+     "O:scaled"},
+    {"bias-wrong-axis",
+     "v1 seed=1 b=2 hq=2 hkv=1 nq=8 nk=24 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto "
+     "bias=normal(0,2):1h",
      "O:scaled"},
     {"dv-with-dqk-stride",
      "v1 seed=1 b=1 hq=2 hkv=1 nq=8 nk=8 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto dv=8",
@@ -198,7 +209,7 @@ Test(harness_variants, an_abi_2_plugin_runs_the_variants_it_claims)
     for (size_t l = 0; l < sizeof good_lines / sizeof *good_lines; l++) {
         ac_case c;
         cr_assert_eq(ac_case_parse(good_lines[l], &c, NULL), AC_OK);
-        if (c.head_dim_v != 0) /* the example does not claim d_v */
+        if (c.head_dim_v != 0 || c.bias != AC_BIAS_NONE) /* the example does not claim d_v nor a bias */
             continue;
         ac_result r = run_line("example-flash-cpu-v2", good_lines[l]);
         cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s: %s", good_lines[l], r.why);
@@ -382,4 +393,74 @@ Test(harness_variants, alibi_paper_slopes_are_the_papers_geometric_sequence)
         }
         ac_inputs_free(&in);
     }
+}
+
+/* ref-fp64 with its dBias moved by 1/64: every other output exact, dBias fails
+ * at the entry it moved most (an f32 bias on an f16 case: dBias in f32 units). */
+static int dbias_off_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
+{
+    (void)self;
+    const ac_kernel *ref = ac_kernel_find("ref-fp64");
+    int st = ref->backward(ref, p, t, a, err);
+    for (size_t x = 0; st == AC_OK && x < ac_bias_elems(p); x++)
+        ((float *)a->dbias)[x] *= 1.0f + 1.0f / 64;
+    return st;
+}
+
+Test(harness_variants, a_planted_dbias_error_fails_dbias_alone)
+{
+    ac_kernel k = *ac_kernel_find("ref-fp64");
+    k.name = "ref-fp64-dbias-off";
+    k.backward = dbias_off_backward;
+    ac_case c;
+    cr_assert_eq(ac_case_parse(good_lines[13], &c, NULL), AC_OK);
+    cr_assert(c.bias_f32 && c.dtype == AC_F16, "%s", good_lines[13]);
+    ac_budgets b = load_budgets();
+    ac_run_opts o = {.backward = true};
+    ac_result r;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(r.verdict, AC_VERDICT_FAIL, "%s", r.why);
+    cr_assert_str_eq(r.kind, "dBias:scaled", "%s", r.why);
+    for (int out = AC_OUT_O; out <= AC_OUT_DV; out++)
+        cr_assert_lt(r.m[out].max_scaled, 1.0, "%s is the reference's own: %g", ac_output_name((ac_output)out),
+                     r.m[out].max_scaled);
+    cr_assert_gt(r.m[AC_OUT_DBIAS].max_scaled, 8.0, "1/64 of dBias in f32 units, twice the budget at least: %g",
+                 r.m[AC_OUT_DBIAS].max_scaled);
+}
+
+/* check with --bias FILE (f32 (1, Hq, Nq, Nk)) and a dbias tensor in the files. */
+Test(harness_variants, check_judges_a_bias_and_its_gradient)
+{
+    char dir[] = "/tmp/ac-var-XXXXXX", path[128], out[64];
+    cr_assert_not_null(mkdtemp(dir));
+    write_case(dir, "v1 seed=7 b=2 hq=2 hkv=1 nq=12 nk=20 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
+               "scale=auto", "cpu-flash", 0.0);
+    float bias[2 * 12 * 20];
+    for (int x = 0; x < 2 * 12 * 20; x++)
+        bias[x] = x % 9 == 4 ? -INFINITY : (float)((x * 37 % 23) - 11) / 8.0f;
+    ac_err err = {{0}};
+    snprintf(path, sizeof path, "%s/bias.npy", dir);
+    ac_tensor t = {.dtype = AC_TF_F32, .ndim = 4, .shape = {1, 2, 12, 20}, .n_elems = 480, .data = bias};
+    cr_assert_eq(ac_npy_write(path, &t, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(check_dir(dir, "--bias", path), AC_FAIL_ACCURACY, "O made without the bias fails");
+    char *run[] = {"check", dir, "--kernel", "cpu-flash", "--bias", path, "--cert-rows", "0", NULL};
+    cr_assert_eq(ac_cmd_check(8, run), AC_OK, "cpu-flash given the bias passes, dBias included");
+    char *axis[] = {"check", dir, "--kernel", "cpu-flash-mutant-bias-wrong-axis", "--bias", path, NULL};
+    cr_assert_eq(ac_cmd_check(6, axis), AC_FAIL_ACCURACY, "the bias read on the wrong axis fails");
+    snprintf(out, sizeof out, "%s/ref", dir);
+    char *ref[] = {"reference", dir, "--bias", path, "--out", out, NULL};
+    cr_assert_eq(ac_cmd_reference(6, ref), AC_OK);
+    snprintf(path, sizeof path, "%s/dbias.npy", out);
+    ac_tensor d;
+    cr_assert_eq(ac_npy_read(path, "dbias", &d, &err), AC_OK, "%s", err.msg);
+    cr_assert(d.ndim == 4 && d.shape[0] == 1 && d.shape[1] == 2 && d.shape[2] == 12 && d.shape[3] == 20,
+              "reference dbias has the bias's shape");
+    for (size_t x = 0; x < d.n_elems; x++)
+        if (bias[x] == -INFINITY)
+            cr_assert_eq(((double *)d.data)[x], 0.0, "a hidden pair's dBias is 0");
+    ac_tensor_free(&d);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
 }

@@ -17,7 +17,7 @@
 
 const char *ac_output_name(ac_output o)
 {
-    static const char *const names[AC_OUT_COUNT] = {"O", "LSE", "dQ", "dK", "dV", "dSink"};
+    static const char *const names[AC_OUT_COUNT] = {"O", "LSE", "dQ", "dK", "dV", "dSink", "dBias"};
     return (unsigned)o < AC_OUT_COUNT ? names[o] : "?";
 }
 
@@ -250,6 +250,32 @@ static void compare_k_rows(accum *a, const ac_problem *p, const tensors *tn, int
         }
 }
 
+/* dBias: entry (mb, mh, i, j) at [mb, mh, i, j], where some (b, h) the bias
+ * broadcasts over has row i and key j (elsewhere it is padding of every one). */
+static bool bias_entry_in_problem(const ac_problem *p, int mb, int i, int j)
+{
+    for (int b = p->bias_batch > 1 ? mb : 0; b < (p->bias_batch > 1 ? mb + 1 : p->batch); b++)
+        if (i < ac_seqlen_q_of(p, b) && j < ac_seqlen_k_of(p, b))
+            return true;
+    return false;
+}
+
+static void compare_bias(accum *a, const ac_problem *p, const tensors *tn)
+{
+    int nb = p->bias_batch > 1 ? p->bias_batch : 1, nh = p->bias_heads > 1 ? p->bias_heads : 1;
+    for (int mb = 0; mb < nb; mb++)
+        for (int mh = 0; mh < nh; mh++)
+            for (int i = 0; i < p->seqlen_q; i++)
+                for (int j = 0; j < p->seqlen_k; j++) {
+                    if (!bias_entry_in_problem(p, mb, i, j))
+                        continue;
+                    size_t at = ac_bias_index(p, mb, mh, i, j);
+                    ac_where w = {mb, mh, i, j};
+                    compare_element(a, w, ac_bits_get(a->t, tn->got, at), tn->ref[at], tn->escale[at], NULL);
+                    a->m->n_compared++;
+                }
+}
+
 /* One value per query head (dSink): at [-1, h, -1, -1]. */
 static void compare_per_head(accum *a, const ac_problem *p, const tensors *tn)
 {
@@ -305,7 +331,17 @@ void ac_compare(const ac_inputs *in, ac_output which, const void *got, const dou
                .kind = (unsigned)which < AC_OUT_COUNT ? kinds[which] : AC_TENSOR_Q};
     a.u = ac_unit_roundoff(a.t);
     a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
+    if (which == AC_OUT_DBIAS) { /* stored like the bias */
+        a.t = p->bias_dtype;
+        a.u = ac_unit_roundoff(a.t);
+        a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
+    }
     tensors tn = {got, ref, escale, naive};
+    if (which == AC_OUT_DBIAS) {
+        compare_bias(&a, p, &tn);
+        finish(&a);
+        return;
+    }
     if (which == AC_OUT_DSINK) {
         compare_per_head(&a, p, &tn);
         finish(&a);

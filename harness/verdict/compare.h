@@ -11,9 +11,12 @@
 #include "ref/ref.h"
 
 /* The variants add the gradients of their own parameters (ref/variants.h),
- * present only when the problem uses them: dSink (Hq, f32). */
-typedef enum { AC_OUT_O = 0, AC_OUT_LSE, AC_OUT_DQ, AC_OUT_DK, AC_OUT_DV, AC_OUT_DSINK, AC_OUT_COUNT } ac_output;
-const char *ac_output_name(ac_output o); /* "O", "LSE", "dQ", "dK", "dV", "dSink" */
+ * present only when the problem uses them: dSink (Hq, f32); dBias (shaped like
+ * the bias, in its dtype: ac_compare measures it in the bias dtype's ulp and u). */
+typedef enum {
+    AC_OUT_O = 0, AC_OUT_LSE, AC_OUT_DQ, AC_OUT_DK, AC_OUT_DV, AC_OUT_DSINK, AC_OUT_DBIAS, AC_OUT_COUNT
+} ac_output;
+const char *ac_output_name(ac_output o); /* "O", "LSE", "dQ", "dK", "dV", "dSink", "dBias" */
 
 typedef struct {
     int b, h, row, col; /* col = -1 for LSE */

@@ -22,6 +22,8 @@ static void format_where(ac_output o, ac_where w, char *buf, size_t len)
 {
     if (o == AC_OUT_DSINK)
         snprintf(buf, len, "h=%d", w.h);
+    else if (o == AC_OUT_DBIAS) /* the bias's own indices: 0 on a broadcast axis */
+        snprintf(buf, len, "bias b=%d h=%d row=%d key=%d", w.b, w.h, w.row, w.col);
     else if (o == AC_OUT_LSE)
         snprintf(buf, len, "b=%d h=%d row=%d", w.b, w.h, w.row);
     else if (o == AC_OUT_DK || o == AC_OUT_DV)

@@ -23,7 +23,9 @@ static const char *const valid_tail =
     "f32 dV scaled 16 grows\nf32 O vs-naive-mean 2\nf32 LSE vs-naive-mean 2\nf32 dQ vs-naive-mean 2\n"
     "f32 dK vs-naive-mean 2\nf32 dV vs-naive-mean 2\n"
     "f16 dSink scaled 4\nf16 dSink vs-naive-mean off\nbf16 dSink scaled 4\nbf16 dSink vs-naive-mean off\n"
-    "f32 dSink scaled 16 grows\nf32 dSink vs-naive-mean off\n";
+    "f32 dSink scaled 16 grows\nf32 dSink vs-naive-mean off\n"
+    "f16 dBias scaled 4\nf16 dBias vs-naive-mean off\nbf16 dBias scaled 4\nbf16 dBias vs-naive-mean off\n"
+    "f32 dBias scaled 16 grows\nf32 dBias vs-naive-mean off\n";
 
 /* Writes text to a fresh temporary file; returns its path (static buffer). */
 static const char *write_temp(const char *text)
@@ -131,7 +133,7 @@ Test(harness_budget, repeated_entry_names_both_lines)
     char text[4096];
     snprintf(text, sizeof text, "version 1\n%sf16 dK scaled 8\n", valid_tail);
     cr_assert_eq(load_text(text, &b, &err), AC_ERR_INPUT);
-    cr_assert(strstr(err.msg, ":38: f16 dK scaled given twice (first on line 5)") != NULL, "%s", err.msg);
+    cr_assert(strstr(err.msg, ":44: f16 dK scaled given twice (first on line 5)") != NULL, "%s", err.msg);
 }
 
 Test(harness_budget, missing_entry_and_missing_version_are_errors)

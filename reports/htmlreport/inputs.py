@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-OUTPUTS = ("O", "LSE", "dQ", "dK", "dV", "dSink")  # dSink: the sinks' gradient (README, "Variants")
+OUTPUTS = ("O", "LSE", "dQ", "dK", "dV", "dSink", "dBias")  # dSink: the sinks' gradient (README, "Variants")
 VERDICTS = ("pass", "fail", "error", "skipped")
 SPECIAL_CLASSES = ("unexpected_nan", "overflow", "lost_special", "wrong_zero", "unwritten")
 MASKED_ROW_COUNTS = ("masked_rows", "masked_rows_zero", "masked_rows_nan", "masked_rows_lse_posinf")

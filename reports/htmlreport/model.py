@@ -7,6 +7,7 @@ kernel when the inputs hold mutants only)."""
 import collections
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -70,10 +71,19 @@ class Sample:
     metrics: dict
 
 
+def measured_dtype(case: CaseRecord, output: str) -> str:
+    """The dtype an output is measured in: dBias is stored like its bias, f32
+    when the case line's bias says :f32 (README, "Variants")."""
+    if output == "dBias" and re.search(r" bias=\S*:f32", " " + case.line):
+        return "f32"
+    return case.dtype
+
+
 def sample(case: CaseRecord, output: str, m: dict) -> Sample:
     has_naive = m.get("has_naive", False)
-    return Sample(case, m.get("max_scaled", math.nan), mean_scaled(case.dtype, output, m),
-                  mean_scaled(case.dtype, output, m, naive=True), naive_max_scaled(m),
+    dtype = measured_dtype(case, output)
+    return Sample(case, m.get("max_scaled", math.nan), mean_scaled(dtype, output, m),
+                  mean_scaled(dtype, output, m, naive=True), naive_max_scaled(m),
                   m.get("vs_naive_max") if has_naive else None, m.get("vs_naive_mean") if has_naive else None, m)
 
 
