@@ -151,7 +151,7 @@ static void bwd_block(const ac_problem *p, ac_dtype t, int b, int h, int g, int 
     for (int r = 0; r < rows; r++) /* P recomputed from LSE; a row with nothing visible has P = 0 */
         for (int c = 0; c < cols; c++) {
             float *s = &w->s[(size_t)r * cols + c];
-            *s = lse[r] == -INFINITY ? 0.0f : exp_shifted(*s, scale, lse[r], lse_lo[r]);
+            *s = lse[r] == -INFINITY || *s == -INFINITY ? 0.0f : exp_shifted(*s, scale, lse[r], lse_lo[r]);
             w->p_dt[(size_t)r * cols + c] = cf_round_to(t, *s);
         }
     cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d, w->dv_acc); /* dV += P^T dO */

@@ -253,9 +253,16 @@ static int edit_seed(const ac_case *cur, int i, ac_case *cand)
 /* The variants (ref/variants.h): each dropped (0 = off), then simplified
  * (sinks to normal(0,1)); every candidate turns one off or moves it to its
  * simplest form, so the variants in use only fall. */
-/* The bias: dropped; else one (1, 1) shape, no -inf entries, normal(0,1), the inputs' dtype. */
+/* The bias: dropped; else one (1, 1) shape, no -inf entries, normal(0,1), the
+ * inputs' dtype; then a dense mask's dimensions (1, 1). */
 static int edit_bias(const ac_case *cur, int i, ac_case *cand)
 {
+    if (i == 5) {
+        if (!cur->mask_per_batch && !cur->mask_per_head)
+            return 0;
+        cand->mask_per_batch = cand->mask_per_head = false;
+        return 1;
+    }
     if (i > 4)
         return -1;
     if (cur->bias == AC_BIAS_NONE)

@@ -415,6 +415,7 @@ static const case_field fields[] = {
     VARIANT_FIELD("sinks", sinks),
     VARIANT_FIELD("alibi", alibi),
     VARIANT_FIELD("bias", bias),
+    VARIANT_FIELD("maskdims", maskdims),
 };
 enum { N_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
 

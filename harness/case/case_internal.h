@@ -59,6 +59,7 @@ CASE_VARIANT_FIELD_FNS(softcap)
 CASE_VARIANT_FIELD_FNS(sinks)
 CASE_VARIANT_FIELD_FNS(alibi)
 CASE_VARIANT_FIELD_FNS(bias)
+CASE_VARIANT_FIELD_FNS(maskdims)
 #undef CASE_VARIANT_FIELD_FNS
 
 /* ---- mask kinds (masks.c) ------------------------------------------------------- */

@@ -1,5 +1,6 @@
 /* harness/case/case_variants.c — the variants' case-line fields (rows of
- * case.c's table, ref/variants.h's variants): dv, softcap, sinks, alibi, bias.
+ * case.c's table, ref/variants.h's variants): dv, softcap, sinks, alibi, bias,
+ * and the dense mask's broadcast dimensions (maskdims).
  * Each is optional, printed only when set, and reads back byte for byte. */
 #include <math.h>
 #include <stdio.h>
@@ -237,5 +238,32 @@ int case_validate_bias(const case_field *f, const ac_case *c, ac_err *err)
                        ac_dtype_name(c->bias_f32 ? AC_F32 : c->dtype), top);
     if (!(c->bias_inf >= 0.0 && c->bias_inf <= 1.0))
         return ac_fail(err, AC_ERR_INPUT, "%s: inf(F) needs F in [0,1], got %g", f->key, c->bias_inf);
+    return AC_OK;
+}
+
+/* maskdims=1h|b1|bh: which of (B, Hq) a dense mask has (bias_shapes' spelling; 11 is the default, not printed). */
+int case_parse_maskdims(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    for (int k = 1; k < 4; k++)
+        if (strcmp(value, bias_shapes[k]) == 0) {
+            c->mask_per_head = k & 1, c->mask_per_batch = k >> 1;
+            return AC_OK;
+        }
+    return case_bad(err, f->key, "1h, b1 or bh", value);
+}
+
+bool case_format_maskdims(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    snprintf(buf, len, "%s", bias_shapes[(c->mask_per_batch ? 2 : 0) + (c->mask_per_head ? 1 : 0)]);
+    return !c->mask_per_batch && !c->mask_per_head;
+}
+
+void case_reset_maskdims(ac_case *c) { c->mask_per_batch = c->mask_per_head = false; }
+
+int case_validate_maskdims(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if ((c->mask_per_batch || c->mask_per_head) && c->mask != AC_MASK_DENSE)
+        return ac_fail(err, AC_ERR_INPUT, "%s: needs mask=dense(KEEP)", f->key);
     return AC_OK;
 }

@@ -15,6 +15,10 @@
  *   bias     15%: shape 11, 1h, b1, bh alike; normal(0,1) 40, normal(0,4) 20,
  *            normal(-2,1) with 20% -inf 25 (a mask as a bias), normal(0,1) with
  *            90% -inf 15 (rows left with nothing visible); f32 half the time;
+ *   maskdims half the dense masks (of any kernel claiming them): 1h, b1, bh
+ *            alike, so a kernel reading batch 0's (or head 0's) mask for all fails;
+ *   negative scales 5% of every kernel's cases: the drawn scale negated (the
+ *            scores' order reversed, -inf masks times a negative scale);
  *   layout=thd 12% of the cases of a kernel claiming the THD layout: b = 2..4
  *            half the time when b = 1 and no lengths were drawn, and (with
  *            varlen claimed) lengths for q and k: 0 5, 1 10, the extent 25,
@@ -25,7 +29,7 @@
 
 /* Variant v's stream for case `index`: one per variant, so whether one is
  * claimed (and how many draws its parameters take) never moves another. */
-enum { STREAM_THD = 64 }; /* past every variant's id */
+enum { STREAM_THD = 64, STREAM_MASKDIMS, STREAM_NEG_SCALE }; /* past every variant's id */
 
 static case_rng variant_stream(uint64_t campaign_seed, uint64_t index, uint64_t v)
 {
@@ -140,9 +144,27 @@ static void draw_thd(case_rng *r, const ac_caps *caps, ac_case *c)
     draw_lens(r, c->batch, c->seqlen_k, c->seqlens_k);
 }
 
+/* What every kernel gets, claims or not: dense masks of every broadcast shape
+ * and negative scales (the contract never excluded them). */
+static void draw_mask_dims_and_sign(uint64_t campaign_seed, uint64_t index, ac_case *c)
+{
+    case_rng r = variant_stream(campaign_seed, index, STREAM_MASKDIMS);
+    if (c->mask == AC_MASK_DENSE && chance(&r, 50)) {
+        int shape = case_rng_int(&r, 1, 3);
+        c->mask_per_head = shape & 1, c->mask_per_batch = shape >> 1;
+    }
+    r = variant_stream(campaign_seed, index, STREAM_NEG_SCALE);
+    if (chance(&r, 5)) {
+        double s = c->scale_auto ? 1.0 / sqrt((double)c->head_dim) : c->scale;
+        c->scale_auto = false;
+        c->scale = -(double)(float)s;
+    }
+}
+
 void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c)
 {
     case_rng r;
+    draw_mask_dims_and_sign(campaign_seed, index, c);
     if (caps->layouts & (1u << AC_LAYOUT_THD)) {
         r = variant_stream(campaign_seed, index, STREAM_THD);
         if (chance(&r, 12))

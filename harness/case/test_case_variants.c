@@ -43,6 +43,10 @@ ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte
         {BASE " alibi=uniform(0,0.01):bh"},
         {BASE " softcap=30 sinks=over(4) alibi=uniform(1,16)"},
         {BASE " bias=normal(0,1):11"},
+        {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=dense(0.5) layout=bhsd dist=normal(0,1) "
+         "scale=-0.25 maskdims=b1"},
+        {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=dense(0.5) maskrows=0.1 layout=bhsd "
+         "dist=normal(0,1) scale=auto bias=normal(0,1):bh maskdims=bh"},
         {BASE " bias=normal(-2,1):bh:f32:inf(0.2)"},
         {BASE " bias=normal(0,4):1h:inf(0.9)"},
         {BASE " alibi=paper bias=normal(0.5,0.25):b1:f32"},
@@ -83,6 +87,9 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " alibi=paper:hb", "alibi"},
         {BASE " alibi=uniform(0,1e40)", "alibi"},
         {BASE " bias=normal(0,1)", "bias"},
+        {BASE " maskdims=bh", "maskdims"}, /* BASE's mask is causal-br */
+        {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=dense(0.5) layout=bhsd dist=normal(0,1) "
+         "scale=auto maskdims=11", "maskdims"},
         {BASE " bias=normal(0,1):hb", "bias"},
         {BASE " bias=normal(0,1):11:f16", "bias"},
         {BASE " bias=normal(0,1):11:inf(2)", "bias"},

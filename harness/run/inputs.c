@@ -284,10 +284,15 @@ static int *copy_lens(const int *lens, int n)
 
 /* Dense (1, 1, Nq, Nk): each pair kept with probability keep, then
  * round(maskrows * Nq) rows (at least one when maskrows > 0) fully masked. */
+static void draw_mask_slice(const ac_case *c, rng *r, int *rows, uint8_t *mask);
+
+/* (maskdims) one such (Nq, Nk) slice per (b, h) the mask has, one after the
+ * other from the same stream: a (1, 1) mask is the slice it always was. */
 static uint8_t *draw_dense_mask(const ac_case *c)
 {
     size_t nq = (size_t)c->seqlen_q, nk = (size_t)c->seqlen_k;
-    uint8_t *mask = malloc(nq * nk);
+    size_t slices = (size_t)(c->mask_per_batch ? c->batch : 1) * (size_t)(c->mask_per_head ? c->heads_q : 1);
+    uint8_t *mask = malloc(slices * nq * nk);
     int *rows = malloc(sizeof(int) * nq);
     if (!mask || !rows) {
         free(mask);
@@ -295,6 +300,16 @@ static uint8_t *draw_dense_mask(const ac_case *c)
         return NULL;
     }
     rng r = stream(c->seed, STREAM_MASK);
+    for (size_t s = 0; s < slices; s++)
+        draw_mask_slice(c, &r, rows, mask + s * nq * nk);
+    free(rows);
+    return mask;
+}
+
+static void draw_mask_slice(const ac_case *c, rng *r_in, int *rows, uint8_t *mask)
+{
+    size_t nq = (size_t)c->seqlen_q, nk = (size_t)c->seqlen_k;
+    rng r = *r_in;
     for (size_t e = 0; e < nq * nk; e++)
         mask[e] = unif(&r) < c->dense_keep;
     size_t n_masked = (size_t)llround(c->masked_rows * (double)nq);
@@ -309,8 +324,7 @@ static uint8_t *draw_dense_mask(const ac_case *c)
         rows[pick] = tmp;
         memset(mask + (size_t)rows[m] * nk, 0, nk);
     }
-    free(rows);
-    return mask;
+    *r_in = r;
 }
 
 /* ---- make / free -------------------------------------------------------------- */
@@ -400,8 +414,10 @@ int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
     in->p.seqlens_q = c->n_seqlens_q && padded ? c->seqlens_q : NULL; /* checked before anything is allocated */
     in->p.seqlens_k = c->n_seqlens_k && padded ? c->seqlens_k : NULL;
     st = ac_problem_validate(&in->p, 0, err);
-    if (st == AC_OK && c->mask == AC_MASK_DENSE && (double)c->seqlen_q * c->seqlen_k > (double)AC_DEFAULT_MEM_BUDGET / 4)
-        st = ac_fail(err, AC_ERR_INPUT, "shape too big: a dense mask of nq=%d x nk=%d", c->seqlen_q, c->seqlen_k);
+    if (st == AC_OK && c->mask == AC_MASK_DENSE &&
+        (double)in->p.mask_batch * in->p.mask_heads * c->seqlen_q * c->seqlen_k > (double)AC_DEFAULT_MEM_BUDGET / 4)
+        st = ac_fail(err, AC_ERR_INPUT, "shape too big: a dense mask of %d x %d x nq=%d x nk=%d", in->p.mask_batch,
+                     in->p.mask_heads, c->seqlen_q, c->seqlen_k);
     in->p.seqlens_q = in->p.seqlens_k = NULL;
     if (st == AC_OK)
         st = alloc_storage(in, err);
