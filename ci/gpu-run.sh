@@ -7,7 +7,9 @@
 #   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
 #   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
 #   (step "plugins", not in the defaults: a CUDA plugin that faults must exit 3 naming itself;
-#   step "sdpa", not in the defaults: PyTorch SDPA backends dumped and judged by `attncheck check`)
+#   step "sdpa", not in the defaults: PyTorch SDPA backends (float attn_mask bias with dBias,
+#   enable_gqa) and flex_attention (softcap and ALiBi score_mods) dumped and judged by
+#   `attncheck check`; a dump made with --wrong must also fail its check_wrong.txt)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
 #              many fuzz processes of cuda-flash in parallel, CAMPAIGN_CASES cases
@@ -100,6 +102,14 @@ for step in $steps; do
                 # shellcheck disable=SC2086
                 "$attncheck" ${line#attncheck } >>"$OUT/sdpa-$i.log" 2>&1
                 rc=$?
+                if [ $rc -eq 0 ] && [ -f "$case_dir/check_wrong.txt" ]; then # a flag planted wrong must fail (1)
+                    wrong=$(tail -n 1 "$case_dir/check_wrong.txt")
+                    # shellcheck disable=SC2086
+                    "$attncheck" ${wrong#attncheck } >>"$OUT/sdpa-$i.log" 2>&1
+                    wrc=$?
+                    echo "sdpa $i: the wrong flag gives rc=$wrc (1 expected)"
+                    [ $wrc -eq 1 ] || rc=1
+                fi
             else rc=3; fi
             echo "sdpa $i ($spec): rc=$rc"
             grep -E "^(PASS|FAIL|ERROR)" "$OUT/sdpa-$i.log" | head -n 3
@@ -112,6 +122,16 @@ for step in $steps; do
 --dtype bf16 --backend cudnn --causal --nq 512 --d 128
 --dtype f16 --backend math --nq 64 --nk 700
 --dtype f32 --backend math --causal --nq 100 --nk 300
+--dtype bf16 --backend efficient --bias 1h --nq 257 --nk 300 --d 64 --wrong
+--dtype f16 --backend efficient --bias bh --bias-inf 0.2 --nq 129 --d 128 --wrong
+--dtype f32 --backend math --bias b1 --hq 8 --hkv 2 --nq 100 --nk 200 --d 64 --wrong
+--dtype bf16 --backend default --bias 11 --nq 512 --d 128 --wrong
+--dtype bf16 --backend flash --hq 8 --hkv 2 --nq 300 --d 128 --causal --wrong
+--api flex --compile --dtype bf16 --softcap 30 --nq 300 --nk 500 --d 128 --wrong
+--api flex --compile --dtype f16 --softcap 50 --causal --hq 8 --hkv 2 --nq 256 --d 64 --wrong
+--api flex --compile --dtype bf16 --alibi --hq 8 --nq 300 --nk 400 --d 64 --wrong
+--api flex --compile --dtype f32 --softcap 5 --alibi --hq 6 --hkv 3 --nq 129 --nk 257 --d 64 --wrong
+--api flex --dtype bf16 --softcap 30 --alibi --nq 64 --nk 100 --d 64 --wrong
 SPECS
         ;;
     fuzz)
