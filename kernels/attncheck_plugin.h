@@ -90,6 +90,7 @@ extern "C" {
 #define ATTNCHECK_VARIANT_DV (1u << 2)      /* problem2.head_dim_v: V, O, dO, dV have d_v columns */
 #define ATTNCHECK_VARIANT_ALIBI (1u << 3)   /* problem2.alibi_slopes, alibi_batch */
 #define ATTNCHECK_VARIANT_BIAS (1u << 4)    /* problem2.bias, ...; the backward writes bwd_args.dbias */
+#define ATTNCHECK_VARIANT_SINK_TOKENS (1u << 5) /* problem2.sink_tokens */
 #define ATTNCHECK_MAX_DV_PAIRS 8
 
 #define ATTNCHECK_MEM_HOST 0
@@ -159,6 +160,8 @@ typedef struct {
                                          last to S' (after softcap and ALiBi); -inf hides the pair */
     int32_t bias_dtype;               /* ATTNCHECK_DTYPE_*: F32, or the inputs' dtype */
     int32_t bias_batch, bias_heads;   /* 1 or B, 1 or Hq: the bias broadcasts over the others */
+    int32_t sink_tokens;              /* ATTNCHECK_VARIANT_SINK_TOKENS: k > 0 with a window of finite left edge:
+                                         keys j < k visible past that edge (the right edge still applies) */
 } attncheck_problem2;
 
 /* ABI 2: whether a struct (problem2, fwd_args, bwd_args) as attncheck passed it

@@ -35,6 +35,7 @@ typedef enum {
     CF_MUT_CU_SEQLENS_LATE,      /* THD: K, V of sequence b read from cu_seqlens_k[b + 1] (the next sequence) */
     CF_MUT_ALIBI_TOP_LEFT,       /* ALiBi's distance |i - j| (top-left) instead of |i + nk - nq - j| */
     CF_MUT_BIAS_WRONG_AXIS,      /* the bias's broadcast axes swapped: batch b reads head row b, head h batch row h */
+    CF_MUT_SINK_TOKENS_OFF_BY_ONE, /* sink tokens: the first k + 1 keys kept past the window, not k */
     CF_MUT_COUNT
 } cf_mutant;
 
@@ -109,6 +110,9 @@ void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, c
  * slope (may be NULL) gets dT/dS of every entry (the softcap's 1 - tanh^2). */
 void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
                    int cols, float *s, float *slope);
+/* Sink tokens: rows' lo widened to 0, the gap kept after lo (lo holds 3 Nq ints); its mask. */
+void cf_sink_token_ranges(const cpu_flash_params *cp, const ac_problem *p, int b, int *lo, const int *hi);
+void cf_mask_sink_gap(const ac_problem *p, int i0, int rows, int j0, int cols, const int *lo, float *s);
 /* The (mb, mh) a kernel reads the bias of (b, h) at (the mutant swaps the axes). */
 void cf_bias_rows(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int *mb, int *mh);
 /* The scale and the softcap alone, on n scores (cf_score_mods' first step). */

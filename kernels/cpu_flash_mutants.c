@@ -23,7 +23,7 @@ static const cpu_flash_params mutant_params[CF_MUT_COUNT] = {
     PARAMS(CF_MUT_BWD_NO_GQA_SUM),      PARAMS(CF_MUT_BWD_SCALE_TWICE),  PARAMS(CF_MUT_BWD_NO_SCALE),
     PARAMS(CF_MUT_SOFTCAP_BEFORE_SCALE), PARAMS(CF_MUT_SINK_NOT_IN_LSE),  PARAMS(CF_MUT_DV_WITH_DQK_STRIDE),
     PARAMS(CF_MUT_CU_SEQLENS_LATE),    PARAMS(CF_MUT_ALIBI_TOP_LEFT),
-    PARAMS(CF_MUT_BIAS_WRONG_AXIS),
+    PARAMS(CF_MUT_BIAS_WRONG_AXIS),    PARAMS(CF_MUT_SINK_TOKENS_OFF_BY_ONE),
 };
 
 static const ac_kernel mutants[] = {
@@ -79,6 +79,8 @@ static const ac_kernel mutants[] = {
     MUTANT(CF_MUT_BIAS_WRONG_AXIS, "bias-wrong-axis",
            "the bias broadcast over the wrong axis: batch b reads the bias's head row b mod its heads, head h "
            "its batch row h mod its batches (right only for a (1, 1) bias or b = h = 0)"),
+    MUTANT(CF_MUT_SINK_TOKENS_OFF_BY_ONE, "sink-tokens-off-by-one",
+           "sink tokens: the first k + 1 keys kept visible past the window's left edge instead of k"),
 };
 
 size_t cf_mutant_kernels(const ac_kernel **out, size_t max)

@@ -7,6 +7,8 @@
  *     all f32), before the mask;
  *   ALiBi: slope x distance subtracted in f32 after the softcap (alibi);
  *   bias: added last in f32 (add_bias); a -inf entry is a masked pair;
+ *   sink tokens: the first k keys visible past the window's left edge
+ *     (cf_sink_token_ranges, cf_mask_sink_gap);
  *   sinks: the online softmax runs over the keys, and the sink joins each
  *     finished row (vf_sink), in the denominator and LSE, with no value in O;
  *   d_v: V's rows, the accumulator and O have d_v columns (cf_load_kind);
@@ -96,6 +98,40 @@ void cf_score_softcap(const cpu_flash_params *cp, const ac_problem *p, int n, fl
     }
 }
 
+/* ---- sink tokens -------------------------------------------------------------------- */
+
+/* The first k keys stay visible past the window's left edge: each row's lo
+ * widens to 0 (the hull [0, hi), still nondecreasing, so whole-block skips
+ * hold) and the keys between them and the window, [min(k, hi), min(lo, hi)),
+ * are kept at lo + Nq and lo + 2 Nq for cf_mask_sink_gap.  The planted bug
+ * keeps k + 1 keys. */
+void cf_sink_token_ranges(const cpu_flash_params *cp, const ac_problem *p, int b, int *lo, const int *hi)
+{
+    int nq = ac_seqlen_q_of(p, b), cap = p->seqlen_q;
+    int k = p->sink_tokens + (cp->mut == CF_MUT_SINK_TOKENS_OFF_BY_ONE ? 1 : 0);
+    for (int i = 0; i < nq; i++) {
+        int *gap_lo = lo + cap + i, *gap_hi = lo + 2 * cap + i;
+        *gap_lo = *gap_hi = 0;
+        if (p->sink_tokens <= 0)
+            continue;
+        *gap_lo = k < hi[i] ? k : hi[i];
+        *gap_hi = lo[i] < hi[i] ? lo[i] : hi[i];
+        lo[i] = 0;
+    }
+}
+
+void cf_mask_sink_gap(const ac_problem *p, int i0, int rows, int j0, int cols, const int *lo, float *s)
+{
+    if (p->sink_tokens <= 0)
+        return;
+    int cap = p->seqlen_q;
+    for (int r = 0; r < rows; r++) {
+        int g0 = lo[cap + i0 + r], g1 = lo[2 * cap + i0 + r];
+        for (int j = g0 > j0 ? g0 : j0; j < g1 && j < j0 + cols; j++)
+            s[(size_t)r * cols + (j - j0)] = -INFINITY;
+    }
+}
+
 /* ---- loading rows of any tensor kind ---------------------------------------------- */
 
 /* The planted bug of d_v: V's rows addressed with d_qk (K's row stride),
@@ -155,7 +191,7 @@ void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, c
 typedef struct {
     float *k_rows, *v_rows; /* (keys_alloc x d), (keys_alloc x d_v) of one kv head, zero past seqlen_k */
     float *q_tile, *k_t, *s, *acc, *m, *l; /* acc: (Br x d_v) */
-    int *lo, *hi;           /* (seqlen_q) */
+    int *lo, *hi;           /* (seqlen_q); lo is followed by the sink tokens' gap (cf_sink_token_ranges) */
     int keys_alloc;
 } vf_work;
 
@@ -180,7 +216,7 @@ static bool vf_alloc(const cpu_flash_params *cp, const ac_problem *p, vf_work *w
     w->acc = malloc(br * d_v * f);
     w->m = malloc(br * f);
     w->l = malloc(br * f);
-    w->lo = malloc((size_t)p->seqlen_q * sizeof(int));
+    w->lo = malloc(3 * (size_t)p->seqlen_q * sizeof(int));
     w->hi = malloc((size_t)p->seqlen_q * sizeof(int));
     return w->k_rows && w->v_rows && w->q_tile && w->k_t && w->s && w->acc && w->m && w->l && w->lo && w->hi;
 }
@@ -194,6 +230,7 @@ static void vf_kv_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype
     cf_gemm_nt(w->q_tile, w->k_t, rows, cols, d, w->s);
     cf_score_mods(cp, p, b, h, i0, rows, j0, cols, w->s, NULL);
     cf_mask_tile(p, b, h, i0, rows, j0, cols, w->lo, w->hi, w->s);
+    cf_mask_sink_gap(p, i0, rows, j0, cols, w->lo, w->s);
     for (int r = 0; r < rows; r++) {
         float *pr = w->s + (size_t)r * cols, *acc = w->acc + (size_t)r * d_v;
         float alpha = cf_online_softmax_step(cp, &w->m[r], &w->l[r], pr, cols);
@@ -283,6 +320,7 @@ int cf_forward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t, 
     for (int b = 0; b < p->batch; b++) {
         int nq = ac_seqlen_q_of(p, b);
         cf_row_ranges(cp, p, b, w.lo, w.hi);
+        cf_sink_token_ranges(cp, p, b, w.lo, w.hi);
         for (int h = 0; h < p->heads_q; h++) {
             int hk = cf_kv_head_of(cp, p, h);
             int n_keys = ac_stored_rows(p, b, false); /* THD stores only the sequence's keys */

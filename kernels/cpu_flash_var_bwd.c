@@ -70,7 +70,7 @@ static bool vb_alloc(const cpu_flash_params *cp, const ac_problem *p, vb_work *w
     w->dk_acc = malloc(bc * d * f);
     w->dv_acc = malloc(bc * d_v * f);
     w->heads = malloc((size_t)p->heads_q * sizeof(int));
-    w->lo = malloc(nq * sizeof(int));
+    w->lo = malloc(3 * nq * sizeof(int)); /* and the sink tokens' gap (cf_sink_token_ranges) */
     w->hi = malloc(nq * sizeof(int));
     w->dsink_acc = calloc((size_t)p->heads_q, f);
     if (p->bias && !(w->dbias_acc = calloc(ac_bias_elems(p), f)))
@@ -101,6 +101,7 @@ static void vb_scores(const cpu_flash_params *cp, const ac_problem *p, int b, in
     cf_gemm_nt(q, w->k_t, rows, cols, p->head_dim, w->s);
     cf_score_mods(cp, p, b, h, i0, rows, j0, cols, w->s, w->slope);
     cf_mask_tile(p, b, h, i0, rows, j0, cols, w->lo, w->hi, w->s);
+    cf_mask_sink_gap(p, i0, rows, j0, cols, w->lo, w->s);
 }
 
 /* f32: the remainder of the stored LSE, ln sum_j exp(S'_ij - LSE_i) over the
@@ -294,6 +295,7 @@ int cf_backward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t,
     }
     for (int b = 0; b < p->batch; b++) {
         cf_row_ranges(cp, p, b, w.lo, w.hi);
+        cf_sink_token_ranges(cp, p, b, w.lo, w.hi);
         for (int hk = 0; hk < p->heads_kv; hk++)
             vb_kv_head(cp, p, t, b, hk, a, &w);
     }

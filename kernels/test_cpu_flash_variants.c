@@ -46,6 +46,7 @@ typedef struct {
     bool thd;
     bool alibi;
     int bias; /* 0: none, 1: (1, Hq) f32, 2: (1, 1) f32 */
+    int sink_tokens; /* > 0: with a window (3, 0) bottom-right */
 } var_spec;
 
 static const float spec_sinks[2] = {0.5f, -1.0f};
@@ -63,6 +64,9 @@ static void build(tk_case *c, const var_spec *s, uint64_t seed)
         p.alibi_slopes = spec_alibi, p.alibi_batch = 1;
     for (int x = 0; x < 2 * 9 * 70; x++)
         spec_bias[x] = (float)((x * 29 % 31) - 15) / 8.0f;
+    if (s->sink_tokens)
+        p.windowed = true, p.window_left = 3, p.window_right = 0, p.align = AC_ALIGN_BOTTOM_RIGHT,
+        p.sink_tokens = s->sink_tokens;
     if (s->bias)
         p.bias = spec_bias, p.bias_dtype = AC_F32, p.bias_batch = 1, p.bias_heads = s->bias == 1 ? 2 : 1;
     if (s->thd) {
@@ -123,6 +127,8 @@ static const mutant_case cases[] = {
     {"alibi-top-left", {.alibi = true}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.softcap = 1.0}},
     /* batch 0 reads head row 0 for both heads; a (1, 1) bias has no axis to confuse */
     {"bias-wrong-axis", {.bias = 1}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.bias = 2}},
+    /* key 2 seen past the window: every output; without sink tokens the same kernel */
+    {"sink-tokens-off-by-one", {.sink_tokens = 2}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.softcap = 1.0}},
 };
 
 Test(kernels_cpu_flash_variants, each_variant_mutant_differs_where_its_bug_is_and_nowhere_else)

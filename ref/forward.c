@@ -247,6 +247,10 @@ void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k,
             row[j - jlo] = -INFINITY;
         for (int j = hi > jlo ? hi : jlo; j < jhi; j++)
             row[j - jlo] = -INFINITY;
+        int g0, g1; /* sink tokens: the keys between them and the window */
+        ac_visible_gap(hd->p, hd->b, i, &g0, &g1);
+        for (int j = g0 > jlo ? g0 : jlo; j < g1 && j < jhi; j++)
+            row[j - jlo] = -INFINITY;
         const uint8_t *mask = dense_mask_row(hd, i);
         if (mask)
             for (int j = jlo; j < jhi; j++)

@@ -71,7 +71,7 @@ static double row_visible_max(const ref_head *hd, int i, int jlo, const double *
     ac_visible_range(p, hd->b, i, &lo, &hi);
     double best = -1.0;
     for (int j = lo; j < hi; j++)
-        if ((!p->dense_mask || ac_visible(p, hd->b, hd->h, i, j)) && g_row[j - jlo] > best)
+        if ((!ac_has_pair_mask(p) || ac_visible(p, hd->b, hd->h, i, j)) && g_row[j - jlo] > best)
             best = g_row[j - jlo];
     return best;
 }

@@ -275,8 +275,11 @@ void naive_scores_slope(const naive_ctx *ctx, const naive_block *blk, int j0, in
         const uint8_t *mask = naive_mask_row(ctx, blk->b, blk->h, i);
         float *row = s + (size_t)r * ld;
         bool seen = false;
+        int g0, g1; /* sink tokens' gap */
+        ac_visible_gap(p, blk->b, i, &g0, &g1);
         for (int j = j0; j < j1; j++) {
-            bool visible = j >= lo && j < hi && (!mask || mask[j]) && !naive_bias_hides(p, blk->b, blk->h, i, j);
+            bool visible = j >= lo && j < hi && (j < g0 || j >= g1) && (!mask || mask[j]) &&
+                           !naive_bias_hides(p, blk->b, blk->h, i, j);
             /* NaN marks a hidden pair (a score never is: finite inputs, float sums) */
             row[j - j0] = visible ? rf_round(ctx->t, row[j - j0] * ctx->scale) : NAN;
             seen |= visible;

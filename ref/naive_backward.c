@@ -41,7 +41,10 @@ static size_t row_at(const ac_problem *p, int b, int h, int i)
 static bool pair_visible(const naive_ctx *ctx, int b, int h, const uint8_t *mask, int i, int j)
 {
     size_t at = (size_t)b * ctx->p->seqlen_q + i;
-    return j >= ctx->key_lo[at] && j < ctx->key_hi[at] && (!mask || mask[j]) && !naive_bias_hides(ctx->p, b, h, i, j);
+    int g0, g1; /* sink tokens' gap */
+    ac_visible_gap(ctx->p, b, i, &g0, &g1);
+    return j >= ctx->key_lo[at] && j < ctx->key_hi[at] && (j < g0 || j >= g1) && (!mask || mask[j]) &&
+           !naive_bias_hides(ctx->p, b, h, i, j);
 }
 
 /* D_i = sum_c dO_ic O_ic in float, in order over c. */

@@ -133,7 +133,36 @@ size_t ac_v_index(const ac_problem *p, int b, int h_kv, int j, int c)
     return ac_tensor_index(p, AC_TENSOR_V, b, h_kv, j, c);
 }
 
+static bool sink_tokens_on(const ac_problem *p)
+{
+    return p->sink_tokens > 0 && p->windowed && p->window_left != AC_WINDOW_INF;
+}
+
+bool ac_has_pair_mask(const ac_problem *p) { return p->dense_mask || p->bias || sink_tokens_on(p); }
+
+static void window_range(const ac_problem *p, int b, int i, int *lo, int *hi);
+
 void ac_visible_range(const ac_problem *p, int b, int i, int *lo, int *hi)
+{
+    window_range(p, b, i, lo, hi);
+    if (sink_tokens_on(p) && *hi > 0) /* the sink keys [0, k) join: the hull */
+        *lo = 0;
+}
+
+void ac_visible_gap(const ac_problem *p, int b, int i, int *g0, int *g1)
+{
+    *g0 = *g1 = 0;
+    if (!sink_tokens_on(p))
+        return;
+    int lo, hi;
+    window_range(p, b, i, &lo, &hi);
+    *g0 = p->sink_tokens < hi ? p->sink_tokens : hi;
+    *g1 = lo < hi ? lo : hi;
+    if (*g1 < *g0)
+        *g1 = *g0;
+}
+
+static void window_range(const ac_problem *p, int b, int i, int *lo, int *hi)
 {
     int nq = ac_seqlen_q_of(p, b), nk = ac_seqlen_k_of(p, b);
     *lo = 0;
@@ -155,6 +184,10 @@ bool ac_visible(const ac_problem *p, int b, int h, int i, int j)
     int lo, hi;
     ac_visible_range(p, b, i, &lo, &hi);
     if (j < lo || j >= hi)
+        return false;
+    int g0, g1;
+    ac_visible_gap(p, b, i, &g0, &g1);
+    if (j >= g0 && j < g1) /* between the sink tokens and the window */
         return false;
     if (p->bias && ac_bias_at(p, b, h, i, j) == -INFINITY) /* a -inf bias hides the pair */
         return false;

@@ -109,7 +109,9 @@ typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
  *   - i < nq_b and j < nk_b, where nq_b = seqlens_q ? seqlens_q[b] : seqlen_q (same for k),
  *     or with the THD layout cu_seqlens_q[b + 1] - cu_seqlens_q[b];
  *   - when windowed: c - window_left <= j <= c + window_right, with c = i (top-left)
- *     or c = i + nk_b - nq_b (bottom-right); AC_WINDOW_INF drops that side.
+ *     or c = i + nk_b - nq_b (bottom-right); AC_WINDOW_INF drops that side; with
+ *     sink_tokens = k (StreamingLLM's attention sinks) the first k keys are exempt
+ *     from the left edge: j < k also satisfies it (the right edge still applies).
  *     Causal is window (INF, 0): top-left is PyTorch's is_causal, bottom-right
  *     FlashAttention >= 2.1's;
  *   - when dense_mask is set: dense_mask[((mb * mask_heads + mh) * Nq + i) * Nk + j] != 0,
@@ -156,6 +158,8 @@ typedef struct {
     const void *bias;                 /* (bias_batch, bias_heads, Nq, Nk) additive bias, bias_dtype bits, or NULL */
     ac_dtype bias_dtype;              /* AC_F32, or the inputs' dtype */
     int bias_batch, bias_heads;       /* 1 (or 0) or B, 1 (or 0) or Hq: the broadcast shape */
+    int sink_tokens;                  /* k >= 0 with a window of finite left edge: keys j < k stay visible
+                                         past it (StreamingLLM); 0: off */
 } ac_problem;
 
 #define AC_MAX_HEAD_DIM 512
@@ -188,8 +192,15 @@ size_t ac_bias_index(const ac_problem *p, int mb, int mh, int i, int j);
 double ac_score_mod_slope(const ac_problem *p, double s);
 bool ac_problem_has_score_mods(const ac_problem *p);
 /* Visible keys of row i form the range [lo, hi) intersected with the dense mask:
- * fills the bounds of the window/causal/length part (hi <= lo: none). */
+ * fills the bounds of the window/causal/length part (hi <= lo: none).  With
+ * sink tokens the range is the hull [0, hi) of the sink keys and the window,
+ * and ac_visible_gap gives the keys [g0, g1) between them that are hidden
+ * (g1 <= g0: none; always none without sink tokens). */
 void ac_visible_range(const ac_problem *p, int b, int i, int *lo, int *hi);
+void ac_visible_gap(const ac_problem *p, int b, int i, int *g0, int *g1);
+/* Whether visibility is more than ac_visible_range's range: a dense mask, a
+ * bias (its -inf entries) or sink tokens' gap; then ac_visible decides per pair. */
+bool ac_has_pair_mask(const ac_problem *p);
 
 /* Element counts and the offset of element (b, h, s, c) of a Q-like (heads_q,
  * seqlen_q) or K-like (heads_kv, seqlen_k) tensor in the problem's layout. */

@@ -47,6 +47,8 @@ unsigned ac_problem_variants(const ac_problem *p)
         used |= AC_VAR_ALIBI;
     if (p->bias)
         used |= AC_VAR_BIAS;
+    if (p->sink_tokens > 0)
+        used |= AC_VAR_SINK_TOKENS;
     return used;
 }
 
@@ -139,6 +141,9 @@ int ref_variants_validate(const ac_problem *p, ac_err *err)
         if (!isfinite(p->alibi_slopes[x]))
             return ac_fail(err, AC_ERR_INPUT, "alibi_slopes[%d]: must be finite, got %g", x,
                            (double)p->alibi_slopes[x]);
+    if (p->sink_tokens < 0 || (p->sink_tokens > 0 && (!p->windowed || p->window_left == AC_WINDOW_INF)))
+        return ac_fail(err, AC_ERR_INPUT, "sink_tokens: %d needs a window with a finite left edge (and >= 0)",
+                       p->sink_tokens);
     int st = validate_bias(p, err);
     if (st != AC_OK)
         return st;

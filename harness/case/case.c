@@ -416,6 +416,7 @@ static const case_field fields[] = {
     VARIANT_FIELD("alibi", alibi),
     VARIANT_FIELD("bias", bias),
     VARIANT_FIELD("maskdims", maskdims),
+    VARIANT_FIELD("sinktokens", sinktokens),
 };
 enum { N_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
 

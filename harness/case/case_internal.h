@@ -60,6 +60,7 @@ CASE_VARIANT_FIELD_FNS(sinks)
 CASE_VARIANT_FIELD_FNS(alibi)
 CASE_VARIANT_FIELD_FNS(bias)
 CASE_VARIANT_FIELD_FNS(maskdims)
+CASE_VARIANT_FIELD_FNS(sinktokens)
 #undef CASE_VARIANT_FIELD_FNS
 
 /* ---- mask kinds (masks.c) ------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /* harness/case/case_variants.c — the variants' case-line fields (rows of
  * case.c's table, ref/variants.h's variants): dv, softcap, sinks, alibi, bias,
- * and the dense mask's broadcast dimensions (maskdims).
+ * sinktokens, and the dense mask's broadcast dimensions (maskdims).
  * Each is optional, printed only when set, and reads back byte for byte. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -265,5 +266,32 @@ int case_validate_maskdims(const case_field *f, const ac_case *c, ac_err *err)
 {
     if ((c->mask_per_batch || c->mask_per_head) && c->mask != AC_MASK_DENSE)
         return ac_fail(err, AC_ERR_INPUT, "%s: needs mask=dense(KEEP)", f->key);
+    return AC_OK;
+}
+
+/* sinktokens=K: the first K keys visible past a window's (finite) left edge. */
+int case_parse_sinktokens(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    unsigned long long v;
+    if (!case_read_digits(value, INT_MAX, &v) || v < 1)
+        return case_bad(err, f->key, "a number of keys >= 1", value);
+    c->sink_tokens = (int)v;
+    return AC_OK;
+}
+
+bool case_format_sinktokens(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    snprintf(buf, len, "%d", c->sink_tokens);
+    return c->sink_tokens == 0;
+}
+
+void case_reset_sinktokens(ac_case *c) { c->sink_tokens = 0; }
+
+int case_validate_sinktokens(const case_field *f, const ac_case *c, ac_err *err)
+{
+    bool window = c->mask == AC_MASK_WINDOW_TL || c->mask == AC_MASK_WINDOW_BR;
+    if (c->sink_tokens < 0 || (c->sink_tokens > 0 && (!window || c->window_left == AC_WINDOW_INF)))
+        return ac_fail(err, AC_ERR_INPUT, "%s: needs mask=window-tl(L,R) or window-br(L,R) with L finite", f->key);
     return AC_OK;
 }

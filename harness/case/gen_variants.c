@@ -15,6 +15,8 @@
  *   bias     15%: shape 11, 1h, b1, bh alike; normal(0,1) 40, normal(0,4) 20,
  *            normal(-2,1) with 20% -inf 25 (a mask as a bias), normal(0,1) with
  *            90% -inf 15 (rows left with nothing visible); f32 half the time;
+ *   sinktokens 30% of the windows with a finite left edge: K = 1, 4, 64 (a
+ *            tile), L + 1 (reaching into the window) or 1..128;
  *   maskdims half the dense masks (of any kernel claiming them): 1h, b1, bh
  *            alike, so a kernel reading batch 0's (or head 0's) mask for all fails;
  *   negative scales 5% of every kernel's cases: the drawn scale negated (the
@@ -116,6 +118,13 @@ static void draw_bias(case_rng *r, ac_case *c)
     c->bias_f32 = case_rng_int(r, 0, 1) == 1;
 }
 
+static void draw_sink_tokens(case_rng *r, ac_case *c)
+{
+    static const int w[] = {25, 20, 20, 15, 20};
+    int k = case_rng_pick(r, w, 5);
+    c->sink_tokens = k == 0 ? 1 : k == 1 ? 4 : k == 2 ? 64 : k == 3 ? c->window_left + 1 : case_rng_int(r, 1, 128);
+}
+
 static void draw_lens(case_rng *r, int batch, int extent, int *lens)
 {
     static const int w[] = {5, 10, 25, 60};
@@ -189,6 +198,12 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
         r = variant_stream(campaign_seed, index, AC_VARIANT_BIAS);
         if (chance(&r, 15))
             draw_bias(&r, c);
+    }
+    bool window = c->mask == AC_MASK_WINDOW_TL || c->mask == AC_MASK_WINDOW_BR;
+    if ((caps->variants & AC_VAR_SINK_TOKENS) && window && c->window_left != AC_WINDOW_INF) {
+        r = variant_stream(campaign_seed, index, AC_VARIANT_SINK_TOKENS);
+        if (chance(&r, 30))
+            draw_sink_tokens(&r, c);
     }
     if (caps->variants & AC_VAR_SINKS) {
         r = variant_stream(campaign_seed, index, AC_VARIANT_SINKS);

@@ -124,6 +124,19 @@ static int read_bias(const ac_cli *o, ac_inputs *in, ac_err *err)
     return st;
 }
 
+/* --sink-tokens K: with --mask window-*(L,R), L finite (ac_problem_validate says so otherwise). */
+static int read_sink_tokens(const ac_cli *o, ac_inputs *in, ac_err *err)
+{
+    if (!o->sink_tokens)
+        return AC_OK;
+    char *e;
+    long k = strtol(o->sink_tokens, &e, 10);
+    if (e == o->sink_tokens || *e || k < 1 || k > 1 << 30)
+        return ac_fail(err, AC_ERR_INPUT, "--sink-tokens: '%s' is not a number of keys >= 1", o->sink_tokens);
+    in->p.sink_tokens = in->c.sink_tokens = (int)k;
+    return AC_OK;
+}
+
 int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
 {
     int st = ac_check_thd_problem(in); /* check_thd.c */
@@ -135,6 +148,8 @@ int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
         st = read_alibi(o, in, err);
     if (st == AC_OK)
         st = read_bias(o, in, err);
+    if (st == AC_OK)
+        st = read_sink_tokens(o, in, err);
     return st;
 }
 
@@ -188,6 +203,8 @@ void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len)
     if (in->p.bias && at < len)
         at += (size_t)snprintf(buf + at, len - at, " bias(%s,%s,Nq,Nk %s)", in->p.bias_batch > 1 ? "B" : "1",
                                in->p.bias_heads > 1 ? "Hq" : "1", ac_dtype_name(in->p.bias_dtype));
+    if (in->p.sink_tokens && at < len)
+        at += (size_t)snprintf(buf + at, len - at, " sinktokens=%d", in->p.sink_tokens);
     if (in->p.alibi_slopes && at < len)
         at += (size_t)snprintf(buf + at, len - at, " alibi%s", in->p.alibi_batch > 1 ? "(B,Hq)" : "(Hq)");
 }

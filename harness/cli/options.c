@@ -154,6 +154,8 @@ static const cli_option options[] = {
            "(FlashAttention's alibi_slopes: S' -= slope |i + nk - nq - j|)"),
     STRING("--bias", "FILE", C_FILES, bias, "additive bias (Nq, Nk) or (1|B, 1|Hq, Nq, Nk), f32 or the inputs' "
            "dtype, added last to the scores (-inf hides a pair); dbias in the files is then checked"),
+    STRING("--sink-tokens", "K", C_FILES, sink_tokens, "with --mask window-*(L,R), L finite: the first K keys stay "
+           "visible past the window's left edge (StreamingLLM)"),
     STRING("--sinks", "FILE", C_FILES, sinks, "learnable sinks: (Hq) f32 logits, .npy or .safetensors (gpt-oss); "
            "dsink in the files is then checked"),
     STRING("--budgets", "FILE", C_REPORTS, budgets, "budgets file (default: the repository's budgets.txt)"),

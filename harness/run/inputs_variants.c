@@ -35,6 +35,7 @@ void inputs_variants_problem(const ac_case *c, ac_problem *p)
 {
     p->head_dim_v = c->head_dim_v;
     p->softcap = c->softcap;
+    p->sink_tokens = c->sink_tokens;
     if (c->mask == AC_MASK_DENSE) /* maskdims: the mask's own (B, Hq) dimensions */
         p->mask_batch = c->mask_per_batch ? c->batch : 1, p->mask_heads = c->mask_per_head ? c->heads_q : 1;
 }

@@ -45,11 +45,12 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 #define ABI_V2_MIN_SIZE (offsetof(attncheck_plugin, backward2) + sizeof(attncheck_backward2_fn))
 _Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP && ATTNCHECK_VARIANT_SINKS == AC_VAR_SINKS &&
                ATTNCHECK_VARIANT_DV == AC_VAR_DV && ATTNCHECK_VARIANT_ALIBI == AC_VAR_ALIBI &&
-                   ATTNCHECK_VARIANT_BIAS == AC_VAR_BIAS, "variant bits");
+                   ATTNCHECK_VARIANT_BIAS == AC_VAR_BIAS && ATTNCHECK_VARIANT_SINK_TOKENS == AC_VAR_SINK_TOKENS,
+               "variant bits");
 _Static_assert(ATTNCHECK_MAX_DV_PAIRS == AC_MAX_DV_PAIRS, "d_v pairs");
 #define ABI_V2_VARIANTS \
     (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_DV | ATTNCHECK_VARIANT_ALIBI | \
-     ATTNCHECK_VARIANT_BIAS)
+     ATTNCHECK_VARIANT_BIAS | ATTNCHECK_VARIANT_SINK_TOKENS)
 
 typedef struct {
     ac_kernel k;          /* k.ctx points back here */
@@ -101,6 +102,7 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .bias = p->bias, .bias_dtype = (int32_t)p->bias_dtype,
         .bias_batch = p->bias ? (p->bias_batch > 1 ? p->bias_batch : 1) : 0,
         .bias_heads = p->bias ? (p->bias_heads > 1 ? p->bias_heads : 1) : 0,
+        .sink_tokens = p->sink_tokens,
     };
 }
 

@@ -67,6 +67,10 @@ static const char *const good_lines[] = {
     "bias=normal(-2,1):bh:f32:inf(0.2)",
     "v1 seed=15 b=3 hq=2 hkv=2 nq=33 nk=33 d=8 dtype=f32 mask=none seqlens-q=33,5,0 layout=bhsd dist=normal(0,1) "
     "scale=auto softcap=5 bias=normal(0,1):b1:inf(0.9)",
+    "v1 seed=16 b=2 hq=4 hkv=2 nq=200 nk=200 d=32 dtype=bf16 mask=window-br(40,0) layout=bhsd dist=normal(0,1) "
+    "scale=auto sinktokens=4",
+    "v1 seed=17 b=1 hq=2 hkv=1 nq=130 nk=300 d=16 dtype=f16 mask=window-tl(20,5) layout=bshd dist=normal(0,1) "
+    "scale=auto sinktokens=64",
 };
 
 Test(harness_variants, correct_kernels_pass_every_variant_line_within_the_budgets)
@@ -99,6 +103,10 @@ static const exposed exposing[] = {
     {"bias-wrong-axis",
      "v1 seed=1 b=2 hq=2 hkv=1 nq=8 nk=24 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto "
      "bias=normal(0,2):1h",
+     "O:scaled"},
+    {"sink-tokens-off-by-one",
+     "v1 seed=1 b=1 hq=2 hkv=1 nq=40 nk=40 d=16 dtype=f16 mask=window-br(8,0) layout=bhsd dist=normal(0,1) scale=auto "
+     "sinktokens=2",
      "O:scaled"},
     {"dv-with-dqk-stride",
      "v1 seed=1 b=1 hq=2 hkv=1 nq=8 nk=8 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto dv=8",
@@ -209,7 +217,7 @@ Test(harness_variants, an_abi_2_plugin_runs_the_variants_it_claims)
     for (size_t l = 0; l < sizeof good_lines / sizeof *good_lines; l++) {
         ac_case c;
         cr_assert_eq(ac_case_parse(good_lines[l], &c, NULL), AC_OK);
-        if (c.head_dim_v != 0 || c.bias != AC_BIAS_NONE) /* the example does not claim d_v nor a bias */
+        if (c.head_dim_v != 0 || c.bias != AC_BIAS_NONE || c.sink_tokens) /* the example claims none of these */
             continue;
         ac_result r = run_line("example-flash-cpu-v2", good_lines[l]);
         cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s: %s", good_lines[l], r.why);
@@ -460,6 +468,27 @@ Test(harness_variants, check_judges_a_bias_and_its_gradient)
         if (bias[x] == -INFINITY)
             cr_assert_eq(((double *)d.data)[x], 0.0, "a hidden pair's dBias is 0");
     ac_tensor_free(&d);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* check with --sink-tokens K: the outputs of a kernel that kept K sink keys pass
+ * with K, fail with K + 1 and without; a causal mask cannot take them. */
+Test(harness_variants, check_judges_sink_tokens_by_the_count_it_is_given)
+{
+    char dir[] = "/tmp/ac-var-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    write_case(dir, "v1 seed=3 b=1 hq=2 hkv=1 nq=40 nk=60 d=16 dtype=f16 mask=window-br(8,0) layout=bhsd "
+               "dist=normal(0,1) scale=auto sinktokens=3", "cpu-flash", 0.0);
+    char *ok[] = {"check", dir, "--mask", "window-br(8,0)", "--sink-tokens", "3", "--cert-rows", "0", NULL};
+    cr_assert_eq(ac_cmd_check(8, ok), AC_OK, "3 sink tokens checked as 3 pass");
+    char *more[] = {"check", dir, "--mask", "window-br(8,0)", "--sink-tokens", "4", NULL};
+    cr_assert_eq(ac_cmd_check(6, more), AC_FAIL_ACCURACY, "checked as 4 fails");
+    char *none[] = {"check", dir, "--mask", "window-br(8,0)", NULL};
+    cr_assert_eq(ac_cmd_check(4, none), AC_FAIL_ACCURACY, "checked without fails");
+    char *causal[] = {"check", dir, "--mask", "causal-br", "--sink-tokens", "3", NULL};
+    cr_assert_eq(ac_cmd_check(6, causal), AC_ERR_INPUT, "a mask with no left edge takes no sink tokens");
     char cmd[64];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);

@@ -197,7 +197,7 @@ static bool row_has_visible_key(const ac_problem *p, int b, int h, int i)
     ac_visible_range(p, b, i, &lo, &hi);
     if (hi <= lo)
         return false;
-    if (!p->dense_mask)
+    if (!ac_has_pair_mask(p)) /* a dense mask, a bias's -inf, sink tokens' gap: per pair */
         return true;
     for (int j = lo; j < hi; j++)
         if (ac_visible(p, b, h, i, j))
