@@ -91,6 +91,7 @@ extern "C" {
 #define ATTNCHECK_VARIANT_ALIBI (1u << 3)   /* problem2.alibi_slopes, alibi_batch */
 #define ATTNCHECK_VARIANT_BIAS (1u << 4)    /* problem2.bias, ...; the backward writes bwd_args.dbias */
 #define ATTNCHECK_VARIANT_SINK_TOKENS (1u << 5) /* problem2.sink_tokens */
+#define ATTNCHECK_VARIANT_DROPOUT (1u << 6) /* problem2.dropout_p, dropout_seed; the forward writes fwd_args.dropout_mask */
 #define ATTNCHECK_MAX_DV_PAIRS 8
 
 #define ATTNCHECK_MEM_HOST 0
@@ -162,6 +163,10 @@ typedef struct {
     int32_t bias_batch, bias_heads;   /* 1 or B, 1 or Hq: the bias broadcasts over the others */
     int32_t sink_tokens;              /* ATTNCHECK_VARIANT_SINK_TOKENS: k > 0 with a window of finite left edge:
                                          keys j < k visible past that edge (the right edge still applies) */
+    double dropout_p;                 /* ATTNCHECK_VARIANT_DROPOUT: P_ij dropped with probability p after the
+                                         softmax, kept ones times 1 / (1 - p) (LSE the softmax's) */
+    uint64_t dropout_seed;            /* the seed of the plugin's own random numbers: the same seed must draw the
+                                         same mask (the backward too), another seed another one */
 } attncheck_problem2;
 
 /* ABI 2: whether a struct (problem2, fwd_args, bwd_args) as attncheck passed it
@@ -176,6 +181,8 @@ typedef struct {
     const void *q, *k, *v;
     void *o;
     float *lse;
+    uint8_t *dropout_mask; /* with dropout: the keep mask drawn, bit ((b Hq + h) Nq + i) Nk + j (Nq, Nk the
+                              extents), least significant bit first in each byte; memory as the tensors'; else NULL */
 } attncheck_fwd_args;
 
 typedef struct {

@@ -36,6 +36,7 @@ typedef enum {
     CF_MUT_ALIBI_TOP_LEFT,       /* ALiBi's distance |i - j| (top-left) instead of |i + nk - nq - j| */
     CF_MUT_BIAS_WRONG_AXIS,      /* the bias's broadcast axes swapped: batch b reads head row b, head h batch row h */
     CF_MUT_SINK_TOKENS_OFF_BY_ONE, /* sink tokens: the first k + 1 keys kept past the window, not k */
+    CF_MUT_DROPOUT_NO_RESCALE,   /* dropout: kept P not multiplied by 1 / (1 - p) */
     CF_MUT_COUNT
 } cf_mutant;
 
@@ -113,6 +114,10 @@ void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h
 /* Sink tokens: rows' lo widened to 0, the gap kept after lo (lo holds 3 Nq ints); its mask. */
 void cf_sink_token_ranges(const cpu_flash_params *cp, const ac_problem *p, int b, int *lo, const int *hi);
 void cf_mask_sink_gap(const ac_problem *p, int i0, int rows, int j0, int cols, const int *lo, float *s);
+/* Dropout: whether cpu-flash keeps pair (b, h, i, j), a hash of (seed, b, h, i, j)
+ * (the same draw in the forward and the backward), and the factor it applies. */
+bool cf_dropout_keep(const ac_problem *p, int b, int h, int i, int j);
+float cf_dropout_scale(const cpu_flash_params *cp, const ac_problem *p);
 /* The (mb, mh) a kernel reads the bias of (b, h) at (the mutant swaps the axes). */
 void cf_bias_rows(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int *mb, int *mh);
 /* The scale and the softcap alone, on n scores (cf_score_mods' first step). */

@@ -24,6 +24,7 @@ static const cpu_flash_params mutant_params[CF_MUT_COUNT] = {
     PARAMS(CF_MUT_SOFTCAP_BEFORE_SCALE), PARAMS(CF_MUT_SINK_NOT_IN_LSE),  PARAMS(CF_MUT_DV_WITH_DQK_STRIDE),
     PARAMS(CF_MUT_CU_SEQLENS_LATE),    PARAMS(CF_MUT_ALIBI_TOP_LEFT),
     PARAMS(CF_MUT_BIAS_WRONG_AXIS),    PARAMS(CF_MUT_SINK_TOKENS_OFF_BY_ONE),
+    PARAMS(CF_MUT_DROPOUT_NO_RESCALE),
 };
 
 static const ac_kernel mutants[] = {
@@ -81,6 +82,8 @@ static const ac_kernel mutants[] = {
            "its batch row h mod its batches (right only for a (1, 1) bias or b = h = 0)"),
     MUTANT(CF_MUT_SINK_TOKENS_OFF_BY_ONE, "sink-tokens-off-by-one",
            "sink tokens: the first k + 1 keys kept visible past the window's left edge instead of k"),
+    MUTANT(CF_MUT_DROPOUT_NO_RESCALE, "dropout-no-rescale",
+           "dropout: the kept P not rescaled by 1 / (1 - p) (O and the gradients shrink by 1 - p)"),
 };
 
 size_t cf_mutant_kernels(const ac_kernel **out, size_t max)

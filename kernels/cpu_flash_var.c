@@ -7,6 +7,8 @@
  *     all f32), before the mask;
  *   ALiBi: slope x distance subtracted in f32 after the softcap (alibi);
  *   bias: added last in f32 (add_bias); a -inf entry is a masked pair;
+ *   dropout: kept P times 1 / (1 - p) for PV, dropped 0, l unchanged; the
+ *     keep bits written to dropout_mask (cf_dropout_keep: a counter-based hash);
  *   sink tokens: the first k keys visible past the window's left edge
  *     (cf_sink_token_ranges, cf_mask_sink_gap);
  *   sinks: the online softmax runs over the keys, and the sink joins each
@@ -95,6 +97,38 @@ void cf_score_softcap(const cpu_flash_params *cp, const ac_problem *p, int n, fl
         s[x] = cp->mut == CF_MUT_SOFTCAP_BEFORE_SCALE ? cap * y * scale : cap * y;
         if (slope) /* dT/dS, the backward's factor; the bug's chain rule would carry scale, kept as written */
             slope[x] = 1.0f - y * y;
+    }
+}
+
+/* ---- dropout ------------------------------------------------------------------------ */
+
+/* A counter-based draw (as Philox is in FlashAttention): the pair's 64-bit hash
+ * of (seed, b, h, i, j), kept when its top 32 bits, as a fraction, reach p. */
+bool cf_dropout_keep(const ac_problem *p, int b, int h, int i, int j)
+{
+    uint64_t z = p->dropout_seed ^ (ac_dropout_index(p, b, h, i, j) * 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 32) * 0x1p-32 >= p->dropout_p;
+}
+
+float cf_dropout_scale(const cpu_flash_params *cp, const ac_problem *p)
+{
+    return cp->mut == CF_MUT_DROPOUT_NO_RESCALE ? 1.0f : (float)(1.0 / (1.0 - p->dropout_p));
+}
+
+/* The forward's tile: kept P times 1 / (1 - p) for the PV product, dropped 0
+ * (l keeps every P: LSE is the softmax's); the keep bits written. */
+static void vf_dropout(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i, int j0, int cols,
+                       float *pr, uint8_t *bits)
+{
+    float f = cf_dropout_scale(cp, p);
+    for (int c = 0; c < cols; c++) {
+        bool keep = cf_dropout_keep(p, b, h, i, j0 + c);
+        size_t x = ac_dropout_index(p, b, h, i, j0 + c);
+        bits[x / 8] = (uint8_t)(keep ? bits[x / 8] | (1u << (x % 8)) : bits[x / 8] & ~(1u << (x % 8)));
+        pr[c] = keep ? pr[c] * f : 0.0f;
     }
 }
 
@@ -223,7 +257,7 @@ static bool vf_alloc(const cpu_flash_params *cp, const ac_problem *p, vf_work *w
 
 /* One K/V tile [j0, j0 + cols) against the resident Q tile of rows [i0, i0 + rows). */
 static void vf_kv_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
-                       int j0, int cols, vf_work *w)
+                       int j0, int cols, vf_work *w, uint8_t *dropout_bits)
 {
     int d = p->head_dim, d_v = ac_head_dim_v(p);
     cf_transpose_tile(w->k_rows, j0, cols, d, w->k_t);
@@ -234,6 +268,8 @@ static void vf_kv_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype
     for (int r = 0; r < rows; r++) {
         float *pr = w->s + (size_t)r * cols, *acc = w->acc + (size_t)r * d_v;
         float alpha = cf_online_softmax_step(cp, &w->m[r], &w->l[r], pr, cols);
+        if (p->dropout_p > 0.0)
+            vf_dropout(cp, p, b, h, i0 + r, j0, cols, pr, dropout_bits);
         for (int c = 0; c < cols; c++) /* the PV product's operand is in the input dtype */
             pr[c] = cf_round_to(t, pr[c]);
         if (alpha != 1.0f)
@@ -305,13 +341,18 @@ static void vf_q_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype 
     int jt_lo = w->lo[i0] / bc, jt_hi = (w->hi[i0 + rows - 1] + bc - 1) / bc, hi_last = w->hi[i0 + rows - 1];
     for (int jt = jt_lo; jt < jt_hi; jt++)
         if (!cf_block_masked(w->lo, w->hi, i0, i0 + rows, jt * bc, (jt + 1) * bc))
-            vf_kv_tile(cp, p, t, b, h, i0, rows, jt * bc, hi_last - jt * bc < bc ? hi_last - jt * bc : bc, w);
+            vf_kv_tile(cp, p, t, b, h, i0, rows, jt * bc, hi_last - jt * bc < bc ? hi_last - jt * bc : bc, w,
+                       a->dropout_mask);
     vf_write_rows(cp, p, t, b, h, i0, rows, w, a);
 }
 
 int cf_forward_variants(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
 {
     const cpu_flash_params *cp = self->ctx;
+    if (p->dropout_p > 0.0 && !a->dropout_mask)
+        return ac_fail(err, AC_ERR_INPUT, "%s: a problem with dropout needs the dropout_mask output", self->name);
+    if (p->dropout_p > 0.0) /* pairs no tile reaches read as dropped (never visible, never read) */
+        memset(a->dropout_mask, 0, (ac_dropout_elems(p) + 7) / 8);
     vf_work w;
     if (!vf_alloc(cp, p, &w)) {
         vf_free(&w);

@@ -8,7 +8,9 @@
  *   sinks: P from the LSE that holds the sink; dSink_h = -sum_i Ps_i D_i in f32,
  *     Ps_i = exp(s_h - LSE_i), batches and rows in order;
  *   bias: dBias += dS' = P (dP - D) in f32 (before the softcap's t'), written
- *     in the bias's dtype at the end.
+ *     in the bias's dtype at the end;
+ *   dropout: the forward's keep draw again (cf_dropout_keep): dV takes P
+ *     dropped, dP' = dP keep / (1 - p) in dS = P (dP' - D).
  * D = rowsum(dO * O) from the stored O; P and dS rounded to the dtype before
  * their products, all sums f32, the scale applied to dK and dQ at the end.
  * For f32 the stored LSE's own rounding is measured and taken out of the
@@ -148,6 +150,18 @@ static void vb_dbias(const cpu_flash_params *cp, const ac_problem *p, int b, int
     }
 }
 
+/* P dropped for dV: kept P times 1 / (1 - p) rounded to the dtype, dropped 0. */
+static void vb_dropout_p(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
+                         int j0, int cols, vb_work *w)
+{
+    float f = cf_dropout_scale(cp, p);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            size_t x = (size_t)r * cols + c;
+            w->p_dt[x] = cf_dropout_keep(p, b, h, i0 + r, j0 + c) ? cf_round_to(t, w->s[x] * f) : 0.0f;
+        }
+}
+
 /* One (Q tile of head slot g, K/V tile at j0) block. */
 static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int g, int i0,
                      int rows, int j0, int cols, vb_work *w)
@@ -164,8 +178,15 @@ static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t
             *s = lse[r] == -INFINITY ? 0.0f : exp_from_lse(*s, lse[r], lse_lo[r]);
             w->p_dt[(size_t)r * cols + c] = cf_round_to(t, *s);
         }
+    if (p->dropout_p > 0.0) /* dV takes P dropped, as O did: the forward's draw again */
+        vb_dropout_p(cp, p, t, b, h, i0, rows, j0, cols, w);
     cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d_v, w->dv_acc); /* dV += P^T dO */
     cf_gemm_nt(d_o, w->v_t, rows, cols, d_v, w->dp);              /* dP = dO V^T */
+    if (p->dropout_p > 0.0) /* dP' = dP keep / (1 - p) */
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                w->dp[(size_t)r * cols + c] *=
+                    cf_dropout_keep(p, b, h, i0 + r, j0 + c) ? cf_dropout_scale(cp, p) : 0.0f;
     if (p->bias) /* dBias += dS' = P (dP - D), f32, before the softcap's t' */
         vb_dbias(cp, p, b, h, i0, rows, j0, cols, delta, w);
     for (int r = 0; r < rows; r++)                               /* dS = P (dP - D) dT/dS, in dtype */

@@ -60,10 +60,14 @@ typedef struct {
     int n_dv_pairs;
 } ac_caps;
 
+/* dropout_mask (with dropout, else NULL): the keep mask the forward drew, one bit
+ * per pair (b, h, i, j) at bit ac_dropout_index, least significant bit first in
+ * each byte ((ac_dropout_elems + 7) / 8 bytes; visible pairs' bits are read). */
 typedef struct {
     const void *q, *k, *v;
     void *o;
     float *lse;
+    uint8_t *dropout_mask;
 } ac_fwd_args;
 
 /* The backward gets the kernel's own O and LSE, as a training step would.

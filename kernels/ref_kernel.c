@@ -29,7 +29,46 @@ static bool alloc_all(double **bufs, const size_t *sizes, size_t n)
     return ok;
 }
 
-static int ref_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
+static int ref_forward_keep(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a,
+                            ac_err *err);
+
+/* Dropout: ref-fp64 draws its keep mask from a hash of (seed, pair), the same
+ * in the forward and the backward, and runs the reference given it; *keep is
+ * allocated (free it), NULL without dropout. */
+static int draw_keep(const ac_problem *p, uint8_t **keep, ac_err *err)
+{
+    *keep = NULL;
+    if (p->dropout_p == 0.0)
+        return AC_OK;
+    size_t n = ac_dropout_elems(p);
+    if (!(*keep = malloc(n + 1)))
+        return ac_fail(err, AC_ERR_ENV, "ref-fp64: out of memory for the dropout mask");
+    for (size_t x = 0; x < n; x++) {
+        uint64_t z = (p->dropout_seed + x) * 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        (*keep)[x] = (double)((z ^ (z >> 31)) >> 11) * 0x1p-53 >= p->dropout_p;
+    }
+    return AC_OK;
+}
+
+static int ref_forward(const ac_kernel *self, const ac_problem *p_in, ac_dtype t, const ac_fwd_args *a, ac_err *err)
+{
+    ac_problem problem = *p_in, *p = &problem;
+    uint8_t *keep = NULL;
+    int st0 = draw_keep(p, &keep, err);
+    if (st0 != AC_OK)
+        return st0;
+    p->dropout_keep = keep;
+    for (size_t x = 0; keep && a->dropout_mask && x < ac_dropout_elems(p); x++)
+        a->dropout_mask[x / 8] = (uint8_t)(keep[x] ? a->dropout_mask[x / 8] | (1u << (x % 8))
+                                                   : a->dropout_mask[x / 8] & ~(1u << (x % 8)));
+    st0 = ref_forward_keep(self, p, t, a, err);
+    free(keep);
+    return st0;
+}
+
+static int ref_forward_keep(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
 {
     int st = ac_kernel_supports(self, p, t, false, err);
     if (st != AC_OK)
@@ -82,7 +121,21 @@ static int ref_dbias_out(const ac_problem *p, double *const b[10], const ac_bwd_
     return st;
 }
 
-static int ref_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
+static int ref_backward_keep(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err);
+
+static int ref_backward(const ac_kernel *self, const ac_problem *p_in, ac_dtype t, const ac_bwd_args *a, ac_err *err)
+{
+    ac_problem problem = *p_in;
+    uint8_t *keep = NULL;
+    int st = draw_keep(&problem, &keep, err);
+    problem.dropout_keep = keep;
+    if (st == AC_OK)
+        st = ref_backward_keep(self, &problem, t, a, err);
+    free(keep);
+    return st;
+}
+
+static int ref_backward_keep(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
 {
     int st = ac_kernel_supports(self, p, t, true, err);
     if (st != AC_OK)

@@ -47,6 +47,7 @@ typedef struct {
     bool alibi;
     int bias; /* 0: none, 1: (1, Hq) f32, 2: (1, 1) f32 */
     int sink_tokens; /* > 0: with a window (3, 0) bottom-right */
+    double dropout;
 } var_spec;
 
 static const float spec_sinks[2] = {0.5f, -1.0f};
@@ -67,6 +68,7 @@ static void build(tk_case *c, const var_spec *s, uint64_t seed)
     if (s->sink_tokens)
         p.windowed = true, p.window_left = 3, p.window_right = 0, p.align = AC_ALIGN_BOTTOM_RIGHT,
         p.sink_tokens = s->sink_tokens;
+    p.dropout_p = s->dropout, p.dropout_seed = 99;
     if (s->bias)
         p.bias = spec_bias, p.bias_dtype = AC_F32, p.bias_batch = 1, p.bias_heads = s->bias == 1 ? 2 : 1;
     if (s->thd) {
@@ -129,6 +131,8 @@ static const mutant_case cases[] = {
     {"bias-wrong-axis", {.bias = 1}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.bias = 2}},
     /* key 2 seen past the window: every output; without sink tokens the same kernel */
     {"sink-tokens-off-by-one", {.sink_tokens = 2}, OUT_O | OUT_LSE | OUT_DQ | OUT_DK | OUT_DV, {.softcap = 1.0}},
+    /* O and the gradients 1 - p too small; LSE is the softmax's, untouched */
+    {"dropout-no-rescale", {.dropout = 0.3}, OUT_O | OUT_DQ | OUT_DK | OUT_DV, {.sinks = true}},
 };
 
 Test(kernels_cpu_flash_variants, each_variant_mutant_differs_where_its_bug_is_and_nowhere_else)

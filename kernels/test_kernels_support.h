@@ -120,8 +120,10 @@ static inline void tk_poison(tk_case *c)
 static inline void tk_forward(const ac_kernel *k, tk_case *c)
 {
     ac_err err = {{0}};
-    ac_fwd_args a = {.q = c->q, .k = c->k, .v = c->v, .o = c->o, .lse = c->lse};
+    uint8_t *bits = c->p.dropout_p > 0.0 ? calloc((ac_dropout_elems(&c->p) + 7) / 8, 1) : NULL; /* its keep mask */
+    ac_fwd_args a = {.q = c->q, .k = c->k, .v = c->v, .o = c->o, .lse = c->lse, .dropout_mask = bits};
     cr_assert_eq(k->forward(k, &c->p, c->t, &a, &err), AC_OK, "%s forward: %s", k->name, err.msg);
+    free(bits);
 }
 
 /* Backward from the kernel's own O and LSE (run tk_forward first). */

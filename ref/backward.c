@@ -61,6 +61,9 @@ static void block_grad_scores(const ref_head *hd, const backward_tensors *t, int
         double delta_i = t->delta[ac_lse_index(hd->p, hd->b, hd->h, i)];
         const double *p_row = p_blk + (size_t)(i - i0) * cols;
         double *ds_row = dp_blk + (size_t)(i - i0) * cols;
+        if (hd->p->dropout_p > 0.0) /* dP' = dP keep / (1 - p): O took P's dropped copy */
+            for (int j = 0; j < cols; j++)
+                ds_row[j] *= ac_dropout_factor(hd->p, hd->b, hd->h, i, jlo + j);
         for (int j = 0; j < cols; j++) /* a masked entry stays an exact 0, whatever dP holds */
             ds_row[j] = p_row[j] != 0.0 ? p_row[j] * (ds_row[j] - delta_i) : 0.0;
         if (slope_blk) /* through the softcap's tanh */
@@ -102,6 +105,7 @@ static void dkdv_pair(const ref_head *hd, const backward_tensors *t, int i0, int
     size_t kv_at = hd->kv_base + (size_t)j0 * hd->ld_kv;
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d, rows, hd->p->scale, ds_blk, cols,
                 t->q + hd->q_base + (size_t)i0 * hd->ld_q, ld_q, 1.0, t->dk + kv_at, ld_kv);
+    ref_block_dropout(hd, i0, i1, j0, j1, p_blk); /* dV = (P keep / (1 - p))^T dO */
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d_v, rows, 1.0, p_blk, cols,
                 t->d_o + hd->o_base + (size_t)i0 * hd->ld_o, (int)hd->ld_o, 1.0,
                 t->dv + hd->v_base + (size_t)j0 * hd->ld_v, (int)hd->ld_v);
@@ -177,6 +181,8 @@ int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, con
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)
         return status;
+    if ((status = ref_dropout_check(p, "ref_backward_fp64", err)) != AC_OK)
+        return status;
     if (!q || !k || !v || !o || !lse || !d_o || !dq || !dk || !dv || !delta)
         return ac_fail(err, AC_ERR_INPUT, "ref_backward_fp64: NULL tensor (q, k, v, o, lse, d_o, "
                        "dq, dk, dv and delta are required)");
@@ -244,6 +250,8 @@ int ref_backward_dbias_fp64(const ac_problem *p, const double *q, const double *
 {
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK || !p->bias)
+        return status;
+    if ((status = ref_dropout_check(p, "ref_backward_dbias_fp64", err)) != AC_OK)
         return status;
     if (!q || !k || !v || !lse || !d_o || !delta || !dbias)
         return ac_fail(err, AC_ERR_INPUT, "ref_backward_dbias_fp64: NULL tensor (q, k, v, lse, d_o, delta and "

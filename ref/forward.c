@@ -402,6 +402,7 @@ static void forward_block(const ref_head *hd, const double *q, const double *k, 
     }
     ref_block_scores(hd, q, k, i0, i1, jlo, jhi, s);
     block_softmax(hd, i0, i1, jlo, jhi, s, l, lse);
+    ref_block_dropout(hd, i0, i1, jlo, jhi, s); /* after the softmax: LSE is the undropped one's */
     double *o_rows = o + hd->o_base + (size_t)i0 * hd->ld_o;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hd->d_v, jhi - jlo, 1.0, s,
                 jhi - jlo, v + hd->v_base + (size_t)jlo * hd->ld_v, (int)hd->ld_v, 0.0, o_rows,
@@ -443,6 +444,8 @@ int ref_forward_fp64(const ac_problem *p, const double *q, const double *k, cons
 {
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)
+        return status;
+    if ((status = ref_dropout_check(p, "ref_forward_fp64", err)) != AC_OK)
         return status;
     if (!q || !k || !v || !o || !lse)
         return ac_fail(err, AC_ERR_INPUT, "ref_forward_fp64: NULL tensor (q, k, v, o and lse are required)");

@@ -35,6 +35,7 @@
 #include "fp64_block.h"
 #include "mpfr_exact.h"
 #include "ref.h"
+#include "variants_internal.h"
 
 #define MP_MIN_PREC 64
 #define MP_MAX_PREC 512
@@ -398,6 +399,11 @@ static void softmax_rows(void *arg, int r0, int r1)
         mpfr_log(th->t, w->row_l[r], MPFR_RNDN);
         mpfr_add(th->t, th->t, th->max, MPFR_RNDN);
         ch->lse[r] = mpfr_get_d(th->t, MPFR_RNDN);
+        /* after l: O takes the kept e only (e <= 1 stays what the exact P V slices hold),
+         * the 1 / (1 - p) once per row in chunk_pv */
+        for (int j = ch->jlo; w->p->dropout_p > 0.0 && j < ch->jhi; j++)
+            if (vis[j] && ac_dropout_factor(w->p, ch->b, ch->h, ch->i[r], j) == 0.0)
+                mpfr_set_zero(score_at(w, r, j), 1);
     }
     if (r0 > 0) /* on the helper thread, about to end: drop its constant caches (log 2) */
         mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
@@ -497,6 +503,8 @@ static int chunk_pv(mp_work *w, mp_chunk *ch)
                 continue;
             }
             mpfr_div(quotient, w->acc[(size_t)r * d + c], w->row_l[r], MPFR_RNDN);
+            if (w->p->dropout_p > 0.0) /* the kept P's 1 / (1 - p), 1 - p as the fp64 tier rounds it */
+                mpfr_div_d(quotient, quotient, 1.0 - w->p->dropout_p, MPFR_RNDN);
             *out = mpfr_get_d(quotient, MPFR_RNDN);
         }
     return AC_OK;
@@ -526,6 +534,8 @@ int mx_check_args(const ac_problem *p, const double *q, const double *k, const d
     if (!p)
         return ac_fail(err, AC_ERR_INPUT, "%s: problem is NULL", fn);
     int status = ac_problem_validate(p, 0, err);
+    if (status == AC_OK)
+        status = ref_dropout_check(p, fn, err);
     if (status != AC_OK)
         return status;
     if (!q || !k || !v)

@@ -42,6 +42,7 @@
 #include "naive_mods.h"
 #include "ref.h"
 #include "round_float.h"
+#include "variants_internal.h"
 
 /* ---- packing and the shared block pieces ---------------------------------- */
 
@@ -338,6 +339,8 @@ int naive_check_args(const ac_problem *p, ac_dtype t, const void *const *tensors
     int status = ac_problem_validate(p, 0, err);
     if (status != AC_OK)
         return status;
+    if ((status = ref_dropout_check(p, who, err)) != AC_OK)
+        return status;
     if ((unsigned)t >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "%s: unknown dtype %d", who, (int)t);
     for (int a = 0; a < n; a++)
@@ -375,6 +378,8 @@ static void forward_block(const forward_job *job, const naive_block *blk, float 
         float m, l;
         naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], naive_sink(p, blk->h), &m, &l);
         job->lse[ac_lse_index(p, blk->b, blk->h, blk->i0 + r)] = l > 0.0f ? m + logf(l) : -INFINITY;
+        for (int j = 0; p->dropout_p > 0.0 && j < cols; j++) /* after the softmax: O takes P dropped */
+            s[(size_t)r * ld + j] = naive_drop(p, ctx->t, blk->b, blk->h, blk->i0 + r, blk->jt0 + j, s[(size_t)r * ld + j]);
     }
     nk_acc_rows(s, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->v, blk->b, blk->h_kv, blk->jt0),
                 (size_t)ctx->d_pad, ctx->d_pad, acc, (size_t)ctx->d_pad);

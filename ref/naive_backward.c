@@ -75,7 +75,8 @@ static void grad_scores(const grad_job *job, const naive_block *blk, int j0, int
         float delta = job->row_delta[at];
         for (int j = j0; j < j1; j++) {
             bool live = job->row_any[at] && pair_visible(ctx, blk->b, blk->h, mask, i, j);
-            ds[r + j - j0] = live ? rf_round(ctx->t, p[r + j - j0] * (rf_round(ctx->t, ds[r + j - j0]) - delta)) : 0.0f;
+            float dp = live ? naive_drop(ctx->p, ctx->t, blk->b, blk->h, i, j, rf_round(ctx->t, ds[r + j - j0])) : 0.0f;
+            ds[r + j - j0] = live ? rf_round(ctx->t, p[r + j - j0] * (dp - delta)) : 0.0f;
             if (live && slope)
                 ds[r + j - j0] = rf_round(ctx->t, ds[r + j - j0] * slope[r + j - j0]);
         }
@@ -160,6 +161,10 @@ static void kv_tile_pair(const grad_job *job, const naive_block *blk, int j0, in
     int rows = blk->i1 - blk->i0, tw = j1 - j0, ld = naive_pad(tw), d_pad = ctx->d_pad;
     tile_probs(job, blk, j0, j1, s, slope);
     grad_scores(job, blk, j0, j1, s, ds, slope);
+    for (int i = blk->i0; ctx->p->dropout_p > 0.0 && i < blk->i1; i++) /* dV = P'^T dO: P dropped */
+        for (int j = j0; j < j1; j++)
+            s[(size_t)(i - blk->i0) * ld + (j - j0)] =
+                naive_drop(ctx->p, ctx->t, blk->b, blk->h, i, j, s[(size_t)(i - blk->i0) * ld + (j - j0)]);
     nk_acc_cols(s, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0), (size_t)d_pad,
                 d_pad, dv_acc, (size_t)d_pad);
     nk_acc_cols(ds, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), (size_t)d_pad,

@@ -9,6 +9,8 @@
  *   ALiBi:      S' = round_t(T - round_t(slope |i + nk - nq - j|)), the bias
  *               materialised in the dtype as frameworks build it;
  *   bias:       S' = round_t(S' + round_t(bias)) (a -inf entry is a hidden pair);
+ *   dropout:    P' = round_t(P f) where kept, f = (float)(1 / (1 - p)), 0 where dropped,
+ *               for O and dV; dP' likewise in dS = round_t(P (dP' - D));
  *   backward:   dS = round_t(dS' (1 - (T / c)^2)), dS' = round_t(P (dP - D));
  *   sinks:      m = max(max_j S'_ij, s_h), l = sum_j expf(S' - m) + expf(s_h - m).
  * The result is the score S' the softmax sees; *slope (may be NULL) gets
@@ -38,6 +40,17 @@ static inline float naive_score_mod(const ac_problem *p, ac_dtype t, int b, int 
     if (slope)
         *slope = cap_slope;
     return s;
+}
+
+/* Dropout as a framework applies it to a dtype tensor x (P, or dP in the
+ * backward): kept entries round_t(x f), f = (float)(1 / (1 - p)); dropped 0. */
+static inline float naive_drop(const ac_problem *p, ac_dtype t, int b, int h, int i, int j, float x)
+{
+    if (p->dropout_p == 0.0)
+        return x;
+    if (!p->dropout_keep[ac_dropout_index(p, b, h, i, j)])
+        return 0.0f;
+    return rf_round(t, x * (float)(1.0 / (1.0 - p->dropout_p)));
 }
 
 /* A -inf bias entry hides its pair, as a mask would (ac_visible). */

@@ -23,6 +23,7 @@
 #include "naive_mods.h"
 #include "naive_scalar.h"
 #include "ref.h"
+#include "variants_internal.h"
 
 static float round_t(ac_dtype t, float x) { return (float)ac_round(t, (double)x); }
 
@@ -75,6 +76,8 @@ static int check_args(const ac_problem *p, ac_dtype t, const void *const *tensor
                       const char *who, ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err);
+    if (status == AC_OK)
+        status = ref_dropout_check(p, who, err);
     if (status != AC_OK)
         return status;
     if ((unsigned)t >= AC_DTYPE_COUNT)
@@ -107,6 +110,8 @@ int ref_naive_forward_scalar(const ac_problem *p, ac_dtype t, const double *q, c
                 }
                 lse[at] = lse_nat;
                 int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h);
+                for (int j = 0; j < nk; j++) /* after the softmax: O takes P dropped */
+                    p_row[j] = naive_drop(p, t, b, h, i, j, p_row[j]);
                 for (int c = 0; c < ac_head_dim_v(p); c++) {
                     float acc = 0.0f;
                     for (int j = 0; j < nk; j++)
@@ -141,7 +146,7 @@ static void naive_grad_scores(const ac_problem *p, ac_dtype t, const naive_bwd *
         float dp = 0.0f;
         for (int c = 0; c < d; c++)
             dp += (float)w->d_o[ac_o_index(p, b, h, i, c)] * (float)w->v[ac_v_index(p, b, h_kv, j, c)];
-        w->ds_row[j] = round_t(t, w->p_row[j] * (round_t(t, dp) - delta));
+        w->ds_row[j] = round_t(t, w->p_row[j] * (naive_drop(p, t, b, h, i, j, round_t(t, dp)) - delta));
         if (ac_problem_has_score_mods(p))
             w->ds_row[j] = round_t(t, w->ds_row[j] * w->slope_row[j]);
     }
@@ -166,8 +171,9 @@ static void naive_bwd_row(const ac_problem *p, ac_dtype t, const naive_bwd *w, i
     for (int j = 0; j < nk; j++) {
         for (int c = 0; c < d; c++)
             w->dk_acc[(size_t)j * d + c] += w->ds_row[j] * (float)w->q[ac_q_index(p, b, h, i, c)];
+        float p_drop = naive_drop(p, t, b, h, i, j, w->p_row[j]); /* dV = P'^T dO */
         for (int c = 0; c < d_v; c++)
-            w->dv_acc[(size_t)j * d_v + c] += w->p_row[j] * (float)w->d_o[ac_o_index(p, b, h, i, c)];
+            w->dv_acc[(size_t)j * d_v + c] += p_drop * (float)w->d_o[ac_o_index(p, b, h, i, c)];
     }
 }
 

@@ -127,6 +127,10 @@ typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
  *   softcap c > 0:  S' = c tanh(S / c)                         (Gemma 2; FlashAttention softcap)
  *   ALiBi slopes:   S' -= slope_{b,h} |i + nk_b - nq_b - j|      (FlashAttention's alibi_slopes,
  *                   bottom-right aligned; after the softcap, which it does not pass through)
+ *   dropout p:      P_ij kept with probability 1 - p and scaled by 1 / (1 - p) after the
+ *                   softmax (LSE is the softmax's): O = (P o M / (1 - p)) V, M the keep
+ *                   mask the kernel drew (the reference is given it: dropout_keep);
+ *                   backward dP o M / (1 - p) in dS = P (dP' - D), dV = (P o M / (1 - p))^T dO
  *   bias:           S' += bias[mb, mh, i, j]  (mb = bias_batch > 1 ? b : 0, mh likewise; last:
  *                   cuDNN's and SDPA's float attn_mask); a -inf entry hides the pair (ac_visible);
  *                   the backward also gives dBias = dS' summed over the broadcast dimensions
@@ -160,6 +164,10 @@ typedef struct {
     int bias_batch, bias_heads;       /* 1 (or 0) or B, 1 (or 0) or Hq: the broadcast shape */
     int sink_tokens;                  /* k >= 0 with a window of finite left edge: keys j < k stay visible
                                          past it (StreamingLLM); 0: off */
+    double dropout_p;                 /* in [0, 1): the probability a P_ij is dropped; 0: off */
+    uint64_t dropout_seed;            /* the kernel's seed for its random numbers */
+    const uint8_t *dropout_keep;      /* (B, Hq, Nq, Nk) 1 = kept, 0 = dropped: the mask the kernel drew, the
+                                         reference tiers' input; NULL when a kernel is called */
 } ac_problem;
 
 #define AC_MAX_HEAD_DIM 512
@@ -189,6 +197,12 @@ double ac_alibi_bias(const ac_problem *p, int b, int h, int i, int j);
 double ac_bias_at(const ac_problem *p, int b, int h, int i, int j);
 size_t ac_bias_elems(const ac_problem *p);
 size_t ac_bias_index(const ac_problem *p, int mb, int mh, int i, int j);
+/* Dropout: the keep mask's entries (B * Hq * Nq * Nk, Nq and Nk the extents) and
+ * the index of (b, h, i, j); the factor P_ij is multiplied by: 1 without
+ * dropout, else keep / (1 - p) (needs dropout_keep). */
+size_t ac_dropout_elems(const ac_problem *p);
+size_t ac_dropout_index(const ac_problem *p, int b, int h, int i, int j);
+double ac_dropout_factor(const ac_problem *p, int b, int h, int i, int j);
 double ac_score_mod_slope(const ac_problem *p, double s);
 bool ac_problem_has_score_mods(const ac_problem *p);
 /* Visible keys of row i form the range [lo, hi) intersected with the dense mask:

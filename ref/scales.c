@@ -4,6 +4,7 @@
  * subnormal, u its unit roundoff), dPhat_ij = sum_c |dO_ic||V_jc|,
  * Dhat_i = sum_c |dO_ic||O_ic|:
  *   E_O_ic  = tau + sum_j (P_ij (1 + rho (G_ij + g_i)) + tau) |V_jc|
+ *   (dropout: P_ij f_ij (2 + ...) in E_O and E_dV, f = keep / (1 - p), and dPhat f (1 + rho))
  *   E_dV_jc = tau + sum_i (P_ij (1 + r_ij) + tau) |dO_ic|          (i over the GQA group too)
  *   E_dQ_ic = tau + scale * sum_j (P_ij ((1 + r_ij)(dPhat_ij + Dhat_i) + R_i) + tau) |K_jc|
  *   E_dK_jc = tau + scale * sum_i (P_ij ((1 + r_ij)(dPhat_ij + Dhat_i) + R_i) + tau) |Q_ic|
@@ -183,9 +184,13 @@ static void pair_weights_o(const scale_job *job, const scale_pair *pr)
                 wv[j] = g[j] = 0.0;
                 continue;
             }
-            vis[j] = prob[j] * (1.0 + job->rho * (g[j] + g_row)) + job->tau;
+            /* dropout: O and dV take P keep / (1 - p), whose product rounds once more */
+            double f = 1.0, once = 0.0;
+            if (pr->hd->p->dropout_p > 0.0)
+                f = ac_dropout_factor(pr->hd->p, pr->hd->b, pr->hd->h, i, pr->jlo + j), once = 1.0;
+            vis[j] = prob[j] * f * (1.0 + once + job->rho * (g[j] + g_row)) + job->tau;
             g[j] = job->rho * (g[j] + g_row + lse_mag);
-            wv[j] = prob[j] * (1.0 + g[j]) + job->tau;
+            wv[j] = prob[j] * f * (1.0 + once + g[j]) + job->tau;
         }
     }
 }
@@ -219,6 +224,20 @@ static void mod_weights_grad(const scale_job *job, double **buf, size_t at, int 
 
 /* weight_g <- P ((1 + r)(dPhat + Dhat) + R) + tau where visible, 0 where
  * masked; R_i summed here in pass 1 (keep_r), read back in pass 2. */
+/* Dropout: D_i comes from the kernel's O, which errs by u E_O, and a dropped P
+ * leaves fewer, larger terms in O than E's "Dhat" rounding share allows for:
+ * every pair's dS gains P_ij sum_c |dO_ic| E_O_ic (E_O of pass 1, done for these rows). */
+static void add_delta_error(const scale_job *job, const ref_head *hd, int i, const double *prob, const double *vis,
+                            double *w, int cols)
+{
+    const double *d_o = job->d_o + hd->o_base + (size_t)i * hd->ld_o, *e_o = job->e_o + hd->o_base + (size_t)i * hd->ld_o;
+    double d_err = 0.0;
+    for (int c = 0; c < hd->d_v; c++)
+        d_err += fabs(d_o[c]) * e_o[c];
+    for (int j = 0; j < cols; j++)
+        w[j] += vis[j] != 0.0 ? prob[j] * d_err : 0.0;
+}
+
 static void pair_weights_grad(const scale_job *job, const scale_pair *pr, bool keep_r, bool ds_prime)
 {
     const ref_head *hd = pr->hd;
@@ -226,6 +245,11 @@ static void pair_weights_grad(const scale_job *job, const scale_pair *pr, bool k
     double **buf = pr->buf;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, 1.0, buf[B_ABS_DO], d,
                 head_abs(job, job->abs_v, hd, pr->jlo), d, 0.0, buf[B_WEIGHT_G], cols);
+    if (hd->p->dropout_p > 0.0) /* dP' = dP keep / (1 - p), its f32 product rounding rho more */
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < cols; j++)
+                buf[B_WEIGHT_G][(size_t)r * cols + j] *=
+                    ac_dropout_factor(hd->p, hd->b, hd->h, pr->i0 + r, pr->jlo + j) * (1.0 + job->rho);
     for (int r = 0; r < rows; r++) {
         double delta_hat = 0.0;
         for (int c = 0; c < d; c++)
@@ -240,12 +264,13 @@ static void pair_weights_grad(const scale_job *job, const scale_pair *pr, bool k
             job->r_row[row_id(hd, pr->i0 + r)] = r_row;
         }
         double r_row = job->r_row[row_id(hd, pr->i0 + r)];
-        if (job->mods) {
+        if (job->mods)
             mod_weights_grad(job, buf, at, cols, delta_hat, r_row, ds_prime);
-            continue;
-        }
-        for (int j = 0; j < cols; j++)
-            w[j] = vis[j] != 0.0 ? prob[j] * ((1.0 + rel[j]) * (w[j] + delta_hat) + r_row) + job->tau : 0.0;
+        else
+            for (int j = 0; j < cols; j++)
+                w[j] = vis[j] != 0.0 ? prob[j] * ((1.0 + rel[j]) * (w[j] + delta_hat) + r_row) + job->tau : 0.0;
+        if (hd->p->dropout_p > 0.0 && !ds_prime) /* (dBias adds it itself, dbias_pair) */
+            add_delta_error(job, hd, pr->i0 + r, prob, vis, w, cols);
     }
 }
 
@@ -474,6 +499,8 @@ int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, con
 {
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)
+        return status;
+    if ((status = ref_dropout_check(p, "ref_error_scales", err)) != AC_OK)
         return status;
     if ((unsigned)t >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "ref_error_scales: unknown dtype %d", (int)t);

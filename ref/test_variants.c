@@ -30,22 +30,25 @@ typedef struct {
     int alibi;           /* 0: none, 1: slopes (Hq), 2: (B, Hq) */
     int bias;            /* 0: none, 1: (1, Hq) f32 with -inf entries, 2: (B, 1) bf16 */
     int sink_tokens;     /* > 0: a window of left edge 1 where the kind has none */
+    double dropout;      /* p > 0: the keep mask tv_keep */
 } tv_setup;
 
 static const tv_setup setups[] = {
-    {"softcap 2", "softcap", 2.0, false, 0, 0, 0, 0},
-    {"softcap 0.25 (saturating)", "softcap", 0.25, false, 0, 0, 0, 0},
-    {"sinks", "sinks", 0.0, true, 0, 0, 0, 0},
-    {"sinks and softcap 1", "softcap", 1.0, true, 0, 0, 0, 0},
-    {"d_v 3 < d_qk 4", "dv", 0.0, false, 3, 0, 0, 0},
-    {"d_v 6 > d_qk 4, sinks", "sinks", 0.0, true, 6, 0, 0, 0},
-    {"alibi (Hq)", "alibi", 0.0, false, 0, 1, 0, 0},
-    {"alibi (B, Hq), softcap 2, sinks", "softcap", 2.0, true, 0, 2, 0, 0},
-    {"bias (1, Hq) f32 with -inf entries", "bias", 0.0, false, 0, 0, 1, 0},
-    {"bias (B, 1) bf16, softcap 1, alibi", "softcap", 1.0, false, 0, 1, 2, 0},
-    {"sink tokens 2, sinks", "sinks", 0.0, true, 0, 0, 0, 2},
-    {"sink tokens 3", "sink-tokens", 0.0, false, 0, 0, 0, 3},
-    {"sink tokens 1, bias (1, Hq), softcap 2", "softcap", 2.0, false, 0, 0, 1, 1},
+    {"softcap 2", "softcap", 2.0, false, 0, 0, 0, 0, 0.0},
+    {"softcap 0.25 (saturating)", "softcap", 0.25, false, 0, 0, 0, 0, 0.0},
+    {"sinks", "sinks", 0.0, true, 0, 0, 0, 0, 0.0},
+    {"sinks and softcap 1", "softcap", 1.0, true, 0, 0, 0, 0, 0.0},
+    {"d_v 3 < d_qk 4", "dv", 0.0, false, 3, 0, 0, 0, 0.0},
+    {"d_v 6 > d_qk 4, sinks", "sinks", 0.0, true, 6, 0, 0, 0, 0.0},
+    {"alibi (Hq)", "alibi", 0.0, false, 0, 1, 0, 0, 0.0},
+    {"alibi (B, Hq), softcap 2, sinks", "softcap", 2.0, true, 0, 2, 0, 0, 0.0},
+    {"bias (1, Hq) f32 with -inf entries", "bias", 0.0, false, 0, 0, 1, 0, 0.0},
+    {"bias (B, 1) bf16, softcap 1, alibi", "softcap", 1.0, false, 0, 1, 2, 0, 0.0},
+    {"sink tokens 2, sinks", "sinks", 0.0, true, 0, 0, 0, 2, 0.0},
+    {"sink tokens 3", "sink-tokens", 0.0, false, 0, 0, 0, 3, 0.0},
+    {"sink tokens 1, bias (1, Hq), softcap 2", "softcap", 2.0, false, 0, 0, 1, 1, 0.0},
+    {"dropout 0.3", "dropout", 0.0, false, 0, 0, 0, 0, 0.3},
+    {"dropout 0.9, softcap 2, sinks, bias (1, Hq)", "softcap", 2.0, true, 0, 0, 1, 0, 0.9},
 };
 
 /* Bias values for every problem below (at most 2 x 4 x 150 x 300 entries):
@@ -66,6 +69,21 @@ static void tv_bias_fill(void)
         tv_bias_bf16[x] = (uint16_t)ac_narrow(AC_BF16, v);
     }
     done = true;
+}
+
+/* A keep mask for dropout: about 1 - p kept, from the same hash (p_keep in 1/16ths). */
+static uint8_t tv_keep[TV_BIAS_MAX];
+
+static void tv_set_dropout(ac_problem *p, double drop)
+{
+    if (drop == 0.0)
+        return;
+    for (size_t x = 0; x < TV_BIAS_MAX; x++) {
+        uint64_t z = (x + 7) * 0xD1B54A32D192ED03ull;
+        z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
+        tv_keep[x] = (double)(z >> 11) * 0x1p-53 >= drop;
+    }
+    p->dropout_p = drop, p->dropout_seed = 17, p->dropout_keep = tv_keep;
 }
 
 static void tv_set_bias(ac_problem *p, int kind)
@@ -100,6 +118,7 @@ static ac_problem tv_problem(int kind, const tv_setup *s)
         p.alibi_batch = s->alibi == 2 ? p.batch : 1;
     }
     tv_set_bias(&p, s->bias);
+    tv_set_dropout(&p, s->dropout);
     if (s->sink_tokens) { /* sink tokens need a window with a finite left edge: give one where there is none */
         if (!p.windowed)
             p.windowed = true, p.window_right = AC_WINDOW_INF;
@@ -153,8 +172,11 @@ static double tv_direct_row(const ac_problem *p, const double *q, const double *
         l += p_row[j] = p_row[j] == -INFINITY ? 0.0 : exp(p_row[j] - m);
     for (int j = 0; j < nk; j++) {
         p_row[j] /= l;
+        double keep = 1.0; /* dropout after the softmax: kept / (1 - p), dropped 0 */
+        if (p->dropout_p > 0.0)
+            keep = p->dropout_keep[(((size_t)b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j] ? 1.0 / (1.0 - p->dropout_p) : 0.0;
         for (int c = 0; c < ac_head_dim_v(p) && p_row[j] != 0.0; c++)
-            o_row[c] += p_row[j] * v[ac_v_index(p, b, hk, j, c)];
+            o_row[c] += p_row[j] * keep * v[ac_v_index(p, b, hk, j, c)];
     }
     return m + log(l);
 }
@@ -375,6 +397,7 @@ Test(ref_variants, results_do_not_depend_on_the_thread_count)
         p.head_dim_v = setups[s].head_dim_v ? 24 : 0; /* d = 16 here */
         p.alibi_slopes = setups[s].alibi ? tv_alibi : NULL, p.alibi_batch = setups[s].alibi == 2 ? 2 : 1;
         tv_set_bias(&p, setups[s].bias);
+        tv_set_dropout(&p, setups[s].dropout);
         p.sink_tokens = setups[s].sink_tokens ? 3 * setups[s].sink_tokens : 0; /* the window above has left 90 */
         ts_case c;
         ts_case_init(&c, &p, AC_F16, 700 + s);

@@ -49,6 +49,8 @@ unsigned ac_problem_variants(const ac_problem *p)
         used |= AC_VAR_BIAS;
     if (p->sink_tokens > 0)
         used |= AC_VAR_SINK_TOKENS;
+    if (p->dropout_p > 0.0)
+        used |= AC_VAR_DROPOUT;
     return used;
 }
 
@@ -104,6 +106,33 @@ double ac_score_mod_slope(const ac_problem *p, double s)
     return 1.0 / (ch * ch);
 }
 
+/* ---- dropout ------------------------------------------------------------------------- */
+
+size_t ac_dropout_elems(const ac_problem *p)
+{
+    return (size_t)p->batch * p->heads_q * p->seqlen_q * p->seqlen_k;
+}
+
+size_t ac_dropout_index(const ac_problem *p, int b, int h, int i, int j)
+{
+    return (((size_t)b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j;
+}
+
+double ac_dropout_factor(const ac_problem *p, int b, int h, int i, int j)
+{
+    if (p->dropout_p == 0.0)
+        return 1.0;
+    return p->dropout_keep[ac_dropout_index(p, b, h, i, j)] ? 1.0 / (1.0 - p->dropout_p) : 0.0;
+}
+
+int ref_dropout_check(const ac_problem *p, const char *who, ac_err *err)
+{
+    if (p->dropout_p > 0.0 && !p->dropout_keep)
+        return ac_fail(err, AC_ERR_INPUT, "%s: dropout p = %g needs the keep mask the kernel drew (dropout_keep)",
+                       who, p->dropout_p);
+    return AC_OK;
+}
+
 /* ---- validation ------------------------------------------------------------------ */
 
 /* The bias: a broadcast shape of (B, Hq), an f32 or 16-bit dtype, no NaN or +inf
@@ -144,6 +173,8 @@ int ref_variants_validate(const ac_problem *p, ac_err *err)
     if (p->sink_tokens < 0 || (p->sink_tokens > 0 && (!p->windowed || p->window_left == AC_WINDOW_INF)))
         return ac_fail(err, AC_ERR_INPUT, "sink_tokens: %d needs a window with a finite left edge (and >= 0)",
                        p->sink_tokens);
+    if (!(p->dropout_p >= 0.0 && p->dropout_p < 1.0))
+        return ac_fail(err, AC_ERR_INPUT, "dropout_p: must be in [0, 1), got %g", p->dropout_p);
     int st = validate_bias(p, err);
     if (st != AC_OK)
         return st;

@@ -35,3 +35,14 @@ void ref_block_mods(const ref_head *hd, int i0, int i1, int jlo, int jhi, double
         }
     }
 }
+
+void ref_block_dropout(const ref_head *hd, int i0, int i1, int jlo, int jhi, double *x)
+{
+    const ac_problem *p = hd->p;
+    if (p->dropout_p == 0.0)
+        return;
+    int cols = jhi - jlo;
+    for (int i = i0; i < i1; i++)
+        for (int j = jlo; j < jhi; j++)
+            x[(size_t)(i - i0) * cols + (j - jlo)] *= ac_dropout_factor(p, hd->b, hd->h, i, j);
+}

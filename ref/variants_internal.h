@@ -10,6 +10,13 @@
 /* The variant fields of p: AC_OK or AC_ERR_INPUT naming the field. */
 int ref_variants_validate(const ac_problem *p, ac_err *err);
 
+/* AC_ERR_INPUT naming who when the problem drops out without a keep mask. */
+int ref_dropout_check(const ac_problem *p, const char *who, ac_err *err);
+
+/* Dropout on a block of rows [i0, i1) x keys [jlo, jhi) of one head, in place:
+ * x *= ac_dropout_factor (nothing without dropout). */
+void ref_block_dropout(const ref_head *hd, int i0, int i1, int jlo, int jhi, double *x);
+
 /* Head h's sink logit, -inf without sinks (exp(-inf) = 0 joins no denominator). */
 double ref_sink_of(const ac_problem *p, int h);
 

@@ -263,6 +263,12 @@ static int edit_bias(const ac_case *cur, int i, ac_case *cand)
         cand->mask_per_batch = cand->mask_per_head = false;
         return 1;
     }
+    if (i == 8 || i == 9) { /* dropout: dropped, else p = 0.5 */
+        if (cur->dropout == 0.0 || (i == 9 && cur->dropout == 0.5))
+            return 0;
+        cand->dropout = i == 8 ? 0.0 : 0.5;
+        return 1;
+    }
     if (i == 6 || i == 7) { /* sink tokens: dropped, else one */
         if (cur->sink_tokens == 0 || (i == 7 && cur->sink_tokens == 1))
             return 0;

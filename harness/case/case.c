@@ -417,6 +417,7 @@ static const case_field fields[] = {
     VARIANT_FIELD("bias", bias),
     VARIANT_FIELD("maskdims", maskdims),
     VARIANT_FIELD("sinktokens", sinktokens),
+    VARIANT_FIELD("dropout", dropout),
 };
 enum { N_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
 

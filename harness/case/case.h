@@ -6,7 +6,7 @@
  * fixed order; optional fields are printed only when not at their default.
  * Parse -> format round-trips byte for byte for every line format produces.
  * Grammar (one row per field in case.c's table): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
- * [seqlens-k] layout dist scale [dv] [softcap] [sinks] [alibi] [bias] [maskdims] [sinktokens], with
+ * [seqlens-k] layout dist scale [dv] [softcap] [sinks] [alibi] [bias] [maskdims] [sinktokens] [dropout], with
  *   mask = none | causal-tl | causal-br | window-tl(L,R) | window-br(L,R) | dense(KEEP)
  *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
  *   maskrows = FRAC in [0,1] (dense only)
@@ -22,6 +22,7 @@
  *   bias = normal(M,S):11|1h|b1|bh[:f32][:inf(F)]  (an additive bias, see ac_bias_kind)
  *   sinktokens = K >= 1  (with window-tl/br(L,R), L finite: the first K keys stay visible
  *            past the window's left edge, StreamingLLM's attention sinks)
+ *   dropout = P in (0,1)  (dropout on P after the softmax; the kernel's seed from the case seed)
  *   maskdims = 1h | b1 | bh  (mask=dense only: the mask's own (B, Hq) dimensions, each
  *            (b, h) slice drawn like the (1, 1) mask; absent: (1, 1, Nq, Nk))
  * The parser also takes fields in any order and extra blanks, and defaults a
@@ -128,6 +129,7 @@ typedef struct {
     bool bias_per_batch, bias_per_head, bias_f32;
     bool mask_per_batch, mask_per_head; /* maskdims=1h|b1|bh: a dense mask (1|B, 1|Hq, Nq, Nk) */
     int sink_tokens;               /* sinktokens=K: with window-*(L,R), L finite, the first K keys stay visible */
+    double dropout;                /* dropout=P: P in (0, 1), the kernel's seed drawn from the case seed */
 } ac_case;
 
 /* ---- the mask of a case (masks.c: one row per kind of ref/mask_kinds.h) ----

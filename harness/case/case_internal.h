@@ -61,6 +61,7 @@ CASE_VARIANT_FIELD_FNS(alibi)
 CASE_VARIANT_FIELD_FNS(bias)
 CASE_VARIANT_FIELD_FNS(maskdims)
 CASE_VARIANT_FIELD_FNS(sinktokens)
+CASE_VARIANT_FIELD_FNS(dropout)
 #undef CASE_VARIANT_FIELD_FNS
 
 /* ---- mask kinds (masks.c) ------------------------------------------------------- */

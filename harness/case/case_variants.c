@@ -1,6 +1,6 @@
 /* harness/case/case_variants.c — the variants' case-line fields (rows of
  * case.c's table, ref/variants.h's variants): dv, softcap, sinks, alibi, bias,
- * sinktokens, and the dense mask's broadcast dimensions (maskdims).
+ * sinktokens, dropout, and the dense mask's broadcast dimensions (maskdims).
  * Each is optional, printed only when set, and reads back byte for byte. */
 #include <limits.h>
 #include <math.h>
@@ -293,5 +293,31 @@ int case_validate_sinktokens(const case_field *f, const ac_case *c, ac_err *err)
     bool window = c->mask == AC_MASK_WINDOW_TL || c->mask == AC_MASK_WINDOW_BR;
     if (c->sink_tokens < 0 || (c->sink_tokens > 0 && (!window || c->window_left == AC_WINDOW_INF)))
         return ac_fail(err, AC_ERR_INPUT, "%s: needs mask=window-tl(L,R) or window-br(L,R) with L finite", f->key);
+    return AC_OK;
+}
+
+/* dropout=P, 0 < P < 1. */
+int case_parse_dropout(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    double v;
+    if (!case_read_number(value, &v) || !(v > 0.0 && v < 1.0))
+        return case_bad(err, f->key, "a dropout probability in (0,1)", value);
+    c->dropout = v;
+    return AC_OK;
+}
+
+bool case_format_dropout(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    case_fmt_double(buf, len, c->dropout);
+    return c->dropout == 0.0;
+}
+
+void case_reset_dropout(ac_case *c) { c->dropout = 0.0; }
+
+int case_validate_dropout(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (c->dropout != 0.0 && !(c->dropout > 0.0 && c->dropout < 1.0))
+        return ac_fail(err, AC_ERR_INPUT, "%s: must be in (0,1), got %g", f->key, c->dropout);
     return AC_OK;
 }

@@ -17,6 +17,7 @@
  *            90% -inf 15 (rows left with nothing visible); f32 half the time;
  *   sinktokens 30% of the windows with a finite left edge: K = 1, 4, 64 (a
  *            tile), L + 1 (reaching into the window) or 1..128;
+ *   dropout  10% (none with dist huge()): p = 0.1 40, 0.5 30, 0.9 15 (most of P dropped), 0.01 15;
  *   maskdims half the dense masks (of any kernel claiming them): 1h, b1, bh
  *            alike, so a kernel reading batch 0's (or head 0's) mask for all fails;
  *   negative scales 5% of every kernel's cases: the drawn scale negated (the
@@ -125,6 +126,13 @@ static void draw_sink_tokens(case_rng *r, ac_case *c)
     c->sink_tokens = k == 0 ? 1 : k == 1 ? 4 : k == 2 ? 64 : k == 3 ? c->window_left + 1 : case_rng_int(r, 1, 128);
 }
 
+static void draw_dropout(case_rng *r, ac_case *c)
+{
+    static const int w[] = {40, 30, 15, 15};
+    static const double p[] = {0.1, 0.5, 0.9, 0.01};
+    c->dropout = p[case_rng_pick(r, w, 4)];
+}
+
 static void draw_lens(case_rng *r, int batch, int extent, int *lens)
 {
     static const int w[] = {5, 10, 25, 60};
@@ -204,6 +212,12 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
         r = variant_stream(campaign_seed, index, AC_VARIANT_SINK_TOKENS);
         if (chance(&r, 30))
             draw_sink_tokens(&r, c);
+    }
+    if (caps->variants & AC_VAR_DROPOUT) {
+        r = variant_stream(campaign_seed, index, AC_VARIANT_DROPOUT);
+        /* not with huge(): dP / (1 - p) up to 100 times larger, and the dS a kernel rounds to f16 overflows */
+        if (chance(&r, 10) && c->dist != AC_DIST_HUGE)
+            draw_dropout(&r, c);
     }
     if (caps->variants & AC_VAR_SINKS) {
         r = variant_stream(campaign_seed, index, AC_VARIANT_SINKS);

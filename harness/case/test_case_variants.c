@@ -43,6 +43,8 @@ ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte
         {BASE " alibi=uniform(0,0.01):bh"},
         {BASE " softcap=30 sinks=over(4) alibi=uniform(1,16)"},
         {BASE " bias=normal(0,1):11"},
+        {BASE " dropout=0.1"},
+        {BASE " softcap=30 dropout=0.01"},
         {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=window-br(8,0) layout=bhsd dist=normal(0,1) "
          "scale=auto sinktokens=4"},
         {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=dense(0.5) layout=bhsd dist=normal(0,1) "
@@ -89,6 +91,9 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " alibi=paper:hb", "alibi"},
         {BASE " alibi=uniform(0,1e40)", "alibi"},
         {BASE " bias=normal(0,1)", "bias"},
+        {BASE " dropout=0", "dropout"},
+        {BASE " dropout=1", "dropout"},
+        {BASE " dropout=x", "dropout"},
         {BASE " maskdims=bh", "maskdims"}, /* BASE's mask is causal-br */
         {BASE " sinktokens=4", "sinktokens"},   /* causal: no left edge to pass */
         {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=window-br(inf,8) layout=bhsd dist=normal(0,1) "
@@ -130,7 +135,7 @@ Test(harness_case_variants, the_softcap_is_stored_as_its_f32_value)
 static bool has_variant(const ac_case *c)
 {
     return c->softcap != 0.0 || c->sinks != AC_SINKS_NONE || c->head_dim_v != 0 || c->alibi != AC_ALIBI_NONE ||
-           c->bias != AC_BIAS_NONE || c->sink_tokens != 0;
+           c->bias != AC_BIAS_NONE || c->sink_tokens != 0 || c->dropout != 0.0;
 }
 
 static ac_caps caps_with(unsigned variants)
@@ -180,6 +185,7 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
         strip_field(lb, "alibi");
         strip_field(lb, "bias");
         strip_field(lb, "sinktokens");
+        strip_field(lb, "dropout");
         if (b.head_dim_v == 0) /* a d_v draw may set d too (MLA's 192/128) */
             cr_assert_str_eq(la, lb, "case %d: the plain part moved", k);
     }

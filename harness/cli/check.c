@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "harness/cli/check_internal.h"
+#include "harness/run/dropout.h"
 #include "harness/report/summary.h"
 #include "harness/run/reference.h"
 #include "harness/run/run.h"
@@ -51,6 +52,7 @@ typedef struct {
     float *dsink_owned;
     const void *dbias;            /* the bias's dtype bits: a view, or dbias_owned */
     void *dbias_owned;
+    uint8_t *dropout_bits, *dropout_keep; /* --kernel with dropout: the mask it drew, and unpacked */
 } outputs;
 
 static void outputs_free(outputs *g)
@@ -60,6 +62,7 @@ static void outputs_free(outputs *g)
         free(g->owned[i]);
     free(g->dsink_owned);
     free(g->dbias_owned);
+    free(g->dropout_bits), free(g->dropout_keep);
 }
 
 static int lse_from_file(const ac_cli *o, const ac_tensor *t, outputs *g, ac_err *err)
@@ -99,9 +102,15 @@ static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outpu
     for (int i = 0; i < (backward ? 4 : 1); i++)
         ac_poison(ac_inputs_out_dtype(in), g->owned[i], sizes[i]);
     ac_poison_f32(g->lse, ac_lse_elems(&in->p));
-    ac_fwd_args fa = {in->q, in->k, in->v, g->owned[0], g->lse};
+    if (in->p.dropout_p > 0.0 && (!(g->dropout_bits = calloc((ac_dropout_elems(&in->p) + 7) / 8, 1)) ||
+                                  !(g->dropout_keep = malloc(ac_dropout_elems(&in->p) + 1))))
+        return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's dropout mask");
+    ac_fwd_args fa = {.q = in->q, .k = in->k, .v = in->v, .o = g->owned[0], .lse = g->lse,
+                      .dropout_mask = g->dropout_bits};
     if ((st = k->forward(k, &in->p, in->c.dtype, &fa, err)) != AC_OK)
         return st;
+    if (g->dropout_bits) /* judged against the mask it drew (the files' --dropout-mask, if any, ignored) */
+        ac_dropout_unpack(&in->p, g->dropout_bits, g->dropout_keep);
     g->o = g->owned[0];
     if (!backward)
         return AC_OK;
@@ -196,8 +205,11 @@ static void compare_outputs(const ac_inputs *in, const outputs *g, const ac_refe
         ac_compare(in, AC_OUT_DBIAS, g->dbias, ref->dbias, ref->e_dbias, NULL, &m[AC_OUT_DBIAS]);
 }
 
-static int verdict(const ac_cli *o, const ac_inputs *in, const outputs *g, ac_result *r, ac_err *err)
+static int verdict(const ac_cli *o, const ac_inputs *in_files, const outputs *g, ac_result *r, ac_err *err)
 {
+    ac_inputs view = *in_files, *in = &view; /* with --kernel and dropout: the kernel's keep mask */
+    if (g->dropout_keep)
+        view.p.dropout_keep = g->dropout_keep;
     ac_budgets b;
     const char *bpath = o->budgets ? o->budgets : ac_budgets_default_path();
     int st = ac_budgets_load(bpath, &b, err);
@@ -214,6 +226,8 @@ static int verdict(const ac_cli *o, const ac_inputs *in, const outputs *g, ac_re
     r->verdict = ac_gate(in, r->m, &b, r->why, sizeof r->why, r->kind, sizeof r->kind);
     ac_cert_note(&ref.cert, r->why, sizeof r->why);
     ac_reference_free(&ref);
+    if (r->verdict == AC_VERDICT_PASS && in->p.dropout_p > 0.0) /* the keep fraction (no rerun from files) */
+        st = ac_dropout_checks(&in->p, in->p.dropout_keep, NULL, NULL, r, err);
     return r->verdict == AC_VERDICT_ERROR ? ac_fail(err, AC_ERR_INPUT, "%s", r->why) : AC_OK;
 }
 

@@ -137,6 +137,39 @@ static int read_sink_tokens(const ac_cli *o, ac_inputs *in, ac_err *err)
     return AC_OK;
 }
 
+/* --dropout-p P: with --dropout-mask FILE (bool/u8 (B, Hq, Nq, Nk), 1 = kept: the
+ * mask the kernel drew), or with --kernel (check judges it against the mask it draws). */
+static int read_dropout(const ac_cli *o, ac_inputs *in, ac_err *err)
+{
+    if (!o->dropout_p)
+        return o->dropout_mask ? ac_fail(err, AC_ERR_INPUT, "--dropout-mask: needs --dropout-p P") : AC_OK;
+    char *e;
+    double q = strtod(o->dropout_p, &e);
+    if (e == o->dropout_p || *e || !(q > 0.0 && q < 1.0))
+        return ac_fail(err, AC_ERR_INPUT, "--dropout-p: '%s' is not a probability in (0,1)", o->dropout_p);
+    in->p.dropout_p = in->c.dropout = q;
+    if (!o->dropout_mask)
+        return o->kernel ? AC_OK : ac_fail(err, AC_ERR_INPUT, "--dropout-p: needs --dropout-mask FILE (the keep mask "
+                                           "the kernel drew) or --kernel NAME");
+    ac_tensor t;
+    int st = ac_check_read_small(o->dropout_mask, "dropout mask", &t, err);
+    if (st != AC_OK)
+        return st;
+    const ac_problem *p = &in->p;
+    if ((t.dtype != AC_TF_BOOL && t.dtype != AC_TF_U8) || t.ndim != 4 || t.shape[0] != p->batch ||
+        t.shape[1] != p->heads_q || t.shape[2] != p->seqlen_q || t.shape[3] != p->seqlen_k)
+        st = ac_fail(err, AC_ERR_INPUT, "%s: the dropout mask must be bool or u8 (B, Hq, Nq, Nk) = (%d, %d, %d, %d)",
+                     o->dropout_mask, p->batch, p->heads_q, p->seqlen_q, p->seqlen_k);
+    if (st == AC_OK) {
+        for (size_t x = 0; x < t.n_elems; x++)
+            ((uint8_t *)t.data)[x] = ((uint8_t *)t.data)[x] != 0;
+        in->dropout_keep = t.data, t.data = NULL; /* freed with the inputs */
+        in->p.dropout_keep = in->dropout_keep;
+    }
+    ac_tensor_free(&t);
+    return st;
+}
+
 int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
 {
     int st = ac_check_thd_problem(in); /* check_thd.c */
@@ -150,6 +183,8 @@ int ac_check_variants(const ac_cli *o, ac_inputs *in, ac_err *err)
         st = read_bias(o, in, err);
     if (st == AC_OK)
         st = read_sink_tokens(o, in, err);
+    if (st == AC_OK)
+        st = read_dropout(o, in, err);
     return st;
 }
 
@@ -203,6 +238,8 @@ void ac_check_variants_describe(const ac_inputs *in, char *buf, size_t len)
     if (in->p.bias && at < len)
         at += (size_t)snprintf(buf + at, len - at, " bias(%s,%s,Nq,Nk %s)", in->p.bias_batch > 1 ? "B" : "1",
                                in->p.bias_heads > 1 ? "Hq" : "1", ac_dtype_name(in->p.bias_dtype));
+    if (in->p.dropout_p > 0.0 && at < len)
+        at += (size_t)snprintf(buf + at, len - at, " dropout=%g", in->p.dropout_p);
     if (in->p.sink_tokens && at < len)
         at += (size_t)snprintf(buf + at, len - at, " sinktokens=%d", in->p.sink_tokens);
     if (in->p.alibi_slopes && at < len)

@@ -56,7 +56,7 @@ typedef struct {
     /* check, reference: the raw values, read against the files' shapes */
     const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
     /* check, reference: the variants (harness/cli/check_variants.c) */
-    const char *softcap, *sinks, *alibi, *bias, *sink_tokens;
+    const char *softcap, *sinks, *alibi, *bias, *sink_tokens, *dropout_p, *dropout_mask;
     const char *cu_seqlens_q, *cu_seqlens_k; /* --layout thd */
 } ac_cli;
 

@@ -156,6 +156,10 @@ static const cli_option options[] = {
            "dtype, added last to the scores (-inf hides a pair); dbias in the files is then checked"),
     STRING("--sink-tokens", "K", C_FILES, sink_tokens, "with --mask window-*(L,R), L finite: the first K keys stay "
            "visible past the window's left edge (StreamingLLM)"),
+    STRING("--dropout-p", "P", C_FILES, dropout_p, "dropout probability in (0,1), with --dropout-mask FILE or "
+           "--kernel (judged against the keep mask that kernel draws)"),
+    STRING("--dropout-mask", "FILE", C_FILES, dropout_mask, "the keep mask the kernel drew: bool/u8 (B, Hq, Nq, Nk), "
+           "1 = kept"),
     STRING("--sinks", "FILE", C_FILES, sinks, "learnable sinks: (Hq) f32 logits, .npy or .safetensors (gpt-oss); "
            "dsink in the files is then checked"),
     STRING("--budgets", "FILE", C_REPORTS, budgets, "budgets file (default: the repository's budgets.txt)"),

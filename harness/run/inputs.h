@@ -22,6 +22,7 @@ typedef struct {
     float *sinks;                   /* (Hq) sink logits */
     float *alibi;                   /* (1 or B, Hq) ALiBi slopes */
     void *bias;                     /* (1|B, 1|Hq, Nq, Nk) additive bias, bits of p.bias_dtype */
+    uint8_t *dropout_keep;          /* check's --dropout-mask: (B, Hq, Nq, Nk) 1 = kept */
     int *cu_seqlens_q, *cu_seqlens_k; /* (B + 1) THD row offsets */
 } ac_inputs;
 

@@ -10,7 +10,7 @@
 #include "harness/run/inputs_variants.h"
 #include "ref/rng.h"
 
-enum { STREAM_SINKS = 0x101, STREAM_ALIBI = 0x102, STREAM_BIAS = 0x103 };
+enum { STREAM_SINKS = 0x101, STREAM_ALIBI = 0x102, STREAM_BIAS = 0x103, STREAM_DROPOUT = 0x104 };
 
 static uint64_t stream(uint64_t seed, uint64_t id)
 {
@@ -36,6 +36,9 @@ void inputs_variants_problem(const ac_case *c, ac_problem *p)
     p->head_dim_v = c->head_dim_v;
     p->softcap = c->softcap;
     p->sink_tokens = c->sink_tokens;
+    p->dropout_p = c->dropout;
+    if (c->dropout > 0.0) /* the kernel's seed, from the case seed (a stream of its own) */
+        p->dropout_seed = stream(c->seed, STREAM_DROPOUT);
     if (c->mask == AC_MASK_DENSE) /* maskdims: the mask's own (B, Hq) dimensions */
         p->mask_batch = c->mask_per_batch ? c->batch : 1, p->mask_heads = c->mask_per_head ? c->heads_q : 1;
 }
@@ -192,6 +195,8 @@ int inputs_variants_draw(ac_inputs *in, ac_err *err)
 void inputs_variants_free(ac_inputs *in)
 {
     free(in->sinks), free(in->cu_seqlens_q), free(in->cu_seqlens_k), free(in->alibi), free(in->bias);
+    free(in->dropout_keep);
+    in->dropout_keep = NULL;
     in->sinks = in->alibi = NULL;
     in->bias = NULL;
     in->cu_seqlens_q = in->cu_seqlens_k = NULL;

@@ -45,12 +45,13 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 #define ABI_V2_MIN_SIZE (offsetof(attncheck_plugin, backward2) + sizeof(attncheck_backward2_fn))
 _Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP && ATTNCHECK_VARIANT_SINKS == AC_VAR_SINKS &&
                ATTNCHECK_VARIANT_DV == AC_VAR_DV && ATTNCHECK_VARIANT_ALIBI == AC_VAR_ALIBI &&
-                   ATTNCHECK_VARIANT_BIAS == AC_VAR_BIAS && ATTNCHECK_VARIANT_SINK_TOKENS == AC_VAR_SINK_TOKENS,
+                   ATTNCHECK_VARIANT_BIAS == AC_VAR_BIAS && ATTNCHECK_VARIANT_SINK_TOKENS == AC_VAR_SINK_TOKENS &&
+                   ATTNCHECK_VARIANT_DROPOUT == AC_VAR_DROPOUT,
                "variant bits");
 _Static_assert(ATTNCHECK_MAX_DV_PAIRS == AC_MAX_DV_PAIRS, "d_v pairs");
 #define ABI_V2_VARIANTS \
     (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_DV | ATTNCHECK_VARIANT_ALIBI | \
-     ATTNCHECK_VARIANT_BIAS | ATTNCHECK_VARIANT_SINK_TOKENS)
+     ATTNCHECK_VARIANT_BIAS | ATTNCHECK_VARIANT_SINK_TOKENS | ATTNCHECK_VARIANT_DROPOUT)
 
 typedef struct {
     ac_kernel k;          /* k.ctx points back here */
@@ -102,7 +103,7 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .bias = p->bias, .bias_dtype = (int32_t)p->bias_dtype,
         .bias_batch = p->bias ? (p->bias_batch > 1 ? p->bias_batch : 1) : 0,
         .bias_heads = p->bias ? (p->bias_heads > 1 ? p->bias_heads : 1) : 0,
-        .sink_tokens = p->sink_tokens,
+        .sink_tokens = p->sink_tokens, .dropout_p = p->dropout_p, .dropout_seed = p->dropout_seed,
     };
 }
 
@@ -131,7 +132,7 @@ static int plugin_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t
     if (c->desc.abi_version >= 2) {
         attncheck_problem2 ap = to_abi2(p);
         attncheck_fwd_args fa = {.struct_size = sizeof fa, .dtype = (int32_t)t, .q = a->q, .k = a->k, .v = a->v,
-                                 .o = a->o, .lse = a->lse};
+                                 .o = a->o, .lse = a->lse, .dropout_mask = a->dropout_mask};
         rc = c->desc.forward2(c->desc.user, &ap, &fa, buf, sizeof buf);
     } else {
         attncheck_problem ap = to_abi(p);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "harness/run/dropout.h"
 #include "harness/run/inputs.h"
 #include "harness/run/reference.h"
 #include "harness/run/run.h"
@@ -32,11 +33,14 @@ typedef struct {
     size_t dsink_bytes;
     void *dbias;            /* shaped like the bias, in its dtype */
     size_t dbias_bytes;
+    uint8_t *dropout_bits;  /* with dropout: the forward's keep mask (bits), and unpacked for the reference */
+    uint8_t *dropout_keep;
+    size_t dropout_bytes;
 } host_outputs;
 
 /* Device mirrors for AC_MEM_CUDA kernels: inputs and outputs. */
 typedef struct {
-    void *q, *k, *v, *d_o, *o, *lse, *dq, *dk, *dv, *dsink, *dbias;
+    void *q, *k, *v, *d_o, *o, *lse, *dq, *dk, *dv, *dsink, *dbias, *dropout;
 } dev_buffers;
 
 double ac_now_seconds(void)
@@ -55,6 +59,7 @@ static void outputs_free(host_outputs *h)
     free(h->lse);
     free(h->dsink);
     free(h->dbias);
+    free(h->dropout_bits), free(h->dropout_keep);
     memset(h, 0, sizeof *h);
 }
 
@@ -78,12 +83,17 @@ static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac
         h->dsink_bytes = (size_t)in->p.heads_q * sizeof(float);
         h->dsink = malloc(h->dsink_bytes);
     }
+    if (in->p.dropout_p > 0.0) { /* the keep mask the forward draws (dropout.h) */
+        h->dropout_bytes = (ac_dropout_elems(&in->p) + 7) / 8;
+        h->dropout_bits = malloc(h->dropout_bytes);
+        h->dropout_keep = malloc(ac_dropout_elems(&in->p) + 1);
+    }
     if (backward && in->p.bias) {
         h->dbias_bytes = ac_bias_elems(&in->p) * ac_dtype_size(in->p.bias_dtype);
         h->dbias = malloc(h->dbias_bytes);
     }
     if (!h->o || !h->lse || (backward && (!h->dq || !h->dk || !h->dv)) || (h->dsink_bytes && !h->dsink) ||
-        (h->dbias_bytes && !h->dbias)) {
+        (h->dbias_bytes && !h->dbias) || (h->dropout_bytes && (!h->dropout_bits || !h->dropout_keep))) {
         outputs_free(h);
         return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's outputs (%zu bytes each)", h->q_bytes);
     }
@@ -92,7 +102,7 @@ static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac
 
 static void dev_free_all(dev_buffers *d)
 {
-    void *all[] = {d->q, d->k, d->v, d->d_o, d->o, d->lse, d->dq, d->dk, d->dv, d->dsink, d->dbias};
+    void *all[] = {d->q, d->k, d->v, d->d_o, d->o, d->lse, d->dq, d->dk, d->dv, d->dsink, d->dbias, d->dropout};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             ac_dev_free(all[i]);
@@ -112,7 +122,7 @@ static int dev_stage(void **dev, const void *host, size_t bytes, ac_err *err)
 
 static int forward_host(const ac_kernel *k, const ac_inputs *in, host_outputs *h, ac_err *err)
 {
-    ac_fwd_args a = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .lse = h->lse};
+    ac_fwd_args a = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .lse = h->lse, .dropout_mask = h->dropout_bits};
     return k->forward(k, &in->p, in->c.dtype, &a, err);
 }
 
@@ -123,14 +133,16 @@ static int forward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h
         (st = dev_stage(&d->k, in->k, h->kv_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->v, in->v, h->v_bytes, err)) != AC_OK ||
         (st = dev_stage(&d->o, h->o, h->o_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->lse, h->lse, h->lse_bytes, err)) != AC_OK)
+        (st = dev_stage(&d->lse, h->lse, h->lse_bytes, err)) != AC_OK ||
+        (h->dropout_bits && (st = dev_stage(&d->dropout, h->dropout_bits, h->dropout_bytes, err)) != AC_OK))
         return st;
-    ac_fwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .lse = d->lse};
+    ac_fwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .lse = d->lse, .dropout_mask = d->dropout};
     if ((st = k->forward(k, &in->p, in->c.dtype, &a, err)) != AC_OK)
         return st;
     if ((st = ac_dev_sync(err)) != AC_OK)
         return st;
-    if ((st = ac_dev_download(h->o, d->o, h->o_bytes, err)) != AC_OK)
+    if ((st = ac_dev_download(h->o, d->o, h->o_bytes, err)) != AC_OK ||
+        (h->dropout_bits && (st = ac_dev_download(h->dropout_bits, d->dropout, h->dropout_bytes, err)) != AC_OK))
         return st;
     return ac_dev_download(h->lse, d->lse, h->lse_bytes, err);
 }
@@ -220,9 +232,34 @@ static int stop(ac_result *r, int st, const ac_err *err)
     return st;
 }
 
-static int run_loaded(const ac_kernel *k, const ac_inputs *in, const ac_budgets *b, const ac_run_opts *o,
+/* ---- dropout: the kernel's forward again, for dropout.h's seed checks ------- */
+
+typedef struct {
+    const ac_kernel *k;
+    const ac_inputs *in;
+} rerun_ctx;
+
+static int rerun_forward(void *arg, uint64_t seed, uint8_t *bits, ac_err *err)
+{
+    const rerun_ctx *c = arg;
+    ac_inputs in = *c->in; /* a view: nothing of it is freed here */
+    in.p.dropout_seed = seed;
+    host_outputs h;
+    int st = outputs_alloc(&in, false, &h, err);
+    dev_buffers d = {0};
+    if (st == AC_OK)
+        st = c->k->memory == AC_MEM_CUDA ? forward_cuda(c->k, &in, &h, &d, err) : forward_host(c->k, &in, &h, err);
+    if (st == AC_OK)
+        memcpy(bits, h.dropout_bits, h.dropout_bytes);
+    dev_free_all(&d);
+    outputs_free(&h);
+    return st;
+}
+
+static int run_loaded(const ac_kernel *k, const ac_inputs *in_case, const ac_budgets *b, const ac_run_opts *o,
                       ac_result *r, ac_err *err)
 {
+    ac_inputs ref_in = *in_case, *in = &ref_in; /* a view; with dropout the reference's gets the kernel's mask */
     bool backward = o->backward && k->caps.backward && k->backward != NULL;
     int st = ac_kernel_supports(k, &in->p, in->c.dtype, backward, err);
     if (st != AC_OK) {
@@ -233,6 +270,10 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in, const ac_budgets 
     if ((st = outputs_alloc(in, backward, &h, err)) != AC_OK)
         return stop(r, st, err);
     st = run_kernel(k, in, backward, &h, err);
+    if (st == AC_OK && h.dropout_bits) { /* (a): judged against the mask it drew */
+        ac_dropout_unpack(&in->p, h.dropout_bits, h.dropout_keep);
+        ref_in.p.dropout_keep = h.dropout_keep;
+    }
     ac_reference ref;
     memset(&ref, 0, sizeof ref);
     if (st == AC_OK)
@@ -244,6 +285,9 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in, const ac_budgets 
         r->verdict = ac_gate(in, r->m, b, r->why, sizeof r->why, r->kind, sizeof r->kind);
         ac_cert_note(&ref.cert, r->why, sizeof r->why);
     }
+    rerun_ctx rc = {k, in_case};
+    if (st == AC_OK && h.dropout_bits && r->verdict == AC_VERDICT_PASS) /* (b), (c): dropout.h */
+        st = ac_dropout_checks(&in->p, h.dropout_keep, rerun_forward, &rc, r, err);
     ac_reference_free(&ref);
     outputs_free(&h);
     return st == AC_OK ? AC_OK : stop(r, st, err);

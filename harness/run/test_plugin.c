@@ -133,7 +133,7 @@ Test(harness_plugin, plugin_error_return_is_an_environment_failure_naming_it)
     ac_problem p = ac_problem_dense(1, 1, 1, 4, 4, 8);
     uint32_t q[32] = {0}, o[32];
     float lse[4];
-    ac_fwd_args a = {q, q, q, o, lse};
+    ac_fwd_args a = {.q = q, .k = q, .v = q, .o = o, .lse = lse};
     ac_err err = {{0}};
     /* the example refuses a dtype it does not know: its message must come through */
     cr_assert_eq(k->forward(k, &p, (ac_dtype)7, &a, &err), AC_ERR_ENV);

@@ -174,8 +174,8 @@ int bench_speed(const bench_opts &o, ac_err *err)
                     void *ws = nullptr;
                     const size_t ws_bytes = acd_bwd_workspace_bytes(p);
                     if ((s = ac_dev_alloc(&ws, ws_bytes, err)) != AC_OK) return s;
-                    ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse};
-                    ac_bwd_args ba = {x.q, x.k, x.v, x.o, x.d_o, x.lse, x.dq, x.dk, x.dv};
+                    ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse, NULL}; /* no dropout mask */
+                    ac_bwd_args ba = {x.q, x.k, x.v, x.o, x.d_o, x.lse, x.dq, x.dk, x.dv, NULL, NULL}; /* no dsink, dbias */
                     double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0), ms_f = 0, ms_b = 0;
                     s = time_median(o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
                     if (s == AC_OK) s = time_median(o, [&] { return acd_flash_backward_async(p, t, &ba, ws, 0, err); }, &ms_b, err);
@@ -208,7 +208,7 @@ int bench_memory(const bench_opts &o, ac_err *err)
         if (s != AC_OK) return s;
         tensors x;
         if ((s = alloc_tensors(pr, t, false, x, err)) != AC_OK) return s;
-        ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse};
+        ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse, NULL}; /* no dropout mask */
         const double io_bytes = 2.0 * x.q_bytes + 2.0 * x.kv_bytes + ac_lse_elems(&pr) * 4.0;
         double ms_f = 0, ms_n = 0;
         s = time_median(o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);

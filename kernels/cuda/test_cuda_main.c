@@ -176,7 +176,7 @@ static int run_case(const tcase *tc, tresult *res)
     fill_random(tc->t, nq_el, &d_o, &dod);
     void *Qd = to_device(q, nq_el * es), *Kd = to_device(kk, nk_el * es), *Vd = to_device(v, nk_el * es);
     void *Od = to_device(NULL, nq_el * es), *Ld = to_device(NULL, nl * sizeof(float));
-    ac_fwd_args fa = {Qd, Kd, Vd, Od, Ld};
+    ac_fwd_args fa = {.q = Qd, .k = Kd, .v = Vd, .o = Od, .lse = Ld};
     int st = k->forward(k, &p, tc->t, &fa, &err);
     if (st != AC_OK) { fprintf(stderr, "%s forward: %s\n", k->name, err.msg); return st; }
     void *o = from_device(Od, nq_el * es);
@@ -200,7 +200,7 @@ static int run_case(const tcase *tc, tresult *res)
     if (bwd) {
         void *DOd = to_device(d_o, nq_el * es), *dQd = to_device(NULL, nq_el * es);
         void *dKd = to_device(NULL, nk_el * es), *dVd = to_device(NULL, nk_el * es);
-        ac_bwd_args ba = {Qd, Kd, Vd, Od, DOd, Ld, dQd, dKd, dVd};
+        ac_bwd_args ba = {.q = Qd, .k = Kd, .v = Vd, .o = Od, .d_o = DOd, .lse = Ld, .dq = dQd, .dk = dKd, .dv = dVd};
         st = k->backward(k, &p, tc->t, &ba, &err);
         if (st != AC_OK) { fprintf(stderr, "%s backward: %s\n", k->name, err.msg); return st; }
         void *dq = from_device(dQd, nq_el * es), *dk = from_device(dKd, nk_el * es), *dv = from_device(dVd, nk_el * es);
