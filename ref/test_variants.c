@@ -276,9 +276,9 @@ static void check_dsink(ts_case *c)
     loss(c); /* the forward of the original logits again */
 }
 
-Test(ref_variants, fp64_backward_matches_central_differences)
+static void check_backward_fd(int s0, int s1)
 {
-    for (int s = 0; s < N_SETUPS; s++)
+    for (int s = s0; s < s1; s++)
         for (int k = 0; k < N_KINDS; k++) {
             ac_problem p = tv_problem(kinds[k], &setups[s]);
             ts_case c;
@@ -296,6 +296,14 @@ Test(ref_variants, fp64_backward_matches_central_differences)
                       "dV %.2g", setups[s].name, ts_kind_name(kinds[k]), wq, wk, wv);
             ts_case_free(&c);
         }
+}
+
+/* The first seven setups (softcap, sinks, d_v, ALiBi), then the rest: each test under a second. */
+enum { TV_FIRST_HALF = 7 };
+Test(ref_variants, fp64_backward_matches_central_differences) { check_backward_fd(0, TV_FIRST_HALF); }
+Test(ref_variants, fp64_backward_matches_central_differences_with_bias_sink_tokens_dropout)
+{
+    check_backward_fd(TV_FIRST_HALF, N_SETUPS);
 }
 
 /* ---- MPFR certifies the fp64 reference ----------------------------------------------- */
@@ -387,10 +395,10 @@ static double *all_outputs(const ac_problem *p, const ts_case *c, const char *th
     return all;
 }
 
-Test(ref_variants, results_do_not_depend_on_the_thread_count)
+static void check_threads(int s0, int s1)
 {
-    for (int s = 0; s < N_SETUPS; s++) {
-        ac_problem p = ac_problem_dense(2, 4, 2, 150, 300, 16); /* several row blocks and key tiles */
+    for (int s = s0; s < s1; s++) {
+        ac_problem p = ac_problem_dense(2, 4, 2, 140, 257, 16); /* two row blocks (128 rows), two key tiles (256) */
         p.windowed = true, p.window_left = 90, p.window_right = 5, p.align = AC_ALIGN_BOTTOM_RIGHT;
         p.softcap = setups[s].softcap;
         p.sinks = setups[s].sinks ? tv_sinks : NULL;
@@ -409,6 +417,12 @@ Test(ref_variants, results_do_not_depend_on_the_thread_count)
         free(three);
         ts_case_free(&c);
     }
+}
+
+Test(ref_variants, results_do_not_depend_on_the_thread_count) { check_threads(0, TV_FIRST_HALF); }
+Test(ref_variants, results_do_not_depend_on_the_thread_count_with_bias_sink_tokens_dropout)
+{
+    check_threads(TV_FIRST_HALF, N_SETUPS);
 }
 
 /* ---- softcap -------------------------------------------------------------------------- */
