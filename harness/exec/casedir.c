@@ -117,7 +117,9 @@ static char *problem_json(const ac_case_files *cf)
     const char *keys[6] = {"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim"};
     for (int i = 0; i < 6; i++)
         cJSON_AddNumberToObject(o, keys[i], sizes[i]);
-    cJSON_AddNumberToObject(o, "scale", p->scale);
+    char scale[40]; /* 17 digits: cJSON's own printing may stop at 15 when they read back within an epsilon */
+    snprintf(scale, sizeof scale, "%.17g", p->scale);
+    cJSON_AddRawToObject(o, "scale", scale);
     add_mask(o, p);
     add_lengths(o, "seqlens_q", p->seqlens_q, p->batch);
     add_lengths(o, "seqlens_k", p->seqlens_k, p->batch);

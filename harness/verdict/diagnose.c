@@ -261,7 +261,7 @@ static int hint_gradient_scale(const ac_inputs *in, const ac_reference *ref, ac_
 
 /* ---- where the bad elements are ----------------------------------------------------------- */
 
-/* "heads 1-4,6,7 of 8" (the heads with elements over budget), or "every head of 8". */
+/* "heads 1-4,6-7 of 8" (the heads with elements over budget), or "every head of 8". */
 static void heads_over(const ac_metrics *m, bool kv, char *buf, size_t len)
 {
     int counted = m->n_heads < AC_DIAG_MAX_HEADS ? m->n_heads : AC_DIAG_MAX_HEADS, n = 0, bad = 0;
