@@ -186,7 +186,7 @@ static const cli_option options[] = {
            "the --exec kernel's name, in order (default: the caps file's \"name\")"),
     {"--exec-timeout", "SECONDS", C_KERNELS, "deadline of one --exec call (default 60)", OPT_SECONDS,
      AT(exec_timeout), 0, 0, NULL},
-    FLAG("--quiet", C_CASES, quiet, "print failures and the summary only"),
+    FLAG("--quiet", C_CASES | AC_CMD_CHECK, quiet, "print failures and the summary only (check: no progress line)"),
     RETIRED("--causal", C_FILES, "--mask causal-tl (torch is_causal) or --mask causal-br (FlashAttention >= 2.1)"),
     RETIRED("--window", C_FILES, "--mask window-br(L,R) or --mask window-tl(L,R)"),
     RETIRED("--align", C_FILES, "the alignment in the mask kind: --mask causal-br, --mask window-tl(L,R)"),
