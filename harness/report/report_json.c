@@ -77,10 +77,11 @@ static cJSON *over_json(const ac_metrics *m)
     return o;
 }
 
-/* What the gate and the diagnosis add: budgets, failed classes, the worst element's values, places, hint. */
-static void verdict_json(cJSON *o, const ac_metrics *m)
+/* What the gate and the diagnosis say of one output: budgets, failed classes, the worst element's
+ * values, where the elements over budget are, the hint.  Beside "outputs", whose values stay numbers. */
+static cJSON *diagnosis_json(const ac_metrics *m)
 {
-    add_number(o, "n_measured", (double)m->n_measured);
+    cJSON *o = cJSON_CreateObject();
     add_number(o, "budget_scaled", m->budget_scaled);
     add_number(o, "budget_vs_naive_mean", m->budget_vs_naive_mean);
     cJSON_AddBoolToObject(o, "vs_naive_applies", m->vs_naive_applies);
@@ -95,6 +96,7 @@ static void verdict_json(cJSON *o, const ac_metrics *m)
     if (m->failed)
         cJSON_AddItemToObject(o, "over_budget", over_json(m));
     cJSON_AddStringToObject(o, "hint", m->hint);
+    return o;
 }
 
 static cJSON *metrics_json(const ac_metrics *m)
@@ -125,7 +127,7 @@ static cJSON *metrics_json(const ac_metrics *m)
     add_number(o, "masked_rows_zero", (double)m->masked_rows_zero);
     add_number(o, "masked_rows_nan", (double)m->masked_rows_nan);
     add_number(o, "masked_rows_lse_posinf", (double)m->masked_rows_lse_posinf);
-    verdict_json(o, m);
+    add_number(o, "n_measured", (double)m->n_measured);
     return o;
 }
 
@@ -159,6 +161,10 @@ static void json_write(void *state, const char *kernel, const ac_result *res, co
     for (int k = 0; k < AC_OUT_COUNT; k++)
         if (res->m[k].present)
             cJSON_AddItemToObject(outs, ac_output_name((ac_output)k), metrics_json(&res->m[k]));
+    cJSON *diag = cJSON_AddObjectToObject(o, "diagnosis");
+    for (int k = 0; k < AC_OUT_COUNT; k++)
+        if (res->m[k].present)
+            cJSON_AddItemToObject(diag, ac_output_name((ac_output)k), diagnosis_json(&res->m[k]));
     if (res->verdict == AC_VERDICT_FAIL && minimal_line)
         cJSON_AddStringToObject(o, "minimal", minimal_line);
     char *text = cJSON_PrintUnformatted(o);
