@@ -4,8 +4,10 @@
 #   2. the fixture corpus on the CPU emulation and the fp64 reference kernel,
 #   3. the detection-power proof (every planted bug caught; cpu-flash clean),
 #   4. a fixed-budget fuzz gate on cpu-flash and on the example plugin,
-#   5. the HTML report opened in headless Chromium (ci/test-html-report.sh),
-#   6. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only).
+#   5. kernels that are not C, through --exec (ci/test-exec.sh: the numpy example in both modes, its
+#      planted bug proved caught; the PyTorch SDPA example where torch is or can be installed),
+#   6. the HTML report opened in headless Chromium (ci/test-html-report.sh),
+#   7. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only).
 # This is the README's test command; .ci/run calls exactly it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +35,9 @@ step "fuzz gate"
 "$b/harness/attncheck" fuzz --kernel cpu-flash --seed 20261122 --cases 1000 --quiet
 "$b/harness/attncheck" fuzz --plugin "$b/plugins/libattncheck-example-plugin.so" --kernel example-flash-cpu \
   --seed 3 --cases 200 --quiet
+
+step "kernels that are not C: --exec and --exec-persistent"
+bash ci/test-exec.sh
 
 step "HTML report in headless Chromium"
 bash ci/test-html-report.sh

@@ -7,10 +7,12 @@
  *   inputs ........... run/inputs.h         a case made concrete: problem, Q, K, V, dO
  *   kernel run ....... run/run.h            poison, forward, backward, then reference -> compare -> gate
  *                      run/plugin.h         kernels from shared libraries
+ *                      exec/exec.h          kernels that are commands: case directories, caps files
  *   reference ........ run/reference.h      fp64 outputs, error scales, naive baseline, certification
  *   comparator ....... verdict/compare.h    one output against the reference -> ac_metrics
  *   budgets .......... verdict/budget.h     budgets.txt
- *   gate ............. verdict/gate.h       metrics + budgets -> verdict, why, kind
+ *   gate ............. verdict/gate.h       metrics + budgets -> verdict, why, kind (forward first)
+ *                      verdict/diagnose.h   a failure's places per head and row, hints re-checked
  *   reports .......... report/report.h      the table of formats: JSON Lines, JUnit, Markdown
  *                      report/summary.h     per dtype x output aggregates (fuzz, run, check, Markdown)
  *   shrinker ......... campaign/shrink.h    a failure made minimal, same kind
@@ -30,6 +32,7 @@
 #include "harness/case/case.h"
 #include "harness/case/generate.h"
 #include "harness/cli/cli.h"
+#include "harness/exec/exec.h"
 #include "harness/files/files.h"
 #include "harness/files/tensor_io.h"
 #include "harness/report/report.h"
@@ -40,6 +43,7 @@
 #include "harness/run/run.h"
 #include "harness/verdict/budget.h"
 #include "harness/verdict/compare.h"
+#include "harness/verdict/diagnose.h"
 #include "harness/verdict/gate.h"
 #include "kernels/kernel.h"
 #include "ref/ref.h"

@@ -24,6 +24,7 @@ typedef enum {
     AC_CMD_PROVE = 1u << 3,
     AC_CMD_CHECK = 1u << 4,
     AC_CMD_REFERENCE = 1u << 5,
+    AC_CMD_GEN = 1u << 6,
 } ac_cmd;
 
 #define AC_CLI_HELP (-1)          /* ac_cli_parse: --help asked for; print ac_cli_usage, exit 0 */
@@ -32,6 +33,7 @@ typedef enum {
 #define AC_MAX_CERT_ROWS 1000
 #define AC_DEFAULT_SHRINK_STEPS 200
 #define AC_MAX_PLUGINS 16
+#define AC_MAX_EXEC 16            /* --exec / --exec-persistent kernels */
 
 /* Everything a command line can say; each subcommand reads its own options. */
 typedef struct {
@@ -44,6 +46,12 @@ typedef struct {
     const char *plugins[AC_MAX_PLUGINS];
     int n_plugins;
     bool quiet;
+    /* --exec CMD / --exec-persistent CMD: external kernels; the i-th --caps and
+     * --exec-name go with the i-th command (one --caps serves them all) */
+    const char *exec_cmd[AC_MAX_EXEC], *exec_caps[AC_MAX_EXEC], *exec_name[AC_MAX_EXEC];
+    bool exec_persistent[AC_MAX_EXEC];
+    int n_exec, n_exec_caps, n_exec_name;
+    double exec_timeout;              /* seconds per call; 0: the default */
     /* fuzz, run, prove */
     const char *kernel, *save_dir, *case_line, *base;
     uint64_t seed;
@@ -71,8 +79,10 @@ void ac_cli_overview(FILE *f);
  * Returns the exit status. */
 int ac_cli_main(int argc, char **argv, int (*run)(const ac_cli *c, ac_err *err));
 
-/* Loads the --plugin libraries; AC_OK or the status with err naming the file. */
-int ac_cli_load_plugins(const ac_cli *c, ac_err *err);
+/* Loads the --plugin libraries and registers the --exec kernels; AC_OK or the
+ * status with err naming the file or command.  Without --kernel (--base for
+ * prove), the first --exec kernel is the one run. */
+int ac_cli_load_plugins(ac_cli *c, ac_err *err);
 /* A report with every format the command line asked for (skip_markdown: prove
  * writes its own table there); *rep is NULL on failure. */
 int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_err *err);
@@ -81,5 +91,7 @@ int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_
  * argv[0] is the subcommand's name; each returns an exit status. */
 int ac_cmd_check(int argc, char **argv);
 int ac_cmd_reference(int argc, char **argv);
+/* gen.c: `attncheck gen --case LINE --out DIR`: a case's inputs as files. */
+int ac_cmd_gen(int argc, char **argv);
 
 #endif

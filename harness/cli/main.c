@@ -279,6 +279,8 @@ int main(int argc, char **argv)
         return ac_cmd_check(argc - 1, argv + 1);
     if (!strcmp(argv[1], "reference"))
         return ac_cmd_reference(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "gen"))
+        return ac_cmd_gen(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
         return ac_cuda_bench(argc - 1, argv + 1);
     return ac_cli_main(argc - 1, argv + 1, run_command);

@@ -14,11 +14,13 @@
 
 #include "harness/case/case.h"
 #include "harness/cli/cli.h"
+#include "harness/exec/exec.h"
 #include "harness/run/plugin.h"
 
 enum { C_ALL = AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_LIST | AC_CMD_PROVE | AC_CMD_CHECK | AC_CMD_REFERENCE };
 enum { C_FILES = AC_CMD_CHECK | AC_CMD_REFERENCE, C_CASES = AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_PROVE };
 enum { C_REPORTS = C_CASES | AC_CMD_CHECK }; /* the subcommands that write reports */
+enum { C_KERNELS = C_CASES | AC_CMD_LIST | AC_CMD_CHECK }; /* the subcommands that name kernels */
 
 /* ---- the subcommands ------------------------------------------------------------ */
 
@@ -40,6 +42,9 @@ static const cli_command commands[] = {
      "  tensors; --plugin PATH.so --kernel NAME runs that kernel on the inputs instead of reading o.npy ..."},
     {"reference", AC_CMD_REFERENCE, "PATH", "write reference outputs for saved inputs",
      "  PATH: a directory of q.npy k.npy v.npy [do.npy] or one .safetensors file with those tensors"},
+    {"gen", AC_CMD_GEN, NULL, "write a case line's inputs as .npy files and problem.json",
+     "  then run any framework on DIR, put o.npy lse.npy [dq dk dv].npy there and `attncheck check DIR`;\n"
+     "  `attncheck reference DIR --out DIR/ref` writes the exact outputs"},
 };
 enum { N_COMMANDS = (int)(sizeof commands / sizeof commands[0]) };
 
@@ -97,6 +102,26 @@ static int apply_mask(const cli_option *o, ac_cli *c, const char *v, ac_err *err
     return AC_OK;
 }
 
+/* --exec and --exec-persistent append a command; --caps and --exec-name pair with them in order. */
+static int apply_exec(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    if (c->n_exec == AC_MAX_EXEC)
+        return ac_fail(err, AC_ERR_INPUT, "at most %d --exec/--exec-persistent options", AC_MAX_EXEC);
+    c->exec_persistent[c->n_exec] = strcmp(o->name, "--exec-persistent") == 0;
+    c->exec_cmd[c->n_exec++] = v;
+    return AC_OK;
+}
+
+static int apply_exec_pair(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    bool caps = strcmp(o->name, "--caps") == 0;
+    int *n = caps ? &c->n_exec_caps : &c->n_exec_name;
+    if (*n == AC_MAX_EXEC)
+        return ac_fail(err, AC_ERR_INPUT, "at most %d %s options", AC_MAX_EXEC, o->name);
+    (caps ? c->exec_caps : c->exec_name)[(*n)++] = v;
+    return AC_OK;
+}
+
 static int apply_plugin(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
 {
     if (c->n_plugins == AC_MAX_PLUGINS)
@@ -135,10 +160,11 @@ static const cli_option options[] = {
     FLAG("--no-backward", C_CASES, no_backward, "forward only"),
     NUMBER("--cert-rows", OPT_INT, C_REPORTS, cert_rows, 0, AC_MAX_CERT_ROWS,
            "MPFR-certified rows per case (default 2)"),
-    STRING("--case", "'LINE'", AC_CMD_RUN, case_line, "replay this one case line"),
+    STRING("--case", "'LINE'", AC_CMD_RUN | AC_CMD_GEN, case_line, "replay this one case line (gen: the case to write)"),
     NUMBER("--clean-cases", OPT_LONG, AC_CMD_PROVE, clean_cases, 0, 0, "cases the base kernel must pass"),
     STRING("--base", "NAME", AC_CMD_PROVE, base, "the correct kernel whose mutants are proved (default cpu-flash)"),
-    STRING("--out", "DIR|FILE.safetensors", AC_CMD_REFERENCE, out, "where the reference outputs go (required)"),
+    STRING("--out", "DIR|FILE.safetensors", AC_CMD_REFERENCE | AC_CMD_GEN, out,
+           "where the reference outputs go (required; gen: the directory the case is written to)"),
     STRING("--layout", "bhsd|bshd", C_FILES, layout,
            "(B,H,S,d) as torch SDPA (default) or (B,S,H,d) as flash_attn_func"),
     STRING("--seqlens-q", "FILE|LIST", C_FILES, seqlens_q, "per-sequence query lengths (padding beyond is ignored)"),
@@ -147,7 +173,20 @@ static const cli_option options[] = {
     STRING("--lse-base", "e|2", C_FILES, lse_base, "the base of lse (default e)"),
     STRING("--budgets", "FILE", C_REPORTS, budgets, "budgets file (default: the repository's budgets.txt)"),
     CUSTOM("--plugin", "PATH.so", C_ALL, apply_plugin, "load a kernel plugin (repeatable)"),
-    FLAG("--quiet", C_CASES, quiet, "print failures and the summary only"),
+    CUSTOM("--exec", "'CMD {in} {out}'", C_KERNELS, apply_exec,
+           "an external command as the kernel: one process per call on a case directory {in}, outputs into "
+           "{out} (repeatable; the first is the default --kernel)"),
+    CUSTOM("--exec-persistent", "'CMD'", C_KERNELS, apply_exec,
+           "an external kernel started once: it reads a case directory per line on stdin, answers \"ok\" or "
+           "\"error MESSAGE\" on stdout"),
+    CUSTOM("--caps", "FILE", C_KERNELS, apply_exec_pair,
+           "what an --exec kernel claims, JSON (e.g. plugins/numpy_attention.caps.json); one per --exec, or one "
+           "for all"),
+    CUSTOM("--exec-name", "NAME", C_KERNELS, apply_exec_pair,
+           "the --exec kernel's name, in order (default: the caps file's \"name\")"),
+    {"--exec-timeout", "SECONDS", C_KERNELS, "deadline of one --exec call (default 60)", OPT_SECONDS,
+     AT(exec_timeout), 0, 0, NULL},
+    FLAG("--quiet", C_CASES | AC_CMD_CHECK, quiet, "print failures and the summary only (check: no progress line)"),
     RETIRED("--causal", C_FILES, "--mask causal-tl (torch is_causal) or --mask causal-br (FlashAttention >= 2.1)"),
     RETIRED("--window", C_FILES, "--mask window-br(L,R) or --mask window-tl(L,R)"),
     RETIRED("--align", C_FILES, "the alignment in the mask kind: --mask causal-br, --mask window-tl(L,R)"),
@@ -362,7 +401,35 @@ int ac_cli_main(int argc, char **argv, int (*run)(const ac_cli *c, ac_err *err))
     return st;
 }
 
-int ac_cli_load_plugins(const ac_cli *c, ac_err *err)
+/* The --exec kernels, each with its caps file and name (paired in order). */
+static int register_exec(ac_cli *c, ac_err *err)
+{
+    if ((c->n_exec_caps || c->n_exec_name || c->exec_timeout > 0) && !c->n_exec)
+        return ac_fail(err, AC_ERR_INPUT, "--caps, --exec-name and --exec-timeout go with --exec or --exec-persistent");
+    if (c->n_exec_caps > 1 && c->n_exec_caps != c->n_exec)
+        return ac_fail(err, AC_ERR_INPUT, "%d --caps for %d --exec commands: give one for all, or one each",
+                       c->n_exec_caps, c->n_exec);
+    if (c->n_exec_name > c->n_exec)
+        return ac_fail(err, AC_ERR_INPUT, "%d --exec-name for %d --exec commands", c->n_exec_name, c->n_exec);
+    for (int i = 0; i < c->n_exec; i++) {
+        ac_exec_spec s = {.command = c->exec_cmd[i], .mode = c->exec_persistent[i] ? AC_EXEC_PERSISTENT : AC_EXEC_ONESHOT,
+                          .caps_path = c->n_exec_caps ? c->exec_caps[c->n_exec_caps > 1 ? i : 0] : NULL,
+                          .name = i < c->n_exec_name ? c->exec_name[i] : NULL, .timeout_s = c->exec_timeout};
+        const ac_kernel *k;
+        ac_err why = {{0}};
+        int st = ac_exec_register(&s, &k, &why);
+        if (st != AC_OK)
+            return ac_fail(err, st, "%s%s", why.msg, strstr(why.msg, "already registered") && c->n_exec > 1
+                                                          ? " (give each --exec its own --exec-name)" : "");
+        if (i == 0 && !c->kernel)
+            c->kernel = k->name; /* the registry keeps the name */
+        if (i == 0 && !c->base)
+            c->base = k->name;
+    }
+    return AC_OK;
+}
+
+int ac_cli_load_plugins(ac_cli *c, ac_err *err)
 {
     for (int i = 0; i < c->n_plugins; i++) {
         const ac_kernel *k;
@@ -371,7 +438,7 @@ int ac_cli_load_plugins(const ac_cli *c, ac_err *err)
         if (st != AC_OK)
             return ac_fail(err, st, "--plugin %s: %s", c->plugins[i], why.msg);
     }
-    return AC_OK;
+    return register_exec(c, err);
 }
 
 int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_err *err)

@@ -232,3 +232,65 @@ Test(harness_cli, report_options_come_from_the_report_table)
         cr_assert_str_eq(c.report_path[i], "/tmp/x");
     }
 }
+
+/* ---- what issue 19 asked of the command line ------------------------------------- */
+
+Test(harness_cli, exec_and_gen_options_take_opt_equals_value_too)
+{
+    char *fuzz_a[] = {"fuzz", "--exec=python3 k.py {in} {out}", "--caps=k.json", "--exec-name=mine",
+                      "--exec-persistent", "python3 k.py --serve", "--caps", "k2.json", "--exec-timeout=2.5", NULL};
+    char *gen_a[] = {"gen", "--case=v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=1 d=1 dtype=f16", "--out=dir", NULL};
+    ac_cli c;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_cli_parse(9, fuzz_a, &c, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(c.n_exec, 2);
+    cr_assert_str_eq(c.exec_cmd[0], "python3 k.py {in} {out}", "the value after the first '=' is kept whole");
+    cr_assert(!c.exec_persistent[0] && c.exec_persistent[1]);
+    cr_assert_str_eq(c.exec_caps[1], "k2.json");
+    cr_assert_str_eq(c.exec_name[0], "mine");
+    cr_assert_float_eq(c.exec_timeout, 2.5, 0.0);
+    cr_assert_eq(ac_cli_parse(3, gen_a, &c, &err), AC_OK, "%s", err.msg);
+    cr_assert(c.cmd == AC_CMD_GEN);
+    cr_assert_str_eq(c.out, "dir");
+    cr_assert_str_eq(c.case_line, "v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=1 d=1 dtype=f16");
+    cr_assert_eq(run_cli("gen --out /tmp", out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "attncheck gen: --case 'LINE' is required"), "%s", out);
+}
+
+Test(harness_cli, an_exec_kernel_is_listed_from_its_caps_file)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "list --exec-persistent 'python3 k.py --serve' --caps '%s/plugins/numpy_attention.caps.json'",
+             source_dir());
+    cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "numpy-attention dtypes=f32,f16,bf16 d=1..256 masks=none,causal-tl,causal-br,"
+                                   "window-tl,window-br,dense layouts=bhsd,bshd gqa varlen backward max-seqlen=256 "
+                                   "device=cpu  available"), "%s", out);
+    cr_assert_eq(run_cli("fuzz --caps k.json", out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "--caps, --exec-name and --exec-timeout go with --exec"), "%s", out);
+}
+
+/* The README says which head dims cuda-flash takes; `list` (from kernels/cuda/family.h) must agree. */
+Test(harness_cli, list_and_the_readme_agree_on_the_cuda_head_dims)
+{
+    cr_assert_eq(run_cli("list", out, sizeof out), 0, "%s", out);
+    const char *line = strstr(out, "\ncuda-flash dtypes=");
+    cr_assert_not_null(line, "%s", out);
+    const char *d = strstr(line, " d=");
+    cr_assert_not_null(d);
+    char readme_form[128] = "d ∈ {";
+    for (const char *s = d + 3; *s && *s != ' '; s++) /* "32,64,96,128,256" -> "32, 64, 96, 128, 256" */
+        snprintf(readme_form + strlen(readme_form), sizeof readme_form - strlen(readme_form), *s == ',' ? ", " : "%c", *s);
+    strcat(readme_form, "}");
+    char path[1024], *text = NULL;
+    size_t len;
+    snprintf(path, sizeof path, "%s/README.md", source_dir());
+    cr_assert_eq(ac_read_file(path, &text, &len, NULL), AC_OK);
+    cr_assert_not_null(text);
+    char *row = strstr(text, "| `cuda-flash` |");
+    cr_assert_not_null(row, "README has no cuda-flash row");
+    char *end = strchr(row, '\n');
+    *end = '\0';
+    cr_assert_not_null(strstr(row, readme_form), "README's cuda-flash row does not say '%s'", readme_form);
+    free(text);
+}

@@ -43,6 +43,62 @@ static void add_where(cJSON *o, const char *key, ac_where w)
     cJSON_AddItemToObject(o, key, cJSON_CreateIntArray(v, 4));
 }
 
+/* The classes of one output that failed (ac_metrics.failed), in the gate's order. */
+static cJSON *failed_json(const ac_metrics *m)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int k = 0; k < AC_SPECIAL_COUNT; k++)
+        if (m->failed & (1u << k))
+            cJSON_AddItemToArray(a, cJSON_CreateString(ac_special_name((ac_special)k)));
+    if (m->failed & AC_FAILED_SCALED)
+        cJSON_AddItemToArray(a, cJSON_CreateString("scaled"));
+    if (m->failed & AC_FAILED_VS_NAIVE)
+        cJSON_AddItemToArray(a, cJSON_CreateString("vs-naive-mean"));
+    return a;
+}
+
+/* Where a failing output's elements over budget are: per head, per row (the first rows). */
+static cJSON *over_json(const ac_metrics *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    add_number(o, "elements", (double)m->n_over);
+    int heads = m->n_heads < AC_DIAG_MAX_HEADS ? m->n_heads : AC_DIAG_MAX_HEADS;
+    cJSON *h = cJSON_AddArrayToObject(o, "per_head");
+    for (int i = 0; i < heads; i++)
+        cJSON_AddItemToArray(h, cJSON_CreateNumber((double)m->over_per_head[i]));
+    add_number(o, "rows_over", m->n_rows_over);
+    add_number(o, "first_row", m->first_row_over);
+    add_number(o, "last_row", m->last_row_over);
+    cJSON *r = cJSON_AddArrayToObject(o, "per_row"); /* [row, count], the first AC_DIAG_MAX_ROWS rows over */
+    for (int i = 0; i < m->n_rows_listed; i++) {
+        double pair[2] = {m->rows_over[i].row, (double)m->rows_over[i].n};
+        cJSON_AddItemToArray(r, cJSON_CreateDoubleArray(pair, 2));
+    }
+    return o;
+}
+
+/* What the gate and the diagnosis say of one output: budgets, failed classes, the worst element's
+ * values, where the elements over budget are, the hint.  Beside "outputs", whose values stay numbers. */
+static cJSON *diagnosis_json(const ac_metrics *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    add_number(o, "budget_scaled", m->budget_scaled);
+    add_number(o, "budget_vs_naive_mean", m->budget_vs_naive_mean);
+    cJSON_AddBoolToObject(o, "vs_naive_applies", m->vs_naive_applies);
+    cJSON *w = cJSON_AddObjectToObject(o, "at_max_scaled_values");
+    add_number(w, "expected", m->worst_ref);
+    add_number(w, "actual", m->worst_got);
+    add_number(w, "escale", m->worst_escale);
+    cJSON *sp = cJSON_AddObjectToObject(o, "first_special_values");
+    add_number(sp, "expected", m->special_ref);
+    add_number(sp, "actual", m->special_got);
+    cJSON_AddItemToObject(o, "failed", failed_json(m));
+    if (m->failed)
+        cJSON_AddItemToObject(o, "over_budget", over_json(m));
+    cJSON_AddStringToObject(o, "hint", m->hint);
+    return o;
+}
+
 static cJSON *metrics_json(const ac_metrics *m)
 {
     cJSON *o = cJSON_CreateObject();
@@ -71,6 +127,7 @@ static cJSON *metrics_json(const ac_metrics *m)
     add_number(o, "masked_rows_zero", (double)m->masked_rows_zero);
     add_number(o, "masked_rows_nan", (double)m->masked_rows_nan);
     add_number(o, "masked_rows_lse_posinf", (double)m->masked_rows_lse_posinf);
+    add_number(o, "n_measured", (double)m->n_measured);
     return o;
 }
 
@@ -89,10 +146,25 @@ static void json_write(void *state, const char *kernel, const ac_result *res, co
     cJSON_AddBoolToObject(cert, "certified", res->cert.certified);
     add_number(cert, "max_ulp_o", res->cert.max_ulp_o);
     add_number(cert, "max_abs_lse", res->cert.max_abs_lse);
+    cJSON *fails = cJSON_AddArrayToObject(o, "failures"); /* every OUTPUT:class, forward first; kind is the first */
+    for (int k = 0; k < AC_OUT_COUNT; k++) {
+        cJSON *classes = res->m[k].present ? failed_json(&res->m[k]) : cJSON_CreateArray(), *c;
+        cJSON_ArrayForEach(c, classes)
+        {
+            char kind[AC_KIND_LEN];
+            snprintf(kind, sizeof kind, "%s:%s", ac_output_name((ac_output)k), c->valuestring);
+            cJSON_AddItemToArray(fails, cJSON_CreateString(kind));
+        }
+        cJSON_Delete(classes);
+    }
     cJSON *outs = cJSON_AddObjectToObject(o, "outputs");
     for (int k = 0; k < AC_OUT_COUNT; k++)
         if (res->m[k].present)
             cJSON_AddItemToObject(outs, ac_output_name((ac_output)k), metrics_json(&res->m[k]));
+    cJSON *diag = cJSON_AddObjectToObject(o, "diagnosis");
+    for (int k = 0; k < AC_OUT_COUNT; k++)
+        if (res->m[k].present)
+            cJSON_AddItemToObject(diag, ac_output_name((ac_output)k), diagnosis_json(&res->m[k]));
     if (res->verdict == AC_VERDICT_FAIL && minimal_line)
         cJSON_AddStringToObject(o, "minimal", minimal_line);
     char *text = cJSON_PrintUnformatted(o);

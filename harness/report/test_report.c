@@ -55,6 +55,7 @@ static ac_result failing_result(void)
     ac_metrics *o = &r.m[AC_OUT_O];
     o->present = true;
     o->n_compared = 256;
+    o->n_measured = 253; /* the 3 wrong zeros are measured too; every element entered the magnitudes */
     o->max_ulp = 1200;
     o->max_scaled = 523.5;
     o->at_max_scaled = (ac_where){0, 1, 3, 7};
@@ -63,6 +64,7 @@ static ac_result failing_result(void)
     o->n_wrong_zero = 3;
     ac_metrics *l = &r.m[AC_OUT_LSE];
     l->present = true;
+    l->n_measured = 8;
     l->max_scaled = 0.5;
     l->at_max_scaled = (ac_where){0, 0, 2, -1};
     r.cert.rows_checked = 2;
@@ -79,6 +81,7 @@ static ac_result passing_result(double seconds)
     r.dtype = AC_F16;
     r.seconds = seconds;
     r.m[AC_OUT_O].present = true;
+    r.m[AC_OUT_O].n_measured = 64;
     r.m[AC_OUT_O].max_scaled = 0.75;
     r.m[AC_OUT_O].max_ulp = 2;
     return r;
@@ -173,6 +176,46 @@ Test(harness_report, junit_has_a_suite_per_kernel_and_escaped_names)
     cr_assert_not_null(strstr(x, "name=\"v1 seed=9 b=1 hq=2 hkv=2 nq=8 nk=8 d=16 dtype=f16 mask=&quot;x&quot; &lt;&amp;&gt;\""));
     cr_assert_not_null(strstr(x, "<failure message=\"O max scaled error 523.5 &gt; budget 4"), "%s", x);
     cr_assert_not_null(strstr(x, "minimal: MIN</failure>"));
+    free(x);
+}
+
+/* A proof in JUnit: the base and its mutants; a caught mutant is a pass, an uncaught one the failure. */
+static char *proof_junit(bool base_clean)
+{
+    make_dir();
+    ac_report *rep;
+    ac_err err;
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--junit", path_in("p.xml"), &err), AC_OK);
+    ac_result f = failing_result(), p = passing_result(0.5);
+    ac_report_add(rep, "fam-base", &p, NULL);
+    ac_report_add(rep, "fam-base", base_clean ? &p : &f, base_clean ? NULL : "MIN0");
+    ac_report_add(rep, "fam-mutant-caught", &p, NULL);
+    ac_report_add(rep, "fam-mutant-caught", &f, "MIN1");
+    for (int i = 0; i < 3; i++)
+        ac_report_add(rep, "fam-mutant-missed", &p, NULL);
+    ac_report_add(rep, "other-kernel", &p, NULL); /* not of the family: an ordinary suite */
+    cr_assert_eq(ac_report_close(rep, &err), AC_OK);
+    return slurp(path_in("p.xml"), NULL);
+}
+
+Test(harness_report, junit_of_a_proof_passes_caught_mutants_and_fails_the_missed_one)
+{
+    char *x = proof_junit(true);
+    cr_assert_not_null(strstr(x, "<testsuite name=\"prove fam-base\" tests=\"3\" failures=\"1\" errors=\"0\""),
+                       "%s", x);
+    cr_assert_not_null(strstr(x, "name=\"base fam-base is clean (2 cases)\"/>"), "%s", x);
+    cr_assert_not_null(strstr(x, "name=\"mutant fam-mutant-caught is caught\">\n      <system-out>caught after 2 "
+                                 "cases: [O:scaled] minimal: MIN1</system-out>"), "%s", x);
+    cr_assert_not_null(strstr(x, "name=\"mutant fam-mutant-missed is caught\">\n      <failure message=\"not "
+                                 "caught in 3 cases\""), "%s", x);
+    cr_assert_null(strstr(x, "<testsuite name=\"fam-mutant"), "mutants appear only in the proof: %s", x);
+    cr_assert_not_null(strstr(x, "<testsuite name=\"other-kernel\" tests=\"1\" failures=\"0\""), "%s", x);
+    free(x);
+    x = proof_junit(false);
+    cr_assert_not_null(strstr(x, "tests=\"3\" failures=\"2\""), "%s", x);
+    cr_assert_not_null(strstr(x, "name=\"base fam-base is clean (2 cases)\">\n      <failure message=\"the correct "
+                                 "kernel failed: O max scaled error 523.5"), "%s", x);
     free(x);
 }
 

@@ -21,6 +21,7 @@
 #include "harness/run/inputs.h"
 #include "harness/run/reference.h"
 #include "harness/run/run.h"
+#include "harness/verdict/diagnose.h"
 
 /* Host copies of everything a kernel writes. */
 typedef struct {
@@ -212,12 +213,20 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in, const ac_budgets 
         compare_all(in, &h, &ref, backward, r->m);
         r->cert = ref.cert;
         r->verdict = ac_gate(in, r->m, b, r->why, sizeof r->why, r->kind, sizeof r->kind);
+        const void *got[AC_OUT_COUNT] = {h.o, h.lse, h.dq, h.dk, h.dv};
+        ac_err diag_err; /* a diagnosis that runs out of memory leaves the verdict as it is */
+        if (r->verdict == AC_VERDICT_FAIL)
+            ac_diagnose(in, &ref, got, r->m, r->why, sizeof r->why, &diag_err);
         ac_cert_note(&ref.cert, r->why, sizeof r->why);
     }
     ac_reference_free(&ref);
     outputs_free(&h);
     return st == AC_OK ? AC_OK : stop(r, st, err);
 }
+
+static _Thread_local const char *current_line;
+
+const char *ac_run_current_line(void) { return current_line; }
 
 int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const ac_run_opts *o, ac_result *r,
                 ac_err *err)
@@ -232,8 +241,11 @@ int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const
     int st = ac_inputs_make(c, &in, err);
     if (st != AC_OK)
         stop(r, st, err);
-    else
+    else {
+        current_line = r->line;
         st = run_loaded(k, &in, b, o, r, err);
+        current_line = NULL;
+    }
     ac_inputs_free(&in);
     r->seconds = ac_now_seconds() - t0;
     return st;

@@ -38,6 +38,10 @@ typedef struct {
 int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const ac_run_opts *o,
                 ac_result *r, ac_err *err);
 
+/* The line of the case ac_run_case is running on this thread (NULL outside
+ * one): the --exec kernels write it into the case directory they hand over. */
+const char *ac_run_current_line(void);
+
 /* Seconds on the monotonic clock, for the time lines of run, fuzz and check. */
 double ac_now_seconds(void);
 

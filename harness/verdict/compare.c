@@ -11,6 +11,7 @@
  * does not enter the ulp/scaled/abs statistics, whose errors would be NaN or
  * infinite and would hide the other elements.  Nothing here allocates. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/verdict/compare.h"
@@ -77,15 +78,22 @@ typedef struct {
     double sum_abs, sum_naive_abs, sum_escale;
     size_t n_mag;  /* elements in the magnitudes */
     size_t n_mean; /* ...of which in the means: |reference| >= min_normal */
+    /* counting mode (ac_compare_count_over): elements over limit go to `over` */
+    ac_metrics *over;
+    double limit;
+    size_t *row_counts; /* per query row (key for dK/dV) */
 } accum;
 
 typedef enum { EL_OK, EL_UNWRITTEN, EL_UNEXPECTED_NAN, EL_OVERFLOW, EL_LOST_SPECIAL, EL_WRONG_ZERO } el_class;
 
-static void note_special(accum *a, el_class cls, ac_where w)
+static void note_special(accum *a, el_class cls, ac_where w, double x, double y)
 {
     ac_metrics *m = a->m;
-    if (ac_metrics_specials(m) == 0)
+    if (ac_metrics_specials(m) == 0) {
         m->first_special = w;
+        m->special_ref = x;
+        m->special_got = y;
+    }
     switch (cls) {
     case EL_UNWRITTEN: m->n_unwritten++; break;
     case EL_UNEXPECTED_NAN: m->n_unexpected_nan++; break;
@@ -110,15 +118,18 @@ static el_class classify_special_ref(const accum *a, double x, double y)
     return EL_LOST_SPECIAL;
 }
 
-static void update_max(double err, double *max, ac_where *at, ac_where w)
+static bool update_max(double err, double *max, ac_where *at, ac_where w)
 {
     if (err > *max) {
         *max = err;
         *at = w;
+        return true;
     }
+    return false;
 }
 
-static void add_magnitudes(accum *a, ac_where w, double x, double y, double e, const double *naive_x)
+/* Returns the element's scaled error (0 where E == 0). */
+static double add_magnitudes(accum *a, ac_where w, double x, double y, double e, const double *naive_x)
 {
     ac_metrics *m = a->m;
     double abs_err = fabs(y - x);
@@ -139,8 +150,12 @@ static void add_magnitudes(accum *a, ac_where w, double x, double y, double e, c
     if (abs_err > m->max_abs)
         m->max_abs = abs_err;
     update_max(ulp_err, &m->max_ulp, &m->at_max_ulp, w);
-    if (e > 0.0)
-        update_max(abs_err / (a->u * e), &m->max_scaled, &m->at_max_scaled, w);
+    double scaled = e > 0.0 ? abs_err / (a->u * e) : 0.0;
+    if (e > 0.0 && update_max(scaled, &m->max_scaled, &m->at_max_scaled, w)) {
+        m->worst_ref = x;
+        m->worst_got = y;
+        m->worst_escale = e;
+    }
     if (naive_x) {
         /* A non-finite naive value where the reference is finite: the baseline failed. */
         double naive_err = isfinite(*naive_x) ? fabs(*naive_x - x) : INFINITY;
@@ -149,14 +164,16 @@ static void add_magnitudes(accum *a, ac_where w, double x, double y, double e, c
         if (naive_err > m->naive_max_abs)
             m->naive_max_abs = naive_err;
     }
+    return scaled;
 }
 
-/* Classifies one element and feeds the statistics.  Returns its class. */
-static el_class compare_element(accum *a, ac_where w, uint32_t got_bits, double x, double e,
-                                const double *naive_x)
+/* Classifies one element and feeds the statistics.  Returns its class; *scaled
+ * its scaled error when it entered the magnitudes. */
+static el_class judge_element(accum *a, ac_where w, uint32_t got_bits, double x, double e, const double *naive_x,
+                              double *scaled)
 {
     if (got_bits == ac_dtype_poison(a->t)) {
-        note_special(a, EL_UNWRITTEN, w);
+        note_special(a, EL_UNWRITTEN, w, x, NAN);
         return EL_UNWRITTEN;
     }
     double y = ac_widen(a->t, got_bits);
@@ -172,16 +189,30 @@ static el_class compare_element(accum *a, ac_where w, uint32_t got_bits, double 
     else if (e == 0.0 && y != x)
         cls = EL_WRONG_ZERO; /* E == 0: x is an exact zero, any other value is wrong */
     if (cls != EL_OK) {
-        note_special(a, cls, w);
+        note_special(a, cls, w, x, y);
         return cls;
     }
     if (!isfinite(x))
         return EL_OK; /* matching special values: nothing to measure */
     if (y == 0.0 && x != 0.0 && fabs(x) > AC_WRONG_ZERO_SCALED * a->u * e) {
-        note_special(a, EL_WRONG_ZERO, w);
+        note_special(a, EL_WRONG_ZERO, w, x, y);
         cls = EL_WRONG_ZERO;
     }
-    add_magnitudes(a, w, x, y, e, naive_x);
+    *scaled = add_magnitudes(a, w, x, y, e, naive_x);
+    return cls;
+}
+
+/* judge_element, and in counting mode the element's place when it is over the limit. */
+static el_class compare_element(accum *a, ac_where w, uint32_t got_bits, double x, double e, const double *naive_x)
+{
+    double scaled = 0.0;
+    el_class cls = judge_element(a, w, got_bits, x, e, naive_x, &scaled);
+    if (a->over && (cls != EL_OK || scaled > a->limit)) {
+        a->over->n_over++;
+        if (w.h < AC_DIAG_MAX_HEADS)
+            a->over->over_per_head[w.h]++;
+        a->row_counts[w.row]++;
+    }
     return cls;
 }
 
@@ -256,6 +287,7 @@ static double ratio(double kernel, double naive)
 static void finish(accum *a)
 {
     ac_metrics *m = a->m;
+    m->n_measured = a->n_mag;
     if (a->n_mag == 0) {
         m->max_ulp = m->max_scaled = 0.0;
         return;
@@ -274,33 +306,85 @@ static void finish(accum *a)
     m->vs_naive_mean = ratio(m->mean_abs, m->naive_mean_abs);
 }
 
-void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
-                const double *escale, const double *naive, ac_metrics *m)
+static void walk(const ac_inputs *in, ac_output which, const tensors *tn, accum *a)
 {
     const ac_problem *p = &in->p;
-    static const ac_where nowhere = {-1, -1, -1, -1};
-    memset(m, 0, sizeof *m);
-    m->present = true;
-    m->has_naive = naive != NULL;
-    m->at_max_ulp = m->at_max_scaled = m->first_special = nowhere;
-    m->max_ulp = m->max_scaled = -1.0; /* so the first element sets the place */
-    accum a = {.m = m, .t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE};
-    a.u = ac_unit_roundoff(a.t);
-    a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
-    tensors tn = {got, ref, escale, naive};
+    ac_metrics *m = a->m;
     bool k_like = which == AC_OUT_DK || which == AC_OUT_DV;
     for (int b = 0; b < p->batch; b++) {
         if (k_like) {
             for (int h = 0; h < p->heads_kv; h++)
-                compare_k_rows(&a, p, &tn, b, h);
+                compare_k_rows(a, p, tn, b, h);
             m->n_compared += (size_t)p->heads_kv * ac_seqlen_k_of(p, b) * p->head_dim;
             continue;
         }
         int nq = ac_seqlen_q_of(p, b);
         for (int h = 0; h < p->heads_q; h++)
             for (int i = 0; i < nq; i++)
-                compare_q_row(&a, p, &tn, b, h, i);
-        m->n_compared += (size_t)p->heads_q * nq * (a.is_lse ? 1 : p->head_dim);
+                compare_q_row(a, p, tn, b, h, i);
+        m->n_compared += (size_t)p->heads_q * nq * (a->is_lse ? 1 : p->head_dim);
     }
+}
+
+static accum accum_for(const ac_inputs *in, ac_output which, ac_metrics *m)
+{
+    static const ac_where nowhere = {-1, -1, -1, -1};
+    memset(m, 0, sizeof *m);
+    m->present = true;
+    m->at_max_ulp = m->at_max_scaled = m->first_special = nowhere;
+    m->max_ulp = m->max_scaled = -1.0; /* so the first element sets the place */
+    m->worst_ref = m->worst_got = m->worst_escale = NAN;
+    accum a = {.m = m, .t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE};
+    a.u = ac_unit_roundoff(a.t);
+    a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
+    return a;
+}
+
+void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
+                const double *escale, const double *naive, ac_metrics *m)
+{
+    accum a = accum_for(in, which, m);
+    m->has_naive = naive != NULL;
+    tensors tn = {got, ref, escale, naive};
+    walk(in, which, &tn, &a);
     finish(&a);
+}
+
+/* The rows with elements over budget: how many, their range, the first AC_DIAG_MAX_ROWS with counts. */
+static void list_rows(ac_metrics *m, const size_t *counts, int n_rows)
+{
+    m->n_rows_over = m->n_rows_listed = 0;
+    m->first_row_over = m->last_row_over = -1;
+    for (int r = 0; r < n_rows; r++) {
+        if (!counts[r])
+            continue;
+        if (m->n_rows_over++ == 0)
+            m->first_row_over = r;
+        m->last_row_over = r;
+        if (m->n_rows_listed < AC_DIAG_MAX_ROWS)
+            m->rows_over[m->n_rows_listed++] = (ac_row_count){r, counts[r]};
+    }
+}
+
+int ac_compare_count_over(const ac_inputs *in, ac_output which, const void *got, const double *ref,
+                          const double *escale, double limit, ac_metrics *m, ac_err *err)
+{
+    const ac_problem *p = &in->p;
+    bool k_like = which == AC_OUT_DK || which == AC_OUT_DV;
+    int n_rows = k_like ? p->seqlen_k : p->seqlen_q;
+    ac_metrics scratch; /* the statistics of this second walk are thrown away */
+    accum a = accum_for(in, which, &scratch);
+    a.over = m;
+    a.limit = limit;
+    a.row_counts = calloc((size_t)n_rows + 1, sizeof(size_t));
+    if (!a.row_counts)
+        return ac_fail(err, AC_ERR_ENV, "diagnosis: out of memory for %d row counts", n_rows);
+    m->n_over = 0;
+    memset(m->over_per_head, 0, sizeof m->over_per_head);
+    m->n_heads = k_like ? p->heads_kv : p->heads_q;
+    tensors tn = {got, ref, escale, NULL};
+    walk(in, which, &tn, &a);
+    list_rows(m, a.row_counts, n_rows);
+    free(a.row_counts);
+    return AC_OK;
 }
