@@ -6,7 +6,8 @@
 #   GPU_STEPS  steps to run (default "info test sanitize fixtures fuzz prove bench torch")
 #   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
 #   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
-#   (step "plugins", not in the defaults: a CUDA plugin that faults must exit 3 naming itself;
+#   (step "exec", not in the defaults: PyTorch SDPA as an --exec-persistent kernel, when torch imports;
+#   step "plugins", not in the defaults: a CUDA plugin that faults must exit 3 naming itself;
 #   step "sdpa", not in the defaults: PyTorch SDPA backends dumped and judged by `attncheck check`)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
@@ -86,6 +87,15 @@ for step in $steps; do
                 grep -E "^(FAIL|ERROR)|cases, " "$OUT/fixtures-$k.log" | head -n 20
             done
         fi ;;
+    exec)
+        # A kernel that is not C: PyTorch's SDPA through --exec-persistent (plugins/torch_sdpa_kernel.py,
+        # on the GPU when torch sees one); CI skips it (torch is too large to install there).
+        kdir="$here/plugins"; [ -f "$kdir/torch_sdpa_kernel.py" ] || kdir="$dir/plugins"
+        if ! python3 -c 'import torch, numpy' 2>/dev/null; then echo "no PyTorch/numpy: exec step skipped"; record exec-skipped 0; continue; fi
+        "$attncheck" fuzz --exec-persistent "python3 $kdir/torch_sdpa_kernel.py --serve" --caps "$kdir/torch_sdpa_kernel.caps.json" \
+            --seed 1 --cases "${EXEC_CASES:-300}" --quiet >"$OUT/exec-torch.log" 2>&1
+        record exec-torch-sdpa $?
+        grep -m1 ' cases, ' "$OUT/exec-torch.log" ;;
     sdpa)
         # The check door on third-party kernels: PyTorch's SDPA backends, dumped by
         # ci/sdpa_dump.py and judged by `attncheck check` (each must exit 0).

@@ -42,6 +42,10 @@ for so in "$build"/plugins/libattncheck-example-plugin.so "$build"/plugins/libat
     [ -f "$so" ] && cp "$so" "$bundle/"
 done
 
+# Kernels that are not C (--exec examples) and their capability files.
+mkdir -p "$bundle/plugins"
+cp "$src"/plugins/*.py "$src"/plugins/*.caps.json "$bundle/plugins/" 2>/dev/null || true
+
 # What the scripts read at run time: the GPU script, the torch peer, budgets, fixtures.
 mkdir -p "$bundle/ci"
 cp "$src/ci/gpu-run.sh" "$src/ci/torch_sdpa_bench.py" "$src/ci/campaign_report.py" "$src/ci/sdpa_dump.py" "$bundle/ci/" 2>/dev/null || true
