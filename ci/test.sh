@@ -7,7 +7,9 @@
 #   5. kernels that are not C, through --exec (ci/test-exec.sh: the numpy example in both modes, its
 #      planted bug proved caught; the PyTorch SDPA example where torch is or can be installed),
 #   6. the HTML report opened in headless Chromium (ci/test-html-report.sh),
-#   7. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only).
+#   7. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only),
+#   8. the baseline gate: --baseline flags nothing on the unchanged kernel and the control,
+#      and prove --baseline flags every precision mutant.
 # This is the README's test command; .ci/run calls exactly it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,5 +53,16 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "skipped: ci/slurm/smoke.sh starts Slurm's daemons and installs packages, which needs root"
 fi
+
+step "baseline gate: the unchanged kernel and an equally accurate change are not flagged"
+"$b/harness/attncheck" fuzz --kernel cpu-flash --seed 7 --dtype f16 --cases 150 --quiet --json "$b/baseline.jsonl" >/dev/null
+for k in cpu-flash cpu-flash-precision-control-bc32; do
+  "$b/harness/attncheck" fuzz --kernel "$k" --baseline "$b/baseline.jsonl" --quiet >"$b/baseline-$k.log" ||
+    { cat "$b/baseline-$k.log"; exit 1; }
+  echo "$k against cpu-flash: $(grep '^baseline: ' "$b/baseline-$k.log")"
+done
+
+step "baseline gate: detection power (prove --baseline, small: README has the 10 000-case figure)"
+"$b/harness/attncheck" prove --baseline --seed 1 --cases 200 --clean-cases 400
 
 step "all passed"

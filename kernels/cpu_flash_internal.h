@@ -28,7 +28,11 @@ typedef enum {
     CF_MUT_BWD_NO_GQA_SUM,       /* dK, dV of a kv head hold only the last query head's share */
     CF_MUT_BWD_SCALE_TWICE,      /* dQ, dK multiplied by the softmax scale twice */
     CF_MUT_BWD_NO_SCALE,         /* dQ, dK never multiplied by the softmax scale */
-    CF_MUT_COUNT
+    CF_MUT_COUNT,                /* the planted bugs end here */
+    /* Precision losses meant to stay inside every budget (cpu_flash_precision.c):
+     * the baseline comparison (attncheck prove --baseline) must flag them. */
+    CF_PREC_O_ROUNDED_TWICE = CF_MUT_COUNT, /* f16: the un-normalised O rounded before the division by l */
+    CF_PREC_END
 } cf_mutant;
 
 typedef struct {
@@ -98,5 +102,10 @@ int cf_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac
 
 /* cpu_flash_mutants.c: the cpu-flash-mutant-* descriptors. */
 size_t cf_mutant_kernels(const ac_kernel **out, size_t max);
+/* cpu_flash_precision.c: the cpu-flash-precision-* descriptors (mutants and controls). */
+size_t cf_precision_kernels(const ac_kernel **out, size_t max);
+/* cpu-flash-precision-o-rounded-twice's numerator: acc rounded to the dtype
+ * where it fits (a partial output stored in the dtype), else acc. */
+float cf_round_if_finite(ac_dtype t, float acc);
 
 #endif

@@ -86,6 +86,19 @@ static bool campaign_done(const ac_campaign_opts *o, const ac_summary *s, double
     return o->stop_first && s->failed > 0;
 }
 
+#define AC_CAMPAIGN_STOP (-2) /* the observer asked to stop: not an error */
+
+/* The next case: the generator's, or the next of the replay list (none left: stop). */
+static int next_case(const ac_campaign_opts *o, ac_gen *g, size_t *replayed, ac_case *c, ac_err *err)
+{
+    if (!o->replay)
+        return ac_gen_next(g, c, err);
+    if (*replayed >= o->n_replay)
+        return AC_CAMPAIGN_STOP;
+    *c = o->replay[(*replayed)++];
+    return AC_OK;
+}
+
 /* One case of the campaign: run it, count it, shrink and save a failure, report
  * it.  AC_ERR_ENV (a device fault) stops the campaign; other errors are counted. */
 static int campaign_case(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, const ac_case *c,
@@ -102,6 +115,8 @@ static int campaign_case(const ac_kernel *k, const ac_budgets *b, const ac_campa
         fprintf(o->out, "ERROR %s: %s\n  case: %s\n", k->name, r.why, r.line);
     }
     ac_report_add(rep, k->name, &r, r.verdict == AC_VERDICT_FAIL ? minimal_line : NULL);
+    if (st != AC_ERR_ENV && o->observe && !o->observe(o->observe_ctx, &r))
+        return AC_CAMPAIGN_STOP;
     return st == AC_ERR_ENV ? st : AC_OK; /* a device fault: what follows would not be about the kernel */
 }
 
@@ -115,10 +130,11 @@ int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts 
     g.mask_filter = o->mask_filter;
     g.max_seqlen = o->max_seqlen;
     double t0 = ac_now_seconds(), last_progress = 0;
+    size_t replayed = 0;
     int st = AC_OK;
     while (st == AC_OK && !campaign_done(o, s, ac_now_seconds() - t0)) {
         ac_case c;
-        if ((st = ac_gen_next(&g, &c, err)) == AC_OK)
+        if ((st = next_case(o, &g, &replayed, &c, err)) == AC_OK)
             st = campaign_case(k, b, o, &c, t0, rep, s, err);
         double now = ac_now_seconds() - t0;
         if (st == AC_OK && now - last_progress >= 0.25) {
@@ -128,5 +144,5 @@ int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts 
     }
     s->seconds = ac_now_seconds() - t0;
     progress_line(o, s, s->seconds, true);
-    return st;
+    return st == AC_CAMPAIGN_STOP ? AC_OK : st;
 }

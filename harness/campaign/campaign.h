@@ -24,6 +24,12 @@ typedef struct {
     ac_run_opts run;
     bool progress;                    /* the "\r cases, cases/s, failures" line on stderr */
     FILE *out;                        /* failures and errors are printed here; NULL = silent */
+    /* --baseline: run these cases in order instead of drawing from the generator */
+    const ac_case *replay;
+    size_t n_replay;
+    /* called with every result (the baseline pairs them); returning false stops the campaign */
+    bool (*observe)(void *ctx, const ac_result *r);
+    void *observe_ctx;
 } ac_campaign_opts;
 
 /* Fuzzes k; a failure is shrunk (same kind), printed and saved.  Returns AC_OK,

@@ -142,6 +142,8 @@ static int run_base(const ac_prove_opts *o, const ac_kernel *base, const ac_budg
 
 int ac_prove(const ac_prove_opts *o, const ac_budgets *b, struct ac_report *rep, ac_err *err)
 {
+    if (o->baseline)
+        return ac_prove_baseline(o, b, rep, err);
     const ac_kernel *base = ac_kernel_find(o->base);
     if (!base)
         return ac_fail(err, AC_ERR_INPUT, "--base: no kernel named '%s' (see attncheck list)", o->base);

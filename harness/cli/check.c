@@ -314,7 +314,13 @@ static int report(const ac_cli *o, const char *label, const ac_result *r, ac_err
     if (st != AC_OK)
         return st;
     ac_report_add(rep, label, r, NULL);
-    return ac_report_close(rep, err);
+    struct ac_baseline *base; /* --baseline OLD.jsonl: this case against its old record */
+    if ((st = ac_cli_baseline_load(o, label, &base, err)) == AC_OK && base) {
+        ac_cli_baseline_observe(base, r);
+        st = ac_cli_baseline_finish(o, base, rep, AC_OK, err);
+    }
+    int wst = ac_report_close(rep, st == AC_OK || st == AC_FAIL_ACCURACY ? err : NULL);
+    return st != AC_OK ? st : wst;
 }
 
 static int run_check(const ac_cli *given, ac_err *err)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "harness/case/case.h"
 #include "harness/report/report.h"
 #include "ref/ref.h"
 
@@ -61,6 +62,8 @@ typedef struct {
     unsigned masks;                   /* fuzz --mask LIST: bit per ac_mask_kind (0: all) */
     int max_seqlen, cert_rows, shrink_steps;
     bool stop_first, no_backward;
+    const char *baseline;             /* fuzz, run, check --baseline OLD.jsonl */
+    bool prove_baseline;              /* prove --baseline: the precision family */
     /* check, reference: the raw values, read against the files' shapes */
     const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
 } ac_cli;
@@ -86,6 +89,23 @@ int ac_cli_load_plugins(ac_cli *c, ac_err *err);
 /* A report with every format the command line asked for (skip_markdown: prove
  * writes its own table there); *rep is NULL on failure. */
 int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_err *err);
+
+/* baseline_cli.c: --baseline OLD.jsonl for fuzz, run and check (verdict/baseline.h). */
+struct ac_baseline;
+/* Loads c->baseline (NULL when not given: *b = NULL, AC_OK), the records of `kernel`. */
+int ac_cli_baseline_load(const ac_cli *c, const char *kernel, struct ac_baseline **b, ac_err *err);
+/* fuzz --baseline: the old run's case lines (the first --cases of them), parsed, for
+ * ac_campaign_opts.replay; *cases is malloc'd.  AC_ERR_INPUT names FILE and the line. */
+int ac_cli_baseline_cases(const ac_cli *c, struct ac_baseline *b, ac_case **cases, size_t *n, ac_err *err);
+/* An ac_campaign_opts.observe that pairs each result (ctx: the ac_baseline). */
+bool ac_cli_baseline_observe(void *ctx, const ac_result *r);
+/* Evaluates with the budgets' regression-ratio and regression-p, prints the
+ * table on stdout, adds it to rep (may be NULL), frees b.  Returns status, or
+ * AC_FAIL_ACCURACY for a regression when status is AC_OK, or an error. */
+int ac_cli_baseline_finish(const ac_cli *c, struct ac_baseline *b, ac_report *rep, int status, ac_err *err);
+
+/* report.c: `attncheck report FILE.jsonl... --html OUT.html` runs reports/html_report.py. */
+int ac_cmd_report(int argc, char **argv);
 
 /* check.c: `attncheck check PATH [options]`, `attncheck reference PATH --out ...`.
  * argv[0] is the subcommand's name; each returns an exit status. */

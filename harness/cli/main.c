@@ -9,6 +9,7 @@
  * kernel cannot run here).  Only this file ends the process: everything below
  * returns a status. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "harness/campaign/prove.h"
 #include "harness/cli/cli.h"
 #include "harness/report/summary.h"
+#include "harness/verdict/baseline.h"
 #include "harness/verdict/budget.h"
 
 /* The default campaign: sized to finish well under a minute on 2 CPU cores
@@ -25,6 +27,7 @@
 #define DEFAULT_FUZZ_CASES 300
 #define DEFAULT_PROVE_CASES 2000
 #define DEFAULT_PROVE_CLEAN 1000
+#define DEFAULT_PROVE_BASELINE_CASES 1000 /* prove --baseline: the goal is <= 200 cases per mutant */
 
 /* --kernel NAME, or the best kernel that can run here. */
 static int pick_kernel(const ac_cli *c, const ac_kernel **out, ac_err *err)
@@ -79,18 +82,33 @@ static int cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac
     o.run = run_opts(c);
     o.progress = !c->quiet && isatty(STDERR_FILENO);
     o.out = stdout;
+    ac_err err = {{0}};
+    struct ac_baseline *base = NULL; /* --baseline: the old run's lines instead of the generator's */
+    ac_case *replay = NULL;
+    int st = ac_cli_baseline_load(c, k->name, &base, &err);
+    if (st == AC_OK && base && (st = ac_cli_baseline_cases(c, base, &replay, &o.n_replay, &err)) == AC_OK) {
+        o.replay = replay, o.max_cases = 0, o.observe = ac_cli_baseline_observe, o.observe_ctx = base;
+    }
+    if (st != AC_OK) {
+        fprintf(stderr, "attncheck fuzz: %s\n", err.msg);
+        ac_cli_baseline_finish(c, base, NULL, st, &err);
+        return st;
+    }
     if (!c->quiet)
         printf("attncheck fuzz: kernel %s, seed %llu, %s\n", k->name, (unsigned long long)c->seed,
-               o.max_cases ? "case budget" : "time budget");
+               base ? "the case lines of --baseline" : o.max_cases ? "case budget" : "time budget");
     ac_summary s;
-    ac_err err = {{0}};
-    int st = ac_campaign(k, b, &o, rep, &s, &err);
+    st = ac_campaign(k, b, &o, rep, &s, &err);
+    free(replay);
     ac_summary_print(stdout, k->name, &s);
     if (st != AC_OK) {
         fprintf(stderr, "attncheck fuzz: %s\n", err.msg);
-        return st;
+        return ac_cli_baseline_finish(c, base, NULL, st, &err);
     }
-    return exit_status(&s);
+    st = ac_cli_baseline_finish(c, base, rep, exit_status(&s), &err);
+    if (st >= AC_ERR_INPUT && err.msg[0])
+        fprintf(stderr, "attncheck fuzz: %s\n", err.msg);
+    return st;
 }
 
 /* ---- run: replay case lines --------------------------------------------------- */
@@ -103,6 +121,7 @@ typedef struct {
     ac_summary s;
     long skipped;
     bool quiet;
+    struct ac_baseline *base; /* --baseline: every result is paired */
 } replay;
 
 static void replay_one(replay *r, const ac_case *cs, const char *where)
@@ -111,6 +130,8 @@ static void replay_one(replay *r, const ac_case *cs, const char *where)
     ac_err err = {{0}};
     int st = ac_run_case(r->k, cs, r->b, &r->o, &res, &err);
     ac_report_add(r->rep, r->k->name, &res, NULL);
+    if (r->base)
+        ac_cli_baseline_observe(r->base, &res);
     if (res.unsupported) {
         r->skipped++;
         if (!r->quiet)
@@ -126,10 +147,21 @@ static void replay_one(replay *r, const ac_case *cs, const char *where)
         printf("PASS  %s\n", res.line);
 }
 
-static int collect_cases(const ac_cli *c, ac_corpus *l)
+static int collect_cases(const ac_cli *c, struct ac_baseline *base, ac_corpus *l)
 {
     ac_err err = {{0}};
     int st;
+    if (base && !c->case_line && !c->path) { /* run --baseline OLD: replay the old run's lines */
+        for (size_t i = 0, n = ac_baseline_size(base); i < n; i++) {
+            char where[AC_CORPUS_WHERE_MAX];
+            snprintf(where, sizeof where, "%.200s case", c->baseline);
+            if ((st = ac_corpus_add_line(l, ac_baseline_line(base, i), where, (long)i + 1, &err)) != AC_OK) {
+                fprintf(stderr, "attncheck run: --baseline %s\n", err.msg);
+                return st;
+            }
+        }
+        return AC_OK;
+    }
     if (c->case_line && c->path) {
         fprintf(stderr, "attncheck run: give FILE|DIR or --case, not both\n");
         return AC_ERR_INPUT;
@@ -148,9 +180,15 @@ static int collect_cases(const ac_cli *c, ac_corpus *l)
 static int cmd_run(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep)
 {
     ac_corpus l = {0};
-    int st = collect_cases(c, &l);
+    ac_err err = {{0}};
+    struct ac_baseline *base = NULL;
+    int st = ac_cli_baseline_load(c, k->name, &base, &err);
+    if (st != AC_OK)
+        fprintf(stderr, "attncheck run: %s\n", err.msg);
+    if (st == AC_OK)
+        st = collect_cases(c, base, &l);
     if (st == AC_OK) {
-        replay r = {.k = k, .b = b, .o = run_opts(c), .rep = rep, .quiet = c->quiet};
+        replay r = {.k = k, .b = b, .o = run_opts(c), .rep = rep, .quiet = c->quiet, .base = base};
         double t0 = ac_now_seconds();
         for (size_t i = 0; i < l.n; i++)
             replay_one(&r, &l.cases[i], l.where[i]);
@@ -161,6 +199,9 @@ static int cmd_run(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_
         st = exit_status(&r.s);
     }
     ac_corpus_free(&l);
+    st = ac_cli_baseline_finish(c, base, st == AC_OK || st == AC_FAIL_ACCURACY ? rep : NULL, st, &err);
+    if (st >= AC_ERR_INPUT && err.msg[0])
+        fprintf(stderr, "attncheck run: %s\n", err.msg);
     return st;
 }
 
@@ -213,7 +254,7 @@ static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep)
     ac_prove_opts o = {0};
     o.base = c->base ? c->base : "cpu-flash";
     o.seed = c->seed;
-    o.mutant_cases = c->cases ? c->cases : DEFAULT_PROVE_CASES;
+    o.mutant_cases = c->cases ? c->cases : c->prove_baseline ? DEFAULT_PROVE_BASELINE_CASES : DEFAULT_PROVE_CASES;
     o.clean_cases = c->clean_cases >= 0 ? c->clean_cases : DEFAULT_PROVE_CLEAN;
     o.max_seqlen = c->max_seqlen;
     o.shrink_steps = c->shrink_steps;
@@ -222,6 +263,7 @@ static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep)
     int md = ac_report_format_index("--markdown"); /* prove's Markdown is its detection table */
     o.markdown_path = md >= 0 ? c->report_path[md] : NULL;
     o.out = stdout;
+    o.baseline = c->prove_baseline;
     ac_err err = {{0}};
     int st = ac_prove(&o, b, rep, &err);
     if (st >= AC_ERR_INPUT)
@@ -281,6 +323,8 @@ int main(int argc, char **argv)
         return ac_cmd_reference(argc - 1, argv + 1);
     if (!strcmp(argv[1], "gen"))
         return ac_cmd_gen(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "report"))
+        return ac_cmd_report(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
         return ac_cuda_bench(argc - 1, argv + 1);
     return ac_cli_main(argc - 1, argv + 1, run_command);

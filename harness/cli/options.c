@@ -187,6 +187,13 @@ static const cli_option options[] = {
     {"--exec-timeout", "SECONDS", C_KERNELS, "deadline of one --exec call (default 60)", OPT_SECONDS,
      AT(exec_timeout), 0, 0, NULL},
     FLAG("--quiet", C_CASES | AC_CMD_CHECK, quiet, "print failures and the summary only (check: no progress line)"),
+    STRING("--baseline", "OLD.jsonl", AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_CHECK, baseline,
+           "compare case by case with an old --json run: fuzz replays its case lines (the first --cases), run "
+           "replays them when no FILE|DIR is given; a median error ratio above budgets.txt's regression-ratio "
+           "at p < regression-p is a regression (exit 1)"),
+    FLAG("--baseline", AC_CMD_PROVE, prove_baseline,
+         "prove the baseline comparison instead: each <base>-precision-* mutant (inside every budget) must be "
+         "flagged within --cases cases, the unchanged kernel and the controls never (over --clean-cases)"),
     RETIRED("--causal", C_FILES, "--mask causal-tl (torch is_causal) or --mask causal-br (FlashAttention >= 2.1)"),
     RETIRED("--window", C_FILES, "--mask window-br(L,R) or --mask window-tl(L,R)"),
     RETIRED("--align", C_FILES, "the alignment in the mask kind: --mask causal-br, --mask window-tl(L,R)"),
@@ -252,12 +259,18 @@ static int apply(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
 
 /* ---- the parser ------------------------------------------------------------------- */
 
-static const cli_option *find_option(const char *name, size_t len)
+/* The row of option `name` for subcommand cmd (one name may have a row per
+ * subcommand, e.g. --baseline), else any row of that name, else NULL. */
+static const cli_option *find_option(const char *name, size_t len, ac_cmd cmd)
 {
+    const cli_option *any = NULL;
     for (int i = 0; i < N_OPTIONS; i++)
-        if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
-            return &options[i];
-    return NULL;
+        if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0) {
+            if (options[i].cmds & cmd)
+                return &options[i];
+            any = any ? any : &options[i];
+        }
+    return any;
 }
 
 /* A report format's flag: the path goes to its slot. */
@@ -310,7 +323,7 @@ static int parse_option(int argc, char **argv, int *i, ac_cli *c, ac_err *err)
     const char *a = argv[*i], *eq = strchr(a, '='), *v;
     size_t len = eq ? (size_t)(eq - a) : strlen(a);
     int report = report_option(a, len);
-    const cli_option *o = find_option(a, len);
+    const cli_option *o = find_option(a, len, c->cmd);
     if (report >= 0 && (c->cmd & C_REPORTS)) {
         int st = option_value(ac_report_format_at((size_t)report)->flag, eq, true, argc, argv, i, &v, err);
         if (st == AC_OK)
@@ -375,7 +388,8 @@ void ac_cli_overview(FILE *f)
     fputs("usage: attncheck SUBCOMMAND [options]\n\n", f);
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fputs("  bench      GPU benchmark tables\n\n"
+    fputs("  report     the HTML report of runs: report FILE.jsonl... --html OUT.html [--baseline OLD] [--history DIR]\n"
+          "  bench      GPU benchmark tables\n\n"
           "Exit status: 0 all passed, 1 accuracy failure, 2 bad usage or input, 3 environment.\n"
           "attncheck SUBCOMMAND --help lists its options.\n",
           f);

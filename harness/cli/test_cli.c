@@ -294,3 +294,37 @@ Test(harness_cli, list_and_the_readme_agree_on_the_cuda_head_dims)
     cr_assert_not_null(strstr(row, readme_form), "README's cuda-flash row does not say '%s'", readme_form);
     free(text);
 }
+
+/* ---- attncheck report and --baseline ----------------------------------------------- */
+
+Test(harness_cli, report_without_its_script_says_where_it_looked_and_exits_3)
+{
+    cr_assert_eq(run_cli("report --help", out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "--baseline OLD.jsonl"), "%s", out);
+    cr_assert_eq(run_cli("report x.jsonl", out, sizeof out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "attncheck report: --html OUT.html is required"), "%s", out);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "report x.jsonl --html /tmp/attncheck-no.html");
+    setenv("ATTNCHECK_SOURCE_DIR", "/nonexistent-attncheck", 1);
+    cr_assert_eq(run_cli(cmd, out, sizeof out), 3, "%s", out);
+    cr_assert_not_null(strstr(out, "attncheck report: /nonexistent-attncheck/reports/html_report.py not found"),
+                       "%s", out);
+}
+
+Test(harness_cli, report_passes_the_script_exit_status_through)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "report /nonexistent/in.jsonl --html /tmp/attncheck-test-report.html");
+    setenv("ATTNCHECK_SOURCE_DIR", source_dir(), 1);
+    cr_assert_eq(run_cli(cmd, out, sizeof out), 2, "%s", out); /* the script's "no such file" */
+    cr_assert_not_null(strstr(out, "html_report: /nonexistent/in.jsonl: no such file"), "%s", out);
+}
+
+Test(harness_cli, baseline_that_cannot_be_read_exits_2_naming_it)
+{
+    cr_assert_eq(run_cli("fuzz --kernel cpu-flash --cases 1 --baseline /nonexistent/old.jsonl", out, sizeof out), 2,
+                 "%s", out);
+    cr_assert_not_null(strstr(out, "--baseline /nonexistent/old.jsonl: No such file or directory"), "%s", out);
+    cr_assert_eq(run_cli("prove --baseline x.jsonl", out, sizeof out), 2, "%s", out); /* a flag for prove */
+    cr_assert_not_null(strstr(out, "unexpected argument 'x.jsonl'"), "%s", out);
+}

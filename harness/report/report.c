@@ -61,6 +61,13 @@ void ac_report_add(ac_report *r, const char *kernel, const ac_result *res, const
             formats[i]->write(r->state[i], kernel, res, minimal_line);
 }
 
+void ac_report_add_check(ac_report *r, const ac_report_check *c)
+{
+    for (int i = 0; r && i < N_FORMATS; i++)
+        if (r->state[i] && formats[i]->write_check)
+            formats[i]->write_check(r->state[i], c);
+}
+
 int ac_report_close(ac_report *r, ac_err *err)
 {
     if (!r)

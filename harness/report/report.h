@@ -13,6 +13,17 @@
 
 #include "harness/run/run.h"
 
+/* A verdict that is not one case's (the baseline comparison's rows, a case it
+ * could not compare): JUnit's testcase `name` in testsuite `suite`, a row of
+ * Markdown's section `suite`, and `json`, one JSON object without a newline,
+ * a line of the JSON Lines (suite NULL: the JSON only).  kind: the failure's
+ * class ("regression"); every string set ("" when empty). */
+typedef enum { AC_CHECK_PASS = 0, AC_CHECK_FAIL, AC_CHECK_SKIPPED } ac_check_status;
+typedef struct {
+    const char *suite, *name, *kind, *message, *json;
+    ac_check_status status;
+} ac_report_check;
+
 typedef struct {
     const char *flag; /* the option that asks for it: "--json" */
     const char *help; /* for --help: "FILE  JSON Lines, one object per case" */
@@ -22,6 +33,8 @@ typedef struct {
     void (*write)(void *state, const char *kernel, const ac_result *res, const char *minimal_line);
     /* Writes path (atomically) and frees the state, even on failure. */
     int (*close)(void *state, const char *path, ac_err *err);
+    /* One check (may be NULL: the format ignores checks). */
+    void (*write_check)(void *state, const ac_report_check *c);
 } ac_report_format;
 
 #define AC_REPORT_MAX_FORMATS 8
@@ -35,6 +48,12 @@ int ac_report_open(ac_report **r, ac_err *err);
 /* Asks for format `flag` ("--json") to be written to path at close. */
 int ac_report_want(ac_report *r, const char *flag, const char *path, ac_err *err);
 void ac_report_add(ac_report *r, const char *kernel, const ac_result *res, const char *minimal_line);
+void ac_report_add_check(ac_report *r, const ac_report_check *c);
 int ac_report_close(ac_report *r, ac_err *err); /* writes every file asked for, frees */
+
+/* report_baseline.c: the baseline comparison's rows and listed cases as checks
+ * (after ac_baseline_evaluate). */
+struct ac_baseline;
+void ac_report_add_baseline(ac_report *r, const struct ac_baseline *b);
 
 #endif

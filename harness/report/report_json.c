@@ -176,6 +176,13 @@ static void json_write(void *state, const char *kernel, const ac_result *res, co
     cJSON_Delete(o);
 }
 
+static void json_write_check(void *state, const ac_report_check *c)
+{
+    json_state *js = state;
+    fputs(c->json, js->f);
+    fputc('\n', js->f);
+}
+
 static int json_close(void *state, const char *path, ac_err *err)
 {
     json_state *js = state;
@@ -187,4 +194,4 @@ static int json_close(void *state, const char *path, ac_err *err)
 }
 
 const ac_report_format ac_report_json = {"--json", "FILE  JSON Lines, one object per case", json_open, json_write,
-                                         json_close};
+                                         json_close, json_write_check};

@@ -177,6 +177,35 @@ static void fill_proof(FILE *f, const junit_state *js, const junit_kernel *b)
     fputs("  </testsuite>\n", f);
 }
 
+/* A check is a testcase of its own suite, counted there as a pass, a failure or skipped. */
+static void junit_write_check(void *state, const ac_report_check *c)
+{
+    junit_state *js = state;
+    if (!c->suite)
+        return;
+    junit_kernel *k = report_kernel_slot(js->k, sizeof js->k[0], &js->n, c->suite);
+    if (!k || (!k->f && !(k->f = open_memstream(&k->body, &k->len))))
+        return;
+    fputs("    <testcase classname=\"", k->f);
+    xml_escaped(k->f, c->suite);
+    fputs("\" name=\"", k->f);
+    xml_escaped(k->f, c->name);
+    k->s.cases += c->status != AC_CHECK_SKIPPED;
+    if (c->status == AC_CHECK_PASS) {
+        k->s.passed++;
+        fputs("\"/>\n", k->f);
+        return;
+    }
+    const char *tag = c->status == AC_CHECK_FAIL ? "failure" : "skipped";
+    k->s.failed += c->status == AC_CHECK_FAIL;
+    k->skipped += c->status == AC_CHECK_SKIPPED;
+    fprintf(k->f, "\">\n      <%s message=\"", tag);
+    xml_escaped(k->f, c->message);
+    fputs("\" type=\"", k->f);
+    xml_escaped(k->f, c->kind);
+    fprintf(k->f, "\"/>\n    </testcase>\n");
+}
+
 static void fill_junit(FILE *f, const void *ctx)
 {
     const junit_state *js = ctx;
@@ -216,4 +245,5 @@ static int junit_close(void *state, const char *path, ac_err *err)
     return st;
 }
 
-const ac_report_format ac_report_junit = {"--junit", "FILE  JUnit XML", junit_open, junit_write, junit_close};
+const ac_report_format ac_report_junit = {"--junit", "FILE  JUnit XML", junit_open, junit_write, junit_close,
+                                          junit_write_check};

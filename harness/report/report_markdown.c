@@ -24,10 +24,17 @@ typedef struct {
 } md_failure;
 
 typedef struct {
+    char *suite, *name, *message;
+    ac_check_status status;
+} md_check;
+
+typedef struct {
     md_kernel k[REPORT_MAX_KERNELS];
     int n;
     md_failure *failures;
     size_t n_failures, cap_failures;
+    md_check *checks;
+    size_t n_checks, cap_checks;
 } md_state;
 
 static void *md_open(void) { return calloc(1, sizeof(md_state)); }
@@ -105,6 +112,54 @@ static void md_failures(FILE *f, const md_state *md)
         fprintf(f, "- ... and %zu more (see the JSON report)\n", md->n_failures - MARKDOWN_MAX_FAILURES_SHOWN);
 }
 
+static void md_write_check(void *state, const ac_report_check *c)
+{
+    md_state *md = state;
+    if (!c->suite)
+        return;
+    if (md->n_checks == md->cap_checks) {
+        size_t cap = md->cap_checks ? 2 * md->cap_checks : 16;
+        md_check *bigger = realloc(md->checks, cap * sizeof *bigger);
+        if (!bigger)
+            return;
+        md->checks = bigger;
+        md->cap_checks = cap;
+    }
+    md_check *x = &md->checks[md->n_checks++];
+    x->suite = strdup(c->suite);
+    x->name = strdup(c->name);
+    x->message = strdup(c->message);
+    x->status = c->status;
+}
+
+/* The checks, one table per suite in the order they came; skipped ones (cases
+ * not compared) after the rest, at most MARKDOWN_MAX_FAILURES_SHOWN of them. */
+static void md_checks(FILE *f, const md_state *md)
+{
+    static const char *const words[] = {"pass", "**FAIL**", "not compared"};
+    for (size_t i = 0; i < md->n_checks; i++) {
+        bool first = true;
+        for (size_t j = 0; j < i && first; j++)
+            first = strcmp(md->checks[j].suite, md->checks[i].suite) != 0;
+        if (!first)
+            continue;
+        fprintf(f, "\n#### %s\n\n| check | verdict | detail |\n| --- | --- | --- |\n", md->checks[i].suite);
+        size_t skipped = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t j = i; j < md->n_checks; j++) {
+                const md_check *c = &md->checks[j];
+                if (strcmp(c->suite, md->checks[i].suite) || (c->status == AC_CHECK_SKIPPED) != pass)
+                    continue;
+                if (pass && ++skipped > MARKDOWN_MAX_FAILURES_SHOWN)
+                    continue;
+                fprintf(f, "| %s | %s | %s |\n", c->name, words[c->status], c->message);
+            }
+        if (skipped > MARKDOWN_MAX_FAILURES_SHOWN)
+            fprintf(f, "| ... | | and %zu more not compared (see the JSON report) |\n",
+                    skipped - MARKDOWN_MAX_FAILURES_SHOWN);
+    }
+}
+
 static void fill_markdown(FILE *f, const void *ctx)
 {
     const md_state *md = ctx;
@@ -112,6 +167,7 @@ static void fill_markdown(FILE *f, const void *ctx)
     for (int i = 0; i < md->n; i++)
         md_table(f, &md->k[i]);
     md_failures(f, md);
+    md_checks(f, md);
 }
 
 static int md_close(void *state, const char *path, ac_err *err)
@@ -125,9 +181,15 @@ static int md_close(void *state, const char *path, ac_err *err)
         free(md->failures[i].why);
     }
     free(md->failures);
+    for (size_t i = 0; i < md->n_checks; i++) {
+        free(md->checks[i].suite);
+        free(md->checks[i].name);
+        free(md->checks[i].message);
+    }
+    free(md->checks);
     free(md);
     return st;
 }
 
 const ac_report_format ac_report_markdown = {"--markdown", "FILE  Markdown summary (prove: the detection table)",
-                                             md_open, md_write, md_close};
+                                             md_open, md_write, md_close, md_write_check};

@@ -14,6 +14,8 @@
 #include "harness/verdict/budget.h"
 
 #define DEFAULT_GROWTH_LENGTH 64.0
+#define DEFAULT_REGRESSION_RATIO 1.05 /* = AC_DEFAULT_REGRESSION_RATIO (verdict/baseline.h) */
+#define DEFAULT_REGRESSION_P 1e-3
 
 enum { METRIC_SCALED = 0, METRIC_VS_NAIVE_MEAN = 1, METRIC_COUNT };
 static const char *const metric_names[METRIC_COUNT] = {"scaled", "vs-naive-mean"};
@@ -88,6 +90,18 @@ static int parse_directive(parser *ps, char **tok, int ntok)
     }
     if (!ps->have_version)
         return parse_fail(ps, "the first line must be 'version 1', got '%s'", tok[0]);
+    if (strcmp(tok[0], "regression-ratio") == 0) {
+        if (ntok != 2 || !parse_number(tok[1], &ps->b->regression_ratio) || ps->b->regression_ratio <= 1.0)
+            return parse_fail(ps, "regression-ratio needs one number > 1");
+        return AC_OK;
+    }
+    if (strcmp(tok[0], "regression-p") == 0) {
+        if (ntok != 2 || !parse_number(tok[1], &ps->b->regression_p) || ps->b->regression_p >= 1.0)
+            return parse_fail(ps, "regression-p needs one number in (0, 1)");
+        return AC_OK;
+    }
+    if (strncmp(tok[0], "regression-", 11) == 0)
+        return parse_fail(ps, "unknown directive '%s' (regression-ratio, regression-p)", tok[0]);
     if (ntok != 2 || !parse_number(tok[1], &ps->b->growth_length))
         return parse_fail(ps, "growth-length needs one positive number");
     return AC_OK;
@@ -152,7 +166,8 @@ static int parse_line(parser *ps, char *line)
     }
     if (ntok == 0)
         return AC_OK;
-    if (strcmp(tok[0], "version") == 0 || strcmp(tok[0], "growth-length") == 0)
+    if (strcmp(tok[0], "version") == 0 || strcmp(tok[0], "growth-length") == 0 ||
+        strncmp(tok[0], "regression-", 11) == 0)
         return parse_directive(ps, tok, ntok);
     return parse_entry(ps, tok, ntok);
 }
@@ -176,6 +191,8 @@ int ac_budgets_load(const char *path, ac_budgets *b, ac_err *err)
 {
     memset(b, 0, sizeof *b);
     b->growth_length = DEFAULT_GROWTH_LENGTH;
+    b->regression_ratio = DEFAULT_REGRESSION_RATIO;
+    b->regression_p = DEFAULT_REGRESSION_P;
     snprintf(b->source, sizeof b->source, "%s", path);
     FILE *f = fopen(path, "r");
     if (!f)

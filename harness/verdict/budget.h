@@ -6,6 +6,8 @@
  *   growth-length 64
  *   DTYPE OUTPUT scaled VALUE [grows]       e.g. "f16 O scaled 4", "f32 dQ scaled 8 grows"
  *   DTYPE OUTPUT vs-naive-mean VALUE|off    e.g. "f16 O vs-naive-mean 1.5"
+ *   regression-ratio R                      the baseline comparison's threshold (default 1.05)
+ *   regression-p P                          and its test's level (default 1e-3), see baseline.h
  * Every (dtype, output) pair needs both lines.  A "grows" budget is multiplied by
  * max(1, sqrt(L / growth-length)), L = max(seqlen_q, seqlen_k, head_dim): f32
  * accumulations over N and d terms err like a random walk (see budgets.txt). */
@@ -23,6 +25,7 @@ typedef struct {
     double max_vs_naive_mean[AC_DTYPE_COUNT][AC_OUT_COUNT]; /* 0 = off */
     bool scaled_grows[AC_DTYPE_COUNT][AC_OUT_COUNT];
     double growth_length;
+    double regression_ratio, regression_p; /* --baseline: median ratio above R at p < P is a regression */
     int version;
     char source[AC_PATH_LEN]; /* file it came from */
 } ac_budgets;
