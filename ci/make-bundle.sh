@@ -42,6 +42,10 @@ for so in "$build"/plugins/libattncheck-example-plugin.so "$build"/plugins/libat
     [ -f "$so" ] && cp "$so" "$bundle/"
 done
 
+# attncheck report execs reports/html_report.py beside the executable.
+mkdir -p "$bundle/reports"
+cp -r "$src/reports/html_report.py" "$src/reports/htmlreport" "$bundle/reports/" 2>/dev/null || true
+
 # Kernels that are not C (--exec examples) and their capability files.
 mkdir -p "$bundle/plugins"
 cp "$src"/plugins/*.py "$src"/plugins/*.caps.json "$bundle/plugins/" 2>/dev/null || true
