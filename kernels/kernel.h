@@ -102,6 +102,12 @@ void ac_dev_free(void *dev);
 int ac_dev_upload(void *dev, const void *host, size_t bytes, ac_err *err);
 int ac_dev_download(void *host, const void *dev, size_t bytes, ac_err *err);
 int ac_dev_sync(ac_err *err); /* synchronises and turns a pending device fault into AC_ERR_ENV */
+/* Synchronises after a kernel under test ran: AC_OK; AC_KERNEL_FAULT with
+ * "device-fault: ..." for a fault the kernel caused (illegal or misaligned
+ * address, trap or device assert, illegal instruction or PC, launch failure or
+ * timeout: the context is lost, the process must be replaced); AC_ERR_ENV for
+ * anything else (the driver, the device).  The harness's runner calls it. */
+int ac_dev_sync_kernel(ac_err *err);
 
 /* ---- built-in kernel families, each defined in its own file ---- */
 extern const ac_kernel ac_kernel_ref_fp64;   /* kernels/ref_kernel.c: the fp64 reference rounded to dtype */

@@ -53,6 +53,8 @@ typedef struct {
     unsigned masks;                   /* fuzz --mask LIST: bit per ac_mask_kind (0: all) */
     int max_seqlen, cert_rows, shrink_steps;
     bool stop_first, no_backward;
+    bool in_process;                  /* --in-process: the kernel runs in attncheck's own process */
+    double kernel_timeout_s;          /* --kernel-timeout S: per kernel call (0: scaled from the FLOPs) */
     /* check, reference: the raw values, read against the files' shapes */
     const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
 } ac_cli;
