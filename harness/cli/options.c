@@ -136,8 +136,9 @@ static const cli_option options[] = {
     FLAG("--in-process", C_CASES | AC_CMD_CHECK, in_process,
          "run the kernel in attncheck's own process, not in a worker (for gdb; a crash or hang is then attncheck's)"),
     {"--kernel-timeout", "S", C_CASES | AC_CMD_CHECK,
-     "seconds one forward or backward call may take in the worker (default max(10, FLOPs / 1e7) on the CPU, "
-     "FLOPs / 1e9 on a GPU)", OPT_SECONDS, AT(kernel_timeout_s), 0, 0, NULL},
+     "seconds one forward or backward call may take in the worker before it is a kernel:timeout failure "
+     "(default max(10, FLOPs / 1e7) for a CPU kernel, max(10, FLOPs / 1e9) for a CUDA kernel)", OPT_SECONDS,
+     AT(kernel_timeout_s), 0, 0, NULL},
     NUMBER("--cert-rows", OPT_INT, C_REPORTS, cert_rows, 0, AC_MAX_CERT_ROWS,
            "MPFR-certified rows per case (default 2)"),
     STRING("--case", "'LINE'", AC_CMD_RUN, case_line, "replay this one case line"),

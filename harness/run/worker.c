@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "harness/run/plugin.h"
+#include "harness/run/run.h"
 #include "harness/run/worker.h"
 #include "harness/run/worker_proto.h"
 
@@ -114,6 +115,12 @@ void ac_worker_retire(void)
         kill_worker(w);
 }
 
+long ac_worker_pid(void)
+{
+    worker_state *w = state();
+    return w ? (long)w->pid : 0;
+}
+
 /* ---- the arena ------------------------------------------------------------------ */
 
 /* A descriptor at 10 or above, close-on-exec: spawning dup2s onto 3 and 4. */
@@ -174,13 +181,6 @@ uint8_t *ac_worker_arena(size_t bytes, ac_err *err)
 
 /* ---- waiting ----------------------------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef enum { WAIT_REPLY, WAIT_DIED, WAIT_TIMEOUT, WAIT_GARBLED } wait_result;
 
 /* Is the worker gone?  Fills *status when it was reaped. */
@@ -200,7 +200,7 @@ static bool worker_gone(worker_state *w, int *status)
 static int reap_after_eof(worker_state *w)
 {
     int status = -2;
-    for (double t0 = now_s(); now_s() - t0 < REAP_SECONDS;) {
+    for (double t0 = ac_now_seconds(); ac_now_seconds() - t0 < REAP_SECONDS;) {
         if (worker_gone(w, &status))
             return status;
         struct timespec pause = {0, 2000000};
@@ -216,7 +216,7 @@ static wait_result wait_reply(worker_state *w, uint64_t seq, double deadline, wo
 {
     *status = -2;
     for (;;) {
-        double left = deadline - now_s();
+        double left = deadline - ac_now_seconds();
         if (left <= 0)
             return WAIT_TIMEOUT;
         struct pollfd pfd = {.fd = w->sock, .events = POLLIN};
@@ -321,7 +321,7 @@ static int greet(worker_state *w, ac_err *err)
     }
     worker_reply r;
     int status;
-    wait_result res = sent ? wait_reply(w, 0, now_s() + START_SECONDS, &r, &status) : WAIT_DIED;
+    wait_result res = sent ? wait_reply(w, 0, ac_now_seconds() + START_SECONDS, &r, &status) : WAIT_DIED;
     if (res == WAIT_REPLY && r.status == AC_OK) {
         w->n_plugins = n_plugins;
         return AC_OK;
@@ -386,7 +386,7 @@ int ac_worker_call(const ac_kernel *k, ac_entry e, const ac_problem *p, const ac
         return st;
     worker_reply r;
     int status = -2;
-    double deadline = now_s() + timeout_s;
+    double deadline = ac_now_seconds() + timeout_s;
     wait_result res = send_request(w, k, e, p, l) == 0 ? wait_reply(w, w->seq, deadline, &r, &status) : WAIT_DIED;
     if (res == WAIT_DIED && w->pid > 0 && !worker_gone(w, &status))
         status = reap_after_eof(w);

@@ -48,5 +48,7 @@ int ac_worker_call(const ac_kernel *k, ac_entry e, const ac_problem *p, const ac
 
 /* Kills this thread's worker (the next call starts a fresh one). */
 void ac_worker_retire(void);
+/* This thread's worker's process id, 0 when none runs (for tests). */
+long ac_worker_pid(void);
 
 #endif
