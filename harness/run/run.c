@@ -143,14 +143,11 @@ int ac_run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, const 
     int st = outputs_alloc(in, backward, out, err);
     if (st != AC_OK)
         return st;
-    uint8_t *own = NULL; /* --in-process: this process's arena, one per case */
-    if (o->isolate)
-        x.base = ac_worker_arena(x.l.total, err);
-    else if ((own = aligned_alloc(256, x.l.total)) == NULL)
-        ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's buffers (%llu bytes)", (unsigned long long)x.l.total);
-    x.base = o->isolate ? x.base : own;
+    uint8_t *own = o->isolate ? NULL : aligned_alloc(256, x.l.total); /* --in-process: one per case */
+    x.base = o->isolate ? ac_worker_arena(x.l.total, err) : own;
     if (!x.base)
-        return AC_ERR_ENV;
+        return o->isolate ? AC_ERR_ENV : ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's buffers (%llu bytes)",
+                                                 (unsigned long long)x.l.total);
     ac_arena_put_inputs(&x.l, in, x.base);
     st = run_entries(&x, backward, out, err);
     free(own);

@@ -277,6 +277,31 @@ static const char *worker_exe(void)
     return env && *env ? env : "/proc/self/exe";
 }
 
+/* The worker's environment: attncheck's, with ASAN_OPTIONS ending in
+ * WORKER_ASAN, so that in a sanitizer build a kernel's fault ends the worker
+ * as it would without ASan: a SIGSEGV stays a SIGSEGV (crash), an error ASan
+ * reports ends it by SIGABRT (crash), never by exit(1) (exited); the worker's
+ * deliberate leaks (plugins stay loaded) are not reported at every exit.  A
+ * build without ASan ignores it.  NULL when out of memory. */
+#define WORKER_ASAN "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:abort_on_error=1:detect_leaks=0"
+static char **worker_env(char *asan, size_t len)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 2, sizeof *env);
+    if (!env)
+        return NULL;
+    const char *old = getenv("ASAN_OPTIONS");
+    snprintf(asan, len, "ASAN_OPTIONS=%s%s" WORKER_ASAN, old ? old : "", old && *old ? ":" : "");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "ASAN_OPTIONS=", 13) != 0)
+            env[k++] = environ[i];
+    env[k] = asan;
+    return env;
+}
+
 static int spawn_process(worker_state *w, int child_sock, ac_err *err)
 {
     posix_spawn_file_actions_t fa;
@@ -297,7 +322,10 @@ static int spawn_process(worker_state *w, int child_sock, ac_err *err)
     char parent[32];
     snprintf(parent, sizeof parent, "%ld", (long)getpid());
     char *argv[] = {"attncheck", WORKER_ARG, parent, NULL};
-    int e = posix_spawn(&w->pid, worker_exe(), &fa, &at, argv, environ);
+    char asan[1024];
+    char **env = worker_env(asan, sizeof asan);
+    int e = env ? posix_spawn(&w->pid, worker_exe(), &fa, &at, argv, env) : ENOMEM;
+    free(env);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     if (e != 0) {
