@@ -5,7 +5,8 @@
  * and Markdown reports; a crash above 64 keys shrinks to nk=65; `run` and
  * `check --kernel` give the same verdicts.
  *
- * The binary is $ATTNCHECK_BIN, else harness/attncheck beside this test binary. */
+ * The binary is $ATTNCHECK_BIN, else harness/attncheck (a build tree) or attncheck
+ * (a bundle) beside this test binary. */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -30,7 +31,9 @@ static const char *bin(void)
     cr_assert_gt(n, 0);
     self[n] = '\0';
     *strrchr(self, '/') = '\0';
-    snprintf(path, sizeof path, "%s/harness/attncheck", self);
+    snprintf(path, sizeof path, "%s/harness/attncheck", self); /* a build tree */
+    if (access(path, X_OK) != 0)
+        snprintf(path, sizeof path, "%s/attncheck", self); /* a bundle (ci/make-bundle.sh) */
     return path;
 }
 

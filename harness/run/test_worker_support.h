@@ -1,8 +1,8 @@
 /* harness/run/test_worker_support.h — for tests only: isolated runs in a test
  * binary.  The kernel worker is `attncheck __worker`, and a test binary is not
  * attncheck, so this points $ATTNCHECK_WORKER_EXE at the attncheck binary:
- * $ATTNCHECK_BIN, else harness/attncheck beside the test binary (both in the
- * build directory), as the CLI tests find it. */
+ * $ATTNCHECK_BIN, else harness/attncheck beside the test binary (a build
+ * tree), else attncheck beside it (a bundle). */
 #ifndef ATTNCHECK_TEST_WORKER_SUPPORT_H
 #define ATTNCHECK_TEST_WORKER_SUPPORT_H
 
@@ -24,7 +24,9 @@ static void use_attncheck_as_worker(void)
         cr_assert_gt(n, 0);
         self[n] = '\0';
         *strrchr(self, '/') = '\0';
-        snprintf(exe, sizeof exe, "%s/harness/attncheck", self);
+        snprintf(exe, sizeof exe, "%s/harness/attncheck", self); /* a build tree */
+        if (access(exe, X_OK) != 0)
+            snprintf(exe, sizeof exe, "%s/attncheck", self); /* a bundle (ci/make-bundle.sh) */
     }
     cr_assert_eq(access(exe, X_OK), 0, "%s is not built", exe);
     setenv("ATTNCHECK_WORKER_EXE", exe, 1);
