@@ -7,7 +7,10 @@
  * version keeps in place), then name, entry points and capabilities.  A
  * descriptor that passes is wrapped in an ac_kernel that translates
  * ac_problem into the ABI's own struct and registered like a built-in kernel.
- * Plugins are never unloaded: the registry keeps pointers into them. */
+ * Plugins are never unloaded: the registry keeps pointers into them.  The
+ * paths loaded are kept in order: the kernel worker (worker.h) loads the same.
+ * After each call: a write past errbuf_len (its guard zone) or a device fault
+ * the kernel caused is AC_KERNEL_FAULT; a nonzero return is the environment. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
