@@ -7,7 +7,10 @@
 #   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
 #   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
 #   (step "exec", not in the defaults: PyTorch SDPA as an --exec-persistent kernel, when torch imports;
-#   step "plugins", not in the defaults: a CUDA plugin that faults must exit 3 naming itself;
+#   (step "plugins", not in the defaults: a CUDA plugin that faults the device must be a FAIL of kind
+#   kernel:device-fault naming itself, exit 1, and a 20-case campaign of it must count 20 failures, each in a
+#   fresh worker; CUDA plugins that write past O or change Q on the device must be named by the device guard
+#   zones and the input check; cuda-flash fuzzed with and without --in-process, for the isolation's cost;
 #   step "sdpa", not in the defaults: PyTorch SDPA backends dumped and judged by `attncheck check`)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
@@ -157,7 +160,9 @@ SPECS
         record campaign-report $?
         gzip -f "$OUT"/campaign-*.jsonl ;;
     plugins)
-        # A CUDA plugin that faults on purpose must give exit 3 naming the plugin.
+        # A CUDA plugin that faults the device on purpose: a kernel failure (exit 1, kind
+        # kernel:device-fault) naming the plugin, never an environment error (exit 3); a campaign
+        # of it goes on, each case in a fresh worker with a fresh CUDA context (20 failures, 0 errors).
         so=$(ls "$dir"/libattncheck-faulting-cuda-plugin.so "$dir"/plugins/libattncheck-faulting-cuda-plugin.so 2>/dev/null | head -n 1)
         if [ -n "$so" ]; then
             "$attncheck" run --plugin "$so" --kernel faulting-cuda \
@@ -165,9 +170,37 @@ SPECS
                 >"$OUT/plugin-fault.log" 2>&1
             rc=$?
             cat "$OUT/plugin-fault.log"
-            if [ $rc -eq 3 ] && grep -q 'plugin faulting-cuda' "$OUT/plugin-fault.log"; then record plugin-fault-is-exit-3 0
-            else record plugin-fault-is-exit-3 1; fi
-        fi ;;
+            if [ $rc -eq 1 ] && grep -q "\[kernel:device-fault\] device-fault: kernel faulting-cuda (plugin $so)" "$OUT/plugin-fault.log"
+            then record plugin-fault-is-device-fault 0; else record plugin-fault-is-device-fault 1; fi
+            "$attncheck" fuzz --plugin "$so" --kernel faulting-cuda --seed 1 --cases 20 --shrink-steps 0 --quiet \
+                >"$OUT/plugin-fault-campaign.log" 2>&1
+            rc=$?
+            tail -n 3 "$OUT/plugin-fault-campaign.log"
+            if [ $rc -eq 1 ] && grep -q "faulting-cuda: 20 cases, 0 passed, 20 failed, 0 errors" "$OUT/plugin-fault-campaign.log" &&
+               [ "$(grep -c '\[kernel:device-fault\]' "$OUT/plugin-fault-campaign.log")" -eq 20 ]
+            then record plugin-fault-campaign-goes-on 0; else record plugin-fault-campaign-goes-on 1; fi
+        fi
+        # The device guard zones and the input check: CUDA kernels that write 64 floats past O, or flip
+        # a bit of Q, on the device (no fault: the stores land in the guards) must be named (exit 1).
+        for kind in o-past modify-q; do
+            so=$(ls "$dir"/libattncheck-hostile-cuda-$kind.so "$dir"/plugins/libattncheck-hostile-cuda-$kind.so 2>/dev/null | head -n 1)
+            [ -n "$so" ] || { echo "libattncheck-hostile-cuda-$kind.so is not in $dir"; record "device-guard-$kind" 1; continue; }
+            "$attncheck" run --plugin "$so" --kernel hostile-cuda-$kind \
+                --case 'v1 seed=1 b=2 hq=2 hkv=2 nq=40 nk=70 d=64 dtype=f32 mask=none layout=bhsd' >"$OUT/plugin-$kind.log" 2>&1
+            rc=$?
+            cat "$OUT/plugin-$kind.log"
+            want='\[kernel:out-of-bounds-write\] .*forward wrote past the end of O: elements end+0 to end+63'
+            [ $kind = modify-q ] && want='\[kernel:input-modified\] .*forward changed 1 element of Q, the first at element 0 '
+            if [ $rc -eq 1 ] && grep -q "$want" "$OUT/plugin-$kind.log"; then record "device-guard-$kind" 0
+            else record "device-guard-$kind" 1; fi
+        done
+        # The isolation's cost on the GPU: cases/s of the same campaign in a worker and in-process.
+        for mode in isolated in-process; do
+            extra=; [ $mode = in-process ] && extra=--in-process
+            "$attncheck" fuzz --kernel cuda-flash --seed 1 --cases 300 --quiet $extra >"$OUT/isolation-$mode.log" 2>&1
+            record "isolation-cost-$mode" $?
+            grep -m1 ' cases, ' "$OUT/isolation-$mode.log"
+        done ;;
     prove)
         # Detection power: cuda-flash must pass, each cuda-flash-mutant-* must be caught.
         if has_cmd prove; then

@@ -37,8 +37,10 @@ for b in "${bins[@]}"; do
     done
 done
 
-# Plugins: the example and the one that faults on the device on purpose.
-for so in "$build"/plugins/libattncheck-example-plugin.so "$build"/plugins/libattncheck-faulting-cuda-plugin.so; do
+# Plugins: the example, the one that faults on the device on purpose and the CUDA ones that
+# scribble on purpose (gpu-run.sh, step "plugins").
+for so in "$build"/plugins/libattncheck-example-plugin.so "$build"/plugins/libattncheck-faulting-cuda-plugin.so \
+          "$build"/plugins/libattncheck-hostile-cuda-*.so; do
     [ -f "$so" ] && cp "$so" "$bundle/"
 done
 

@@ -158,7 +158,10 @@ static int lse_from_file(const ac_cli *o, const ac_tensor *t, outputs *g, ac_err
     return AC_OK;
 }
 
-/* --kernel NAME: the kernel computes the outputs from the files' inputs (host-memory kernels). */
+/* --kernel NAME: the kernel computes the outputs from the files' inputs
+ * (host-memory kernels), in a worker unless --in-process, exactly as fuzz runs
+ * it: guard zones, the input check, the deadline.  AC_KERNEL_FAULT (err names
+ * the class) when it misbehaved. */
 static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outputs *g, ac_err *err)
 {
     const ac_kernel *k = ac_kernel_find(o->kernel);
@@ -171,25 +174,16 @@ static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outpu
     int st = ac_kernel_supports(k, &in->p, in->c.dtype, backward, err);
     if (st != AC_OK)
         return st;
-    size_t es = ac_dtype_size(ac_inputs_out_dtype(in)), nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p);
-    size_t sizes[4] = {nq, nq, nkv, nkv};
-    for (int i = 0; i < (backward ? 4 : 1); i++)
-        if (!(g->owned[i] = malloc(sizes[i] * es + 1)))
-            return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's outputs");
-    if (!(g->lse = malloc(ac_lse_elems(&in->p) * sizeof(float) + 1)))
-        return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's LSE");
-    for (int i = 0; i < (backward ? 4 : 1); i++)
-        ac_poison(ac_inputs_out_dtype(in), g->owned[i], sizes[i]);
-    ac_poison_f32(g->lse, ac_lse_elems(&in->p));
-    ac_fwd_args fa = {in->q, in->k, in->v, g->owned[0], g->lse};
-    if ((st = k->forward(k, &in->p, in->c.dtype, &fa, err)) != AC_OK)
+    ac_run_opts ro = {.backward = backward, .isolate = !o->in_process, .kernel_timeout_s = o->kernel_timeout_s};
+    ac_kernel_outputs h;
+    st = ac_run_kernel(k, in, backward, &ro, &h, err);
+    g->owned[0] = h.o, g->owned[1] = h.dq, g->owned[2] = h.dk, g->owned[3] = h.dv; /* outputs_free frees them */
+    g->lse = h.lse;
+    if (st != AC_OK)
         return st;
-    g->o = g->owned[0];
-    if (!backward)
-        return AC_OK;
-    ac_bwd_args ba = {in->q, in->k, in->v, g->owned[0], in->d_o, g->lse, g->owned[1], g->owned[2], g->owned[3]};
-    g->dq = g->owned[1], g->dk = g->owned[2], g->dv = g->owned[3];
-    return k->backward(k, &in->p, in->c.dtype, &ba, err);
+    g->o = h.o;
+    g->dq = h.dq, g->dk = h.dk, g->dv = h.dv;
+    return AC_OK;
 }
 
 static int gather_outputs(const ac_cli *o, const tensor_files *f, const ac_inputs *in, outputs *g, ac_err *err)
@@ -323,6 +317,30 @@ static int report(const ac_cli *o, const char *label, const ac_result *r, ac_err
     return st != AC_OK ? st : wst;
 }
 
+/* The kernel misbehaved: its FAIL, printed and reported like any other verdict. */
+static int kernel_fault(const ac_cli *o, const char *label, const ac_err *fault, ac_result *r, ac_err *err)
+{
+    ac_result_kernel_fault(ac_kernel_find(o->kernel), fault, r);
+    printf("%s: FAIL [%s]: %s\n", label, r->kind, r->why);
+    int st = report(o, label, r, err);
+    return st != AC_OK ? st : AC_FAIL_ACCURACY;
+}
+
+/* The reference, the comparison and the table, once the outputs are there. */
+static int judge(const ac_cli *o, const ac_inputs *in, const outputs *g, progress *pr, const char *label,
+                 ac_result *r, ac_err *err)
+{
+    double t0 = ac_now_seconds(); /* the reference and the comparison: what check spends */
+    int st = verdict(o, in, g, pr, r, err);
+    r->seconds = ac_now_seconds() - t0;
+    progress_stop(pr);
+    if (st == AC_OK) {
+        print_result(in, label, r);
+        st = report(o, label, r, err);
+    }
+    return st != AC_OK ? st : r->verdict == AC_VERDICT_PASS ? AC_OK : AC_FAIL_ACCURACY;
+}
+
 static int run_check(const ac_cli *given, ac_err *err)
 {
     ac_cli o;
@@ -345,23 +363,27 @@ static int run_check(const ac_cli *given, ac_err *err)
         st = ac_check_read_files(o.path, &f, err);
     if (st == AC_OK)
         st = ac_check_make_inputs(&o, &f, &in, err);
-    if (st == AC_OK && o.kernel)
+    if (st == AC_OK && o.kernel) { /* the kernel runs on NaN padding, as in fuzz (README, "Varlen") */
+        ac_inputs_nan_padding(&in);
         progress_stage(&pr, "running the kernel");
+    }
+    double t_kernel = ac_now_seconds();
     if (st == AC_OK)
         st = gather_outputs(&o, &f, &in, &g, err);
-    double t0 = ac_now_seconds(); /* the reference and the comparison: what check spends */
-    if (st == AC_OK)
-        st = verdict(&o, &in, &g, &pr, &r, err);
-    r.seconds = ac_now_seconds() - t0;
-    progress_stop(&pr);
-    if (st == AC_OK) {
-        print_result(&in, label, &r);
-        st = report(&o, label, &r, err);
+    if (st == AC_KERNEL_FAULT) {
+        progress_stop(&pr);
+        r.seconds = ac_now_seconds() - t_kernel;
+        r.dtype = in.c.dtype;
+        st = kernel_fault(&o, label, err, &r, err);
+    } else if (st == AC_OK) {
+        st = judge(&o, &in, &g, &pr, label, &r, err);
+    } else {
+        progress_stop(&pr);
     }
     outputs_free(&g);
     ac_inputs_free(&in);
     ac_check_files_free(&f);
-    return st != AC_OK ? st : r.verdict == AC_VERDICT_PASS ? AC_OK : AC_FAIL_ACCURACY;
+    return st;
 }
 
 /* ---- reference --------------------------------------------------------------- */

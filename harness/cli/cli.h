@@ -64,6 +64,8 @@ typedef struct {
     bool stop_first, no_backward;
     const char *baseline;             /* fuzz, run, check --baseline OLD.jsonl */
     bool prove_baseline;              /* prove --baseline: the precision family */
+    bool in_process;                  /* --in-process: the kernel runs in attncheck's own process */
+    double kernel_timeout_s;          /* --kernel-timeout S: per kernel call (0: scaled from the FLOPs) */
     /* check, reference: the raw values, read against the files' shapes */
     const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
 } ac_cli;

@@ -53,7 +53,8 @@ static int pick_kernel(const ac_cli *c, const ac_kernel **out, ac_err *err)
 
 static ac_run_opts run_opts(const ac_cli *c)
 {
-    ac_run_opts o = {.backward = !c->no_backward, .cert_rows = c->cert_rows};
+    ac_run_opts o = {.backward = !c->no_backward, .cert_rows = c->cert_rows, .isolate = !c->in_process,
+                     .kernel_timeout_s = c->kernel_timeout_s};
     return o;
 }
 
@@ -317,6 +318,8 @@ int main(int argc, char **argv)
         ac_cli_overview(argc < 2 ? stderr : stdout);
         return argc < 2 ? AC_ERR_INPUT : AC_OK;
     }
+    if (!strcmp(argv[1], "__worker")) /* the kernel worker this attncheck spawned (harness/run/worker.h) */
+        return ac_worker_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check"))
         return ac_cmd_check(argc - 1, argv + 1);
     if (!strcmp(argv[1], "reference"))

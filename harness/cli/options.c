@@ -158,6 +158,12 @@ static const cli_option options[] = {
     NUMBER("--shrink-steps", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, shrink_steps, 0, 1L << 30,
            "runs allowed to shrink one failure (default 200; 0 = no shrinking)"),
     FLAG("--no-backward", C_CASES, no_backward, "forward only"),
+    FLAG("--in-process", C_CASES | AC_CMD_CHECK, in_process,
+         "run the kernel in attncheck's own process, not in a worker (for gdb; a crash or hang is then attncheck's)"),
+    {"--kernel-timeout", "S", C_CASES | AC_CMD_CHECK,
+     "seconds one forward or backward call may take in the worker before it is a kernel:timeout failure "
+     "(default max(10, FLOPs / 1e7) for a CPU kernel, max(10, FLOPs / 1e9) for a CUDA kernel)", OPT_SECONDS,
+     AT(kernel_timeout_s), 0, 0, NULL},
     NUMBER("--cert-rows", OPT_INT, C_REPORTS, cert_rows, 0, AC_MAX_CERT_ROWS,
            "MPFR-certified rows per case (default 2)"),
     STRING("--case", "'LINE'", AC_CMD_RUN | AC_CMD_GEN, case_line, "replay this one case line (gen: the case to write)"),

@@ -449,6 +449,7 @@ static int fill_kernel(exec_ctx *c, const ac_exec_spec *s, ac_err *err)
     c->k.description = c->description;
     c->k.device = AC_DEV_CPU;
     c->k.memory = AC_MEM_HOST;
+    c->k.own_process = true;
     c->k.forward = exec_forward;
     c->k.backward = c->k.caps.backward ? exec_backward : NULL;
     c->k.ctx = c;

@@ -368,6 +368,40 @@ static int draw_all(ac_inputs *in, ac_err *err)
 
 ac_dtype ac_inputs_out_dtype(const ac_inputs *in) { return ac_case_out_dtype(&in->c); }
 
+/* ---- varlen padding: NaN ------------------------------------------------------ */
+
+/* Rows s >= valid (of every head of batch b) of one Q-like or K-like tensor
+ * become NaN, in the dtype's bits and in the widening alike. */
+static void nan_rows(const ac_inputs *in, int heads, int seqlen, int b, int valid, void *bits, double *wide)
+{
+    const ac_problem *p = &in->p;
+    ac_dtype t = in->c.dtype;
+    uint32_t nan_bits = ac_narrow(t, NAN);
+    for (int h = 0; h < heads; h++)
+        for (int s = valid; s < seqlen; s++)
+            for (int ch = 0; ch < p->head_dim; ch++) {
+                size_t at = ac_index(p, heads, seqlen, b, h, s, ch);
+                ac_bits_put(t, bits, at, nan_bits);
+                wide[at] = NAN;
+            }
+}
+
+void ac_inputs_nan_padding(ac_inputs *in)
+{
+    const ac_problem *p = &in->p;
+    for (int b = 0; b < p->batch; b++) {
+        int nq = ac_seqlen_q_of(p, b), nk = ac_seqlen_k_of(p, b);
+        if (in->q && in->qd)
+            nan_rows(in, p->heads_q, p->seqlen_q, b, nq, in->q, in->qd);
+        if (in->d_o && in->d_od)
+            nan_rows(in, p->heads_q, p->seqlen_q, b, nq, in->d_o, in->d_od);
+        if (in->k && in->kd)
+            nan_rows(in, p->heads_kv, p->seqlen_k, b, nk, in->k, in->kd);
+        if (in->v && in->vd)
+            nan_rows(in, p->heads_kv, p->seqlen_k, b, nk, in->v, in->vd);
+    }
+}
+
 int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
 {
     memset(in, 0, sizeof *in);
@@ -388,5 +422,7 @@ int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
         st = draw_all(in, err);
     if (st != AC_OK)
         ac_inputs_free(in);
+    else /* after every draw, so the values inside the lengths are those of any earlier attncheck */
+        ac_inputs_nan_padding(in);
     return st;
 }

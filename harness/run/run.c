@@ -1,39 +1,39 @@
 /* harness/run/run.c — the runner: one case end to end.
  *
- *   inputs (ac_inputs_make) -> poisoned outputs -> kernel forward (O, LSE)
- *   -> kernel backward fed the kernel's own O and LSE (dQ, dK, dV)
- *   -> reference bundle -> ac_compare per output -> ac_gate.
+ *   inputs (ac_inputs_make) -> the arena: inputs copied, outputs poisoned
+ *   between guard zones (arena.h) -> kernel forward (O, LSE) -> kernel
+ *   backward fed the kernel's own O and LSE (dQ, dK, dV) -> reference bundle
+ *   -> ac_compare per output -> ac_gate.
  *
- * Outputs are poisoned before every kernel call, so an element the kernel never
- * writes is caught as "unwritten" by the comparator.  For AC_MEM_CUDA kernels the
- * inputs and the poisoned outputs are staged on the device and downloaded after,
- * so the poison travels there and back too.
+ * The kernel runs in a worker process (worker.h) when o->isolate, here
+ * otherwise; the arena is the same either way (the worker's is shared
+ * memory), and so are the checks after each call: the guards (an
+ * out-of-bounds write) and the inputs, compared with this process's own copy
+ * (a modified input).  Outputs are poisoned before every call, so an element
+ * the kernel never writes is caught as "unwritten" by the comparator; for
+ * AC_MEM_CUDA kernels the buffers, guards and poison travel to the device and
+ * back (call.c).
  *
- * A kernel that reports AC_ERR_ENV (a device fault) or AC_ERR_INPUT (a problem
+ * A kernel that crashed, exited, hung, faulted the device or failed a check
+ * (AC_KERNEL_FAULT) gets a verdict: FAIL, kind kernel:CLASS.  A kernel that
+ * reports AC_ERR_ENV (the device or the driver) or AC_ERR_INPUT (a problem
  * outside what it can do) stops the case with that status: an error, never a
  * verdict.  A case outside the kernel's claimed capabilities is not run at all
  * (r->unsupported), so a fixture file can be replayed on any kernel. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "harness/run/arena.h"
+#include "harness/run/call.h"
 #include "harness/run/inputs.h"
+#include "harness/run/plugin.h"
 #include "harness/run/reference.h"
 #include "harness/run/run.h"
 #include "harness/verdict/diagnose.h"
-
-/* Host copies of everything a kernel writes. */
-typedef struct {
-    void *o, *dq, *dk, *dv; /* dtype bits */
-    float *lse;
-    size_t q_bytes, kv_bytes, lse_bytes;
-} host_outputs;
-
-/* Device mirrors for AC_MEM_CUDA kernels: inputs and outputs. */
-typedef struct {
-    void *q, *k, *v, *d_o, *o, *lse, *dq, *dk, *dv;
-} dev_buffers;
+#include "harness/run/worker.h"
 
 double ac_now_seconds(void)
 {
@@ -42,7 +42,7 @@ double ac_now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void outputs_free(host_outputs *h)
+void ac_kernel_outputs_free(ac_kernel_outputs *h)
 {
     free(h->o);
     free(h->dq);
@@ -52,7 +52,7 @@ static void outputs_free(host_outputs *h)
     memset(h, 0, sizeof *h);
 }
 
-static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac_err *err)
+static int outputs_alloc(const ac_inputs *in, bool backward, ac_kernel_outputs *h, ac_err *err)
 {
     size_t es = ac_dtype_size(ac_inputs_out_dtype(in));
     memset(h, 0, sizeof *h);
@@ -67,108 +67,119 @@ static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac
         h->dv = malloc(h->kv_bytes);
     }
     if (!h->o || !h->lse || (backward && (!h->dq || !h->dk || !h->dv))) {
-        outputs_free(h);
+        ac_kernel_outputs_free(h);
         return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's outputs (%zu bytes each)", h->q_bytes);
     }
     return AC_OK;
 }
 
-static void dev_free_all(dev_buffers *d)
+double ac_kernel_deadline_s(const ac_kernel *k, const ac_problem *p, bool backward_call)
 {
-    void *all[] = {d->q, d->k, d->v, d->d_o, d->o, d->lse, d->dq, d->dk, d->dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i])
-            ac_dev_free(all[i]);
-    memset(d, 0, sizeof *d);
+    double flops = 4.0 * p->batch * p->heads_q * (double)p->seqlen_q * (double)p->seqlen_k * p->head_dim;
+    double rate = k->device == AC_DEV_CUDA ? 1e9 : 1e7;
+    return fmax(10.0, (backward_call ? 2.5 : 1.0) * flops / rate);
 }
 
-/* Allocates *dev and uploads host into it. */
-static int dev_stage(void **dev, const void *host, size_t bytes, ac_err *err)
+/* ---- one entry: armed, called (here or in the worker), checked ------------------ */
+
+typedef struct {
+    const ac_kernel *k;
+    const ac_inputs *in;
+    const ac_run_opts *o;
+    ac_arena_layout l;
+    uint8_t *base;
+} kernel_run;
+
+static int run_entry(const kernel_run *x, ac_entry e, const ac_kernel_outputs *fwd, ac_err *err)
 {
-    int st = ac_dev_alloc(dev, bytes, err);
+    ac_arena_arm(&x->l, e, x->base);
+    int st;
+    if (x->o->isolate) {
+        double limit = x->o->kernel_timeout_s > 0 ? x->o->kernel_timeout_s
+                                                  : ac_kernel_deadline_s(x->k, &x->in->p, e == AC_ENTRY_BACKWARD);
+        st = ac_worker_call(x->k, e, &x->in->p, &x->l, limit, err);
+    } else {
+        st = ac_call_entry(x->k, e, &x->in->p, &x->l, x->base, err);
+    }
+    if (st == AC_KERNEL_FAULT) /* it died, hung or faulted: what it left in the arena is beside the point */
+        return st;
+    ac_err scribble = {{0}};
+    int chk = ac_arena_check(&x->l, e, x->base, x->in, fwd ? fwd->o : NULL, fwd ? fwd->lse : NULL, &scribble);
+    if (chk != AC_OK) { /* a kernel that wrote out of bounds may have damaged its process too */
+        if (x->o->isolate)
+            ac_worker_retire();
+        *err = scribble;
+        return chk;
+    }
+    return st;
+}
+
+static void copy_out(const kernel_run *x, ac_buf b, void *dst)
+{
+    memcpy(dst, x->base + x->l.off[b], x->l.bytes[b]);
+}
+
+static int run_entries(const kernel_run *x, bool backward, ac_kernel_outputs *h, ac_err *err)
+{
+    int st = run_entry(x, AC_ENTRY_FORWARD, NULL, err);
     if (st != AC_OK)
         return st;
-    return ac_dev_upload(*dev, host, bytes, err);
+    copy_out(x, AC_BUF_O, h->o);
+    copy_out(x, AC_BUF_LSE, h->lse);
+    if (!backward)
+        return AC_OK;
+    if ((st = run_entry(x, AC_ENTRY_BACKWARD, h, err)) != AC_OK)
+        return st;
+    copy_out(x, AC_BUF_DQ, h->dq);
+    copy_out(x, AC_BUF_DK, h->dk);
+    copy_out(x, AC_BUF_DV, h->dv);
+    return AC_OK;
 }
 
-/* ---- forward and backward, on host memory or staged on the device ---------- */
-
-static int forward_host(const ac_kernel *k, const ac_inputs *in, host_outputs *h, ac_err *err)
+int ac_run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, const ac_run_opts *o,
+                  ac_kernel_outputs *out, ac_err *err)
 {
-    ac_fwd_args a = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .lse = h->lse};
-    return k->forward(k, &in->p, in->c.dtype, &a, err);
-}
-
-static int forward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h, dev_buffers *d, ac_err *err)
-{
-    int st;
-    if ((st = dev_stage(&d->q, in->q, h->q_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->k, in->k, h->kv_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->v, in->v, h->kv_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->o, h->o, h->q_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->lse, h->lse, h->lse_bytes, err)) != AC_OK)
+    ac_run_opts here = *o;
+    here.isolate = o->isolate && !k->own_process; /* an --exec kernel is a process already */
+    o = &here;
+    kernel_run x = {.k = k, .in = in, .o = o};
+    ac_arena_plan(in, backward, &x.l);
+    int st = outputs_alloc(in, backward, out, err);
+    if (st != AC_OK)
         return st;
-    ac_fwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .lse = d->lse};
-    if ((st = k->forward(k, &in->p, in->c.dtype, &a, err)) != AC_OK)
-        return st;
-    if ((st = ac_dev_sync(err)) != AC_OK)
-        return st;
-    if ((st = ac_dev_download(h->o, d->o, h->q_bytes, err)) != AC_OK)
-        return st;
-    return ac_dev_download(h->lse, d->lse, h->lse_bytes, err);
-}
-
-static int backward_host(const ac_kernel *k, const ac_inputs *in, host_outputs *h, ac_err *err)
-{
-    ac_bwd_args a = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .d_o = in->d_o, .lse = h->lse,
-                     .dq = h->dq, .dk = h->dk, .dv = h->dv};
-    return k->backward(k, &in->p, in->c.dtype, &a, err);
-}
-
-/* The device already holds q, k, v and the kernel's own o, lse from the forward. */
-static int backward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h, dev_buffers *d, ac_err *err)
-{
-    int st;
-    if ((st = dev_stage(&d->d_o, in->d_o, h->q_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->dq, h->dq, h->q_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->dk, h->dk, h->kv_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->dv, h->dv, h->kv_bytes, err)) != AC_OK)
-        return st;
-    ac_bwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .d_o = d->d_o, .lse = d->lse,
-                     .dq = d->dq, .dk = d->dk, .dv = d->dv};
-    if ((st = k->backward(k, &in->p, in->c.dtype, &a, err)) != AC_OK)
-        return st;
-    if ((st = ac_dev_sync(err)) != AC_OK)
-        return st;
-    if ((st = ac_dev_download(h->dq, d->dq, h->q_bytes, err)) != AC_OK ||
-        (st = ac_dev_download(h->dk, d->dk, h->kv_bytes, err)) != AC_OK)
-        return st;
-    return ac_dev_download(h->dv, d->dv, h->kv_bytes, err);
-}
-
-/* Poisons, runs forward (and backward), leaves the kernel's outputs in h. */
-static int run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, host_outputs *h, ac_err *err)
-{
-    ac_dtype t = ac_inputs_out_dtype(in);
-    size_t nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p);
-    bool on_device = k->memory == AC_MEM_CUDA;
-    dev_buffers d = {0};
-    ac_poison(t, h->o, nq);
-    ac_poison_f32(h->lse, ac_lse_elems(&in->p));
-    int st = on_device ? forward_cuda(k, in, h, &d, err) : forward_host(k, in, h, err);
-    if (st == AC_OK && backward) {
-        ac_poison(t, h->dq, nq);
-        ac_poison(t, h->dk, nkv);
-        ac_poison(t, h->dv, nkv);
-        st = on_device ? backward_cuda(k, in, h, &d, err) : backward_host(k, in, h, err);
-    }
-    dev_free_all(&d);
+    uint8_t *own = o->isolate ? NULL : aligned_alloc(256, x.l.total); /* --in-process: one per case */
+    x.base = o->isolate ? ac_worker_arena(x.l.total, err) : own;
+    if (!x.base)
+        return o->isolate ? AC_ERR_ENV : ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's buffers (%llu bytes)",
+                                                 (unsigned long long)x.l.total);
+    ac_arena_put_inputs(&x.l, in, x.base);
+    st = run_entries(&x, backward, out, err);
+    free(own);
     return st;
+}
+
+/* ---- a kernel fault as a verdict ---------------------------------------------------- */
+
+void ac_result_kernel_fault(const ac_kernel *k, const ac_err *fault, ac_result *r)
+{
+    const char *msg = fault->msg, *colon = strchr(msg, ':');
+    size_t len = colon ? (size_t)(colon - msg) : 0;
+    bool named = len > 0 && len < 32 && strspn(msg, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
+    const char *rest = named ? colon + 1 + strspn(colon + 1, " ") : msg;
+    char cls[32];
+    snprintf(cls, sizeof cls, "%.*s", named ? (int)len : 5, named ? msg : "fault");
+    const char *plugin = ac_plugin_path_of(k);
+    r->verdict = AC_VERDICT_FAIL;
+    r->status = AC_OK;
+    memset(r->m, 0, sizeof r->m);
+    snprintf(r->kind, sizeof r->kind, "kernel:%s", cls);
+    snprintf(r->why, sizeof r->why, "%s: kernel %s%s%s%s: %s", cls, k->name, plugin ? " (plugin " : "",
+             plugin ? plugin : "", plugin ? ")" : "", rest);
 }
 
 /* ---- compare and gate ---------------------------------------------------- */
 
-static void compare_all(const ac_inputs *in, const host_outputs *h, const ac_reference *ref, bool backward,
+static void compare_all(const ac_inputs *in, const ac_kernel_outputs *h, const ac_reference *ref, bool backward,
                         ac_metrics m[AC_OUT_COUNT])
 {
     memset(m, 0, sizeof(ac_metrics) * AC_OUT_COUNT);
@@ -200,10 +211,13 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in, const ac_budgets 
         r->unsupported = true;
         return stop(r, st, err);
     }
-    host_outputs h;
-    if ((st = outputs_alloc(in, backward, &h, err)) != AC_OK)
-        return stop(r, st, err);
-    st = run_kernel(k, in, backward, &h, err);
+    ac_kernel_outputs h;
+    st = ac_run_kernel(k, in, backward, o, &h, err);
+    if (st == AC_KERNEL_FAULT) { /* a verdict on the kernel, not an error of the run */
+        ac_result_kernel_fault(k, err, r);
+        ac_kernel_outputs_free(&h);
+        return AC_OK;
+    }
     ac_reference ref;
     memset(&ref, 0, sizeof ref);
     if (st == AC_OK)
@@ -220,7 +234,7 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in, const ac_budgets 
         ac_cert_note(&ref.cert, r->why, sizeof r->why);
     }
     ac_reference_free(&ref);
-    outputs_free(&h);
+    ac_kernel_outputs_free(&h);
     return st == AC_OK ? AC_OK : stop(r, st, err);
 }
 

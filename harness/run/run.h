@@ -1,6 +1,6 @@
 /* harness/run/run.h — the runner: one case end to end,
- *   inputs -> poisoned outputs -> kernel forward (and backward) -> reference
- *   -> comparator per output -> gate,
+ *   inputs -> poisoned outputs in guard zones -> kernel forward (and backward),
+ *   in a worker process -> reference -> comparator per output -> gate,
  * into an ac_result the campaign, the shrinker and the reports consume. */
 #ifndef ATTNCHECK_RUN_H
 #define ATTNCHECK_RUN_H
@@ -16,6 +16,14 @@
 typedef struct {
     bool backward;     /* run the backward when the kernel has one */
     int cert_rows;     /* MPFR certification rows per case (0 = none) */
+    /* Where the kernel runs.  true: in a worker process (worker.h; the command
+     * line's default), so a kernel that crashes, exits or hangs becomes a
+     * failure (kind kernel:crash, kernel:exited, kernel:timeout) and the caller
+     * goes on.  false (a zeroed struct: library callers, tests with kernels of
+     * their own that no worker could find): in this process (--in-process,
+     * for gdb).  Guard zones, the input check and device faults work in both. */
+    bool isolate;
+    double kernel_timeout_s; /* isolated: seconds per forward or backward call; 0 = ac_kernel_deadline_s */
 } ac_run_opts;
 
 typedef struct {
@@ -34,13 +42,48 @@ typedef struct {
 
 /* Runs one case end to end: inputs, poisoned outputs, kernel forward (and
  * backward), reference, compare, gate.  Returns AC_OK when a verdict was
- * reached (pass or fail, in r->verdict), or the AC_ERR_* that prevented it. */
+ * reached (pass or fail, in r->verdict), or the AC_ERR_* that prevented it.
+ * A kernel that misbehaved (AC_KERNEL_FAULT: crash, exited, timeout,
+ * device-fault, out-of-bounds-write, input-modified, or any class a kernel
+ * reports itself) is a verdict: FAIL with kind "kernel:CLASS" and a why that
+ * names the kernel (and its plugin file), shrunk like any failure. */
 int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const ac_run_opts *o,
                 ac_result *r, ac_err *err);
 
 /* The line of the case ac_run_case is running on this thread (NULL outside
  * one): the --exec kernels write it into the case directory they hand over. */
 const char *ac_run_current_line(void);
+
+/* The kernel's outputs in host memory: O (and dQ, dK, dV) in the output dtype, LSE f32. */
+typedef struct {
+    void *o, *dq, *dk, *dv;
+    float *lse;
+    size_t q_bytes, kv_bytes, lse_bytes;
+} ac_kernel_outputs;
+
+/* Runs k's forward (and with backward its backward, fed its own O and LSE) on
+ * in: outputs poisoned between guard zones, inputs checked unchanged after
+ * each call, in a worker when o->isolate.  AC_OK with *out filled (free with
+ * ac_kernel_outputs_free, also after a failure); AC_ERR_INPUT or AC_ERR_ENV
+ * when the kernel could not run; AC_KERNEL_FAULT with err->msg "CLASS: ..."
+ * when it misbehaved. */
+int ac_run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, const ac_run_opts *o,
+                  ac_kernel_outputs *out, ac_err *err);
+void ac_kernel_outputs_free(ac_kernel_outputs *out);
+
+/* The default deadline of one call: max(10 s, FLOPs / R), FLOPs = 4 B Hq Nq Nk d
+ * for the forward and 2.5 times that for the backward, R = 10^7 FLOP/s for a
+ * CPU kernel (a scalar C kernel on a busy core does ~10^8) and 10^9 for a CUDA
+ * kernel: generous, since a slow kernel must never read as a hung one. */
+double ac_kernel_deadline_s(const ac_kernel *k, const ac_problem *p, bool backward_call);
+
+/* r as the verdict on a kernel fault: FAIL, kind "kernel:CLASS" (CLASS: fault's
+ * text before its first colon), why "CLASS: kernel NAME (plugin PATH): ...". */
+void ac_result_kernel_fault(const ac_kernel *k, const ac_err *fault, ac_result *r);
+
+/* `attncheck __worker PARENT_PID` (argv[0] = "__worker"): the kernel worker's
+ * main loop (harness/run/worker.h); main calls it before anything else. */
+int ac_worker_main(int argc, char **argv);
 
 /* Seconds on the monotonic clock, for the time lines of run, fuzz and check. */
 double ac_now_seconds(void);
