@@ -71,6 +71,19 @@ class Case:
             keep = keep & (np.load(os.path.join(self.dir, p["dense_mask"])) != 0)
         return keep
 
+    def zero_padding(self):
+        """Zeroes the padding of q, k, v, do (rows i >= seqlens_q[b], keys j >= seqlens_k[b]) in place.
+
+        attncheck fills padding with NaN (README, "Varlen"), so a kernel that lets it reach a sum
+        fails; a kernel that computes on the padded tensors (batched matmuls, as these examples
+        do) must zero it first, as a varlen kernel that never loads it would."""
+        p = self.p
+        for name, seqlens, n in (("q", "seqlens_q", "seqlen_q"), ("do", "seqlens_q", "seqlen_q"),
+                                 ("k", "seqlens_k", "seqlen_k"), ("v", "seqlens_k", "seqlen_k")):
+            if name in self.t and p[seqlens]:
+                rows = np.arange(p[n])[None, :] < np.array(p[seqlens])[:, None]  # (B, S)
+                self.t[name] = np.where(rows[:, None, :, None], self.t[name], np.float32(0))
+
     def _store(self, x):
         x = np.asarray(x, dtype=np.float32)
         if self.bshd and x.ndim == 4:

@@ -50,6 +50,7 @@ def tensor(x, dtype, grad=False):
 
 def kernel(case, out_dir):
     dtype = DTYPES[case.dtype]
+    case.zero_padding()  # padding is NaN: SDPA on the padded tensors must not see it
     group = case.p["heads_q"] // case.p["heads_kv"]
     backward = "dq" in case.want
     keep = torch.from_numpy(np.ascontiguousarray(case.visible())).to(DEVICE)

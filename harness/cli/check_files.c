@@ -304,7 +304,7 @@ static int build_problem(const ac_cli *o, const dims *d, ac_inputs *in, ac_err *
     return st;
 }
 
-/* ---- inputs: widened exactly, NaN/Inf refused ---------------------------- */
+/* ---- inputs: widened exactly, NaN/Inf refused outside the padding ------------ */
 
 static int widen(const ac_inputs *in, const ac_tensor *t, bool q_like, double **out, ac_err *err)
 {
@@ -315,8 +315,8 @@ static int widen(const ac_inputs *in, const ac_tensor *t, bool q_like, double **
     ac_load(in->c.dtype, t->data, t->n_elems, *out);
     int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
     for (int b = 0; b < p->batch; b++)
-        for (int h = 0; h < heads; h++)
-            for (int s = 0; s < seqlen; s++)
+        for (int h = 0; h < heads; h++) /* padding (past a sequence's length) may hold anything: NaN in gen's */
+            for (int s = 0; s < (q_like ? ac_seqlen_q_of(p, b) : ac_seqlen_k_of(p, b)); s++)
                 for (int c = 0; c < p->head_dim; c++) {
                     double x = (*out)[ac_index(p, heads, seqlen, b, h, s, c)];
                     if (!isfinite(x))
