@@ -212,7 +212,7 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in, const ac_budgets 
         compare_all(in, &h, &ref, backward, r->m);
         r->cert = ref.cert;
         r->verdict = ac_gate(in, r->m, b, r->why, sizeof r->why, r->kind, sizeof r->kind);
-        ac_cert_note(&ref.cert, r->why, sizeof r->why);
+        ac_reference_note(&ref, &r->cert, &r->ref, r->why, sizeof r->why);
     }
     ac_reference_free(&ref);
     outputs_free(&h);
