@@ -15,6 +15,8 @@
 #include <stdio.h>
 
 #include "harness/report/report.h"
+#include "harness/verdict/budget.h"
+#include "kernels/kernel.h"
 #include "ref/ref.h"
 
 typedef enum {
@@ -24,14 +26,17 @@ typedef enum {
     AC_CMD_PROVE = 1u << 3,
     AC_CMD_CHECK = 1u << 4,
     AC_CMD_REFERENCE = 1u << 5,
+    AC_CMD_MERGE = 1u << 6,
 } ac_cmd;
 
 #define AC_CLI_HELP (-1)          /* ac_cli_parse: --help asked for; print ac_cli_usage, exit 0 */
 #define AC_DEFAULT_SEED 1
+#define AC_DEFAULT_FUZZ_CASES 300 /* sized to finish well under a minute on 2 CPU cores with cpu-flash */
 #define AC_DEFAULT_CERT_ROWS 2    /* MPFR-certified rows per case, every subcommand */
 #define AC_MAX_CERT_ROWS 1000
 #define AC_DEFAULT_SHRINK_STEPS 200
 #define AC_MAX_PLUGINS 16
+#define AC_MAX_MERGE_FILES 4096
 
 /* Everything a command line can say; each subcommand reads its own options. */
 typedef struct {
@@ -53,6 +58,18 @@ typedef struct {
     unsigned masks;                   /* fuzz --mask LIST: bit per ac_mask_kind (0: all) */
     int max_seqlen, cert_rows, shrink_steps;
     bool stop_first, no_backward;
+    /* scale: fuzz --jobs, --shard, --profile, --min-seqlen; every subcommand --reference, --mem-budget */
+    int jobs;                         /* 0: not given (the machine's, ac_default_jobs) */
+    int shard_index, shard_count;     /* --shard I/N; count 0: not given (the Slurm array's, else all) */
+    int worker_fd;                    /* --worker FD (internal, a --jobs worker): -1 when not one */
+    int min_seqlen;
+    const char *profile, *reference;  /* NULL: default, auto */
+    double mem_budget_gib;            /* 0: not given (AC_DEFAULT_MEM_BUDGET) */
+    int argc;                         /* the subcommand's argv (argv[0] its name): --jobs reruns it */
+    char **argv;
+    /* merge FILE.jsonl... */
+    const char *paths[AC_MAX_MERGE_FILES];
+    int n_paths;
     /* check, reference: the raw values, read against the files' shapes */
     const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
 } ac_cli;
@@ -76,6 +93,19 @@ int ac_cli_load_plugins(const ac_cli *c, ac_err *err);
 /* A report with every format the command line asked for (skip_markdown: prove
  * writes its own table there); *rep is NULL on failure. */
 int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_err *err);
+
+/* The {"type":"environment"} record of a report (environment.c): what produced
+ * it (command, commit, version, budgets file and its SHA-256, seed, reference
+ * tier, certified rows, host, date, GPU and driver, and the campaign's options);
+ * kernel: the kernel under test (NULL: the command line's). */
+void ac_cli_environment(const ac_cli *c, const char *kernel, ac_report *rep);
+/* The shard of this campaign: --shard, else a Slurm job array's task when the
+ * array is exactly 0..N-1 (SLURM_ARRAY_TASK_MIN 0, step 1, max N-1), else all
+ * (0/1).  AC_ERR_INPUT, asking for --shard, for another array (fuzz.c). */
+int ac_cli_shard(const ac_cli *c, int *index, int *count, ac_err *err);
+/* fuzz.c: `attncheck fuzz` (the parent, or a --jobs worker); merge.c: `attncheck merge`. */
+int ac_cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep);
+int ac_cmd_merge(const ac_cli *c, ac_err *err);
 
 /* check.c: `attncheck check PATH [options]`, `attncheck reference PATH --out ...`.
  * argv[0] is the subcommand's name; each returns an exit status. */

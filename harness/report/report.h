@@ -13,6 +13,16 @@
 
 #include "harness/run/run.h"
 
+/* One field of a record that is not a case (ac_report_record): a string, a
+ * number or a boolean, under key. */
+typedef enum { AC_FIELD_STRING, AC_FIELD_NUMBER, AC_FIELD_BOOL } ac_field_type;
+typedef struct {
+    const char *key;
+    ac_field_type type;
+    const char *s; /* AC_FIELD_STRING */
+    double x;      /* AC_FIELD_NUMBER; AC_FIELD_BOOL: nonzero is true */
+} ac_report_field;
+
 typedef struct {
     const char *flag; /* the option that asks for it: "--json" */
     const char *help; /* for --help: "FILE  JSON Lines, one object per case" */
@@ -22,6 +32,9 @@ typedef struct {
     void (*write)(void *state, const char *kernel, const ac_result *res, const char *minimal_line);
     /* Writes path (atomically) and frees the state, even on failure. */
     int (*close)(void *state, const char *path, ac_err *err);
+    /* A record that is not a case, {"type": type, fields}: the JSON Lines' first
+     * ("environment") and last ("campaign") ones.  NULL: the format has none. */
+    void (*record)(void *state, const char *type, const ac_report_field *fields, size_t n);
 } ac_report_format;
 
 #define AC_REPORT_MAX_FORMATS 8
@@ -35,6 +48,9 @@ int ac_report_open(ac_report **r, ac_err *err);
 /* Asks for format `flag` ("--json") to be written to path at close. */
 int ac_report_want(ac_report *r, const char *flag, const char *path, ac_err *err);
 void ac_report_add(ac_report *r, const char *kernel, const ac_result *res, const char *minimal_line);
+/* A record that is not a case, to the formats that keep such records (JSON Lines):
+ * call it with "environment" before the first case and "campaign" after the last. */
+void ac_report_record(ac_report *r, const char *type, const ac_report_field *fields, size_t n);
 int ac_report_close(ac_report *r, ac_err *err); /* writes every file asked for, frees */
 
 #endif

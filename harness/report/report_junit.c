@@ -109,4 +109,5 @@ static int junit_close(void *state, const char *path, ac_err *err)
     return st;
 }
 
-const ac_report_format ac_report_junit = {"--junit", "FILE  JUnit XML", junit_open, junit_write, junit_close};
+const ac_report_format ac_report_junit = {"--junit", "FILE  JUnit XML", junit_open, junit_write, junit_close,
+                                          NULL};
