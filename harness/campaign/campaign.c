@@ -61,27 +61,55 @@ int ac_shrink_failure(const ac_kernel *k, const ac_budgets *b, const ac_run_opts
 /* ---- the time model ---------------------------------------------------------------- */
 
 #define SIGNIFICANT_PRIOR_S 1e-3
-#define KAPPA_WINDOW 32
+#define MODEL_WINDOW 64
+#define MODEL_LARGEST 8
 
 typedef struct {
-    double floor_s;              /* the shortest case so far */
-    double kappa[KAPPA_WINDOW];  /* (seconds - floor) / prior of the last significant cases */
-    int n, n_kappa;
+    double floor_s;                 /* the shortest case so far */
+    double prior[MODEL_WINDOW];     /* the last significant cases: prior and seconds */
+    double seconds[MODEL_WINDOW];
+    int n, n_sig;
 } time_model;
+
+/* kappa for a case of this prior: the largest (seconds - floor) / prior among
+ * the remembered cases of at least a quarter of its prior (cases that size pay
+ * their fixed costs alike), else among the MODEL_LARGEST largest ones; 1 (the
+ * prior as it is) before any. */
+static double model_kappa(const time_model *m, double prior)
+{
+    int n = m->n_sig < MODEL_WINDOW ? m->n_sig : MODEL_WINDOW;
+    double kappa = -1, top[MODEL_LARGEST] = {0}, top_k[MODEL_LARGEST] = {0};
+    for (int i = 0; i < n; i++) {
+        double k = fmax(0, m->seconds[i] - m->floor_s) / m->prior[i];
+        if (m->prior[i] >= prior / 4)
+            kappa = fmax(kappa, k);
+        for (int j = 0; j < MODEL_LARGEST; j++) /* keep the largest priors, for when none is that large */
+            if (m->prior[i] > top[j]) {
+                for (int t = MODEL_LARGEST - 1; t > j; t--)
+                    top[t] = top[t - 1], top_k[t] = top_k[t - 1];
+                top[j] = m->prior[i], top_k[j] = k;
+                break;
+            }
+    }
+    for (int j = 0; kappa < 0 && j < MODEL_LARGEST; j++)
+        if (top[j] > 0)
+            kappa = fmax(kappa, top_k[j]);
+    return kappa < 0 ? 1.0 : kappa;
+}
 
 static double model_estimate(const time_model *m, double prior)
 {
-    double kappa = m->n_kappa ? 0 : 1;
-    for (int i = 0; i < m->n_kappa && i < KAPPA_WINDOW; i++)
-        kappa = fmax(kappa, m->kappa[i]);
-    return (m->n ? m->floor_s : 0) + kappa * prior;
+    return (m->n ? m->floor_s : 0) + model_kappa(m, prior) * prior;
 }
 
 static void model_add(time_model *m, double prior, double seconds)
 {
     m->floor_s = m->n++ ? fmin(m->floor_s, seconds) : seconds;
-    if (prior >= SIGNIFICANT_PRIOR_S)
-        m->kappa[m->n_kappa++ % KAPPA_WINDOW] = fmax(0, seconds - m->floor_s) / prior;
+    if (prior < SIGNIFICANT_PRIOR_S)
+        return;
+    int at = m->n_sig++ % MODEL_WINDOW;
+    m->prior[at] = prior;
+    m->seconds[at] = seconds;
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */
