@@ -217,6 +217,8 @@ static void stop_all(pool *pl, const char *why)
 
 static void note_stop(pool *pl, int j, const char *why)
 {
+    if (pl->asked_to_stop && !strncmp(why, "signal:", 7))
+        return; /* stopped because this process asked: its own reason says why */
     size_t used = strlen(pl->stopped);
     if (why[0] && used + 1 < sizeof pl->stopped)
         snprintf(pl->stopped + used, sizeof pl->stopped - used, "%sworker %d: %s", used ? "; " : "", j, why);
@@ -301,7 +303,10 @@ static void watch(pool *pl, const ac_campaign_opts *o, double t0)
         stop_all(pl, "signal: stopped; the cases that finished are reported");
     double hard = o->max_seconds + (o->max_seconds / 10 > 5 ? o->max_seconds / 10 : 5);
     if (o->max_seconds > 0 && now - t0 > hard) {
-        note_stop(pl, -1, "time: workers still running 10% past --time were killed; their cases in flight are not reported");
+        if (!pl->asked_to_stop)
+            snprintf(pl->stopped + strlen(pl->stopped), sizeof pl->stopped - strlen(pl->stopped),
+                     "%stime: workers still running 10%% past --time were killed; their cases in flight are not "
+                     "reported", pl->stopped[0] ? "; " : "");
         pl->asked_to_stop = true;
         signal_all(pl, SIGKILL);
     }

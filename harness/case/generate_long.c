@@ -163,8 +163,10 @@ void gen_long_shape(case_rng *r, const ac_gen *g, const int mw[AC_MASK_KIND_COUN
     static const int wb[] = {80, 15, 5}, batches[] = {1, 2, 4};
     int lo = ac_gen_min_seqlen(g), hi = ac_gen_max_seqlen(g);
     int shape = case_rng_pick(r, w, COUNT(w));
+    ac_case before = *c;
     if (shape == SHAPE_CROSS31 && cross31_shape(r, g, mw, c))
         return;
+    *c = before; /* what the refused 2^31 shape drew is dropped */
     c->seqlen_k = long_length(r, lo, hi);
     c->seqlen_q = shape == SHAPE_DECODE ? decode_rows(r, c->seqlen_k)
                   : shape == SHAPE_APART ? long_length(r, lo, hi) : c->seqlen_k;

@@ -3,9 +3,9 @@
  * reference tier (and its GPU spot check), every metric of every output, and
  * the minimal line of a failure; first an {"type":"environment"} record, last
  * a {"type":"campaign"} one (ac_report_record).  Case records carry no
- * timings: the same seed and options give byte-identical case records (cJSON
- * prints numbers in the shortest round-tripping form; non-finite ones as
- * strings), so `attncheck merge` reads back exactly what was measured. */
+ * timings: the same seed and options give byte-identical case records.
+ * Numbers are printed in the shortest form that reads back exactly (non-finite
+ * ones as strings), so `attncheck merge` reads back exactly what was measured. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,12 +32,22 @@ static void *json_open(void)
     return js;
 }
 
+/* The shortest of %.15g, %.16g, %.17g that reads back to exactly x (cJSON's
+ * own printing accepts a 1-ulp difference, and merge must read back the very
+ * values measured); non-finite numbers as strings. */
 static void add_number(cJSON *o, const char *key, double x)
 {
-    if (isfinite(x))
-        cJSON_AddNumberToObject(o, key, x);
-    else
+    if (!isfinite(x)) {
         cJSON_AddStringToObject(o, key, isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+        return;
+    }
+    char text[32];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, x);
+        if (strtod(text, NULL) == x)
+            break;
+    }
+    cJSON_AddRawToObject(o, key, text);
 }
 
 static void add_where(cJSON *o, const char *key, ac_where w)
