@@ -89,6 +89,8 @@ bool ac_collector_add(ac_collector *c, const ac_outcome *oc);
 /* A worker that ran the indices first, first + stride, ... has ended: the
  * indices of that sequence that did not come will not (the reports go on past them). */
 void ac_collector_worker_done(ac_collector *c, long first, long stride);
+/* Outcomes waiting for a lower index before they can be reported. */
+size_t ac_collector_waiting(const ac_collector *c);
 /* The progress line now (when asked for), `final` ending it. */
 void ac_collector_progress(ac_collector *c, bool final);
 /* Feeds the reports every outcome still waiting for a lower index, fills s and

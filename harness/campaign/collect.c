@@ -257,6 +257,7 @@ int ac_collector_finish(ac_collector *c, ac_summary *s, ac_err *err)
 }
 
 const ac_failure_set *ac_collector_failures(const ac_collector *c) { return &c->failures; }
+size_t ac_collector_waiting(const ac_collector *c) { return c->n_heap; }
 
 void ac_collector_take_failures(ac_collector *c, ac_failure_set *out)
 {
