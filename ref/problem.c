@@ -222,7 +222,9 @@ static int validate_mask(const ac_problem *p, ac_err *err)
  *     pointer per key; a visibility byte per (row, key).
  * The per-worker scratch of every stage is what ref/parallel.c allows:
  * workers * per-worker bytes, but no more than max(REF_SCRATCH_BYTES, one
- * worker's); workers = `workers`, or ref_thread_count's when <= 0.
+ * worker's); workers = `workers`, or ref_thread_count's when <= 0.  And 16 MiB
+ * for what a run touches besides (OpenBLAS's and MPFR's buffers, stacks:
+ * nq=1 nk=3e5 d=1 peaked 0.8 MB above the terms before it).
  * Measured (harness, ref-fp64, 2 workers): nq=1 nk=2e7 d=1 f32 peaked at
  * 7.06 GB of resident memory; this estimate says 7.5 GB (the old one, the
  * bundle alone, said 2.2 GB). */
@@ -236,6 +238,7 @@ static int validate_mask(const ac_problem *p, ac_err *err)
 #define WS_MPFR_THREADS 2.0       /* ref/mpfr_ref.c MP_THREADS */
 #define WS_MPFR_VAR_BYTES 32.0    /* sizeof(mpfr_t) on LP64 */
 #define WS_MPFR_LIMB_BYTES 16.0   /* AC_DEFAULT_MPFR_PREC (128) bits of limbs */
+#define WS_PROCESS_BYTES 16777216.0 /* what a run touches besides: OpenBLAS's and MPFR's buffers, stacks */
 
 static double pad8(double x) { return ceil(x / 8.0) * 8.0; }
 
@@ -274,7 +277,7 @@ double ac_problem_working_set(const ac_problem *p, int workers)
     double kv = (double)p->batch * p->heads_kv * p->seqlen_k * p->head_dim;
     double nl = (double)p->batch * p->heads_q * p->seqlen_q;
     double mask = p->dense_mask ? (double)p->mask_batch * p->mask_heads * p->seqlen_q * p->seqlen_k : 0;
-    return WS_Q_BYTES * q + WS_KV_BYTES * kv + WS_LSE_BYTES * nl + mask + stage_peak(p, workers);
+    return WS_PROCESS_BYTES + WS_Q_BYTES * q + WS_KV_BYTES * kv + WS_LSE_BYTES * nl + mask + stage_peak(p, workers);
 }
 
 /* The budget ac_problem_validate applies when given 0: AC_DEFAULT_MEM_BUDGET
