@@ -4,7 +4,8 @@ Three kinds of file, told apart by their first non-blank line:
   - JSON Lines from `attncheck fuzz|run|check|prove --json` (merged shards are
     the same records concatenated).  A record without "type" is a case record
     (harness/report.c, write_json); {"type": "environment", ...} describes the
-    run; any other "type" is skipped with a note.
+    run and {"type": "campaign", ...} closes it; any other "type" is skipped
+    with a note.
   - `attncheck bench` output (kernels/cuda/bench.cu): "# attncheck bench v1 on
     GPU", then "## " sections of whitespace-separated columns.
   - `ci/torch_sdpa_bench.py` output: "# torch VERSION on GPU: ...", a header
@@ -145,6 +146,7 @@ class Inputs:
     files: List[InputFile] = field(default_factory=list)
     cases: List[CaseRecord] = field(default_factory=list)
     environments: List[EnvironmentRecord] = field(default_factory=list)
+    campaigns: List[dict] = field(default_factory=list)
     benches: List[BenchRun] = field(default_factory=list)
     torch_runs: List[TorchRun] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -245,6 +247,8 @@ def _json_record(obj, source: str, into: Inputs) -> bool:
         into.cases.append(_case_record(obj, source))
     elif rtype == "environment":
         into.environments.append(EnvironmentRecord(source, {k: v for k, v in obj.items() if k != "type"}))
+    elif rtype == "campaign":  # the JSON Lines' last record: counts and timings the cases give anyway
+        into.campaigns.append({k: v for k, v in obj.items() if k != "type"})
     else:
         into.notes.append("%s: skipped a record of unknown type %r" % (source, rtype))
         return False
