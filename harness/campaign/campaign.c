@@ -120,7 +120,7 @@ typedef struct {
     const ac_campaign_opts *o;
     ac_gen g;
     time_model model;
-    double t0;
+    double t0, deadline;
     bool backward;
 } loop_state;
 
@@ -138,6 +138,7 @@ static void loop_init(loop_state *ls, const ac_kernel *k, const ac_budgets *b, c
     if (o->tier_cap)
         ac_reference_gen_cap(ls->backward, &ls->g.cap);
     ls->t0 = ac_now_seconds();
+    ls->deadline = o->deadline > 0 ? o->deadline : ls->t0 + o->max_seconds;
 }
 
 /* False (and why in end->stopped) when case c, index k, would end past the time budget. */
@@ -147,7 +148,7 @@ static bool fits_in_time(loop_state *ls, const ac_case *c, long k, double *prior
     *prior = ac_reference_seconds_prior(c, ls->backward, o->run.cert_rows);
     if (o->max_seconds <= 0)
         return true;
-    double left = o->max_seconds - (ac_now_seconds() - ls->t0), est = model_estimate(&ls->model, *prior);
+    double left = ls->deadline - ac_now_seconds(), est = model_estimate(&ls->model, *prior);
     if (est <= left)
         return true;
     snprintf(end->stopped, sizeof end->stopped,
@@ -199,7 +200,7 @@ void ac_campaign_loop(const ac_kernel *k, const ac_budgets *b, const ac_campaign
             snprintf(end->stopped, sizeof end->stopped, "signal: stopped after %ld cases", end->cases);
             break;
         }
-        if (o->max_seconds > 0 && ac_now_seconds() - ls.t0 >= o->max_seconds)
+        if (o->max_seconds > 0 && ac_now_seconds() >= ls.deadline)
             break;
         ac_case c;
         if ((end->status = ac_gen_case_at(&ls.g, (uint64_t)idx, &c, &end->err)) != AC_OK)

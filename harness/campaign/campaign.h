@@ -32,6 +32,8 @@ typedef struct {
     uint64_t seed;
     long max_cases;                   /* the case budget: indices 0 .. max_cases-1 (0 = no limit) */
     double max_seconds;               /* the time budget (0 = none): no case starts that would end past it */
+    double deadline;                  /* its end on the monotonic clock (ac_now_seconds), when a --jobs
+                                       * parent set it for every worker alike; 0: max_seconds from the start */
     unsigned dtype_filter, mask_filter; /* as in ac_gen */
     int min_seqlen, max_seqlen;       /* as in ac_gen */
     ac_profile profile;               /* as in ac_gen */

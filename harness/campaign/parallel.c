@@ -143,10 +143,10 @@ static void exec_worker(const spawn_plan *sp, int j, int fd)
     else if (sp->lock_path[0])
         setenv("ATTNCHECK_GPU_LOCK", sp->lock_path, 1);
     long n = o->shard_count > 1 ? o->shard_count : 1, i = o->shard_count > 1 ? o->shard_index : 0;
-    char fd_arg[16], shard[48], time_arg[32];
+    char fd_arg[16], shard[48], deadline[32];
     snprintf(fd_arg, sizeof fd_arg, "%d", fd);
     snprintf(shard, sizeof shard, "%ld/%ld", i + n * j, n * sp->jobs);
-    snprintf(time_arg, sizeof time_arg, "%.6f", o->max_seconds - (ac_now_seconds() - sp->t0));
+    snprintf(deadline, sizeof deadline, "%.6f", sp->t0 + o->max_seconds); /* the monotonic clock is the machine's */
     char **args = calloc((size_t)sp->argc + 16, sizeof *args);
     if (!args)
         _exit(127);
@@ -158,7 +158,7 @@ static void exec_worker(const spawn_plan *sp, int j, int fd)
     for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++)
         args[a++] = (char *)extra[k];
     if (o->max_seconds > 0)
-        args[a++] = "--time", args[a++] = time_arg;
+        args[a++] = "--deadline", args[a++] = deadline;
     execv("/proc/self/exe", args);
     _exit(127);
 }

@@ -62,6 +62,7 @@ typedef struct {
     int jobs;                         /* 0: not given (the machine's, ac_default_jobs) */
     int shard_index, shard_count;     /* --shard I/N; count 0: not given (the Slurm array's, else all) */
     int worker_fd;                    /* --worker FD (internal, a --jobs worker): -1 when not one */
+    double deadline;                  /* --deadline T (internal): a worker's end of the time budget */
     int min_seqlen;
     const char *profile, *reference;  /* NULL: default, auto */
     double mem_budget_gib;            /* 0: not given (AC_DEFAULT_MEM_BUDGET) */

@@ -82,6 +82,7 @@ static int fuzz_opts(const ac_cli *c, ac_campaign_opts *o, ac_err *err)
     o->seed = c->seed;
     o->max_cases = c->seconds > 0 && !c->cases ? 0 : c->cases ? c->cases : AC_DEFAULT_FUZZ_CASES;
     o->max_seconds = c->seconds;
+    o->deadline = c->deadline;
     o->dtype_filter = c->dtypes;
     o->mask_filter = c->masks;
     o->min_seqlen = c->min_seqlen;

@@ -190,6 +190,7 @@ static const cli_option options[] = {
     CUSTOM("--shard", "I/N", AC_CMD_FUZZ, apply_shard,
            "run the cases k with k mod N = I (default: a Slurm job array's task; combine with attncheck merge)"),
     {"--worker", "FD", AC_CMD_FUZZ, NULL, OPT_INT, AT(worker_fd), 0, 1 << 20, NULL}, /* a --jobs worker: hidden */
+    {"--deadline", "T", AC_CMD_FUZZ, NULL, OPT_SECONDS, AT(deadline), 0, 0, NULL},   /* its time budget's end */
     FLAG("--stop-first", AC_CMD_FUZZ, stop_first, "stop at the first failure"),
     STRING("--save-failures", "DIR", AC_CMD_FUZZ, save_dir, "append minimal failing lines to DIR/<kernel>.cases"),
     NUMBER("--shrink-steps", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, shrink_steps, 0, 1L << 30,
