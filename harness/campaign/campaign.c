@@ -4,14 +4,18 @@
  * to a sink (a collector in this process, or the pipe of a --jobs worker).
  *
  * The time budget.  Before a case starts, its seconds are estimated as
- *   floor + kappa * prior
+ *   overhead + kappa * prior
  * prior = ac_reference_seconds_prior (the reference tier's rate on its sizes,
- * and the MPFR certification), floor = the shortest case seen (the fixed cost
- * of a case), kappa = the largest (seconds - floor) / prior among the last 32
- * cases whose prior is at least 1 ms (1 before there is one): what this kernel,
- * tier and machine really take per unit of prior, on the safe side.  A case
- * whose estimate does not fit in the time left is not started, and the loop
- * stops there (the cases run are then a prefix of the shard). */
+ * and the MPFR certification); overhead = the longest of the last 64 cases
+ * whose prior is under 1 ms (the fixed cost of a case, as it varies on a
+ * loaded machine); kappa = the largest (seconds - shortest case) / prior among
+ * the last 64 cases whose prior is at least 1 ms and a quarter of this one's
+ * (else among the 8 largest; 1 before there is one): what this kernel, tier
+ * and machine really take per unit of prior, on the safe side, judged on
+ * cases of about this size.  A case is not started unless 1.25 times its
+ * estimate fits in the time left; the loop goes on with the next ones (a
+ * smaller case may fit) until the time is up or 64 in a row did not fit, and
+ * says how many it left out. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +65,7 @@ int ac_shrink_failure(const ac_kernel *k, const ac_budgets *b, const ac_run_opts
 /* ---- the time model ---------------------------------------------------------------- */
 
 #define SIGNIFICANT_PRIOR_S 1e-3
+#define TIME_MARGIN 1.25 /* a case starts when 1.25 times its estimate fits: timings vary by that much */
 #define MODEL_WINDOW 64
 #define MODEL_LARGEST 8
 
@@ -68,7 +73,8 @@ typedef struct {
     double floor_s;                 /* the shortest case so far */
     double prior[MODEL_WINDOW];     /* the last significant cases: prior and seconds */
     double seconds[MODEL_WINDOW];
-    int n, n_sig;
+    double small_s[MODEL_WINDOW];   /* the last cases below SIGNIFICANT_PRIOR_S: their time is fixed cost */
+    int n, n_sig, n_small;
 } time_model;
 
 /* kappa for a case of this prior: the largest (seconds - floor) / prior among
@@ -97,16 +103,28 @@ static double model_kappa(const time_model *m, double prior)
     return kappa < 0 ? 1.0 : kappa;
 }
 
+/* The fixed cost a case pays whatever its size: the longest of the recent
+ * small cases (on a loaded machine they vary by milliseconds), else the floor. */
+static double model_overhead(const time_model *m)
+{
+    double worst = m->n ? m->floor_s : 0;
+    for (int i = 0; i < m->n_small && i < MODEL_WINDOW; i++)
+        worst = fmax(worst, m->small_s[i]);
+    return worst;
+}
+
 static double model_estimate(const time_model *m, double prior)
 {
-    return (m->n ? m->floor_s : 0) + model_kappa(m, prior) * prior;
+    return model_overhead(m) + model_kappa(m, prior) * prior;
 }
 
 static void model_add(time_model *m, double prior, double seconds)
 {
     m->floor_s = m->n++ ? fmin(m->floor_s, seconds) : seconds;
-    if (prior < SIGNIFICANT_PRIOR_S)
+    if (prior < SIGNIFICANT_PRIOR_S) {
+        m->small_s[m->n_small++ % MODEL_WINDOW] = seconds;
         return;
+    }
     int at = m->n_sig++ % MODEL_WINDOW;
     m->prior[at] = prior;
     m->seconds[at] = seconds;
@@ -122,6 +140,8 @@ typedef struct {
     time_model model;
     double t0, deadline;
     bool backward;
+    long not_started;     /* cases skipped by the time budget */
+    char first_skip[96];
 } loop_state;
 
 static void loop_init(loop_state *ls, const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o)
@@ -141,20 +161,25 @@ static void loop_init(loop_state *ls, const ac_kernel *k, const ac_budgets *b, c
     ls->deadline = o->deadline > 0 ? o->deadline : ls->t0 + o->max_seconds;
 }
 
-/* False (and why in end->stopped) when case c, index k, would end past the time budget. */
-static bool fits_in_time(loop_state *ls, const ac_case *c, long k, double *prior, ac_loop_end *end)
+/* Whether case c would end within the time budget; the estimate in *est_s. */
+static bool fits_in_time(loop_state *ls, const ac_case *c, double *prior, double *est_s)
 {
     const ac_campaign_opts *o = ls->o;
     *prior = ac_reference_seconds_prior(c, ls->backward, o->run.cert_rows);
-    if (o->max_seconds <= 0)
-        return true;
-    double left = ls->deadline - ac_now_seconds(), est = model_estimate(&ls->model, *prior);
-    if (est <= left)
-        return true;
-    snprintf(end->stopped, sizeof end->stopped,
-             "time: case %ld (estimated %.3g s) would not finish in the %.3g s left of --time %g", k, est,
-             left > 0 ? left : 0, o->max_seconds);
-    return false;
+    *est_s = model_estimate(&ls->model, *prior);
+    return o->max_seconds <= 0 || TIME_MARGIN * *est_s <= ls->deadline - ac_now_seconds();
+}
+
+/* A case not started: counted, the first one named in end->stopped. */
+static void note_not_started(loop_state *ls, long k, double est_s, ac_loop_end *end)
+{
+    double left = ls->deadline - ac_now_seconds();
+    if (ls->not_started++ == 0)
+        snprintf(ls->first_skip, sizeof ls->first_skip, "case %ld (estimated %.3g s with %.3g s left)", k, est_s,
+                 left > 0 ? left : 0);
+    snprintf(end->stopped, sizeof end->stopped, "time: %ld case%s not started, as they would not finish within "
+             "--time %g; the first: %s", ls->not_started, ls->not_started == 1 ? "" : "s", ls->o->max_seconds,
+             ls->first_skip);
 }
 
 /* Runs case c (index k), shrinks a failure, sends the outcome.  False to stop. */
@@ -186,6 +211,9 @@ static bool one_case(loop_state *ls, const ac_case *c, long k, double prior, ac_
     return go_on;
 }
 
+/* The time budget ends the loop after this many cases in a row did not fit. */
+#define MAX_SKIPPED_IN_A_ROW 64
+
 static long first_index(const ac_campaign_opts *o) { return o->shard_count > 1 ? o->shard_index : 0; }
 static long index_step(const ac_campaign_opts *o) { return o->shard_count > 1 ? o->shard_count : 1; }
 
@@ -195,6 +223,7 @@ void ac_campaign_loop(const ac_kernel *k, const ac_budgets *b, const ac_campaign
     memset(end, 0, sizeof *end);
     loop_state ls;
     loop_init(&ls, k, b, o);
+    int skipped_in_a_row = 0;
     for (long idx = first_index(o); o->max_cases <= 0 || idx < o->max_cases; idx += index_step(o)) {
         if (o->stop && *o->stop) {
             snprintf(end->stopped, sizeof end->stopped, "signal: stopped after %ld cases", end->cases);
@@ -205,8 +234,15 @@ void ac_campaign_loop(const ac_kernel *k, const ac_budgets *b, const ac_campaign
         ac_case c;
         if ((end->status = ac_gen_case_at(&ls.g, (uint64_t)idx, &c, &end->err)) != AC_OK)
             break;
-        double prior;
-        if (!fits_in_time(&ls, &c, idx, &prior, end) || !one_case(&ls, &c, idx, prior, sink, end))
+        double prior, est_s;
+        if (!fits_in_time(&ls, &c, &prior, &est_s)) { /* too big for the time left: smaller ones may fit */
+            note_not_started(&ls, idx, est_s, end);
+            if (++skipped_in_a_row == MAX_SKIPPED_IN_A_ROW)
+                break;
+            continue;
+        }
+        skipped_in_a_row = 0;
+        if (!one_case(&ls, &c, idx, prior, sink, end))
             break;
     }
     end->seconds = ac_now_seconds() - ls.t0;
