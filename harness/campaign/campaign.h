@@ -133,6 +133,10 @@ int ac_cpu_count(void);
  * default profile's small cases). */
 int ac_default_jobs(const ac_campaign_opts *o);
 
+/* The workers a campaign of o runs for `jobs` asked: at most one per case of
+ * its shard, at most 256, at least 1. */
+int ac_campaign_jobs(const ac_campaign_opts *o, int jobs);
+
 /* The worker side of --jobs: the loop over o's shard, every outcome and the
  * end written to fd (the parent reads them).  Returns the loop's status. */
 int ac_campaign_worker(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, int fd);

@@ -365,11 +365,20 @@ static int run_parallel(const ac_campaign_opts *o, int jobs, int argc, char **ar
     return st;
 }
 
+int ac_campaign_jobs(const ac_campaign_opts *o, int jobs)
+{
+    long step = o->shard_count > 1 ? o->shard_count : 1, first = o->shard_count > 1 ? o->shard_index : 0;
+    long cases = o->max_cases > first ? (o->max_cases - first + step - 1) / step : o->max_cases ? 0 : MAX_JOBS;
+    if (jobs > cases) /* no worker without a case */
+        jobs = (int)cases;
+    return jobs > 1 ? (jobs > MAX_JOBS ? MAX_JOBS : jobs) : 1;
+}
+
 int ac_fuzz_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, int jobs, int argc,
                      char **argv, ac_report *rep, ac_campaign_result *res, ac_err *err)
 {
     memset(res, 0, sizeof *res);
-    res->jobs = jobs > 1 ? (jobs > MAX_JOBS ? MAX_JOBS : jobs) : 1;
+    res->jobs = ac_campaign_jobs(o, jobs);
     ac_collector *c = ac_collector_open(k->name, o, rep);
     if (!c)
         return ac_fail(err, AC_ERR_ENV, "out of memory");

@@ -155,7 +155,7 @@ int ac_cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_rep
     }
     if (c->worker_fd >= 0) /* a --jobs worker: no header, no reports, no summary */
         return ac_campaign_worker(k, b, &o, c->worker_fd);
-    int jobs = c->jobs > 0 ? c->jobs : ac_default_jobs(&o);
+    int jobs = ac_campaign_jobs(&o, c->jobs > 0 ? c->jobs : ac_default_jobs(&o));
     if (!c->quiet)
         print_header(c, k, &o, jobs);
     ac_campaign_result res;
