@@ -2,14 +2,16 @@
  * scale runs it: shards merged equal the unsharded run (records, printed
  * summary, Markdown), --jobs does not change the results, a Slurm job array's
  * task is a shard only when the array is 0..N-1, merge refuses what is not one
- * campaign and names missing cases, a time budget ends with the summary, and
- * the reference tier is in every record.  Suites harness_fuzz, harness_merge. */
+ * campaign and names missing cases, a time budget and SIGTERM end with the
+ * summary and the reports, and the reference tier is in every record.  Suites harness_fuzz, harness_merge. */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attncheck_config.h"
@@ -239,4 +241,49 @@ Test(harness_fuzz, the_header_names_the_case_budget_and_a_missing_gpu_tier_is_an
     }
     cr_assert_eq(run(NULL, "fuzz --reference fpga"), 2);
     cr_assert_not_null(strstr(out, "auto, cpu, gpu"), "%s", out);
+}
+
+/* Starts `attncheck ARGS > OUT 2>&1`, sends SIGTERM after `after_s`, waits; its exit status. */
+static int run_then_term(const char *args, const char *out_path, double after_s)
+{
+    char cmd[PATH_MAX + 4096];
+    snprintf(cmd, sizeof cmd, "exec '%s' %s >'%s' 2>&1", bin(), args, out_path);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    struct timespec ts = {(time_t)after_s, (long)((after_s - (double)(time_t)after_s) * 1e9)};
+    nanosleep(&ts, NULL);
+    kill(pid, SIGTERM);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st), "it exits, not killed by the signal");
+    return WEXITSTATUS(st);
+}
+
+Test(harness_fuzz, sigterm_ends_the_campaign_with_its_reports_and_summary, .init = make_dir, .fini = remove_dir)
+{
+    for (int jobs = 1; jobs <= 2; jobs++) {
+        char args[1024], log[64], json[64];
+        snprintf(log, sizeof log, "term%d.txt", jobs);
+        snprintf(json, sizeof json, "term%d.jsonl", jobs);
+        snprintf(args, sizeof args, "fuzz --kernel cpu-flash --cases 1000000 --jobs %d --quiet --json '%s'", jobs,
+                 in_dir(json));
+        int st = run_then_term(args, in_dir(log), 0.7);
+        cr_assert_eq(st, 0, "--jobs %d: exit %d", jobs, st);
+        char *text = slurp(in_dir(log)), *records = slurp(in_dir(json));
+        cr_assert_not_null(strstr(text, "stopped early: signal"), "--jobs %d says why:\n%s", jobs, text);
+        cr_assert_not_null(strstr(text, "cpu-flash: "), "and prints its summary:\n%s", text);
+        int cases = 0;
+        for (const char *at = records; (at = strstr(at, "\"index\":")); at++)
+            cases++;
+        cr_assert_gt(cases, 0, "--jobs %d: the cases that finished are in the report", jobs);
+        char want[64];
+        snprintf(want, sizeof want, "\"cases\":%d,", cases);
+        cr_assert_not_null(strstr(records, want), "the campaign record counts them (%d):\n%.300s", cases,
+                           strstr(records, "{\"type\":\"campaign\""));
+        free(text), free(records);
+    }
 }
