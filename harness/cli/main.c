@@ -4,9 +4,9 @@
  *
  * Options are parsed by one table for every subcommand (options.c); this file
  * dispatches and runs run, list and prove (fuzz: fuzz.c, merge: merge.c,
- * check and reference: check.c, bench: kernels/cuda/bench.cu).  Exit status (the AC_* codes): 0 all passed,
- * 1 an accuracy failure, 2 bad usage or input, 3 environment (a requested
- * kernel cannot run here).  Only this file ends the process: everything below
+ * check and reference: check.c, bench: kernels/cuda/bench.cu).  Exit status
+ * (the AC_* codes): 0 all passed, 1 an accuracy failure, 2 bad usage or
+ * input, 3 environment (a requested kernel cannot run here).  Only this file ends the process: everything below
  * returns a status. */
 #include <stdio.h>
 #include <string.h>
