@@ -15,12 +15,16 @@
  *                      verdict/diagnose.h   a failure's places per head and row, hints re-checked
  *   reports .......... report/report.h      the table of formats: JSON Lines, JUnit, Markdown
  *                      report/summary.h     per dtype x output aggregates (fuzz, run, check, Markdown)
+ *                      report/failures.h    failures deduplicated by (kernel, kind, minimal line)
+ *                      report/record.h      JSON Lines read back into results (merge)
  *   shrinker ......... campaign/shrink.h    a failure made minimal, same kind
  *   corpus ........... campaign/corpus.h    *.cases files: replay and --save-failures
- *   campaign ......... campaign/campaign.h  the fuzz loop of fuzz and prove
+ *   campaign ......... campaign/campaign.h  the fuzz loop of fuzz and prove: shards, --jobs workers,
+ *                                           the collector, the time budget
  *   prove ............ campaign/prove.h     detection power over a kernel family's mutants
  *   files ............ files/files.h        atomic writes; files/tensor_io.h: .npy, .safetensors
- *   command line ..... cli/cli.h            one option table for every subcommand; check, reference
+ *   command line ..... cli/cli.h            one option table for every subcommand; fuzz, merge,
+ *                                           check, reference
  */
 #ifndef ATTNCHECK_HARNESS_H
 #define ATTNCHECK_HARNESS_H
@@ -35,6 +39,8 @@
 #include "harness/exec/exec.h"
 #include "harness/files/files.h"
 #include "harness/files/tensor_io.h"
+#include "harness/report/failures.h"
+#include "harness/report/record.h"
 #include "harness/report/report.h"
 #include "harness/report/summary.h"
 #include "harness/run/inputs.h"

@@ -53,14 +53,35 @@ static void corpus_entry(const char *kernel, const char *why, const char *line, 
     snprintf(buf, len, "# %s %s: %s\n%s\n", date, kernel, why1, line1);
 }
 
-/* path's old contents (if any) and then entry, replacing path atomically. */
-static int append_atomic(const char *path, const char *entry, ac_err *err)
+/* Whether text (len bytes) has a line equal to line (trailing blanks aside). */
+static bool has_line(const char *text, size_t len, const char *line)
+{
+    size_t want = strlen(line);
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - text) : len, n = end - at;
+        while (n && (text[at + n - 1] == '\r' || text[at + n - 1] == ' '))
+            n--;
+        if (n == want && memcmp(text + at, line, n) == 0)
+            return true;
+        at = end + 1;
+    }
+    return false;
+}
+
+/* path's old contents (if any) and then entry, replacing path atomically;
+ * nothing when the file already holds line. */
+static int append_atomic(const char *path, const char *entry, const char *line, ac_err *err)
 {
     char *old;
     size_t old_len, add = strlen(entry);
     int st = ac_read_file(path, &old, &old_len, err);
     if (st != AC_OK)
         return st;
+    if (old && has_line(old, old_len, line)) {
+        free(old);
+        return AC_OK;
+    }
     char *all = malloc(old_len + add + 2);
     if (!all) {
         free(old);
@@ -86,9 +107,10 @@ int ac_save_failure(const char *dir, const char *kernel, const char *why, const 
     file_stem(kernel, stem, sizeof stem);
     if (snprintf(path, sizeof path, "%s/%s.cases", dir, stem) >= (int)sizeof path)
         return ac_fail(err, AC_ERR_INPUT, "--save-failures: path too long");
-    char entry[AC_WHY_LEN + AC_CASE_LINE_MAX + 300];
+    char entry[AC_WHY_LEN + AC_CASE_LINE_MAX + 300], line1[AC_CASE_LINE_MAX];
     corpus_entry(kernel, why, line, entry, sizeof entry);
-    return append_atomic(path, entry, err);
+    one_line(line, line1, sizeof line1);
+    return append_atomic(path, entry, line1, err);
 }
 
 /* ---- reading a corpus ------------------------------------------------------ */

@@ -7,7 +7,8 @@
 
 #include "harness/case/case.h"
 
-/* Appends "# date kernel why\nLINE\n" to DIR/<kernel>.cases atomically (write temp, rename).
+/* Appends "# date kernel why\nLINE\n" to DIR/<kernel>.cases atomically (write temp, rename),
+ * unless the file already holds LINE (a failure found again adds nothing).
  * DIR is created when missing; the date is ISO 8601 UTC; newlines in why become spaces. */
 int ac_save_failure(const char *dir, const char *kernel, const char *why, const char *line, ac_err *err);
 

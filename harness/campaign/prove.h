@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "harness/report/report.h"
+#include "harness/report/summary.h"
 #include "harness/run/run.h"
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
     const char *markdown_path;
     FILE *out;
     bool baseline;                    /* prove the baseline comparison instead (prove_baseline.c) */
+    ac_summary *totals;               /* when set: every campaign's counts and seconds added up */
 } ac_prove_opts;
 int ac_prove(const ac_prove_opts *o, const ac_budgets *b, ac_report *rep, ac_err *err);
 

@@ -16,6 +16,8 @@
 
 #include "harness/case/case.h"
 #include "harness/report/report.h"
+#include "harness/verdict/budget.h"
+#include "kernels/kernel.h"
 #include "ref/ref.h"
 
 typedef enum {
@@ -26,15 +28,18 @@ typedef enum {
     AC_CMD_CHECK = 1u << 4,
     AC_CMD_REFERENCE = 1u << 5,
     AC_CMD_GEN = 1u << 6,
+    AC_CMD_MERGE = 1u << 7,
 } ac_cmd;
 
 #define AC_CLI_HELP (-1)          /* ac_cli_parse: --help asked for; print ac_cli_usage, exit 0 */
 #define AC_DEFAULT_SEED 1
+#define AC_DEFAULT_FUZZ_CASES 300 /* sized to finish well under a minute on 2 CPU cores with cpu-flash */
 #define AC_DEFAULT_CERT_ROWS 2    /* MPFR-certified rows per case, every subcommand */
 #define AC_MAX_CERT_ROWS 1000
 #define AC_DEFAULT_SHRINK_STEPS 200
 #define AC_MAX_PLUGINS 16
 #define AC_MAX_EXEC 16            /* --exec / --exec-persistent kernels */
+#define AC_MAX_MERGE_FILES 4096
 
 /* Everything a command line can say; each subcommand reads its own options. */
 typedef struct {
@@ -66,6 +71,19 @@ typedef struct {
     bool prove_baseline;              /* prove --baseline: the precision family */
     bool in_process;                  /* --in-process: the kernel runs in attncheck's own process */
     double kernel_timeout_s;          /* --kernel-timeout S: per kernel call (0: scaled from the FLOPs) */
+    /* scale: fuzz --jobs, --shard, --profile, --min-seqlen; every subcommand --reference, --mem-budget */
+    int jobs;                         /* 0: not given (the machine's, ac_default_jobs) */
+    int shard_index, shard_count;     /* --shard I/N; count 0: not given (the Slurm array's, else all) */
+    int worker_fd;                    /* --worker FD (internal, a --jobs worker): -1 when not one */
+    double deadline;                  /* --deadline T (internal): a worker's end of the time budget */
+    int min_seqlen;
+    const char *profile, *reference;  /* NULL: default, auto */
+    double mem_budget_gib;            /* 0: not given (AC_DEFAULT_MEM_BUDGET) */
+    int argc;                         /* the subcommand's argv (argv[0] its name): --jobs reruns it */
+    char **argv;
+    /* merge FILE.jsonl... */
+    const char *paths[AC_MAX_MERGE_FILES];
+    int n_paths;
     /* check, reference: the raw values, read against the files' shapes */
     const char *dtype, *mask, *mask_file, *out, *layout, *seqlens_q, *seqlens_k, *scale, *lse_base;
 } ac_cli;
@@ -108,6 +126,22 @@ int ac_cli_baseline_finish(const ac_cli *c, struct ac_baseline *b, ac_report *re
 
 /* report.c: `attncheck report FILE.jsonl... --html OUT.html` runs reports/html_report.py. */
 int ac_cmd_report(int argc, char **argv);
+/* The run options of every subcommand from the command line (options.c):
+ * backward, certified rows, the kernel worker (--in-process) and --kernel-timeout. */
+ac_run_opts ac_cli_run_opts(const ac_cli *c);
+
+/* The {"type":"environment"} record of a report (environment.c): what produced
+ * it (command, commit, version, budgets file and its SHA-256, seed, reference
+ * tier, certified rows, host, date, GPU and driver, and the campaign's options);
+ * kernel: the kernel under test (NULL: the command line's). */
+void ac_cli_environment(const ac_cli *c, const char *kernel, ac_report *rep);
+/* The shard of this campaign: --shard, else a Slurm job array's task when the
+ * array is exactly 0..N-1 (SLURM_ARRAY_TASK_MIN 0, step 1, max N-1), else all
+ * (0/1).  AC_ERR_INPUT, asking for --shard, for another array (fuzz.c). */
+int ac_cli_shard(const ac_cli *c, int *index, int *count, ac_err *err);
+/* fuzz.c: `attncheck fuzz` (the parent, or a --jobs worker); merge.c: `attncheck merge`. */
+int ac_cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep);
+int ac_cmd_merge(const ac_cli *c, ac_err *err);
 
 /* check.c: `attncheck check PATH [options]`, `attncheck reference PATH --out ...`.
  * argv[0] is the subcommand's name; each returns an exit status. */

@@ -13,14 +13,17 @@
 #include <string.h>
 
 #include "harness/case/case.h"
+#include "harness/case/generate.h"
 #include "harness/cli/cli.h"
 #include "harness/exec/exec.h"
 #include "harness/run/plugin.h"
+#include "harness/run/reference.h"
 
-enum { C_ALL = AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_LIST | AC_CMD_PROVE | AC_CMD_CHECK | AC_CMD_REFERENCE };
+enum { C_ALL = AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_LIST | AC_CMD_PROVE | AC_CMD_CHECK | AC_CMD_REFERENCE | AC_CMD_MERGE };
 enum { C_FILES = AC_CMD_CHECK | AC_CMD_REFERENCE, C_CASES = AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_PROVE };
 enum { C_REPORTS = C_CASES | AC_CMD_CHECK }; /* the subcommands that write reports */
 enum { C_KERNELS = C_CASES | AC_CMD_LIST | AC_CMD_CHECK }; /* the subcommands that name kernels */
+enum { C_REPORT_FILES = C_REPORTS | AC_CMD_MERGE }; /* and those that take the report options */
 
 /* ---- the subcommands ------------------------------------------------------------ */
 
@@ -45,6 +48,8 @@ static const cli_command commands[] = {
     {"gen", AC_CMD_GEN, NULL, "write a case line's inputs as .npy files and problem.json",
      "  then run any framework on DIR, put o.npy lse.npy [dq dk dv].npy there and `attncheck check DIR`;\n"
      "  `attncheck reference DIR --out DIR/ref` writes the exact outputs"},
+    {"merge", AC_CMD_MERGE, "FILE.jsonl...", "combine the --json of shards (fuzz --shard I/N) into one report",
+     "  FILE.jsonl: the shards' JSON Lines, in any order; prints the summary the unsharded run prints"},
 };
 enum { N_COMMANDS = (int)(sizeof commands / sizeof commands[0]) };
 
@@ -122,6 +127,51 @@ static int apply_exec_pair(const cli_option *o, ac_cli *c, const char *v, ac_err
     return AC_OK;
 }
 
+/* "I/N": 0 <= I < N. */
+static int apply_shard(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    char *end;
+    errno = 0;
+    long i = strtol(v, &end, 10), n = -1;
+    if (!errno && end != v && *end == '/') {
+        char *num = end + 1;
+        n = strtol(num, &end, 10);
+        if (end == num || *end || errno)
+            n = -1;
+    }
+    if (n < 1 || n > 1000000 || i < 0 || i >= n)
+        return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not I/N with 0 <= I < N (e.g. 3/8)", o->name, v);
+    c->shard_index = (int)i, c->shard_count = (int)n;
+    return AC_OK;
+}
+
+static int apply_profile(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    (void)o;
+    ac_profile p;
+    c->profile = v;
+    return ac_profile_parse(v, &p, err);
+}
+
+static int apply_reference(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    (void)o;
+    ac_ref_tier t;
+    c->reference = v;
+    return ac_ref_tier_parse(v, &t, err);
+}
+
+static int apply_mem_budget(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    char *end;
+    errno = 0;
+    double gib = strtod(v, &end);
+    if (!*v || *end || errno || !isfinite(gib) || gib <= 0 || gib > 1 << 20)
+        return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not a positive number of GiB", o->name, v);
+    c->mem_budget_gib = gib;
+    return AC_OK;
+}
+
 static int apply_plugin(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
 {
     if (c->n_plugins == AC_MAX_PLUGINS)
@@ -152,7 +202,20 @@ static const cli_option options[] = {
            "causal-tl (torch is_causal), causal-br (FlashAttention >= 2.1), window-br(128,0)"),
     STRING("--mask-file", "FILE", C_FILES, mask_file,
            "boolean keep-mask (Nq,Nk) or (1|B, 1|Hq, Nq, Nk), .npy or .safetensors (with --mask: both apply)"),
-    NUMBER("--max-seqlen", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, max_seqlen, 1, 1L << 30, "cap on nq and nk"),
+    NUMBER("--max-seqlen", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, max_seqlen, 1, AC_GEN_MAX_SEQLEN,
+           "cap on nq and nk (default 512; --profile long: 131072)"),
+    NUMBER("--min-seqlen", OPT_INT, AC_CMD_FUZZ, min_seqlen, 1, AC_GEN_MAX_SEQLEN,
+           "floor on the drawn nq and nk (default 1; --profile long: 2048, decode-like nq excepted)"),
+    CUSTOM("--profile", "default|long", AC_CMD_FUZZ, apply_profile,
+           "what the shapes are weighted toward: default (small shapes, edges), long (2k..128k contexts, "
+           "powers of two and +-1, tile-edge remainders, GQA, decode-like Nq << Nk, 2^31-element tensors)"),
+    NUMBER("--jobs", OPT_INT, AC_CMD_FUZZ, jobs, 1, 256,
+           "cases run at once, each worker a process (default: the CPUs, fewer when memory is short); the "
+           "results do not depend on it"),
+    CUSTOM("--shard", "I/N", AC_CMD_FUZZ, apply_shard,
+           "run the cases k with k mod N = I (default: a Slurm job array's task; combine with attncheck merge)"),
+    {"--worker", "FD", AC_CMD_FUZZ, NULL, OPT_INT, AT(worker_fd), 0, 1 << 20, NULL}, /* a --jobs worker: hidden */
+    {"--deadline", "T", AC_CMD_FUZZ, NULL, OPT_SECONDS, AT(deadline), 0, 0, NULL},   /* its time budget's end */
     FLAG("--stop-first", AC_CMD_FUZZ, stop_first, "stop at the first failure"),
     STRING("--save-failures", "DIR", AC_CMD_FUZZ, save_dir, "append minimal failing lines to DIR/<kernel>.cases"),
     NUMBER("--shrink-steps", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, shrink_steps, 0, 1L << 30,
@@ -178,6 +241,11 @@ static const cli_option options[] = {
     STRING("--scale", "S", C_FILES, scale, "softmax scale (default 1/sqrt(d) as f32)"),
     STRING("--lse-base", "e|2", C_FILES, lse_base, "the base of lse (default e)"),
     STRING("--budgets", "FILE", C_REPORTS, budgets, "budgets file (default: the repository's budgets.txt)"),
+    CUSTOM("--reference", "auto|cpu|gpu", C_REPORTS, apply_reference,
+           "reference tier: cpu (OpenBLAS), gpu (a CUDA device, MPFR-certified and spot-checked on the CPU), "
+           "auto (default: gpu for cases big enough when a device is usable)"),
+    CUSTOM("--mem-budget", "GIB", C_REPORTS, apply_mem_budget,
+           "host memory one case may use (default 8); bigger cases are drawn smaller or refused"),
     CUSTOM("--plugin", "PATH.so", C_ALL, apply_plugin, "load a kernel plugin (repeatable)"),
     CUSTOM("--exec", "'CMD {in} {out}'", C_KERNELS, apply_exec,
            "an external command as the kernel: one process per call on a case directory {in}, outputs into "
@@ -305,6 +373,7 @@ static void defaults(ac_cli *c)
     c->cert_rows = AC_DEFAULT_CERT_ROWS;
     c->shrink_steps = AC_DEFAULT_SHRINK_STEPS;
     c->clean_cases = -1;
+    c->worker_fd = -1;
 }
 
 /* The value of option `name` (len chars of arg): after '=', or the next argument. */
@@ -330,7 +399,7 @@ static int parse_option(int argc, char **argv, int *i, ac_cli *c, ac_err *err)
     size_t len = eq ? (size_t)(eq - a) : strlen(a);
     int report = report_option(a, len);
     const cli_option *o = find_option(a, len, c->cmd);
-    if (report >= 0 && (c->cmd & C_REPORTS)) {
+    if (report >= 0 && (c->cmd & C_REPORT_FILES)) {
         int st = option_value(ac_report_format_at((size_t)report)->flag, eq, true, argc, argv, i, &v, err);
         if (st == AC_OK)
             c->report_path[report] = v;
@@ -353,6 +422,8 @@ int ac_cli_parse(int argc, char **argv, ac_cli *c, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "unknown subcommand '%s' (see attncheck --help)", argc > 0 ? argv[0] : "");
     c->cmd = cmd->cmd;
     c->cmd_name = cmd->name;
+    c->argc = argc;
+    c->argv = argv;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int st = AC_OK;
@@ -360,6 +431,8 @@ int ac_cli_parse(int argc, char **argv, ac_cli *c, ac_err *err)
             return AC_CLI_HELP;
         if (strncmp(a, "--", 2) == 0)
             st = parse_option(argc, argv, &i, c, err);
+        else if (cmd->cmd == AC_CMD_MERGE && c->n_paths < AC_MAX_MERGE_FILES)
+            c->paths[c->n_paths++] = a;
         else if (cmd->positional && !c->path)
             c->path = a;
         else
@@ -381,10 +454,10 @@ void ac_cli_usage(FILE *f, const ac_cli *c)
         fprintf(f, "%s\n", cmd->details);
     fputs("\noptions (--opt value or --opt=value):\n", f);
     for (int i = 0; i < N_OPTIONS; i++)
-        if ((options[i].cmds & cmd->cmd) && options[i].type != OPT_RETIRED)
+        if ((options[i].cmds & cmd->cmd) && options[i].type != OPT_RETIRED && options[i].help)
             fprintf(f, "  %s%s%s  %s\n", options[i].name, options[i].arg ? " " : "",
                     options[i].arg ? options[i].arg : "", options[i].help);
-    for (size_t i = 0; (cmd->cmd & C_REPORTS) && i < ac_report_format_count(); i++)
+    for (size_t i = 0; (cmd->cmd & C_REPORT_FILES) && i < ac_report_format_count(); i++)
         fprintf(f, "  %s %s\n", ac_report_format_at(i)->flag, ac_report_format_at(i)->help);
     fputs("  --help  this text\n", f);
 }
@@ -411,6 +484,14 @@ int ac_cli_main(int argc, char **argv, int (*run)(const ac_cli *c, ac_err *err))
     if (st == AC_CLI_HELP) {
         ac_cli_usage(stdout, &c);
         return AC_OK;
+    }
+    if (st == AC_OK) { /* process-wide: every reference this command builds */
+        ac_ref_tier tier = AC_REF_AUTO;
+        if (c.reference)
+            ac_ref_tier_parse(c.reference, &tier, NULL);
+        ac_reference_set_tier(tier);
+        ac_set_mem_budget((size_t)(c.mem_budget_gib * (double)(1u << 30)));
+        st = ac_reference_tier_check(&err);
     }
     if (st == AC_OK)
         st = ac_cli_load_plugins(&c, &err);
@@ -473,5 +554,15 @@ int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_
         ac_report_close(*rep, NULL);
         *rep = NULL;
     }
+    if (st == AC_OK && c->cmd != AC_CMD_MERGE) /* merge writes the shards' own */
+        ac_cli_environment(c, NULL, *rep);
     return st;
+}
+
+/* How every subcommand runs a case: backward, certification, the worker. */
+ac_run_opts ac_cli_run_opts(const ac_cli *c)
+{
+    ac_run_opts o = {.backward = !c->no_backward, .cert_rows = c->cert_rows, .isolate = !c->in_process,
+                     .kernel_timeout_s = c->kernel_timeout_s};
+    return o;
 }

@@ -61,11 +61,31 @@ void ac_report_add(ac_report *r, const char *kernel, const ac_result *res, const
             formats[i]->write(r->state[i], kernel, res, minimal_line);
 }
 
+void ac_report_add_raw(ac_report *r, const char *kernel, const ac_result *res, const char *minimal_line,
+                       const char *raw_json)
+{
+    for (int i = 0; r && i < N_FORMATS; i++) {
+        if (!r->state[i])
+            continue;
+        if (formats[i]->write_raw)
+            formats[i]->write_raw(r->state[i], raw_json);
+        else
+            formats[i]->write(r->state[i], kernel, res, minimal_line);
+    }
+}
+
 void ac_report_add_check(ac_report *r, const ac_report_check *c)
 {
     for (int i = 0; r && i < N_FORMATS; i++)
         if (r->state[i] && formats[i]->write_check)
             formats[i]->write_check(r->state[i], c);
+}
+
+void ac_report_record(ac_report *r, const char *type, const ac_report_field *fields, size_t n)
+{
+    for (int i = 0; r && i < N_FORMATS; i++)
+        if (r->state[i] && formats[i]->record)
+            formats[i]->record(r->state[i], type, fields, n);
 }
 
 int ac_report_close(ac_report *r, ac_err *err)

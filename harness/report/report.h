@@ -23,6 +23,15 @@ typedef struct {
     const char *suite, *name, *kind, *message, *json;
     ac_check_status status;
 } ac_report_check;
+/* One field of a record that is not a case (ac_report_record): a string, a
+ * number or a boolean, under key. */
+typedef enum { AC_FIELD_STRING, AC_FIELD_NUMBER, AC_FIELD_BOOL } ac_field_type;
+typedef struct {
+    const char *key;
+    ac_field_type type;
+    const char *s; /* AC_FIELD_STRING */
+    double x;      /* AC_FIELD_NUMBER; AC_FIELD_BOOL: nonzero is true */
+} ac_report_field;
 
 typedef struct {
     const char *flag; /* the option that asks for it: "--json" */
@@ -35,6 +44,13 @@ typedef struct {
     int (*close)(void *state, const char *path, ac_err *err);
     /* One check (may be NULL: the format ignores checks). */
     void (*write_check)(void *state, const ac_report_check *c);
+    /* A record that is not a case, {"type": type, fields}: the JSON Lines' first
+     * ("environment") and last ("campaign") ones.  NULL: the format has none. */
+    void (*record)(void *state, const char *type, const ac_report_field *fields, size_t n);
+    /* A case record already written in this format, passed through as it is
+     * (merge copies the shards' JSON Lines; what it parses of them is only what
+     * the summary needs).  NULL: the format writes the result instead. */
+    void (*write_raw)(void *state, const char *text);
 } ac_report_format;
 
 #define AC_REPORT_MAX_FORMATS 8
@@ -49,6 +65,13 @@ int ac_report_open(ac_report **r, ac_err *err);
 int ac_report_want(ac_report *r, const char *flag, const char *path, ac_err *err);
 void ac_report_add(ac_report *r, const char *kernel, const ac_result *res, const char *minimal_line);
 void ac_report_add_check(ac_report *r, const ac_report_check *c);
+/* A record that is not a case, to the formats that keep such records (JSON Lines):
+ * call it with "environment" before the first case and "campaign" after the last. */
+void ac_report_record(ac_report *r, const char *type, const ac_report_field *fields, size_t n);
+/* ac_report_add, except that a format with write_raw writes raw_json (one JSON
+ * Lines record, as read from a shard) instead of serialising res again. */
+void ac_report_add_raw(ac_report *r, const char *kernel, const ac_result *res, const char *minimal_line,
+                       const char *raw_json);
 int ac_report_close(ac_report *r, ac_err *err); /* writes every file asked for, frees */
 
 /* report_baseline.c: the baseline comparison's rows and listed cases as checks

@@ -1,8 +1,11 @@
 /* harness/report/report_json.c — --json FILE: JSON Lines, one object per case:
- * kernel, case line, verdict, kind, why, certification, every metric of every
- * output, and the minimal line of a failure.  No timings: the same seed and
- * options give byte-identical output (cJSON prints numbers in the shortest
- * round-tripping form; non-finite ones as strings). */
+ * kernel, case index, case line, dtype, verdict, kind, why, certification, the
+ * reference tier (and its GPU spot check), every metric of every output, and
+ * the minimal line of a failure; first an {"type":"environment"} record, last
+ * a {"type":"campaign"} one (ac_report_record).  Case records carry no
+ * timings: the same seed and options give byte-identical case records.
+ * Numbers are printed in the shortest form that reads back exactly (non-finite
+ * ones as strings), so `attncheck merge` reads back exactly what was measured. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +32,22 @@ static void *json_open(void)
     return js;
 }
 
+/* The shortest of %.15g, %.16g, %.17g that reads back to exactly x (cJSON's
+ * own printing accepts a 1-ulp difference, and merge must read back the very
+ * values measured); non-finite numbers as strings. */
 static void add_number(cJSON *o, const char *key, double x)
 {
-    if (isfinite(x))
-        cJSON_AddNumberToObject(o, key, x);
-    else
+    if (!isfinite(x)) {
         cJSON_AddStringToObject(o, key, isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+        return;
+    }
+    char text[32];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, x);
+        if (strtod(text, NULL) == x)
+            break;
+    }
+    cJSON_AddRawToObject(o, key, text);
 }
 
 static void add_where(cJSON *o, const char *key, ac_where w)
@@ -131,12 +144,58 @@ static cJSON *metrics_json(const ac_metrics *m)
     return o;
 }
 
+/* The tier that computed the reference (absent when none ran) and its spot check. */
+static void add_reference(cJSON *o, const ac_ref_info *ref, bool none_ran)
+{
+    if (none_ran)
+        return;
+    cJSON *r = cJSON_AddObjectToObject(o, "reference");
+    cJSON_AddStringToObject(r, "tier", ac_ref_tier_name(ref->tier));
+    if (!ref->spot_checked)
+        return;
+    cJSON *sc = cJSON_AddObjectToObject(r, "spot_check");
+    cJSON_AddBoolToObject(sc, "agrees", ref->spot_agrees);
+    add_number(sc, "units", ref->spot_units);
+    cJSON_AddStringToObject(sc, "output", ref->spot_output);
+    add_number(sc, "rows", (double)ref->spot_rows);
+    add_number(sc, "keys", (double)ref->spot_keys);
+}
+
+static void json_line(json_state *js, cJSON *o)
+{
+    char *text = cJSON_PrintUnformatted(o);
+    if (text) {
+        fputs(text, js->f);
+        fputc('\n', js->f);
+        cJSON_free(text);
+    }
+    cJSON_Delete(o);
+}
+
+static void json_record(void *state, const char *type, const ac_report_field *fields, size_t n)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "type", type);
+    for (size_t i = 0; i < n; i++) {
+        const ac_report_field *f = &fields[i];
+        if (f->type == AC_FIELD_STRING && f->s)
+            cJSON_AddStringToObject(o, f->key, f->s);
+        else if (f->type == AC_FIELD_NUMBER)
+            add_number(o, f->key, f->x);
+        else if (f->type == AC_FIELD_BOOL)
+            cJSON_AddBoolToObject(o, f->key, f->x != 0);
+    }
+    json_line(state, o);
+}
+
 static void json_write(void *state, const char *kernel, const ac_result *res, const char *minimal_line)
 {
     json_state *js = state;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "kernel", kernel);
+    add_number(o, "index", (double)res->index);
     cJSON_AddStringToObject(o, "case", res->line);
+    cJSON_AddStringToObject(o, "dtype", ac_dtype_name(res->dtype));
     cJSON_AddStringToObject(o, "verdict", report_verdict_name(res));
     add_number(o, "status", res->status);
     cJSON_AddStringToObject(o, "kind", res->kind);
@@ -157,6 +216,7 @@ static void json_write(void *state, const char *kernel, const ac_result *res, co
         }
         cJSON_Delete(classes);
     }
+    add_reference(o, &res->ref, res->unsupported || res->status != AC_OK);
     cJSON *outs = cJSON_AddObjectToObject(o, "outputs");
     for (int k = 0; k < AC_OUT_COUNT; k++)
         if (res->m[k].present)
@@ -167,19 +227,20 @@ static void json_write(void *state, const char *kernel, const ac_result *res, co
             cJSON_AddItemToObject(diag, ac_output_name((ac_output)k), diagnosis_json(&res->m[k]));
     if (res->verdict == AC_VERDICT_FAIL && minimal_line)
         cJSON_AddStringToObject(o, "minimal", minimal_line);
-    char *text = cJSON_PrintUnformatted(o);
-    if (text) {
-        fputs(text, js->f);
-        fputc('\n', js->f);
-        cJSON_free(text);
-    }
-    cJSON_Delete(o);
+    json_line(js, o);
 }
 
 static void json_write_check(void *state, const ac_report_check *c)
 {
     json_state *js = state;
     fputs(c->json, js->f);
+    fputc('\n', js->f);
+}
+
+static void json_write_raw(void *state, const char *text)
+{
+    json_state *js = state;
+    fputs(text, js->f);
     fputc('\n', js->f);
 }
 
@@ -194,4 +255,5 @@ static int json_close(void *state, const char *path, ac_err *err)
 }
 
 const ac_report_format ac_report_json = {"--json", "FILE  JSON Lines, one object per case", json_open, json_write,
-                                         json_close, json_write_check};
+                                         json_close, json_write_check, json_record,
+                                         json_write_raw};

@@ -246,4 +246,4 @@ static int junit_close(void *state, const char *path, ac_err *err)
 }
 
 const ac_report_format ac_report_junit = {"--junit", "FILE  JUnit XML", junit_open, junit_write, junit_close,
-                                          junit_write_check};
+                                          junit_write_check, NULL, NULL};

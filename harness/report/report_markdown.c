@@ -1,12 +1,14 @@
 /* harness/report/report_markdown.c — --markdown FILE, for a pull-request
  * comment: per kernel x dtype x output the worst errors and the special
- * counts (an ac_summary per kernel), then the failures with their original
- * and minimal lines. */
+ * counts (an ac_summary per kernel), then the distinct failures (by kernel,
+ * kind and minimal line, in the order of their first case index), each with
+ * its count and its first case's message and original line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/files/files.h"
+#include "harness/report/failures.h"
 #include "harness/report/report.h"
 #include "harness/report/report_internal.h"
 #include "harness/report/summary.h"
@@ -20,10 +22,6 @@ typedef struct {
 } md_kernel;
 
 typedef struct {
-    char *kernel, *line, *minimal, *why;
-} md_failure;
-
-typedef struct {
     char *suite, *name, *message;
     ac_check_status status;
 } md_check;
@@ -31,32 +29,12 @@ typedef struct {
 typedef struct {
     md_kernel k[REPORT_MAX_KERNELS];
     int n;
-    md_failure *failures;
-    size_t n_failures, cap_failures;
+    ac_failure_set failures;
     md_check *checks;
     size_t n_checks, cap_checks;
 } md_state;
 
 static void *md_open(void) { return calloc(1, sizeof(md_state)); }
-
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
-
-static void remember_failure(md_state *md, const char *kernel, const ac_result *res, const char *minimal_line)
-{
-    if (md->n_failures == md->cap_failures) {
-        size_t cap = md->cap_failures ? 2 * md->cap_failures : 16;
-        md_failure *bigger = realloc(md->failures, cap * sizeof *bigger);
-        if (!bigger)
-            return;
-        md->failures = bigger;
-        md->cap_failures = cap;
-    }
-    md_failure *f = &md->failures[md->n_failures++];
-    f->kernel = strdup(kernel);
-    f->line = strdup(res->line);
-    f->minimal = dup_or_null(minimal_line);
-    f->why = strdup(res->why);
-}
 
 static void md_write(void *state, const char *kernel, const ac_result *res, const char *minimal_line)
 {
@@ -69,8 +47,9 @@ static void md_write(void *state, const char *kernel, const ac_result *res, cons
         return;
     }
     ac_summary_add(&k->s, res);
+    bool is_new;
     if (res->verdict == AC_VERDICT_FAIL)
-        remember_failure(md, kernel, res, minimal_line);
+        ac_failure_set_add(&md->failures, kernel, res, minimal_line, &is_new);
 }
 
 static void md_table(FILE *f, const md_kernel *k)
@@ -97,19 +76,21 @@ static void md_table(FILE *f, const md_kernel *k)
 
 static void md_failures(FILE *f, const md_state *md)
 {
-    if (!md->n_failures) {
+    const ac_failure_set *fs = &md->failures;
+    const ac_failure_sig **v = ac_failure_set_sorted(fs);
+    if (!v) {
         fputs("No accuracy failures.\n", f);
         return;
     }
-    fprintf(f, "#### Failures (%zu)\n\n", md->n_failures);
-    for (size_t i = 0; i < md->n_failures && i < MARKDOWN_MAX_FAILURES_SHOWN; i++) {
-        const md_failure *x = &md->failures[i];
-        fprintf(f, "- `%s`: %s\n  - original: `%s`\n", x->kernel, x->why, x->line);
-        if (x->minimal)
-            fprintf(f, "  - minimal:  `%s`\n", x->minimal);
+    fprintf(f, "#### Failures (%ld failing cases, %zu distinct)\n\n", fs->failures, fs->n);
+    for (size_t i = 0; i < fs->n && i < MARKDOWN_MAX_FAILURES_SHOWN; i++) {
+        const ac_failure_sig *x = v[i];
+        fprintf(f, "- `%s` [%s], %ld case%s: %s\n  - original: `%s` (case %ld)\n  - minimal:  `%s`\n", x->kernel,
+                x->kind, x->count, x->count == 1 ? "" : "s", x->why, x->line, x->first_index, x->minimal);
     }
-    if (md->n_failures > MARKDOWN_MAX_FAILURES_SHOWN)
-        fprintf(f, "- ... and %zu more (see the JSON report)\n", md->n_failures - MARKDOWN_MAX_FAILURES_SHOWN);
+    if (fs->n > MARKDOWN_MAX_FAILURES_SHOWN)
+        fprintf(f, "- ... and %zu more (see the JSON report)\n", fs->n - MARKDOWN_MAX_FAILURES_SHOWN);
+    free(v);
 }
 
 static void md_write_check(void *state, const ac_report_check *c)
@@ -174,13 +155,7 @@ static int md_close(void *state, const char *path, ac_err *err)
 {
     md_state *md = state;
     int st = ac_write_doc(path, fill_markdown, md, err);
-    for (size_t i = 0; i < md->n_failures; i++) {
-        free(md->failures[i].kernel);
-        free(md->failures[i].line);
-        free(md->failures[i].minimal);
-        free(md->failures[i].why);
-    }
-    free(md->failures);
+    ac_failure_set_free(&md->failures);
     for (size_t i = 0; i < md->n_checks; i++) {
         free(md->checks[i].suite);
         free(md->checks[i].name);
@@ -192,4 +167,4 @@ static int md_close(void *state, const char *path, ac_err *err)
 }
 
 const ac_report_format ac_report_markdown = {"--markdown", "FILE  Markdown summary (prove: the detection table)",
-                                             md_open, md_write, md_close, md_write_check};
+                                             md_open, md_write, md_close, md_write_check, NULL, NULL};

@@ -231,7 +231,7 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in, const ac_budgets 
         ac_err diag_err; /* a diagnosis that runs out of memory leaves the verdict as it is */
         if (r->verdict == AC_VERDICT_FAIL)
             ac_diagnose(in, &ref, got, r->m, r->why, sizeof r->why, &diag_err);
-        ac_cert_note(&ref.cert, r->why, sizeof r->why);
+        ac_reference_note(&ref, &r->cert, &r->ref, r->why, sizeof r->why);
     }
     ac_reference_free(&ref);
     ac_kernel_outputs_free(&h);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "harness/case/case.h"
+#include "harness/run/reference.h"
 #include "harness/verdict/budget.h"
 #include "harness/verdict/compare.h"
 #include "harness/verdict/gate.h"
@@ -32,6 +33,8 @@ typedef struct {
     int status;                    /* AC_OK, or the AC_ERR_* that stopped it */
     ac_metrics m[AC_OUT_COUNT];
     ac_cert cert;
+    ac_ref_info ref;               /* the reference tier that ran, its GPU spot check */
+    long index;                    /* the case's index in its campaign stream (run: its place in the corpus) */
     char why[AC_WHY_LEN];
     char kind[AC_KIND_LEN];
     double seconds;

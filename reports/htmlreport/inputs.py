@@ -4,8 +4,9 @@ Three kinds of file, told apart by their first non-blank line:
   - JSON Lines from `attncheck fuzz|run|check|prove --json` (merged shards are
     the same records concatenated).  A record without "type" is a case record
     (harness/report.c, write_json); {"type": "environment", ...} describes the
-    run; "campaign" (its timing) and the baseline comparison's records
-    (TYPED_RECORDS) are kept; any other "type" is skipped with a note.
+    run and {"type": "campaign", ...} closes it (its timing); the baseline
+    comparison's records (TYPED_RECORDS) are kept too; any other "type" is
+    skipped with a note.
   - `attncheck bench` output (kernels/cuda/bench.cu): "# attncheck bench v1 on
     GPU", then "## " sections of whitespace-separated columns.
   - `ci/torch_sdpa_bench.py` output: "# torch VERSION on GPU: ...", a header
@@ -159,6 +160,7 @@ class Inputs:
     cases: List[CaseRecord] = field(default_factory=list)
     environments: List[EnvironmentRecord] = field(default_factory=list)
     typed: List[TypedRecord] = field(default_factory=list)
+    campaigns: List[dict] = field(default_factory=list)
     benches: List[BenchRun] = field(default_factory=list)
     torch_runs: List[TorchRun] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -260,7 +262,10 @@ def _json_record(obj, source: str, into: Inputs) -> bool:
     elif rtype == "environment":
         into.environments.append(EnvironmentRecord(source, {k: v for k, v in obj.items() if k != "type"}))
     elif rtype in TYPED_RECORDS:
-        into.typed.append(TypedRecord(source, rtype, {k: v for k, v in obj.items() if k != "type"}))
+        fields = {k: v for k, v in obj.items() if k != "type"}
+        into.typed.append(TypedRecord(source, rtype, fields))
+        if rtype == "campaign":  # the JSON Lines' last record: counts and timings the cases give anyway
+            into.campaigns.append(fields)
     else:
         into.notes.append("%s: skipped a record of unknown type %r" % (source, rtype))
         return False

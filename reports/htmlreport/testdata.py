@@ -49,11 +49,15 @@ def case_line(seed: int = 1, b: int = 1, hq: int = 2, hkv: int = 1, nq: int = 64
 
 
 def case_record(kernel: str, line: str, outputs: Dict[str, dict], verdict: str = "pass", kind: str = "",
-                why: str = "", minimal: Optional[str] = None, certified: bool = True, rows_checked: int = 2) -> dict:
-    rec = {"kernel": kernel, "case": line, "verdict": verdict, "status": 0, "kind": kind, "why": why,
+                why: str = "", minimal: Optional[str] = None, certified: bool = True, rows_checked: int = 2,
+                index: int = 0) -> dict:
+    dtype = next((f[6:] for f in line.split() if f.startswith("dtype=")), "f16")
+    rec = {"kernel": kernel, "index": index, "case": line, "dtype": dtype, "verdict": verdict, "status": 0,
+           "kind": kind, "why": why,
            "certification": {"rows_checked": rows_checked, "certified": certified,
                              "max_ulp_o": 0.0 if certified else 0.5, "max_abs_lse": 0.0},
            "failures": [kind] if verdict == "fail" and kind else [], "outputs": outputs,
+           "reference": {"tier": "cpu"},
            "diagnosis": {}}  # per output: budgets, failed classes, worst values, places, hint (not read here)
     if verdict == "fail" and minimal:
         rec["minimal"] = minimal
