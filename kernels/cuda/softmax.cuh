@@ -55,8 +55,18 @@ template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) 
 
 // One query row's running max m, in log2 units (scores times scale log2 e),
 // and running sum l of 2^(s - m) over the keys seen so far.
+//
+// The start state comes from a constructor, not from default member
+// initializers: in device code nvcc 13.0 runs those only for the first
+// sub-array of a multi-dimensional array (`acd_softmax_row x[2][2]`: x[0][*];
+// x[1][*] stayed undefined and came out m = 0), which gave fwd_tc's second
+// m-tile at d = 128 a running max of 0 instead of -inf, so a row whose visible
+// scores were all negative had P = 2^s instead of 1 (rounded far from 1, or to
+// 0).  A user-provided constructor runs for every element (PERF.md).
 struct acd_softmax_row {
-    float m = -INFINITY, l = 0.f;
+    float m, l;
+
+    __device__ __forceinline__ acd_softmax_row() : m(-INFINITY), l(0.f) {}
 
     // Opens a tile whose scores' maximum over the row is tile_max; returns the
     // shift of this tile's exponents, the new max, or 0 while the row has seen
