@@ -16,9 +16,10 @@
 #include <stdio.h>
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -82,29 +83,46 @@ static void label(ac_tensor *t, const char *path, const char *name)
     snprintf(t->name, sizeof t->name, "%s", name);
 }
 
-static int read_at(FILE *f, long long off, void *buf, size_t n)
+/* What a reader reads from: a regular file, or a buffer (the fuzz targets').
+ * Every read is checked against size, so no offset from a header reaches
+ * past the end. */
+typedef struct {
+    FILE *f;
+    const unsigned char *mem;
+    long long size;
+} source;
+
+static int read_at(const source *src, long long off, void *buf, size_t n)
 {
-    if (fseeko(f, (off_t)off, SEEK_SET) != 0)
+    if (off < 0 || off > src->size || n > (unsigned long long)(src->size - off))
         return -1;
-    return fread(buf, 1, n, f) == n ? 0 : -1;
+    if (src->mem) {
+        if (n)
+            memcpy(buf, src->mem + off, n);
+        return 0;
+    }
+    if (fseeko(src->f, (off_t)off, SEEK_SET) != 0)
+        return -1;
+    return fread(buf, 1, n, src->f) == n ? 0 : -1;
 }
 
-static int open_sized(const char *path, FILE **f, long long *size, ac_err *err)
+/* A regular file only: a FIFO, a device or a directory is refused (files.h). */
+static int open_source(const char *path, source *src, ac_err *err)
 {
-    *f = fopen(path, "rb");
-    if (!*f)
-        return ac_fail(err, AC_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(*f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(*f);
-        return ac_fail(err, AC_ERR_INPUT, "%s: not a regular file", path);
+    memset(src, 0, sizeof *src);
+    int fd;
+    int st = ac_open_regular(path, &fd, &src->size, err);
+    if (st != AC_OK)
+        return st;
+    if (!(src->f = fdopen(fd, "rb"))) {
+        close(fd);
+        return ac_fail(err, AC_ERR_ENV, "%s: cannot open: %s", path, strerror(errno));
     }
-    *size = (long long)st.st_size;
     return AC_OK;
 }
 
 /* The data region [off, off + avail) must hold exactly what the shape says. */
-static int load_data(FILE *f, ac_tensor *t, long long off, long long avail, ac_err *err)
+static int load_data(const source *f, ac_tensor *t, long long off, long long avail, ac_err *err)
 {
     char shp[256];
     ac_tensor_shape_str(t, shp, sizeof shp);
@@ -187,24 +205,40 @@ static int npy_descr(const char *path, ac_tensor *t, cursor *c, ac_err *err)
                    "|b1, |u1, <i4, <i8)", path, d);
 }
 
+/* One dimension: decimal digits within the header (it is not NUL-terminated,
+ * so no strtoll), at most MAX_DIM. */
+static int shape_entry(const char *path, cursor *c, long long *v, ac_err *err)
+{
+    skip_ws(c);
+    *v = 0;
+    const char *start = c->s;
+    for (; c->s < c->end && *c->s >= '0' && *c->s <= '9'; c->s++) {
+        *v = *v * 10 + (*c->s - '0');
+        if (*v > MAX_DIM)
+            return ac_fail(err, AC_ERR_INPUT, "%s: header: shape entry beyond %lld", path, (long long)MAX_DIM);
+    }
+    if (c->s == start && c->s < c->end && *c->s == '-')
+        return ac_fail(err, AC_ERR_INPUT, "%s: header: negative shape entry", path);
+    if (c->s == start)
+        return ac_fail(err, AC_ERR_INPUT, "%s: header: bad shape entry", path);
+    if (c->s < c->end && (*c->s == 'L' || *c->s == 'l')) /* Python 2's long suffix, as NumPy wrote it */
+        c->s++;
+    return AC_OK;
+}
+
 static int npy_shape(const char *path, ac_tensor *t, cursor *c, ac_err *err)
 {
     if (!take(c, '('))
         return ac_fail(err, AC_ERR_INPUT, "%s: header: 'shape' is not a tuple", path);
     t->ndim = 0;
     while (!take(c, ')')) {
-        skip_ws(c);
-        char *e;
-        errno = 0;
-        long long v = strtoll(c->s, &e, 10);
-        if (e == c->s || e > c->end || errno)
-            return ac_fail(err, AC_ERR_INPUT, "%s: header: bad shape entry", path);
-        if (v < 0 || v > MAX_DIM)
-            return ac_fail(err, AC_ERR_INPUT, "%s: header: shape entry %lld out of range", path, v);
+        long long v;
+        int st = shape_entry(path, c, &v, err);
+        if (st != AC_OK)
+            return st;
         if (t->ndim == AC_TENSOR_MAX_DIMS)
             return ac_fail(err, AC_ERR_INPUT, "%s: more than %d dimensions", path, AC_TENSOR_MAX_DIMS);
         t->shape[t->ndim++] = v;
-        c->s = e;
         if (!take(c, ',')) {
             if (!take(c, ')'))
                 return ac_fail(err, AC_ERR_INPUT, "%s: header: shape tuple not closed", path);
@@ -264,7 +298,7 @@ static int npy_dict(const char *path, const char *hdr, size_t len, ac_tensor *t,
 }
 
 /* Magic, version and header length: the data starts at *data_off. */
-static int npy_preamble(FILE *f, const char *path, long long size, size_t *hdr_len, long long *data_off,
+static int npy_preamble(const source *f, const char *path, long long size, size_t *hdr_len, long long *data_off,
                         ac_err *err)
 {
     unsigned char pre[12];
@@ -293,17 +327,13 @@ static int npy_preamble(FILE *f, const char *path, long long size, size_t *hdr_l
     return AC_OK;
 }
 
-int ac_npy_read(const char *path, const char *name, ac_tensor *t, ac_err *err)
+static int npy_from(const source *f, const char *path, const char *name, ac_tensor *t, ac_err *err)
 {
     memset(t, 0, sizeof *t);
     label(t, path, name);
-    FILE *f;
-    long long size = 0, data_off = 0;
+    long long size = f->size, data_off = 0;
     size_t hdr_len = 0;
-    int st = open_sized(path, &f, &size, err);
-    if (st != AC_OK)
-        return st;
-    st = npy_preamble(f, path, size, &hdr_len, &data_off, err);
+    int st = npy_preamble(f, path, size, &hdr_len, &data_off, err);
     char *hdr = st == AC_OK ? malloc(hdr_len + 1) : NULL;
     if (st == AC_OK && !hdr)
         st = ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
@@ -314,10 +344,27 @@ int ac_npy_read(const char *path, const char *name, ac_tensor *t, ac_err *err)
     if (st == AC_OK)
         st = load_data(f, t, data_off, size - data_off, err);
     free(hdr);
-    fclose(f);
     if (st != AC_OK)
         ac_tensor_free(t);
     return st;
+}
+
+int ac_npy_read(const char *path, const char *name, ac_tensor *t, ac_err *err)
+{
+    memset(t, 0, sizeof *t);
+    source src;
+    int st = open_source(path, &src, err);
+    if (st != AC_OK)
+        return st;
+    st = npy_from(&src, path, name, t, err);
+    fclose(src.f);
+    return st;
+}
+
+int ac_npy_read_mem(const void *data, size_t len, const char *label_, const char *name, ac_tensor *t, ac_err *err)
+{
+    source src = {.mem = data, .size = (long long)len};
+    return npy_from(&src, label_, name, t, err);
 }
 
 int ac_npy_write(const char *path, const ac_tensor *t, ac_err *err)
@@ -387,6 +434,8 @@ static int st_offsets(const char *path, const char *name, const cJSON *j, long l
         !cJSON_IsNumber(cJSON_GetArrayItem(j, 1)))
         return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: \"data_offsets\" is not [begin, end]", path, name);
     double b = cJSON_GetArrayItem(j, 0)->valuedouble, e = cJSON_GetArrayItem(j, 1)->valuedouble;
+    if (b != floor(b) || e != floor(e))
+        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: data_offsets [%g, %g] are not integers", path, name, b, e);
     if (b < 0 || e < b || e > (double)buf_len)
         return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: data_offsets [%.0f, %.0f] out of range (data "
                        "buffer holds %lld bytes)", path, name, b, e, buf_len);
@@ -400,7 +449,23 @@ static int st_offsets(const char *path, const char *name, const cJSON *j, long l
     return AC_OK;
 }
 
-static int st_header(FILE *f, const char *path, long long size, cJSON **root, long long *buf_off, ac_err *err)
+/* The JSON must fill the header: only the format's padding (blanks) may follow it. */
+static cJSON *parse_header_json(const char *json, size_t n)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, n, &end, false);
+    if (!root)
+        return NULL;
+    for (; end && end < json + n; end++)
+        if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r') {
+            cJSON_Delete(root);
+            return NULL;
+        }
+    return root;
+}
+
+static int st_header(const source *f, const char *path, long long size, cJSON **root, long long *buf_off,
+                     ac_err *err)
 {
     unsigned char n8[8];
     if (size < 8 || read_at(f, 0, n8, 8) != 0)
@@ -419,20 +484,23 @@ static int st_header(FILE *f, const char *path, long long size, cJSON **root, lo
         return ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
     int st = read_at(f, 8, json, n) == 0 ? AC_OK : ac_fail(err, AC_ERR_INPUT, "%s: cannot read header", path);
     if (st == AC_OK) {
-        *root = cJSON_ParseWithLength(json, n);
+        *root = parse_header_json(json, n);
         if (!*root || !cJSON_IsObject(*root))
-            st = ac_fail(err, AC_ERR_INPUT, "%s: header is not a JSON object", path);
+            st = ac_fail(err, AC_ERR_INPUT, "%s: header is not a JSON object (one object, padded with blanks)", path);
     }
     free(json);
     *buf_off = 8 + (long long)n;
     return st;
 }
 
-static int st_tensor(FILE *f, const char *path, const cJSON *e, long long buf_off, long long buf_len,
+static int st_tensor(const source *f, const char *path, const cJSON *e, long long buf_off, long long buf_len,
                      ac_tensor *t, long long range[2], ac_err *err)
 {
     memset(t, 0, sizeof *t);
     label(t, path, e->string);
+    if (strlen(e->string) >= sizeof t->name)
+        return ac_fail(err, AC_ERR_INPUT, "%s: tensor name '%s' longer than %zu bytes", path, t->name,
+                       sizeof t->name - 1);
     if (!cJSON_IsObject(e))
         return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: entry is not an object", path, e->string);
     int st = st_dtype(path, e->string, cJSON_GetObjectItemCaseSensitive(e, "dtype"), t, err);
@@ -457,17 +525,29 @@ static int span_cmp(const void *a, const void *b)
     return x->b < y->b ? -1 : x->b > y->b;
 }
 
-static int check_overlaps(const char *path, span *s, size_t n, ac_err *err)
+/* The tensors tile the data buffer exactly, as the format requires: no
+ * overlap, no hole, nothing after the last one (trailing bytes would be data
+ * no header describes). */
+static int check_spans(const char *path, span *s, size_t n, long long buf_len, ac_err *err)
 {
     qsort(s, n, sizeof *s, span_cmp);
-    for (size_t i = 1; i < n; i++)
-        if (s[i].b < s[i - 1].e)
+    long long at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && s[i].b < s[i - 1].e)
             return ac_fail(err, AC_ERR_INPUT, "%s: tensors %s [%lld, %lld) and %s [%lld, %lld) overlap", path,
                            s[i - 1].name, s[i - 1].b, s[i - 1].e, s[i].name, s[i].b, s[i].e);
+        if (s[i].b > at)
+            return ac_fail(err, AC_ERR_INPUT, "%s: bytes [%lld, %lld) of the data buffer belong to no tensor", path,
+                           at, s[i].b);
+        at = s[i].e;
+    }
+    if (at < buf_len)
+        return ac_fail(err, AC_ERR_INPUT, "%s: %lld trailing bytes after the last tensor (the data buffer holds "
+                       "%lld, the tensors %lld)", path, buf_len - at, buf_len, at);
     return AC_OK;
 }
 
-static int st_all(FILE *f, const char *path, const cJSON *root, long long buf_off, long long size,
+static int st_all(const source *f, const char *path, const cJSON *root, long long buf_off, long long size,
                   ac_tensor_set *set, ac_err *err)
 {
     size_t cap = (size_t)cJSON_GetArraySize(root);
@@ -490,28 +570,41 @@ static int st_all(FILE *f, const char *path, const cJSON *root, long long buf_of
         set->n++;
     }
     if (st == AC_OK)
-        st = check_overlaps(path, spans, set->n, err);
+        st = check_spans(path, spans, set->n, size - buf_off, err);
     free(spans);
+    return st;
+}
+
+static int safetensors_from(const source *f, const char *path, ac_tensor_set *set, ac_err *err)
+{
+    memset(set, 0, sizeof *set);
+    long long buf_off = 0;
+    cJSON *root = NULL;
+    int st = st_header(f, path, f->size, &root, &buf_off, err);
+    if (st == AC_OK)
+        st = st_all(f, path, root, buf_off, f->size, set, err);
+    cJSON_Delete(root);
+    if (st != AC_OK)
+        ac_tensor_set_free(set);
     return st;
 }
 
 int ac_safetensors_read(const char *path, ac_tensor_set *set, ac_err *err)
 {
     memset(set, 0, sizeof *set);
-    FILE *f;
-    long long size, buf_off = 0;
-    int st = open_sized(path, &f, &size, err);
+    source src;
+    int st = open_source(path, &src, err);
     if (st != AC_OK)
         return st;
-    cJSON *root = NULL;
-    st = st_header(f, path, size, &root, &buf_off, err);
-    if (st == AC_OK)
-        st = st_all(f, path, root, buf_off, size, set, err);
-    cJSON_Delete(root);
-    fclose(f);
-    if (st != AC_OK)
-        ac_tensor_set_free(set);
+    st = safetensors_from(&src, path, set, err);
+    fclose(src.f);
     return st;
+}
+
+int ac_safetensors_read_mem(const void *data, size_t len, const char *label_, ac_tensor_set *set, ac_err *err)
+{
+    source src = {.mem = data, .size = (long long)len};
+    return safetensors_from(&src, label_, set, err);
 }
 
 const ac_tensor *ac_tensor_set_find(const ac_tensor_set *set, const char *name)
