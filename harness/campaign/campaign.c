@@ -95,13 +95,16 @@ static int campaign_case(const ac_kernel *k, const ac_budgets *b, const ac_campa
     int st = ac_run_case(k, c, b, &o->run, &r, err);
     ac_summary_add(s, &r);
     char minimal_line[AC_CASE_LINE_MAX] = "";
+    int saved = AC_OK;
     if (st == AC_OK && r.verdict == AC_VERDICT_FAIL) {
-        st = handle_failure(k, b, o, c, &r, minimal_line, sizeof minimal_line, err);
+        saved = handle_failure(k, b, o, c, &r, minimal_line, sizeof minimal_line, err);
         note_first_failure(s, &r, minimal_line, ac_now_seconds() - t0);
     } else if (st != AC_OK && o->out) {
         fprintf(o->out, "ERROR %s: %s\n  case: %s\n", k->name, r.why, r.line);
     }
     ac_report_add(rep, k->name, &r, r.verdict == AC_VERDICT_FAIL ? minimal_line : NULL);
+    if (saved != AC_OK)
+        return saved; /* --save-failures could not save it: stop, and say so (err), rather than lose it */
     return st == AC_ERR_ENV ? st : AC_OK; /* a device fault: what follows would not be about the kernel */
 }
 
