@@ -255,7 +255,7 @@ Test(harness_corpus, nul_bytes_devices_and_fifos_are_refused, .timeout = 10)
     char a[256], fifo[256];
     snprintf(a, sizeof a, "%s/a.cases", dir);
     snprintf(fifo, sizeof fifo, "%s/b.cases", dir);
-    char l1[AC_CASE_LINE_MAX], text[3000];
+    char l1[AC_CASE_LINE_MAX], text[2 * AC_CASE_LINE_MAX + 16];
     ac_case c = ac_case_default();
     int n = ac_case_format(&c, l1, sizeof l1);
     snprintf(text, sizeof text, "# ok\n%s\n%s\n", l1, l1);

@@ -69,7 +69,7 @@ int case_bad(ac_err *err, const char *key, const char *what, const char *got)
     return ac_fail(err, AC_ERR_INPUT, "%s: expected %s, got '%s'", key, what, got);
 }
 
-bool case_read_digits(const char *s, unsigned long long max, unsigned long long *out)
+bool ac_read_unsigned(const char *s, unsigned long long max, unsigned long long *out)
 {
     if (!*s)
         return false;
@@ -86,18 +86,46 @@ bool case_read_digits(const char *s, unsigned long long max, unsigned long long 
     return true;
 }
 
-bool case_read_number(const char *s, double *out)
+/* [-]digits[.digits][(e|E)[+|-]digits], with digits on at least one side of
+ * the point: what %g prints, and nothing strtod also takes (blanks, '+', hex,
+ * inf, nan, a locale's decimal comma). */
+static bool decimal_syntax(const char *s)
 {
-    if (!*s || isspace((unsigned char)*s))
+    const char *p = s + (*s == '-');
+    size_t whole = strspn(p, "0123456789"), frac = 0;
+    p += whole;
+    if (*p == '.')
+        frac = strspn(++p, "0123456789"), p += frac;
+    if (whole + frac == 0)
         return false;
-    char *end;
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        size_t exp_digits = strspn(p, "0123456789");
+        if (!exp_digits)
+            return false;
+        p += exp_digits;
+    }
+    return *p == '\0';
+}
+
+bool ac_read_decimal(const char *s, double *out)
+{
+    if (!decimal_syntax(s))
+        return false;
     errno = 0;
-    double v = strtod(s, &end);
-    if (*end || errno == ERANGE || !isfinite(v))
+    double v = strtod(s, NULL);
+    if (errno == ERANGE || !isfinite(v))
         return false;
     *out = v;
     return true;
 }
+
+bool case_read_digits(const char *s, unsigned long long max, unsigned long long *out)
+{
+    return ac_read_unsigned(s, max, out);
+}
+
+bool case_read_number(const char *s, double *out) { return ac_read_decimal(s, out); }
 
 bool case_split_call(char *s, const char **name, char **args)
 {
