@@ -192,19 +192,10 @@ static int verdict(const ac_cli *o, const ac_inputs *in, const outputs *g, ac_re
     return r->verdict == AC_VERDICT_ERROR ? ac_fail(err, AC_ERR_INPUT, "%s", r->why) : AC_OK;
 }
 
-static int report(const ac_cli *o, const char *label, const ac_result *r, ac_err *err)
-{
-    ac_report *rep;
-    int st = ac_cli_open_report(o, false, &rep, err);
-    if (st != AC_OK)
-        return st;
-    ac_report_add(rep, label, r, NULL);
-    return ac_report_close(rep, err);
-}
-
 static int run_check(const ac_cli *o, ac_err *err)
 {
     tensor_files f;
+    memset(&f, 0, sizeof f);
     ac_inputs in;
     outputs g;
     memset(&in, 0, sizeof in), memset(&g, 0, sizeof g);
@@ -213,7 +204,10 @@ static int run_check(const ac_cli *o, ac_err *err)
     char label[200];
     snprintf(label, sizeof label, "%s%s", o->kernel ? o->kernel : "check:", o->kernel ? "" : o->path);
     snprintf(r.line, sizeof r.line, "check %s%s%s", o->path, o->kernel ? " --kernel " : "", o->kernel ? o->kernel : "");
-    int st = ac_check_read_files(o->path, &f, err);
+    ac_report *rep = NULL; /* opened first: its paths are checked before anything is read */
+    int st = ac_cli_open_report(o, false, &rep, err);
+    if (st == AC_OK)
+        st = ac_check_read_files(o->path, &f, err);
     if (st == AC_OK)
         st = ac_check_make_inputs(o, &f, &in, err);
     if (st == AC_OK)
@@ -224,8 +218,11 @@ static int run_check(const ac_cli *o, ac_err *err)
     r.seconds = ac_now_seconds() - t0;
     if (st == AC_OK) {
         print_result(&in, label, &r);
-        st = report(o, label, &r, err);
+        ac_report_add(rep, label, &r, NULL);
+        st = ac_report_close(rep, err);
+        rep = NULL;
     }
+    ac_report_discard(rep); /* a check that did not complete writes no report */
     outputs_free(&g);
     ac_inputs_free(&in);
     ac_check_files_free(&f);
@@ -265,6 +262,68 @@ static int write_outputs(const char *out, ac_tensor *ts, int n, ac_err *err)
     return st;
 }
 
+/* ---- reference --out: never over the inputs ------------------------------------ */
+
+/* Both exist and are one file (through symlinks and hard links alike). */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* The files reference reads: PATH's tensors (or PATH), --mask-file, --seqlens-q/-k files. */
+static int input_files(const ac_cli *o, char (*paths)[AC_PATH_LEN], int max)
+{
+    int n = 0;
+    struct stat sb;
+    if (stat(o->path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        for (int i = 0; i < T_N && n < max; i++)
+            snprintf(paths[n++], AC_PATH_LEN, "%s/%s.npy", o->path, ac_check_tnames[i]);
+    else
+        snprintf(paths[n++], AC_PATH_LEN, "%s", o->path);
+    const char *extra[3] = {o->mask_file, o->seqlens_q, o->seqlens_k};
+    for (int i = 0; i < 3 && n < max; i++)
+        if (extra[i])
+            snprintf(paths[n++], AC_PATH_LEN, "%s", extra[i]);
+    return n;
+}
+
+/* reference writes --out (a .safetensors file, or o.npy ... in a folder) only
+ * where no input lives: `reference DIR --out DIR` would replace the kernel's
+ * o.npy with the reference (a later check of DIR would compare the reference
+ * with itself), `reference X.safetensors --out X.safetensors` would destroy
+ * the inputs.  Checked before anything is computed, with the paths' writability. */
+static int check_out(const ac_cli *o, ac_err *err)
+{
+    static const char *const written[] = {"o", "lse", "dq", "dk", "dv"};
+    char inputs[T_N + 3][AC_PATH_LEN], out[AC_PATH_LEN];
+    int n_in = input_files(o, inputs, T_N + 3);
+    bool to_file = ac_check_ends_with(o->out, ".safetensors");
+    struct stat sb;
+    bool out_dir = !to_file && stat(o->out, &sb) == 0;
+    if (!to_file && same_file(o->out, o->path))
+        return ac_fail(err, AC_ERR_INPUT, "--out %s is the input folder %s: the reference would replace the files "
+                       "under test; write it elsewhere", o->out, o->path);
+    if (out_dir && !S_ISDIR(sb.st_mode))
+        return ac_fail(err, AC_ERR_INPUT, "--out %s: is %s, not a folder (or give FILE.safetensors)", o->out,
+                       ac_file_kind(sb.st_mode));
+    for (int w = 0; w < (to_file ? 1 : 5); w++) {
+        if (to_file)
+            snprintf(out, sizeof out, "%s", o->out);
+        else if (snprintf(out, sizeof out, "%s/%s.npy", o->out, written[w]) >= (int)sizeof out)
+            return ac_fail(err, AC_ERR_INPUT, "--out: path too long");
+        for (int i = 0; i < n_in; i++)
+            if (same_file(out, inputs[i]))
+                return ac_fail(err, AC_ERR_INPUT, "--out %s: writing %s would overwrite the input %s", o->out, out,
+                               inputs[i]);
+        int st = to_file || out_dir ? ac_check_writable(out, "--out", err) : AC_OK;
+        if (st != AC_OK)
+            return st;
+    }
+    /* a folder still to be made: where it would go must take it */
+    return to_file || out_dir ? AC_OK : ac_check_writable(o->out, "--out", err);
+}
+
 /* The fp64 reference of the inputs: x = o, lse (base e), and with bwd dq, dk, dv, delta. */
 static int compute_reference(const ac_inputs *in, bool bwd, double *x[6], ac_err *err)
 {
@@ -273,7 +332,7 @@ static int compute_reference(const ac_inputs *in, bool bwd, double *x[6], ac_err
     size_t sizes[6] = {nq, nl, nq, nkv, nkv, nl};
     for (int i = 0; i < (bwd ? 6 : 2); i++) /* calloc: padding rows read 0 */
         if (!(x[i] = calloc(sizes[i] + 1, sizeof(double))))
-            return ac_fail(err, AC_ERR_ENV, "reference: out of memory");
+            return ac_fail(err, AC_ERR_ENV, "out of memory for the reference outputs");
     int st = ref_forward_fp64(p, in->qd, in->kd, in->vd, x[0], x[1], err);
     if (st == AC_OK && bwd)
         st = ref_backward_fp64(p, in->qd, in->kd, in->vd, x[0], x[1], in->d_od, x[2], x[3], x[4], x[5], err);
@@ -287,7 +346,10 @@ static int run_reference(const ac_cli *o, ac_err *err)
     memset(&in, 0, sizeof in);
     double *x[6] = {0}; /* o, lse, dq, dk, dv, delta */
     bool base2 = o->lse_base && !strcmp(o->lse_base, "2");
-    int st = ac_check_read_files(o->path, &f, err);
+    memset(&f, 0, sizeof f);
+    int st = check_out(o, err);
+    if (st == AC_OK)
+        st = ac_check_read_files(o->path, &f, err);
     if (st == AC_OK)
         st = ac_check_make_inputs(o, &f, &in, err);
     bool bwd = f.have[T_DO];

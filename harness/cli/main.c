@@ -8,6 +8,7 @@
  * 1 an accuracy failure, 2 bad usage or input, 3 environment (a requested
  * kernel cannot run here).  Only this file ends the process: everything below
  * returns a status. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "harness/campaign/corpus.h"
 #include "harness/campaign/prove.h"
 #include "harness/cli/cli.h"
+#include "harness/files/files.h"
 #include "harness/report/summary.h"
 #include "harness/verdict/budget.h"
 
@@ -64,7 +66,10 @@ static int exit_status(const ac_summary *s)
 
 /* ---- fuzz ---------------------------------------------------------------------- */
 
-static int cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep)
+/* Each command says whether it ran to its end (*completed): only then are the
+ * reports written; a run stopped by a bad line, file or option leaves any
+ * existing report exactly as it was. */
+static int cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep, bool *completed)
 {
     ac_campaign_opts o = {0};
     o.seed = c->seed;
@@ -85,6 +90,7 @@ static int cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac
     ac_summary s;
     ac_err err = {{0}};
     int st = ac_campaign(k, b, &o, rep, &s, &err);
+    *completed = st == AC_OK;
     ac_summary_print(stdout, k->name, &s);
     if (st != AC_OK) {
         fprintf(stderr, "attncheck fuzz: %s\n", err.msg);
@@ -145,10 +151,11 @@ static int collect_cases(const ac_cli *c, ac_corpus *l)
     return st;
 }
 
-static int cmd_run(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep)
+static int cmd_run(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep, bool *completed)
 {
     ac_corpus l = {0};
     int st = collect_cases(c, &l);
+    *completed = st == AC_OK;
     if (st == AC_OK) {
         replay r = {.k = k, .b = b, .o = run_opts(c), .rep = rep, .quiet = c->quiet};
         double t0 = ac_now_seconds();
@@ -208,7 +215,7 @@ static int cmd_list(void)
 
 /* ---- prove ------------------------------------------------------------------------ */
 
-static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep)
+static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep, bool *completed)
 {
     ac_prove_opts o = {0};
     o.base = c->base ? c->base : "cpu-flash";
@@ -224,6 +231,7 @@ static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep)
     o.out = stdout;
     ac_err err = {{0}};
     int st = ac_prove(&o, b, rep, &err);
+    *completed = st == AC_OK || st == AC_FAIL_ACCURACY; /* ac_prove's errors stop it */
     if (st >= AC_ERR_INPUT)
         fprintf(stderr, "attncheck prove: %s\n", err.msg);
     return st;
@@ -239,7 +247,19 @@ static int load_budgets(const ac_cli *c, ac_budgets *b, ac_err *err)
     return st == AC_OK ? AC_OK : ac_fail(err, st, "budgets %s: %s", path, why.msg);
 }
 
-/* fuzz, run and prove: budgets, a kernel, a report, the command; list. */
+/* Every file the run will write, checked before it starts (the reports are
+ * checked as they are opened): an unwritable path is exit 2 at once. */
+static int check_outputs(const ac_cli *c, ac_err *err)
+{
+    if (c->cmd == AC_CMD_FUZZ && c->save_dir)
+        return ac_save_failures_check(c->save_dir, err);
+    int md = ac_report_format_index("--markdown");
+    if (c->cmd == AC_CMD_PROVE && md >= 0 && c->report_path[md])
+        return ac_check_writable(c->report_path[md], "--markdown", err);
+    return AC_OK;
+}
+
+/* fuzz, run and prove: budgets, a kernel, the outputs checked, a report, the command; list. */
 static int run_command(const ac_cli *c, ac_err *err)
 {
     if (c->cmd == AC_CMD_LIST)
@@ -251,22 +271,29 @@ static int run_command(const ac_cli *c, ac_err *err)
     const ac_kernel *k = NULL;
     if (st == AC_OK && c->cmd != AC_CMD_PROVE)
         st = pick_kernel(c, &k, err);
+    if (st == AC_OK)
+        st = check_outputs(c, err);
     ac_report *rep = NULL;
     if (st == AC_OK)
         st = ac_cli_open_report(c, c->cmd == AC_CMD_PROVE, &rep, err);
     if (st != AC_OK)
         return st;
+    bool completed = false;
     if (c->cmd == AC_CMD_FUZZ)
-        st = cmd_fuzz(c, k, &b, rep);
+        st = cmd_fuzz(c, k, &b, rep, &completed);
     else if (c->cmd == AC_CMD_RUN)
-        st = cmd_run(c, k, &b, rep);
+        st = cmd_run(c, k, &b, rep, &completed);
     else
-        st = cmd_prove(c, &b, rep);
+        st = cmd_prove(c, &b, rep, &completed);
+    if (!completed) {
+        ac_report_discard(rep);
+        return st;
+    }
     ac_err why = {{0}};
     int wst = ac_report_close(rep, &why);
     if (wst != AC_OK)
-        fprintf(stderr, "attncheck: writing a report: %s\n", why.msg);
-    return st != AC_OK ? st : wst;
+        fprintf(stderr, "attncheck %s: writing a report: %s\n", c->cmd_name, why.msg);
+    return st >= AC_ERR_INPUT || wst == AC_OK ? st : wst; /* errors outrank failures; the first error wins */
 }
 
 int main(int argc, char **argv)

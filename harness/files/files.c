@@ -175,13 +175,13 @@ static int create_beside(const char *target, char *tmp, size_t len, int *fd, ac_
 }
 
 /* The target's own state: absent (*exists false), or a regular file with st. */
-static int target_state(const char *target, const char *what, bool *exists, struct stat *st, ac_err *err)
+static int target_state(const char *target, bool *exists, struct stat *st, ac_err *err)
 {
     *exists = lstat(target, st) == 0;
     if (!*exists && errno != ENOENT)
-        return ac_fail(err, AC_ERR_INPUT, "%s %s: %s", what, target, strerror(errno));
+        return ac_fail(err, AC_ERR_INPUT, "%s: %s", target, strerror(errno));
     if (*exists && !S_ISREG(st->st_mode))
-        return ac_fail(err, AC_ERR_INPUT, "%s %s: is %s; attncheck writes only regular files", what, target,
+        return ac_fail(err, AC_ERR_INPUT, "%s: is %s; attncheck writes only regular files", target,
                        ac_file_kind(st->st_mode));
     return AC_OK;
 }
@@ -191,13 +191,14 @@ int ac_check_writable(const char *path, const char *what, ac_err *err)
     char target[AC_PATH_LEN], tmp[AC_PATH_LEN];
     struct stat st;
     bool exists;
-    int fd, status = ac_write_target(path, target, sizeof target, err);
+    ac_err why = {{0}};
+    int fd, status = ac_write_target(path, target, sizeof target, &why);
     if (status == AC_OK)
-        status = target_state(target, what, &exists, &st, err);
+        status = target_state(target, &exists, &st, &why);
     if (status == AC_OK)
-        status = create_beside(target, tmp, sizeof tmp, &fd, err);
+        status = create_beside(target, tmp, sizeof tmp, &fd, &why);
     if (status != AC_OK)
-        return status;
+        return ac_fail(err, status, "%s %s", what, why.msg);
     close(fd);
     unlink(tmp);
     return AC_OK;
@@ -240,7 +241,7 @@ int ac_write_atomic(const char *path, const char *data, size_t len, ac_err *err)
     bool exists;
     int fd, status = ac_write_target(path, target, sizeof target, err);
     if (status == AC_OK)
-        status = target_state(target, "cannot write", &exists, &st, err);
+        status = target_state(target, &exists, &st, err);
     if (status == AC_OK)
         status = create_beside(target, tmp, sizeof tmp, &fd, err);
     if (status != AC_OK)

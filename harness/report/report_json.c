@@ -37,6 +37,14 @@ static void add_number(cJSON *o, const char *key, double x)
         cJSON_AddStringToObject(o, key, isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
 }
 
+/* Text as valid UTF-8 whatever bytes a plugin or a path put in it (cJSON copies bytes as they are). */
+static void add_text(cJSON *o, const char *key, const char *s)
+{
+    char *clean = report_utf8_clean(s ? s : "");
+    cJSON_AddStringToObject(o, key, clean ? clean : "(out of memory)");
+    free(clean);
+}
+
 static void add_where(cJSON *o, const char *key, ac_where w)
 {
     int v[4] = {w.b, w.h, w.row, w.col};
@@ -78,12 +86,12 @@ static void json_write(void *state, const char *kernel, const ac_result *res, co
 {
     json_state *js = state;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "kernel", kernel);
-    cJSON_AddStringToObject(o, "case", res->line);
+    add_text(o, "kernel", kernel);
+    add_text(o, "case", res->line);
     cJSON_AddStringToObject(o, "verdict", report_verdict_name(res));
     add_number(o, "status", res->status);
-    cJSON_AddStringToObject(o, "kind", res->kind);
-    cJSON_AddStringToObject(o, "why", res->why);
+    add_text(o, "kind", res->kind);
+    add_text(o, "why", res->why);
     cJSON *cert = cJSON_AddObjectToObject(o, "certification");
     add_number(cert, "rows_checked", (double)res->cert.rows_checked);
     cJSON_AddBoolToObject(cert, "certified", res->cert.certified);
@@ -94,7 +102,7 @@ static void json_write(void *state, const char *kernel, const ac_result *res, co
         if (res->m[k].present)
             cJSON_AddItemToObject(outs, ac_output_name((ac_output)k), metrics_json(&res->m[k]));
     if (res->verdict == AC_VERDICT_FAIL && minimal_line)
-        cJSON_AddStringToObject(o, "minimal", minimal_line);
+        add_text(o, "minimal", minimal_line);
     char *text = cJSON_PrintUnformatted(o);
     if (text) {
         fputs(text, js->f);
@@ -108,7 +116,7 @@ static int json_close(void *state, const char *path, ac_err *err)
 {
     json_state *js = state;
     fclose(js->f); /* flushes the memstream so its buffer is complete */
-    int st = ac_write_atomic(path, js->body ? js->body : "", js->len, err);
+    int st = path ? ac_write_atomic(path, js->body ? js->body : "", js->len, err) : AC_OK;
     free(js->body);
     free(js);
     return st;

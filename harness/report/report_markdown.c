@@ -32,8 +32,6 @@ typedef struct {
 
 static void *md_open(void) { return calloc(1, sizeof(md_state)); }
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
-
 static void remember_failure(md_state *md, const char *kernel, const ac_result *res, const char *minimal_line)
 {
     if (md->n_failures == md->cap_failures) {
@@ -45,10 +43,10 @@ static void remember_failure(md_state *md, const char *kernel, const ac_result *
         md->cap_failures = cap;
     }
     md_failure *f = &md->failures[md->n_failures++];
-    f->kernel = strdup(kernel);
-    f->line = strdup(res->line);
-    f->minimal = dup_or_null(minimal_line);
-    f->why = strdup(res->why);
+    f->kernel = report_utf8_clean(kernel); /* a plugin's text in a UTF-8 document */
+    f->line = report_utf8_clean(res->line);
+    f->minimal = minimal_line ? report_utf8_clean(minimal_line) : NULL;
+    f->why = report_utf8_clean(res->why);
 }
 
 static void md_write(void *state, const char *kernel, const ac_result *res, const char *minimal_line)
@@ -68,8 +66,10 @@ static void md_write(void *state, const char *kernel, const ac_result *res, cons
 
 static void md_table(FILE *f, const md_kernel *k)
 {
-    fprintf(f, "### `%s`: %ld passed, %ld failed, %ld errors, %ld skipped\n\n", k->name, k->s.passed, k->s.failed,
-            k->s.errors, k->skipped);
+    char *name = report_utf8_clean(k->name); /* check's label holds a path */
+    fprintf(f, "### `%s`: %ld passed, %ld failed, %ld errors, %ld skipped\n\n", name ? name : "?", k->s.passed,
+            k->s.failed, k->s.errors, k->skipped);
+    free(name);
     fputs("| dtype | output | cases | max ulp | max scaled | vs-naive max | vs-naive mean "
           "| NaN | overflow | lost special | wrong zero | unwritten |\n"
           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
@@ -117,7 +117,7 @@ static void fill_markdown(FILE *f, const void *ctx)
 static int md_close(void *state, const char *path, ac_err *err)
 {
     md_state *md = state;
-    int st = ac_write_doc(path, fill_markdown, md, err);
+    int st = path ? ac_write_doc(path, fill_markdown, md, err) : AC_OK;
     for (size_t i = 0; i < md->n_failures; i++) {
         free(md->failures[i].kernel);
         free(md->failures[i].line);
