@@ -5,7 +5,10 @@
 #   3. the detection-power proof (every planted bug caught; cpu-flash clean),
 #   4. a fixed-budget fuzz gate on cpu-flash and on the example plugin,
 #   5. the HTML report opened in headless Chromium (ci/test-html-report.sh),
-#   6. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only).
+#   6. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only),
+#   7. the sanitizer build (ci/sanitize.sh): clang ASan+UBSan, the unit tests, the
+#      fixtures and a short campaign under it, then each libFuzzer target for
+#      FUZZ_SECONDS (ci/fuzz-targets.sh).
 # This is the README's test command; .ci/run calls exactly it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,5 +46,8 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "skipped: ci/slurm/smoke.sh starts Slurm's daemons and installs packages, which needs root"
 fi
+
+step "ASan+UBSan build: unit tests, fixtures, a short campaign, the libFuzzer targets"
+bash ci/sanitize.sh
 
 step "all passed"

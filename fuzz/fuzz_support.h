@@ -11,7 +11,7 @@
 
 /* A copy of data with a NUL after it (the parsers of strings stop at the
  * first NUL of the input, as they would at the end of a C string). */
-static char *fuzz_text(const uint8_t *data, size_t size)
+static inline char *fuzz_text(const uint8_t *data, size_t size)
 {
     char *s = malloc(size + 1);
     if (!s)

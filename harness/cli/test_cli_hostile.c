@@ -88,8 +88,8 @@ Test(harness_cli_hostile, unwritable_outputs_exit_2_before_any_case_runs)
 {
     cr_assert_eq(mkdir(path_of("sub"), 0755), 0);
     put("plain", "x\n");
-    const char *opts[] = {"--json no/such/r.json", "--json /dev/full", "--junit sub", "--json r.json --junit r.xml "
-                          "--markdown r.json"};
+    const char *opts[] = {"--json no/such/r.json", "--json /dev/full", "--junit sub",
+                          "--json r.json --junit r.xml --markdown r.json"};
     const char *says[] = {"--json", "/dev/full: is a character device", "--junit sub: is a directory",
                           "name the same file"};
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
