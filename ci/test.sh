@@ -10,6 +10,9 @@
 #   7. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only),
 #   8. the baseline gate: --baseline flags nothing on the unchanged kernel and the control,
 #      and prove --baseline flags every precision mutant.
+#   9. the sanitizer build (ci/sanitize.sh): clang ASan+UBSan, the unit tests, the
+#      fixtures and a short campaign under it, then each libFuzzer target for
+#      FUZZ_SECONDS (ci/fuzz-targets.sh).
 # This is the README's test command; .ci/run calls exactly it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,5 +67,8 @@ done
 
 step "baseline gate: detection power (prove --baseline, small: README has the 10 000-case figure)"
 "$b/harness/attncheck" prove --baseline --seed 1 --cases 200 --clean-cases 400
+
+step "ASan+UBSan build: unit tests, fixtures, a short campaign, the libFuzzer targets"
+bash ci/sanitize.sh
 
 step "all passed"

@@ -301,15 +301,15 @@ static int verdict(const ac_cli *o, const ac_inputs *in, const outputs *g, progr
     return r->verdict == AC_VERDICT_ERROR ? ac_fail(err, AC_ERR_INPUT, "%s", r->why) : AC_OK;
 }
 
-static int report(const ac_cli *o, const char *label, const ac_result *r, ac_err *err)
+/* The case into rep (opened before anything was read, so its paths were
+ * checked first) and, with --baseline, against its old record; rep is closed
+ * and written: the check completed. */
+static int report(const ac_cli *o, ac_report *rep, const char *label, const ac_result *r, ac_err *err)
 {
-    ac_report *rep;
-    int st = ac_cli_open_report(o, false, &rep, err);
-    if (st != AC_OK)
-        return st;
     ac_report_add(rep, label, r, NULL);
     struct ac_baseline *base; /* --baseline OLD.jsonl: this case against its old record */
-    if ((st = ac_cli_baseline_load(o, label, &base, err)) == AC_OK && base) {
+    int st = ac_cli_baseline_load(o, label, &base, err);
+    if (st == AC_OK && base) {
         ac_cli_baseline_observe(base, r);
         st = ac_cli_baseline_finish(o, base, rep, AC_OK, err);
     }
@@ -318,26 +318,29 @@ static int report(const ac_cli *o, const char *label, const ac_result *r, ac_err
 }
 
 /* The kernel misbehaved: its FAIL, printed and reported like any other verdict. */
-static int kernel_fault(const ac_cli *o, const char *label, const ac_err *fault, ac_result *r, ac_err *err)
+static int kernel_fault(const ac_cli *o, ac_report *rep, const char *label, const ac_err *fault, ac_result *r,
+                        ac_err *err)
 {
     ac_result_kernel_fault(ac_kernel_find(o->kernel), fault, r);
     printf("%s: FAIL [%s]: %s\n", label, r->kind, r->why);
-    int st = report(o, label, r, err);
+    int st = report(o, rep, label, r, err);
     return st != AC_OK ? st : AC_FAIL_ACCURACY;
 }
 
 /* The reference, the comparison and the table, once the outputs are there. */
-static int judge(const ac_cli *o, const ac_inputs *in, const outputs *g, progress *pr, const char *label,
-                 ac_result *r, ac_err *err)
+static int judge(const ac_cli *o, ac_report *rep, const ac_inputs *in, const outputs *g, progress *pr,
+                 const char *label, ac_result *r, ac_err *err)
 {
     double t0 = ac_now_seconds(); /* the reference and the comparison: what check spends */
     int st = verdict(o, in, g, pr, r, err);
     r->seconds = ac_now_seconds() - t0;
     progress_stop(pr);
-    if (st == AC_OK) {
-        print_result(in, label, r);
-        st = report(o, label, r, err);
+    if (st != AC_OK) {
+        ac_report_discard(rep); /* a check that did not complete writes no report */
+        return st;
     }
+    print_result(in, label, r);
+    st = report(o, rep, label, r, err);
     return st != AC_OK ? st : r->verdict == AC_VERDICT_PASS ? AC_OK : AC_FAIL_ACCURACY;
 }
 
@@ -356,9 +359,13 @@ static int run_check(const ac_cli *given, ac_err *err)
     snprintf(label, sizeof label, "%s%s", given->kernel ? given->kernel : "check:", given->kernel ? "" : given->path);
     snprintf(r.line, sizeof r.line, "check %s%s%s", given->path, given->kernel ? " --kernel " : "",
              given->kernel ? given->kernel : "");
+    ac_report *rep = NULL; /* opened first: its paths are checked before anything is read */
+    int st = ac_cli_open_report(given, false, &rep, err);
+    if (st != AC_OK)
+        return st;
     progress pr;
     progress_start(&pr, given);
-    int st = case_dir_options(given, &o, &co, err);
+    st = case_dir_options(given, &o, &co, err);
     if (st == AC_OK)
         st = ac_check_read_files(o.path, &f, err);
     if (st == AC_OK)
@@ -374,11 +381,12 @@ static int run_check(const ac_cli *given, ac_err *err)
         progress_stop(&pr);
         r.seconds = ac_now_seconds() - t_kernel;
         r.dtype = in.c.dtype;
-        st = kernel_fault(&o, label, err, &r, err);
+        st = kernel_fault(&o, rep, label, err, &r, err);
     } else if (st == AC_OK) {
-        st = judge(&o, &in, &g, &pr, label, &r, err);
+        st = judge(&o, rep, &in, &g, &pr, label, &r, err);
     } else {
         progress_stop(&pr);
+        ac_report_discard(rep); /* a check that did not complete writes no report */
     }
     outputs_free(&g);
     ac_inputs_free(&in);
@@ -419,6 +427,68 @@ static int write_outputs(const char *out, ac_tensor *ts, int n, ac_err *err)
     return st;
 }
 
+/* ---- reference --out: never over the inputs ------------------------------------ */
+
+/* Both exist and are one file (through symlinks and hard links alike). */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* The files reference reads: PATH's tensors (or PATH), --mask-file, --seqlens-q/-k files. */
+static int input_files(const ac_cli *o, char (*paths)[AC_PATH_LEN], int max)
+{
+    int n = 0;
+    struct stat sb;
+    if (stat(o->path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        for (int i = 0; i < T_N && n < max; i++)
+            snprintf(paths[n++], AC_PATH_LEN, "%s/%s.npy", o->path, ac_check_tnames[i]);
+    else
+        snprintf(paths[n++], AC_PATH_LEN, "%s", o->path);
+    const char *extra[3] = {o->mask_file, o->seqlens_q, o->seqlens_k};
+    for (int i = 0; i < 3 && n < max; i++)
+        if (extra[i])
+            snprintf(paths[n++], AC_PATH_LEN, "%s", extra[i]);
+    return n;
+}
+
+/* reference writes --out (a .safetensors file, or o.npy ... in a folder) only
+ * where no input lives: `reference DIR --out DIR` would replace the kernel's
+ * o.npy with the reference (a later check of DIR would compare the reference
+ * with itself), `reference X.safetensors --out X.safetensors` would destroy
+ * the inputs.  Checked before anything is computed, with the paths' writability. */
+static int check_out(const ac_cli *o, ac_err *err)
+{
+    static const char *const written[] = {"o", "lse", "dq", "dk", "dv"};
+    char inputs[T_N + 3][AC_PATH_LEN], out[AC_PATH_LEN];
+    int n_in = input_files(o, inputs, T_N + 3);
+    bool to_file = ac_check_ends_with(o->out, ".safetensors");
+    struct stat sb;
+    bool out_dir = !to_file && stat(o->out, &sb) == 0;
+    if (!to_file && same_file(o->out, o->path))
+        return ac_fail(err, AC_ERR_INPUT, "--out %s is the input folder %s: the reference would replace the files "
+                       "under test; write it elsewhere", o->out, o->path);
+    if (out_dir && !S_ISDIR(sb.st_mode))
+        return ac_fail(err, AC_ERR_INPUT, "--out %s: is %s, not a folder (or give FILE.safetensors)", o->out,
+                       ac_file_kind(sb.st_mode));
+    for (int w = 0; w < (to_file ? 1 : 5); w++) {
+        if (to_file)
+            snprintf(out, sizeof out, "%s", o->out);
+        else if (snprintf(out, sizeof out, "%s/%s.npy", o->out, written[w]) >= (int)sizeof out)
+            return ac_fail(err, AC_ERR_INPUT, "--out: path too long");
+        for (int i = 0; i < n_in; i++)
+            if (same_file(out, inputs[i]))
+                return ac_fail(err, AC_ERR_INPUT, "--out %s: writing %s would overwrite the input %s", o->out, out,
+                               inputs[i]);
+        int st = to_file || out_dir ? ac_check_writable(out, "--out", err) : AC_OK;
+        if (st != AC_OK)
+            return st;
+    }
+    /* a folder still to be made: where it would go must take it */
+    return to_file || out_dir ? AC_OK : ac_check_writable(o->out, "--out", err);
+}
+
 /* The fp64 reference of the inputs: x = o, lse (base e), and with bwd dq, dk, dv, delta. */
 static int compute_reference(const ac_inputs *in, bool bwd, double *x[6], ac_err *err)
 {
@@ -446,6 +516,8 @@ static int run_reference(const ac_cli *given, ac_err *err)
     double *x[6] = {0}; /* o, lse, dq, dk, dv, delta */
     bool base2 = given->lse_base && !strcmp(given->lse_base, "2");
     int st = case_dir_options(given, &eff, &co, err);
+    if (st == AC_OK)
+        st = check_out(o, err);
     if (st == AC_OK)
         st = ac_check_read_files(o->path, &f, err);
     if (st == AC_OK)

@@ -223,14 +223,17 @@ static int read_lengths(const char *arg, const char *label, int b, int limit, in
         }
         ac_tensor_free(&t);
     } else {
-        for (const char *s = arg; st == AC_OK && *s; n++) {
-            char *e;
-            long v = strtol(s, &e, 10);
-            if (e == s || (*e && *e != ',') || v < 0 || v > limit)
+        for (const char *s = arg; st == AC_OK && *s; n++) { /* digits only, as a case line's seqlens */
+            char tok[16];
+            size_t len = strcspn(s, ",");
+            unsigned long long v = 0;
+            bool ok = len < sizeof tok && (memcpy(tok, s, len), tok[len] = '\0', true) &&
+                      ac_read_unsigned(tok, (unsigned long long)limit, &v);
+            if (!ok)
                 st = ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not a file nor a list of lengths in 0..%d", label, arg, limit);
             else if (n < b)
                 (*out)[n] = (int)v;
-            s = *e ? e + 1 : e;
+            s += len + (s[len] == ',');
         }
     }
     if (st == AC_OK && n != b)
@@ -268,12 +271,8 @@ static int set_scale(const ac_cli *o, int head_dim, ac_problem *p, ac_case *c, a
 {
     c->scale_auto = !o->scale;
     p->scale = (double)(float)ac_default_scale(head_dim); /* what a kernel's f32 scale holds */
-    if (o->scale) {
-        char *e;
-        p->scale = strtod(o->scale, &e);
-        if (e == o->scale || *e || !isfinite(p->scale))
-            return ac_fail(err, AC_ERR_INPUT, "--scale: '%s' is not a finite number", o->scale);
-    }
+    if (o->scale && !ac_read_decimal(o->scale, &p->scale)) /* as strictly as a case line's scale */
+        return ac_fail(err, AC_ERR_INPUT, "--scale: '%s' is not a finite number", o->scale);
     c->scale = p->scale;
     return AC_OK;
 }

@@ -8,6 +8,7 @@
  * (the AC_* codes): 0 all passed, 1 an accuracy failure, 2 bad usage or
  * input, 3 environment (a requested kernel cannot run here).  Only this file ends the process: everything below
  * returns a status. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "harness/campaign/corpus.h"
 #include "harness/campaign/prove.h"
 #include "harness/cli/cli.h"
+#include "harness/files/files.h"
 #include "harness/report/summary.h"
 #include "harness/verdict/baseline.h"
 #include "harness/verdict/budget.h"
@@ -145,7 +147,7 @@ static int collect_cases(const ac_cli *c, struct ac_baseline *base, ac_corpus *l
     return st;
 }
 
-static int cmd_run(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep)
+static int cmd_run(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep, bool *completed)
 {
     ac_corpus l = {0};
     ac_err err = {{0}};
@@ -155,6 +157,7 @@ static int cmd_run(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_
         fprintf(stderr, "attncheck run: %s\n", err.msg);
     if (st == AC_OK)
         st = collect_cases(c, base, &l);
+    *completed = st == AC_OK;
     if (st == AC_OK) {
         replay r = {.k = k, .b = b, .o = ac_cli_run_opts(c), .rep = rep, .quiet = c->quiet, .base = base};
         double t0 = ac_now_seconds();
@@ -218,7 +221,7 @@ static int cmd_list(void)
 
 /* ---- prove ------------------------------------------------------------------------ */
 
-static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep)
+static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep, bool *completed)
 {
     ac_prove_opts o = {0};
     o.base = c->base ? c->base : "cpu-flash";
@@ -237,6 +240,7 @@ static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep)
     o.totals = &totals;
     ac_err err = {{0}};
     int st = ac_prove(&o, b, rep, &err);
+    *completed = st == AC_OK || st == AC_FAIL_ACCURACY; /* ac_prove's errors stop it */
     if (st >= AC_ERR_INPUT)
         fprintf(stderr, "attncheck prove: %s\n", err.msg);
     else
@@ -254,7 +258,19 @@ static int load_budgets(const ac_cli *c, ac_budgets *b, ac_err *err)
     return st == AC_OK ? AC_OK : ac_fail(err, st, "budgets %s: %s", path, why.msg);
 }
 
-/* fuzz, run and prove: budgets, a kernel, a report, the command; list; merge. */
+/* Every file the run will write, checked before it starts (the reports are
+ * checked as they are opened): an unwritable path is exit 2 at once. */
+static int check_outputs(const ac_cli *c, ac_err *err)
+{
+    if (c->cmd == AC_CMD_FUZZ && c->save_dir)
+        return ac_save_failures_check(c->save_dir, err);
+    int md = ac_report_format_index("--markdown");
+    if (c->cmd == AC_CMD_PROVE && md >= 0 && c->report_path[md])
+        return ac_check_writable(c->report_path[md], "--markdown", err);
+    return AC_OK;
+}
+
+/* fuzz, run and prove: budgets, a kernel, the outputs checked, a report, the command; list; merge. */
 static int run_command(const ac_cli *c, ac_err *err)
 {
     if (c->cmd == AC_CMD_LIST)
@@ -268,6 +284,8 @@ static int run_command(const ac_cli *c, ac_err *err)
     const ac_kernel *k = NULL;
     if (st == AC_OK && c->cmd != AC_CMD_PROVE)
         st = pick_kernel(c, &k, err);
+    if (st == AC_OK)
+        st = check_outputs(c, err);
     ac_report *rep = NULL;
     static ac_cli named; /* the command line with the kernel it resolved to, for the environment record */
     named = *c;
@@ -276,17 +294,23 @@ static int run_command(const ac_cli *c, ac_err *err)
         st = ac_cli_open_report(&named, c->cmd == AC_CMD_PROVE, &rep, err);
     if (st != AC_OK)
         return st;
-    if (c->cmd == AC_CMD_FUZZ)
+    bool completed = false;
+    if (c->cmd == AC_CMD_FUZZ) {
         st = ac_cmd_fuzz(c, k, &b, rep);
-    else if (c->cmd == AC_CMD_RUN)
-        st = cmd_run(c, k, &b, rep);
+        completed = st == AC_OK || st == AC_FAIL_ACCURACY; /* a campaign that ran reports (SIGTERM too) */
+    } else if (c->cmd == AC_CMD_RUN)
+        st = cmd_run(c, k, &b, rep, &completed);
     else
-        st = cmd_prove(c, &b, rep);
+        st = cmd_prove(c, &b, rep, &completed);
+    if (!completed) {
+        ac_report_discard(rep);
+        return st;
+    }
     ac_err why = {{0}};
     int wst = ac_report_close(rep, &why);
     if (wst != AC_OK)
-        fprintf(stderr, "attncheck: writing a report: %s\n", why.msg);
-    return st != AC_OK ? st : wst;
+        fprintf(stderr, "attncheck %s: writing a report: %s\n", c->cmd_name, why.msg);
+    return st >= AC_ERR_INPUT || wst == AC_OK ? st : wst; /* errors outrank failures; the first error wins */
 }
 
 int main(int argc, char **argv)

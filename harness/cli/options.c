@@ -7,7 +7,9 @@
  * report/report.h's table of formats.  Every option is written "--opt value"
  * or "--opt=value", in every subcommand. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,36 +278,35 @@ enum { N_OPTIONS = (int)(sizeof options / sizeof options[0]) };
 
 /* ---- values --------------------------------------------------------------------- */
 
+/* Numbers are read as strictly as case lines read theirs (case.h): digits
+ * only, so " -1", "+5", "0x10" or "5 " is refused rather than read by strtol's
+ * rules (strtoull took " -1" as 2^64 - 1). */
 static int parse_long(const cli_option *o, const char *v, long *out, ac_err *err)
 {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < o->min || (o->max > 0 && x > o->max))
+    unsigned long long x = 0;
+    bool ok = ac_read_unsigned(v, o->max > 0 ? (unsigned long long)o->max : (unsigned long long)LONG_MAX, &x) &&
+              x >= (unsigned long long)o->min;
+    if (!ok)
         return o->max > 0
                    ? ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer in %ld..%ld", o->name, v, o->min, o->max)
                    : ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer >= %ld", o->name, v, o->min);
-    *out = x;
+    *out = (long)x;
     return AC_OK;
 }
 
 static int parse_u64(const cli_option *o, const char *v, uint64_t *out, ac_err *err)
 {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *v == '-' || *end || errno)
-        return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an unsigned integer", o->name, v);
+    unsigned long long x;
+    if (!ac_read_unsigned(v, UINT64_MAX, &x))
+        return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an unsigned 64-bit integer (digits only)", o->name, v);
     *out = x;
     return AC_OK;
 }
 
 static int parse_seconds(const cli_option *o, const char *v, double *out, ac_err *err)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (!*v || *end || errno || !isfinite(x) || x <= 0)
+    double x = 0;
+    if (!ac_read_decimal(v, &x) || x <= 0)
         return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not a positive number of seconds", o->name, v);
     *out = x;
     return AC_OK;
@@ -551,7 +552,7 @@ int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_
             st = ac_report_want(*rep, flag, c->report_path[i], err);
     }
     if (st != AC_OK && *rep) {
-        ac_report_close(*rep, NULL);
+        ac_report_discard(*rep); /* the formats already opened write nothing */
         *rep = NULL;
     }
     if (st == AC_OK && c->cmd != AC_CMD_MERGE) /* merge writes the shards' own */

@@ -175,7 +175,7 @@ static void overwrite(const char *name, ac_tfile_dtype t, int ndim, const int64_
         x.shape[i] = shape[i], x.n_elems *= (size_t)shape[i];
     x.data = calloc(x.n_elems, ac_tfile_dtype_size(t));
     for (size_t i = 0; t == AC_TF_F32 && i < x.n_elems; i++)
-        ((float *)x.data)[i] = i == (size_t)fill_nan_at ? NAN : 0.5f;
+        ((float *)x.data)[i] = fill_nan_at >= 0 && i == (size_t)fill_nan_at ? NAN : 0.5f; /* -1: none */
     ac_err err = {{0}};
     cr_assert_eq(ac_npy_write(path_of(name), &x, &err), AC_OK);
     free(x.data);

@@ -40,7 +40,8 @@ typedef struct {
     void *(*open)(void);
     /* One result; minimal_line is the shrunk line of a failure, or NULL. */
     void (*write)(void *state, const char *kernel, const ac_result *res, const char *minimal_line);
-    /* Writes path (atomically) and frees the state, even on failure. */
+    /* Writes path (atomically) and frees the state, even on failure; with
+     * path NULL it frees the state and writes nothing (ac_report_discard). */
     int (*close)(void *state, const char *path, ac_err *err);
     /* One check (may be NULL: the format ignores checks). */
     void (*write_check)(void *state, const ac_report_check *c);
@@ -61,7 +62,10 @@ int ac_report_format_index(const char *flag);
 
 typedef struct ac_report ac_report; /* collects results for one invocation */
 int ac_report_open(ac_report **r, ac_err *err);
-/* Asks for format `flag` ("--json") to be written to path at close. */
+/* Asks for format `flag` ("--json") to be written to path at close.  The path
+ * is checked now (files.h's ac_check_writable: a regular file or none, in a
+ * folder that takes a new file; not the file of another format), so a run
+ * never starts with a report it cannot write: AC_ERR_INPUT naming the flag. */
 int ac_report_want(ac_report *r, const char *flag, const char *path, ac_err *err);
 void ac_report_add(ac_report *r, const char *kernel, const ac_result *res, const char *minimal_line);
 void ac_report_add_check(ac_report *r, const ac_report_check *c);
@@ -73,6 +77,9 @@ void ac_report_record(ac_report *r, const char *type, const ac_report_field *fie
 void ac_report_add_raw(ac_report *r, const char *kernel, const ac_result *res, const char *minimal_line,
                        const char *raw_json);
 int ac_report_close(ac_report *r, ac_err *err); /* writes every file asked for, frees */
+/* Frees r and writes nothing: for a run that did not complete (a bad line, a
+ * missing file, a bad --base), whose files must stay as they were. */
+void ac_report_discard(ac_report *r);
 
 /* report_baseline.c: the baseline comparison's rows and listed cases as checks
  * (after ac_baseline_evaluate). */

@@ -50,6 +50,14 @@ static void add_number(cJSON *o, const char *key, double x)
     cJSON_AddRawToObject(o, key, text);
 }
 
+/* Text as valid UTF-8 whatever bytes a plugin or a path put in it (cJSON copies bytes as they are). */
+static void add_text(cJSON *o, const char *key, const char *s)
+{
+    char *clean = report_utf8_clean(s ? s : "");
+    cJSON_AddStringToObject(o, key, clean ? clean : "(out of memory)");
+    free(clean);
+}
+
 static void add_where(cJSON *o, const char *key, ac_where w)
 {
     int v[4] = {w.b, w.h, w.row, w.col};
@@ -108,7 +116,7 @@ static cJSON *diagnosis_json(const ac_metrics *m)
     cJSON_AddItemToObject(o, "failed", failed_json(m));
     if (m->failed)
         cJSON_AddItemToObject(o, "over_budget", over_json(m));
-    cJSON_AddStringToObject(o, "hint", m->hint);
+    add_text(o, "hint", m->hint);
     return o;
 }
 
@@ -179,7 +187,7 @@ static void json_record(void *state, const char *type, const ac_report_field *fi
     for (size_t i = 0; i < n; i++) {
         const ac_report_field *f = &fields[i];
         if (f->type == AC_FIELD_STRING && f->s)
-            cJSON_AddStringToObject(o, f->key, f->s);
+            add_text(o, f->key, f->s);
         else if (f->type == AC_FIELD_NUMBER)
             add_number(o, f->key, f->x);
         else if (f->type == AC_FIELD_BOOL)
@@ -192,14 +200,14 @@ static void json_write(void *state, const char *kernel, const ac_result *res, co
 {
     json_state *js = state;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "kernel", kernel);
+    add_text(o, "kernel", kernel);
     add_number(o, "index", (double)res->index);
-    cJSON_AddStringToObject(o, "case", res->line);
+    add_text(o, "case", res->line);
     cJSON_AddStringToObject(o, "dtype", ac_dtype_name(res->dtype));
     cJSON_AddStringToObject(o, "verdict", report_verdict_name(res));
     add_number(o, "status", res->status);
-    cJSON_AddStringToObject(o, "kind", res->kind);
-    cJSON_AddStringToObject(o, "why", res->why);
+    add_text(o, "kind", res->kind);
+    add_text(o, "why", res->why);
     cJSON *cert = cJSON_AddObjectToObject(o, "certification");
     add_number(cert, "rows_checked", (double)res->cert.rows_checked);
     cJSON_AddBoolToObject(cert, "certified", res->cert.certified);
@@ -226,7 +234,7 @@ static void json_write(void *state, const char *kernel, const ac_result *res, co
         if (res->m[k].present)
             cJSON_AddItemToObject(diag, ac_output_name((ac_output)k), diagnosis_json(&res->m[k]));
     if (res->verdict == AC_VERDICT_FAIL && minimal_line)
-        cJSON_AddStringToObject(o, "minimal", minimal_line);
+        add_text(o, "minimal", minimal_line);
     json_line(js, o);
 }
 
@@ -248,7 +256,7 @@ static int json_close(void *state, const char *path, ac_err *err)
 {
     json_state *js = state;
     fclose(js->f); /* flushes the memstream so its buffer is complete */
-    int st = ac_write_atomic(path, js->body ? js->body : "", js->len, err);
+    int st = path ? ac_write_atomic(path, js->body ? js->body : "", js->len, err) : AC_OK;
     free(js->body);
     free(js);
     return st;

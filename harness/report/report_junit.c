@@ -1,6 +1,8 @@
 /* harness/report/report_junit.c — --junit FILE: one <testsuite> per kernel,
  * one <testcase> per case, named by its case line; <failure message=why>,
  * <error>, <skipped/> (a case outside the kernel's claims). */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,19 +30,33 @@ typedef struct {
 
 static void *junit_open(void) { return calloc(1, sizeof(junit_state)); }
 
+/* XML 1.0 text: the five markup characters escaped, and what XML cannot hold
+ * at all (bytes that are not UTF-8, control characters other than tab, LF and
+ * CR, U+FFFE and U+FFFF) written as the characters \xHH, so a plugin's message
+ * or a path never makes the file ill-formed. */
 static void xml_escaped(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\n': fputs("&#10;", f); break;
-        default:
-            if ((unsigned char)*s >= 0x20 || *s == '\t')
-                fputc(*s, f);
-        }
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u) {
+        uint32_t cp;
+        size_t n = report_utf8_char(u, &cp);
+        bool allowed = n > 0 && (cp >= 0x20 || cp == '\t' || cp == '\n' || cp == '\r') && cp != 0xFFFE &&
+                       cp != 0xFFFF;
+        if (!allowed)
+            fprintf(f, "\\x%02X", *u);
+        else if (cp == '&')
+            fputs("&amp;", f);
+        else if (cp == '<')
+            fputs("&lt;", f);
+        else if (cp == '>')
+            fputs("&gt;", f);
+        else if (cp == '"')
+            fputs("&quot;", f);
+        else if (cp == '\n' || cp == '\r' || cp == '\t') /* kept in attributes, which normalise them otherwise */
+            fprintf(f, "&#%u;", (unsigned)cp);
+        else
+            fwrite(u, 1, n, f);
+        u += allowed ? n : 1;
     }
 }
 
@@ -238,7 +254,7 @@ static int junit_close(void *state, const char *path, ac_err *err)
     for (int i = 0; i < js->n; i++)
         if (js->k[i].f)
             fclose(js->k[i].f); /* flushes the memstream so its buffer is complete */
-    int st = ac_write_doc(path, fill_junit, js, err);
+    int st = path ? ac_write_doc(path, fill_junit, js, err) : AC_OK;
     for (int i = 0; i < js->n; i++)
         free(js->k[i].body);
     free(js);

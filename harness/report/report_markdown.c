@@ -54,8 +54,10 @@ static void md_write(void *state, const char *kernel, const ac_result *res, cons
 
 static void md_table(FILE *f, const md_kernel *k)
 {
-    fprintf(f, "### `%s`: %ld passed, %ld failed, %ld errors, %ld skipped\n\n", k->name, k->s.passed, k->s.failed,
-            k->s.errors, k->skipped);
+    char *name = report_utf8_clean(k->name); /* check's label holds a path */
+    fprintf(f, "### `%s`: %ld passed, %ld failed, %ld errors, %ld skipped\n\n", name ? name : "?", k->s.passed,
+            k->s.failed, k->s.errors, k->skipped);
+    free(name);
     fputs("| dtype | output | cases | max ulp | max scaled | vs-naive max | vs-naive mean "
           "| NaN | overflow | lost special | wrong zero | unwritten |\n"
           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
@@ -85,8 +87,14 @@ static void md_failures(FILE *f, const md_state *md)
     fprintf(f, "#### Failures (%ld failing cases, %zu distinct)\n\n", fs->failures, fs->n);
     for (size_t i = 0; i < fs->n && i < MARKDOWN_MAX_FAILURES_SHOWN; i++) {
         const ac_failure_sig *x = v[i];
-        fprintf(f, "- `%s` [%s], %ld case%s: %s\n  - original: `%s` (case %ld)\n  - minimal:  `%s`\n", x->kernel,
-                x->kind, x->count, x->count == 1 ? "" : "s", x->why, x->line, x->first_index, x->minimal);
+        /* a plugin's or a path's bytes in a UTF-8 document: cleaned (invalid bytes as \xHH) */
+        char *kernel = report_utf8_clean(x->kernel), *why = report_utf8_clean(x->why);
+        char *line = report_utf8_clean(x->line), *minimal = report_utf8_clean(x->minimal);
+        char *kind = report_utf8_clean(x->kind);
+        fprintf(f, "- `%s` [%s], %ld case%s: %s\n  - original: `%s` (case %ld)\n  - minimal:  `%s`\n",
+                kernel ? kernel : "", kind ? kind : "", x->count, x->count == 1 ? "" : "s", why ? why : "",
+                line ? line : "", x->first_index, minimal ? minimal : "");
+        free(kernel), free(why), free(line), free(minimal), free(kind);
     }
     if (fs->n > MARKDOWN_MAX_FAILURES_SHOWN)
         fprintf(f, "- ... and %zu more (see the JSON report)\n", fs->n - MARKDOWN_MAX_FAILURES_SHOWN);
@@ -154,7 +162,7 @@ static void fill_markdown(FILE *f, const void *ctx)
 static int md_close(void *state, const char *path, ac_err *err)
 {
     md_state *md = state;
-    int st = ac_write_doc(path, fill_markdown, md, err);
+    int st = path ? ac_write_doc(path, fill_markdown, md, err) : AC_OK; /* NULL: discarded, write nothing */
     ac_failure_set_free(&md->failures);
     for (size_t i = 0; i < md->n_checks; i++) {
         free(md->checks[i].suite);

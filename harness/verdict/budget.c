@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "attncheck_config.h"
+#include "harness/case/case.h"
 #include "harness/verdict/budget.h"
 
 #define DEFAULT_GROWTH_LENGTH 64.0
@@ -48,12 +49,11 @@ static int parse_fail(parser *ps, const char *fmt, ...)
     return ac_fail(ps->err, AC_ERR_INPUT, "%s:%d: %s", ps->path, ps->line_no, msg);
 }
 
+/* A positive decimal, read as strictly as a case line's numbers (case.h). */
 static bool parse_number(const char *s, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v <= 0.0)
+    double v;
+    if (!ac_read_decimal(s, &v) || v <= 0.0)
         return false;
     *out = v;
     return true;
@@ -187,27 +187,47 @@ static int check_complete(parser *ps)
     return AC_OK;
 }
 
-int ac_budgets_load(const char *path, ac_budgets *b, ac_err *err)
+int ac_budgets_parse(const char *text, size_t len, const char *path, ac_budgets *b, ac_err *err)
 {
     memset(b, 0, sizeof *b);
     b->growth_length = DEFAULT_GROWTH_LENGTH;
     b->regression_ratio = DEFAULT_REGRESSION_RATIO;
     b->regression_p = DEFAULT_REGRESSION_P;
     snprintf(b->source, sizeof b->source, "%s", path);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ac_fail(err, AC_ERR_INPUT, "budgets: cannot open %s: %s", path, strerror(errno));
     parser ps = {.path = path, .b = b, .err = err};
-    char *line = NULL;
-    size_t cap = 0;
-    int status = AC_OK;
-    while (status == AC_OK && getline(&line, &cap, f) != -1) {
+    char line[AC_BUDGETS_LINE_MAX];
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
         ps.line_no++;
-        status = parse_line(&ps, line);
+        if (memchr(text + at, '\0', n))
+            return parse_fail(&ps, "a NUL byte in the line (not a text file?)");
+        if (n >= sizeof line)
+            return parse_fail(&ps, "line longer than %zu characters", sizeof line - 1);
+        memcpy(line, text + at, n);
+        line[n] = '\0';
+        int st = parse_line(&ps, line);
+        if (st != AC_OK)
+            return st;
+        at += n + 1;
     }
-    free(line);
-    fclose(f);
-    return status == AC_OK ? check_complete(&ps) : status;
+    return check_complete(&ps);
+}
+
+int ac_budgets_load(const char *path, ac_budgets *b, ac_err *err)
+{
+    memset(b, 0, sizeof *b);
+    char *text;
+    size_t len;
+    ac_err why = {{0}};
+    int st = ac_read_file_max(path, AC_BUDGETS_FILE_MAX, &text, &len, &why);
+    if (st == AC_OK && !text)
+        return ac_fail(err, AC_ERR_INPUT, "budgets: cannot open %s: %s", path, strerror(ENOENT));
+    if (st != AC_OK)
+        return ac_fail(err, st, "budgets: %s", why.msg);
+    st = ac_budgets_parse(text, len, path, b, err);
+    free(text);
+    return st;
 }
 
 /* ---- budgets for one problem ---------------------------------------------- */

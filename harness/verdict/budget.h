@@ -15,6 +15,7 @@
 #define ATTNCHECK_BUDGET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "harness/files/files.h"
 #include "harness/verdict/compare.h"
@@ -30,7 +31,14 @@ typedef struct {
     char source[AC_PATH_LEN]; /* file it came from */
 } ac_budgets;
 
+/* Reads path (a regular file of at most AC_BUDGETS_FILE_MAX bytes: /dev/zero
+ * or a FIFO is refused, not read forever) and parses it. */
+#define AC_BUDGETS_FILE_MAX ((size_t)1 << 20)
+#define AC_BUDGETS_LINE_MAX 1024
 int ac_budgets_load(const char *path, ac_budgets *b, ac_err *err);
+/* The budgets in text (len bytes; path names it in messages): a NUL byte or a
+ * line of AC_BUDGETS_LINE_MAX characters is AC_ERR_INPUT naming PATH:LINE. */
+int ac_budgets_parse(const char *text, size_t len, const char *path, ac_budgets *b, ac_err *err);
 /* Where the budgets file is: --budgets (the CLI's job), else $ATTNCHECK_BUDGETS, else the source tree's budgets.txt. */
 const char *ac_budgets_default_path(void);
 /* The growth factor for problem p (1 when the budget does not grow) and the budget it gives. */
