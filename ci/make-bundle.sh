@@ -54,7 +54,7 @@ cp "$src"/plugins/*.py "$src"/plugins/*.caps.json "$bundle/plugins/" 2>/dev/null
 
 # What the scripts read at run time: the GPU script, the torch peer, budgets, fixtures.
 mkdir -p "$bundle/ci"
-cp "$src/ci/gpu-run.sh" "$src/ci/torch_sdpa_bench.py" "$src/ci/campaign_report.py" "$src/ci/sdpa_dump.py" "$bundle/ci/" 2>/dev/null || true
+cp "$src"/ci/*.sh "$src"/ci/*.py "$bundle/ci/" 2>/dev/null || true
 for f in "$src"/budgets*.txt; do [ -f "$f" ] && cp "$f" "$bundle/"; done
 [ -d "$src/fixtures" ] && cp -r "$src/fixtures" "$bundle/fixtures"
 [ -d "$src/ci/slurm" ] && cp -r "$src/ci/slurm" "$bundle/ci/"
