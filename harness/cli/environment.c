@@ -5,6 +5,7 @@
  * version, command, budgets_version, budgets_sha256, seed, reference,
  * cert_rows, host, date), then the campaign's own options.  Nothing here
  * starts CUDA: the GPU and driver come from /proc/driver/nvidia. */
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,17 +81,28 @@ static void gpu_model(char *out, size_t len)
         closedir(d);
 }
 
-/* The driver's version ("580.159.04"), "" without a driver. */
+/* Whether tok is a dotted version number ("580.159.04"). */
+static bool is_version(const char *tok)
+{
+    size_t digits = strspn(tok, "0123456789.");
+    return digits > 0 && tok[digits] == '\0' && strchr(tok, '.') && isdigit((unsigned char)tok[0]);
+}
+
+/* The driver's version ("580.159.04"), "" without a driver: the first dotted
+ * number after "Kernel Module" ("NVRM version: NVIDIA UNIX Open Kernel Module
+ * for x86_64  580.159.04  Release Build ..." on the H100; no "for" elsewhere). */
 static void driver_version(char *out, size_t len)
 {
     out[0] = '\0';
     FILE *f = fopen("/proc/driver/nvidia/version", "r");
     char line[512];
     if (f && fgets(line, sizeof line, f)) {
-        const char *at = strstr(line, "Kernel Module");
-        char v[64];
-        if (at && sscanf(at, "Kernel Module %63s", v) == 1)
-            snprintf(out, len, "%s", v);
+        char *at = strstr(line, "Kernel Module"), *save = NULL;
+        for (char *tok = at ? strtok_r(at, " \t\n", &save) : NULL; tok; tok = strtok_r(NULL, " \t\n", &save))
+            if (is_version(tok)) {
+                snprintf(out, len, "%s", tok);
+                break;
+            }
     }
     if (f)
         fclose(f);
