@@ -120,6 +120,10 @@ Test(harness_cli_hostile_inputs, devices_fifos_and_folders_as_inputs_are_refused
     cr_assert_eq(attncheck("run --case " GOOD_LINE " --budgets fifo.cases"), 2, "%s", out);
     cr_assert_eq(attncheck("check fifo.cases"), 2, "%s", out);
     assert_says("is a FIFO");
+    cr_assert_eq(attncheck("list --plugin ./fifo.cases"), 2, "%s", out); /* dlopen would block on it */
+    assert_says("fifo.cases: is a FIFO, not a regular file");
+    cr_assert_eq(attncheck("list --plugin /dev/zero"), 2, "%s", out);
+    assert_says("/dev/zero: is a character device");
 }
 
 Test(harness_cli_hostile_inputs, numbers_on_the_command_line_are_read_strictly)

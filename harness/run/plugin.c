@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/files/files.h"
 #include "harness/run/arena.h"
@@ -250,8 +251,15 @@ int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
     char full[AC_PATH_LEN];
     if (snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path) >= (int)sizeof full)
         return ac_fail(err, AC_ERR_INPUT, "plugin path too long: %s", path);
+    /* dlopen of a FIFO blocks forever and of a device reads it: only regular files are libraries */
+    int fd;
+    long long size;
+    int st = ac_open_regular(full, &fd, &size, err);
+    if (st != AC_OK)
+        return st; /* its message names the path and what it is */
+    close(fd);
     const attncheck_plugin *d = NULL;
-    int st = describe(full, &d, err);
+    st = describe(full, &d, err);
     if (st != AC_OK)
         return st;
     plugin_ctx *c = calloc(1, sizeof *c);

@@ -56,8 +56,8 @@ def case_record(kernel: str, line: str, outputs: Dict[str, dict], verdict: str =
            "kind": kind, "why": why,
            "certification": {"rows_checked": rows_checked, "certified": certified,
                              "max_ulp_o": 0.0 if certified else 0.5, "max_abs_lse": 0.0},
-           "failures": [kind] if verdict == "fail" and kind else [], "outputs": outputs,
-           "reference": {"tier": "cpu"},
+           "failures": [kind] if verdict == "fail" and kind else [], "reference": {"tier": "cpu"},
+           "outputs": outputs,
            "diagnosis": {}}  # per output: budgets, failed classes, worst values, places, hint (not read here)
     if verdict == "fail" and minimal:
         rec["minimal"] = minimal
