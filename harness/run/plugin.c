@@ -254,9 +254,10 @@ int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
     /* dlopen of a FIFO blocks forever and of a device reads it: only regular files are libraries */
     int fd;
     long long size;
-    int st = ac_open_regular(full, &fd, &size, err);
+    ac_err not_a_file = {{0}};
+    int st = ac_open_regular(full, &fd, &size, &not_a_file);
     if (st != AC_OK)
-        return st; /* its message names the path and what it is */
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: cannot load: %s", full, not_a_file.msg);
     close(fd);
     const attncheck_plugin *d = NULL;
     st = describe(full, &d, err);
