@@ -193,8 +193,8 @@ Test(harness_isolation, isolated_and_in_process_give_identical_results)
     const ac_kernel *k = ac_kernel_find("cpu-flash");
     static const char *const lines[] = {
         "v1 seed=11 b=2 hq=4 hkv=2 nq=33 nk=70 d=16 dtype=f16 mask=causal-br layout=bhsd",
-        "v1 seed=12 b=3 hq=2 hkv=1 nq=65 nk=40 d=32 dtype=bf16 mask=window-tl(5,3) seqlens-q=65,0,7 "
-        "seqlens-k=1,40,33 layout=bshd",
+        ("v1 seed=12 b=3 hq=2 hkv=1 nq=65 nk=40 d=32 dtype=bf16 mask=window-tl(5,3) seqlens-q=65,0,7 "
+         "seqlens-k=1,40,33 layout=bshd"),
         "v1 seed=13 b=1 hq=2 hkv=2 nq=20 nk=129 d=8 dtype=f32 mask=dense(0.5) maskrows=0.2",
     };
     ac_run_opts here = isolated;
