@@ -144,13 +144,21 @@ static double draw_special(const draw_ctx *x, slice_state *ss, rng *r, int b, in
         return ss->vec[ch];
     case AC_DIST_DOMINANT:
         return ch == 0 ? (p->scale > 0 ? 1.0 : -1.0) : gauss(r);
+    /* Two draws of one value are made in statements of their own: C leaves the
+     * order of a single expression's operands open, and clang and gcc differed on
+     * tiny's.  The order is gcc's, which every earlier case line was drawn with. */
     case AC_DIST_HUGE:
-        if (x->mode == 0)
-            return sign(r) * c->dist_a * top_scores(c->dtype) * (0.5 + 0.5 * unif(r));
+        if (x->mode == 0) {
+            double sg = sign(r);
+            return sg * c->dist_a * top_scores(c->dtype) * (0.5 + 0.5 * unif(r));
+        }
         return w * c->dist_a * top_values(c->dtype) * (1.0 - 0x1p-9 * unif(r));
-    case AC_DIST_TINY:
+    case AC_DIST_TINY: {
         /* [2, 128) x the smallest normal; ldexp is exact, so no libm rounding enters */
-        return sign(r) * min_normal(c->dtype) * ldexp(1.0 + unif(r), 1 + (int)(next_u64(r) % 6));
+        double sg = sign(r);
+        int binade = 1 + (int)(next_u64(r) % 6);
+        return sg * min_normal(c->dtype) * ldexp(1.0 + unif(r), binade);
+    }
     default: return draw_plain(c, r);
     }
 }

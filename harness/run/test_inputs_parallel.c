@@ -20,8 +20,8 @@ static const char *const lines[] = {
     "v1 seed=9 b=2 hq=4 hkv=2 nq=37 nk=53 d=24 dtype=f16 mask=none layout=bhsd dist=huge(0.9) scale=auto",
     "v1 seed=14 b=2 hq=4 hkv=2 nq=37 nk=53 d=24 dtype=bf16 mask=none layout=bhsd dist=huge(0.9) scale=auto",
     "v1 seed=11 b=2 hq=4 hkv=2 nq=37 nk=53 d=24 dtype=f32 mask=none layout=bshd dist=tiny() scale=auto",
-    "v1 seed=12 b=2 hq=4 hkv=2 nq=150 nk=53 d=24 dtype=bf16 mask=dense(0.5) maskrows=0.25 seqlens-q=0,130 "
-    "seqlens-k=53,1 layout=bshd dist=normal(0,1) scale=auto",
+    ("v1 seed=12 b=2 hq=4 hkv=2 nq=150 nk=53 d=24 dtype=bf16 mask=dense(0.5) maskrows=0.25 seqlens-q=0,130 "
+     "seqlens-k=53,1 layout=bshd dist=normal(0,1) scale=auto"),
 };
 #define N_LINES (sizeof lines / sizeof lines[0])
 
