@@ -7,12 +7,27 @@
  * tensors on every machine (no libm in the draws: the normal deviates are
  * Irwin-Hall sums of 12 uniforms, exact in double) and bhsd/bshd give the
  * same logical values.  What each distribution draws is documented in
- * harness.h beside ac_dist_kind. */
+ * harness.h beside ac_dist_kind.
+ *
+ * Parallel, with the same bytes: a draw consumes a number of 64-bit words
+ * that depends on the distribution, the role (Q, K, V, dO), the row and the
+ * channel, never on the batch or the head, so every (b, h) slice of a tensor
+ * advances its stream by the same amount.  splitmix64's state moves by a
+ * fixed increment per word, so slice k starts at state_0 + k * (the advance
+ * of slice 0): slice 0 of each tensor runs first and measures it, then every
+ * other slice of every tensor runs as its own task from its own start
+ * (ref/parallel.h).  What a slice remembers between draws (equal's shared K
+ * row, increasing's row value) lives in the task.  workers = 0 keeps the
+ * definition itself, one running stream per tensor slice after slice: the
+ * tests' oracle (inputs_internal.h). */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/run/inputs.h"
+#include "harness/run/inputs_internal.h"
+#include "ref/parallel.h"
 #include "ref/rng.h"
 
 /* ---- random streams -------------------------------------------------------- */
@@ -21,18 +36,30 @@ typedef struct {
     uint64_t state;
 } rng;
 
-enum { STREAM_Q = 1, STREAM_K, STREAM_V, STREAM_DO, STREAM_MASK, STREAM_MODE, STREAM_SIGNS, STREAM_DOMINANT };
-
-static rng stream(uint64_t seed, uint64_t id)
+uint64_t inputs_stream(uint64_t seed, uint64_t id)
 {
     uint64_t s = seed;
     uint64_t a = ac_splitmix64(&s);
     s = a ^ (id * 0xD1B54A32D192ED03ull);
-    rng r = {ac_splitmix64(&s)};
+    return ac_splitmix64(&s);
+}
+
+static rng stream(uint64_t seed, uint64_t id)
+{
+    rng r = {inputs_stream(seed, id)};
     return r;
 }
 
 static uint64_t next_u64(rng *r) { return ac_splitmix64(&r->state); }
+
+/* How far the state moves over n draws: n times splitmix64's increment (read
+ * off the generator itself, so the two cannot disagree), mod 2^64. */
+static uint64_t advance_of(uint64_t n_draws)
+{
+    uint64_t s = 0;
+    ac_splitmix64(&s);
+    return s * n_draws;
+}
 static double unif(rng *r) { return (double)(next_u64(r) >> 11) * 0x1p-53; } /* [0, 1) */
 static double sign(rng *r) { return (next_u64(r) >> 63) ? -1.0 : 1.0; }
 
@@ -51,7 +78,7 @@ static double gauss(rng *r)
 
 int ac_dist_mode(const ac_case *c)
 {
-    rng r = stream(c->seed, STREAM_MODE);
+    rng r = stream(c->seed, INPUTS_STREAM_MODE);
     return (int)(next_u64(&r) >> 63);
 }
 
@@ -59,15 +86,20 @@ int ac_dist_mode(const ac_case *c)
 
 typedef enum { ROLE_Q, ROLE_K, ROLE_V, ROLE_DO } role;
 
+/* What every draw of one tensor reads (shared by the tasks, never written). */
 typedef struct {
     const ac_case *c;
     const ac_problem *p;
     role r;
     int mode;            /* ac_dist_mode */
     const double *signs; /* (B, Hkv, d) of +-1: increasing's w, huge values' column signs */
-    double row_val;      /* per-row draw (increasing's a_i) */
-    double *vec;         /* (d): equal's shared K row */
 } draw_ctx;
+
+/* What a (b, h) slice remembers between its own draws; one per task. */
+typedef struct {
+    double row_val;               /* per-row draw (increasing's a_i), set at channel 0 */
+    double vec[AC_MAX_HEAD_DIM];  /* equal's shared K row, set by row 0 */
+} slice_state;
 
 static double top_scores(ac_dtype t) { return t == AC_F16 ? ac_max_finite(t) : 0x1p56; }
 static double top_values(ac_dtype t) { return t == AC_F16 ? ac_max_finite(t) : ac_max_finite(t) * 0x1p-17; }
@@ -92,7 +124,7 @@ static bool extreme_role(const draw_ctx *x)
     return x->mode == 0 ? (x->r == ROLE_Q || x->r == ROLE_K) : x->r == ROLE_V;
 }
 
-static double draw_special(draw_ctx *x, rng *r, int b, int h, int s, int ch)
+static double draw_special(const draw_ctx *x, slice_state *ss, rng *r, int b, int h, int s, int ch)
 {
     const ac_case *c = x->c;
     const ac_problem *p = x->p;
@@ -102,23 +134,31 @@ static double draw_special(draw_ctx *x, rng *r, int b, int h, int s, int ch)
     case AC_DIST_INCREASING:
         if (x->r == ROLE_Q) {
             if (ch == 0)
-                x->row_val = (0.5 + 0.5 * unif(r)) / (p->scale * d);
-            return w * x->row_val;
+                ss->row_val = (0.5 + 0.5 * unif(r)) / (p->scale * d);
+            return w * ss->row_val;
         }
         return w * c->dist_a * (s + 1) / p->seqlen_k;
     case AC_DIST_EQUAL:
         if (s == 0)
-            x->vec[ch] = gauss(r);
-        return x->vec[ch];
+            ss->vec[ch] = gauss(r);
+        return ss->vec[ch];
     case AC_DIST_DOMINANT:
         return ch == 0 ? (p->scale > 0 ? 1.0 : -1.0) : gauss(r);
+    /* Two draws of one value are made in statements of their own: C leaves the
+     * order of a single expression's operands open, and clang and gcc differed on
+     * tiny's.  The order is gcc's, which every earlier case line was drawn with. */
     case AC_DIST_HUGE:
-        if (x->mode == 0)
-            return sign(r) * c->dist_a * top_scores(c->dtype) * (0.5 + 0.5 * unif(r));
+        if (x->mode == 0) {
+            double sg = sign(r);
+            return sg * c->dist_a * top_scores(c->dtype) * (0.5 + 0.5 * unif(r));
+        }
         return w * c->dist_a * top_values(c->dtype) * (1.0 - 0x1p-9 * unif(r));
-    case AC_DIST_TINY:
+    case AC_DIST_TINY: {
         /* [2, 128) x the smallest normal; ldexp is exact, so no libm rounding enters */
-        return sign(r) * min_normal(c->dtype) * ldexp(1.0 + unif(r), 1 + (int)(next_u64(r) % 6));
+        double sg = sign(r);
+        int binade = 1 + (int)(next_u64(r) % 6);
+        return sg * min_normal(c->dtype) * ldexp(1.0 + unif(r), binade);
+    }
     default: return draw_plain(c, r);
     }
 }
@@ -134,12 +174,12 @@ static bool special_applies(const draw_ctx *x)
     }
 }
 
-static double draw_value(draw_ctx *x, rng *r, int b, int h, int s, int ch)
+static double draw_value(const draw_ctx *x, slice_state *ss, rng *r, int b, int h, int s, int ch)
 {
     if (x->r == ROLE_DO)
         return gauss(r);
     if (special_applies(x))
-        return draw_special(x, r, b, h, s, ch);
+        return draw_special(x, ss, r, b, h, s, ch);
     switch (x->c->dist) {
     case AC_DIST_OUTLIERS:
         /* outliers in Q and K (heavy-tailed scores, as LLM activations have); V
@@ -152,26 +192,82 @@ static double draw_value(draw_ctx *x, rng *r, int b, int h, int s, int ch)
 
 /* ---- tensors ---------------------------------------------------------------- */
 
-/* Fills one Q-like or K-like tensor in logical order; false if it is all zeros. */
-static bool fill_tensor(draw_ctx *x, uint64_t stream_id, void *bits, double *wide)
+/* One tensor being filled: its draws, its storage, and where its slices'
+ * streams start. */
+typedef struct {
+    draw_ctx x;
+    void *bits;
+    double *wide;
+    int heads, seqlen, slices;  /* slices = B x heads, (b, h) in logical order */
+    uint64_t first_state;       /* the stream's state before its first draw */
+    uint64_t slice_advance;     /* how far one slice moves it (from slice 0) */
+    atomic_bool nonzero;        /* some element is not zero */
+} tensor_fill;
+
+/* Draws slice k = b * heads + h of f from r, in logical order (s, c). */
+static void fill_slice(tensor_fill *f, int slice, rng *r)
 {
-    const ac_problem *p = x->p;
-    ac_dtype t = x->c->dtype;
-    bool q_like = x->r == ROLE_Q || x->r == ROLE_DO;
-    int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
-    rng r = stream(x->c->seed, stream_id);
+    const ac_problem *p = f->x.p;
+    ac_dtype t = f->x.c->dtype;
+    int b = slice / f->heads, h = slice % f->heads;
+    slice_state ss = {0};
     bool nonzero = false;
-    for (int b = 0; b < p->batch; b++)
-        for (int h = 0; h < heads; h++)
-            for (int s = 0; s < seqlen; s++)
-                for (int ch = 0; ch < p->head_dim; ch++) {
-                    size_t at = ac_index(p, heads, seqlen, b, h, s, ch);
-                    uint32_t v = ac_narrow(t, draw_value(x, &r, b, h, s, ch));
-                    ac_bits_put(t, bits, at, v);
-                    wide[at] = ac_widen(t, v);
-                    nonzero |= wide[at] != 0.0;
-                }
-    return nonzero;
+    for (int s = 0; s < f->seqlen; s++) {
+        size_t row = ac_index(p, f->heads, f->seqlen, b, h, s, 0); /* channels are contiguous in both layouts */
+        for (int ch = 0; ch < p->head_dim; ch++) {
+            uint32_t v = ac_narrow(t, draw_value(&f->x, &ss, r, b, h, s, ch));
+            ac_bits_put(t, f->bits, row + ch, v);
+            f->wide[row + ch] = ac_widen(t, v);
+            nonzero |= f->wide[row + ch] != 0.0;
+        }
+    }
+    if (nonzero)
+        atomic_store_explicit(&f->nonzero, true, memory_order_relaxed);
+}
+
+/* The definition: one running stream per tensor, slice after slice. */
+static void fill_serial(tensor_fill *f)
+{
+    rng r = {f->first_state};
+    for (int k = 0; k < f->slices; k++)
+        fill_slice(f, k, &r);
+}
+
+/* Phase 1: slice 0 of tensor `task`, measuring its advance. */
+static void fill_first_slice(void *ctx, size_t task, int worker)
+{
+    (void)worker;
+    tensor_fill *f = (tensor_fill *)ctx + task;
+    rng r = {f->first_state};
+    fill_slice(f, 0, &r);
+    f->slice_advance = r.state - f->first_state;
+}
+
+/* Phase 2: the other slices of the four tensors; task t is slice
+ * 1 + t' of the tensor whose range t falls in (t' counted from its start). */
+static void fill_other_slice(void *ctx, size_t task, int worker)
+{
+    (void)worker;
+    tensor_fill *f = ctx;
+    while (task >= (size_t)(f->slices - 1))
+        task -= (size_t)(f->slices - 1), f++;
+    int slice = (int)task + 1;
+    rng r = {f->first_state + (uint64_t)slice * f->slice_advance};
+    fill_slice(f, slice, &r);
+}
+
+static void fill_tensors(tensor_fill f[4], int workers)
+{
+    if (workers == 0) {
+        for (int a = 0; a < 4; a++)
+            fill_serial(&f[a]);
+        return;
+    }
+    size_t others = 0;
+    for (int a = 0; a < 4; a++)
+        others += (size_t)f[a].slices - 1;
+    ref_parallel_for(workers, 4, fill_first_slice, f);
+    ref_parallel_for(workers, others, fill_other_slice, f);
 }
 
 /* +-1 per (b, kv head, channel). */
@@ -181,71 +277,10 @@ static double *draw_signs(const ac_case *c, const ac_problem *p)
     double *signs = malloc(n * sizeof *signs);
     if (!signs)
         return NULL;
-    rng r = stream(c->seed, STREAM_SIGNS);
+    rng r = stream(c->seed, INPUTS_STREAM_SIGNS);
     for (size_t i = 0; i < n; i++)
         signs[i] = sign(&r);
     return signs;
-}
-
-/* ---- dominant: one key per (b, kv head) beats the others by the margin ------ */
-
-/* The next dtype value above x's (bits of a finite value). */
-static uint32_t next_up(ac_dtype t, uint32_t bits)
-{
-    uint32_t sign_bit = ac_narrow(t, -0.0); /* -0 is the sign bit alone, whatever the width */
-    if (bits == sign_bit)
-        return 1; /* -0 -> smallest positive subnormal */
-    return (bits & sign_bit) ? bits - 1 : bits + 1;
-}
-
-static double max_other_score(const ac_inputs *in, int b, int hk, int jstar)
-{
-    const ac_problem *p = &in->p;
-    int group = p->heads_q / p->heads_kv, nq = ac_seqlen_q_of(p, b), nk = ac_seqlen_k_of(p, b);
-    double best = 0.0;
-    for (int h = hk * group; h < (hk + 1) * group; h++)
-        for (int i = 0; i < nq; i++) {
-            const double *q = in->qd + ac_q_index(p, b, h, i, 0); /* channels are contiguous in both layouts */
-            for (int j = 0; j < nk; j++) {
-                if (j == jstar)
-                    continue;
-                const double *k = in->kd + ac_kv_index(p, b, hk, j, 0);
-                double s = 0.0;
-                for (int ch = 0; ch < p->head_dim; ch++)
-                    s += q[ch] * k[ch];
-                best = fmax(best, p->scale * s);
-            }
-        }
-    return best;
-}
-
-static int plant_dominant(ac_inputs *in, ac_err *err)
-{
-    const ac_problem *p = &in->p;
-    ac_dtype t = in->c.dtype;
-    rng r = stream(in->c.seed, STREAM_DOMINANT);
-    for (int b = 0; b < p->batch; b++)
-        for (int hk = 0; hk < p->heads_kv; hk++) {
-            int nk = ac_seqlen_k_of(p, b);
-            if (nk == 0)
-                continue;
-            int jstar = (int)(next_u64(&r) % (uint64_t)nk);
-            /* S_ij* = scale * Q_i0 * beta = |scale| * beta, since Q_i0 = sign(scale). */
-            double beta = (max_other_score(in, b, hk, jstar) + in->c.dist_a) / fabs(p->scale);
-            uint32_t bits = ac_narrow(t, beta);
-            if (ac_widen(t, bits) < beta)
-                bits = next_up(t, bits);
-            if (!isfinite(ac_widen(t, bits)))
-                return ac_fail(err, AC_ERR_INPUT, "dist: dominant(%g) needs a key of %g, beyond %s's range",
-                               in->c.dist_a, beta, ac_dtype_name(t));
-            for (int ch = 0; ch < p->head_dim; ch++) {
-                size_t at = ac_kv_index(p, b, hk, jstar, ch);
-                uint32_t v = ch == 0 ? bits : ac_narrow(t, 0.0);
-                ac_bits_put(t, in->k, at, v);
-                in->kd[at] = ac_widen(t, v);
-            }
-        }
-    return AC_OK;
 }
 
 /* ---- problem, lengths, mask -------------------------------------------------- */
@@ -270,9 +305,29 @@ static int *copy_lens(const int *lens, int n)
     return out;
 }
 
+/* The keep draws of a dense mask: pair e of (Nq, Nk) is draw e of the mask
+ * stream, so row i starts i * Nk draws in; tasks are blocks of MASK_ROWS rows. */
+#define MASK_ROWS 64
+typedef struct {
+    uint8_t *mask;
+    size_t nq, nk;
+    uint64_t first_state;
+    double keep;
+} mask_job;
+
+static void mask_task(void *ctx, size_t task, int worker)
+{
+    (void)worker;
+    mask_job *j = ctx;
+    size_t i0 = task * MASK_ROWS, i1 = i0 + MASK_ROWS < j->nq ? i0 + MASK_ROWS : j->nq;
+    rng r = {j->first_state + advance_of(i0 * j->nk)};
+    for (size_t e = i0 * j->nk; e < i1 * j->nk; e++)
+        j->mask[e] = unif(&r) < j->keep;
+}
+
 /* Dense (1, 1, Nq, Nk): each pair kept with probability keep, then
  * round(maskrows * Nq) rows (at least one when maskrows > 0) fully masked. */
-static uint8_t *draw_dense_mask(const ac_case *c)
+static uint8_t *draw_dense_mask(const ac_case *c, int workers)
 {
     size_t nq = (size_t)c->seqlen_q, nk = (size_t)c->seqlen_k;
     uint8_t *mask = malloc(nq * nk);
@@ -282,9 +337,15 @@ static uint8_t *draw_dense_mask(const ac_case *c)
         free(rows);
         return NULL;
     }
-    rng r = stream(c->seed, STREAM_MASK);
-    for (size_t e = 0; e < nq * nk; e++)
-        mask[e] = unif(&r) < c->dense_keep;
+    rng r = stream(c->seed, INPUTS_STREAM_MASK);
+    if (workers == 0) {
+        for (size_t e = 0; e < nq * nk; e++)
+            mask[e] = unif(&r) < c->dense_keep;
+    } else {
+        mask_job job = {mask, nq, nk, r.state, c->dense_keep};
+        ref_parallel_for(workers, (nq + MASK_ROWS - 1) / MASK_ROWS, mask_task, &job);
+        r.state += advance_of(nq * nk);
+    }
     size_t n_masked = (size_t)llround(c->masked_rows * (double)nq);
     if (c->masked_rows > 0 && n_masked == 0)
         n_masked = 1;
@@ -313,7 +374,7 @@ void ac_inputs_free(ac_inputs *in)
     memset(in, 0, sizeof *in);
 }
 
-static int alloc_storage(ac_inputs *in, ac_err *err)
+static int alloc_storage(ac_inputs *in, int workers, ac_err *err)
 {
     const ac_case *c = &in->c;
     size_t nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p), es = ac_dtype_size(c->dtype);
@@ -326,7 +387,7 @@ static int alloc_storage(ac_inputs *in, ac_err *err)
     in->seqlens_k = copy_lens(c->seqlens_k, c->n_seqlens_k);
     ok = ok && (c->n_seqlens_q == 0 || in->seqlens_q) && (c->n_seqlens_k == 0 || in->seqlens_k);
     if (ok && c->mask == AC_MASK_DENSE)
-        ok = (in->dense_mask = draw_dense_mask(c)) != NULL;
+        ok = (in->dense_mask = draw_dense_mask(c, workers)) != NULL;
     if (!ok)
         return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for b=%d hq=%d hkv=%d nq=%d nk=%d d=%d",
                        c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k, c->head_dim);
@@ -336,34 +397,42 @@ static int alloc_storage(ac_inputs *in, ac_err *err)
     return AC_OK;
 }
 
-static int draw_all(ac_inputs *in, ac_err *err)
+static void tensor_init(tensor_fill *f, const ac_inputs *in, role r, const double *signs, void *bits, double *wide)
+{
+    static const uint64_t stream_of[] = {[ROLE_Q] = INPUTS_STREAM_Q, [ROLE_K] = INPUTS_STREAM_K, [ROLE_V] = INPUTS_STREAM_V,
+                                         [ROLE_DO] = INPUTS_STREAM_DO};
+    const ac_problem *p = &in->p;
+    bool q_like = r == ROLE_Q || r == ROLE_DO;
+    f->x = (draw_ctx){.c = &in->c, .p = p, .r = r, .mode = ac_dist_mode(&in->c), .signs = signs};
+    f->bits = bits, f->wide = wide;
+    f->heads = q_like ? p->heads_q : p->heads_kv;
+    f->seqlen = q_like ? p->seqlen_q : p->seqlen_k;
+    f->slices = p->batch * f->heads;
+    f->first_state = stream(in->c.seed, stream_of[r]).state;
+    f->slice_advance = 0;
+    atomic_init(&f->nonzero, false);
+}
+
+static int draw_all(ac_inputs *in, int workers, ac_err *err)
 {
     const ac_case *c = &in->c;
     bool need_signs = c->dist == AC_DIST_INCREASING || (c->dist == AC_DIST_HUGE && ac_dist_mode(c) == 1);
     double *signs = need_signs ? draw_signs(c, &in->p) : NULL;
-    double *vec = malloc(sizeof(double) * (size_t)c->head_dim);
-    if ((need_signs && !signs) || !vec) {
-        free(signs), free(vec);
+    if (need_signs && !signs)
         return ac_fail(err, AC_ERR_ENV, "inputs: out of memory");
-    }
-    draw_ctx x = {.c = c, .p = &in->p, .mode = ac_dist_mode(c), .signs = signs, .vec = vec};
-    const char *zero = NULL;
-    x.r = ROLE_Q;
-    if (!fill_tensor(&x, STREAM_Q, in->q, in->qd))
-        zero = "Q";
-    x.r = ROLE_K;
-    if (!fill_tensor(&x, STREAM_K, in->k, in->kd) && !zero)
-        zero = "K";
-    x.r = ROLE_V;
-    if (!fill_tensor(&x, STREAM_V, in->v, in->vd) && !zero)
-        zero = "V";
-    x.r = ROLE_DO;
-    fill_tensor(&x, STREAM_DO, in->d_o, in->d_od);
-    free(signs), free(vec);
-    if (zero)
-        return ac_fail(err, AC_ERR_INPUT, "dist: every element of %s rounds to zero in %s; pick larger values",
-                       zero, ac_dtype_name(c->dtype));
-    return c->dist == AC_DIST_DOMINANT ? plant_dominant(in, err) : AC_OK;
+    tensor_fill f[4];
+    tensor_init(&f[0], in, ROLE_Q, signs, in->q, in->qd);
+    tensor_init(&f[1], in, ROLE_K, signs, in->k, in->kd);
+    tensor_init(&f[2], in, ROLE_V, signs, in->v, in->vd);
+    tensor_init(&f[3], in, ROLE_DO, signs, in->d_o, in->d_od);
+    fill_tensors(f, workers);
+    free(signs);
+    static const char *const names[] = {"Q", "K", "V"}; /* dO may be all zeros */
+    for (int a = 0; a < 3; a++)
+        if (!atomic_load(&f[a].nonzero))
+            return ac_fail(err, AC_ERR_INPUT, "dist: every element of %s rounds to zero in %s; pick larger values",
+                           names[a], ac_dtype_name(c->dtype));
+    return c->dist == AC_DIST_DOMINANT ? inputs_plant_dominant(in, workers, err) : AC_OK;
 }
 
 ac_dtype ac_inputs_out_dtype(const ac_inputs *in) { return ac_case_out_dtype(&in->c); }
@@ -402,7 +471,7 @@ void ac_inputs_nan_padding(ac_inputs *in)
     }
 }
 
-int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
+int inputs_make_workers(const ac_case *c, ac_inputs *in, int workers, ac_err *err)
 {
     memset(in, 0, sizeof *in);
     int st = ac_case_validate(c, err);
@@ -417,12 +486,33 @@ int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
     if (c->mask == AC_MASK_DENSE && (double)c->seqlen_q * c->seqlen_k > (double)AC_DEFAULT_MEM_BUDGET / 4)
         return ac_fail(err, AC_ERR_INPUT, "shape too big: a dense mask of nq=%d x nk=%d", c->seqlen_q, c->seqlen_k);
     in->p.seqlens_q = in->p.seqlens_k = NULL;
-    st = alloc_storage(in, err);
+    st = alloc_storage(in, workers, err);
     if (st == AC_OK)
-        st = draw_all(in, err);
+        st = draw_all(in, workers, err);
     if (st != AC_OK)
         ac_inputs_free(in);
     else /* after every draw, so the values inside the lengths are those of any earlier attncheck */
         ac_inputs_nan_padding(in);
     return st;
+}
+
+/* At least 2^16 elements a worker: a thread start costs tens of microseconds,
+ * and most fuzz cases are a few thousand elements. */
+#define MIN_ELEMS_PER_WORKER 65536.0
+
+int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
+{
+    int workers = 1;
+    memset(in, 0, sizeof *in);
+    int st = ref_thread_count(&workers, err);
+    if (st != AC_OK)
+        return st;
+    double elems = 2.0 * c->batch * ((double)c->heads_q * c->seqlen_q + (double)c->heads_kv * c->seqlen_k) *
+                   c->head_dim;
+    if (c->mask == AC_MASK_DENSE)
+        elems += (double)c->seqlen_q * c->seqlen_k / 4; /* a keep draw is cheaper than an element */
+    double useful = floor(elems / MIN_ELEMS_PER_WORKER);
+    if (useful < workers)
+        workers = useful < 1 ? 1 : (int)useful;
+    return inputs_make_workers(c, in, workers, err);
 }

@@ -68,6 +68,15 @@ ac_ref_tier ac_reference_requested_tier(void);
 int ac_reference_tier_check(ac_err *why);
 /* The tier a problem in dtype t would use (auto resolved): AC_REF_CPU or AC_REF_GPU. */
 ac_ref_tier ac_reference_tier_for(const ac_problem *p, ac_dtype t, bool backward);
+/* Call before ac_inputs_make: when case c (backward: whether the run has it)
+ * may take the gpu tier, a thread of its own decides and, for the gpu tier,
+ * pays the device's fixed costs (ref_gpu_warm_up: CUDA context, cuBLAS
+ * handle, pinned staging), overlapping the inputs' draws and the kernel; the
+ * tier functions here wait for it before they touch the device.  Once per
+ * process; nothing for cases the cpu tier takes by their size or --reference
+ * cpu.  Never fails: a device that cannot start says so when the reference
+ * runs. */
+void ac_reference_prepare(const ac_case *c, bool backward);
 /* auto takes the device from this much work on (b*hq*nq*nk*d): below it the
  * CPU tier finishes before the device's fixed costs (context, cuBLAS handle,
  * allocations, copies: ~20 ms a call, estimated) are paid back.  An estimate

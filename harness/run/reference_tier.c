@@ -8,9 +8,16 @@
  * workers that share one device take ATTNCHECK_GPU_LOCK (a file the parent
  * made; flock) around the device reference, so one runs there at a time and
  * each can plan for the same fixed share of the device's memory: the block
- * sizes, hence the bits, do not depend on how many workers there are. */
+ * sizes, hence the bits, do not depend on how many workers there are.
+ *
+ * ac_reference_prepare starts a thread that decides a case's tier and, for
+ * the gpu tier, pays the device's fixed costs (ref_gpu_warm_up) while the
+ * caller draws the inputs and runs the kernel.  The device state here (the
+ * probe, the memory limit) is touched by that thread alone until it is
+ * joined: every entry point that reads it joins it first (warm_join). */
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +58,20 @@ ac_ref_tier ac_reference_requested_tier(void) { return requested; }
 static int gpu_state = -1; /* -1 not asked yet, 0 unusable, 1 usable */
 static ac_err gpu_why;
 
+/* The warm-up thread of ac_reference_prepare: started once per process. */
+static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t warm_thread;
+static bool warm_started, warm_running;
+
+static void warm_join(void)
+{
+    pthread_mutex_lock(&warm_lock);
+    if (warm_running)
+        pthread_join(warm_thread, NULL);
+    warm_running = false;
+    pthread_mutex_unlock(&warm_lock);
+}
+
 static bool gpu_usable(void)
 {
     if (gpu_state < 0)
@@ -60,6 +81,7 @@ static bool gpu_usable(void)
 
 int ac_reference_tier_check(ac_err *why)
 {
+    warm_join();
     if (requested != AC_REF_GPU || gpu_usable())
         return AC_OK;
     return ac_fail(why, AC_ERR_ENV, "--reference gpu: %s", gpu_why.msg);
@@ -92,13 +114,54 @@ static double work_of(const ac_problem *p)
     return (double)p->batch * p->heads_q * p->seqlen_q * p->seqlen_k * p->head_dim;
 }
 
-ac_ref_tier ac_reference_tier_for(const ac_problem *p, ac_dtype t, bool backward)
+static ac_ref_tier tier_of(const ac_problem *p, ac_dtype t, bool backward)
 {
     if (requested != AC_REF_AUTO)
         return requested;
     if (work_of(p) < AC_REF_GPU_MIN_WORK || !gpu_usable())
         return AC_REF_CPU;
     return gpu_plan_fits(p, t, backward) ? AC_REF_GPU : AC_REF_CPU;
+}
+
+ac_ref_tier ac_reference_tier_for(const ac_problem *p, ac_dtype t, bool backward)
+{
+    warm_join();
+    return tier_of(p, t, backward);
+}
+
+/* ---- warming the device up ahead of the reference ---------------------------------- */
+
+static struct {
+    ac_problem p;
+    ac_dtype t;
+    bool backward;
+} warm_case;
+
+static void *warm_main(void *arg)
+{
+    (void)arg;
+    ac_err ignored; /* a device that cannot start says so again when the reference runs */
+    if (tier_of(&warm_case.p, warm_case.t, warm_case.backward) == AC_REF_GPU)
+        (void)ref_gpu_warm_up(&ignored);
+    return NULL;
+}
+
+static void problem_of(const ac_case *c, ac_problem *p);
+
+void ac_reference_prepare(const ac_case *c, bool backward)
+{
+    ac_problem p;
+    problem_of(c, &p);
+    if (requested == AC_REF_CPU || (requested == AC_REF_AUTO && work_of(&p) < AC_REF_GPU_MIN_WORK))
+        return; /* the cpu tier: no device to wake */
+    pthread_mutex_lock(&warm_lock);
+    if (!warm_started) {
+        warm_case.p = p, warm_case.t = c->dtype, warm_case.backward = backward;
+        warm_started = warm_running = pthread_create(&warm_thread, NULL, warm_main, NULL) == 0;
+        if (warm_started)
+            atexit(warm_join); /* never leave the process while the driver is starting */
+    }
+    pthread_mutex_unlock(&warm_lock);
 }
 
 /* ---- the gpu tier ---------------------------------------------------------------- */
@@ -201,6 +264,7 @@ typedef struct {
 static bool case_fits(const ac_case *c, const void *ctx)
 {
     const cap_ctx *x = ctx;
+    warm_join();
     ac_problem p;
     problem_of(c, &p);
     if (ac_problem_working_set(&p, CAP_WORKERS) > (double)ac_mem_budget())
@@ -213,6 +277,7 @@ static bool case_fits(const ac_case *c, const void *ctx)
 void ac_reference_gen_cap(bool backward, ac_gen_cap *cap)
 {
     static cap_ctx ctx;
+    warm_join();
     ctx.backward = backward;
     ctx.gpu = requested != AC_REF_CPU && gpu_usable();
     cap->max_work = ctx.gpu ? -1 : 0;
