@@ -251,6 +251,8 @@ int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const
     ac_case_format(c, r->line, sizeof r->line); /* AC_CASE_LINE_MAX holds the longest valid line */
     ac_inputs in;
     memset(&in, 0, sizeof in);
+    /* the gpu tier's context and cuBLAS handle are made while the inputs are drawn */
+    ac_reference_prepare(c, o->backward && k->caps.backward && k->backward);
     int st = ac_inputs_make(c, &in, err);
     if (st != AC_OK)
         stop(r, st, err);
