@@ -140,7 +140,8 @@ void ac_cli_environment(const ac_cli *c, const char *kernel, ac_report *rep);
  * (0/1).  AC_ERR_INPUT, asking for --shard, for another array (fuzz.c). */
 int ac_cli_shard(const ac_cli *c, int *index, int *count, ac_err *err);
 /* fuzz.c: `attncheck fuzz` (the parent, or a --jobs worker); merge.c: `attncheck merge`. */
-int ac_cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep);
+/* *ran: the campaign ran (its reports are written even when some cases ended in errors). */
+int ac_cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep, bool *ran);
 int ac_cmd_merge(const ac_cli *c, ac_err *err);
 
 /* check.c: `attncheck check PATH [options]`, `attncheck reference PATH --out ...`.

@@ -296,8 +296,7 @@ static int run_command(const ac_cli *c, ac_err *err)
         return st;
     bool completed = false;
     if (c->cmd == AC_CMD_FUZZ) {
-        st = ac_cmd_fuzz(c, k, &b, rep);
-        completed = st == AC_OK || st == AC_FAIL_ACCURACY; /* a campaign that ran reports (SIGTERM too) */
+        st = ac_cmd_fuzz(c, k, &b, rep, &completed); /* a campaign that ran reports (SIGTERM, errors too) */
     } else if (c->cmd == AC_CMD_RUN)
         st = cmd_run(c, k, &b, rep, &completed);
     else

@@ -337,3 +337,28 @@ Test(harness_cli, baseline_that_cannot_be_read_exits_2_naming_it)
     cr_assert_eq(run_cli("prove --baseline x.jsonl", out, sizeof out), 2, "%s", out); /* a flag for prove */
     cr_assert_not_null(strstr(out, "unexpected argument 'x.jsonl'"), "%s", out);
 }
+
+/* A campaign that ran writes its reports even when cases ended in errors (here
+ * every case is over a tiny --mem-budget): the errors are in the records, the
+ * exit status is 2.  Found on the H100: a long-profile campaign whose one case
+ * could not be made lost the JSON of all the others. */
+Test(harness_cli, a_campaign_with_errors_still_writes_its_reports)
+{
+    char args[512];
+    snprintf(args, sizeof args, "fuzz --kernel cpu-flash --cases 4 --mem-budget 0.0001 --quiet --json %s",
+             "/tmp/attncheck-test-errors.jsonl");
+    unlink("/tmp/attncheck-test-errors.jsonl");
+    cr_assert_eq(run_cli(args, out, sizeof out), 2, "%s", out);
+    char *text = NULL;
+    size_t len = 0;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_read_file("/tmp/attncheck-test-errors.jsonl", &text, &len, &err), AC_OK, "%s", err.msg);
+    cr_assert_not_null(text, "no report written");
+    size_t errors = 0;
+    for (const char *at = text; (at = strstr(at, "\"verdict\":\"error\"")) != NULL; at++)
+        errors++;
+    cr_assert_eq(errors, 4, "%s", text);
+    cr_assert_not_null(strstr(text, "{\"type\":\"campaign\""), "%s", text);
+    free(text);
+    unlink("/tmp/attncheck-test-errors.jsonl");
+}

@@ -483,7 +483,7 @@ int inputs_make_workers(const ac_case *c, ac_inputs *in, int workers, ac_err *er
     in->p.seqlens_k = c->n_seqlens_k ? c->seqlens_k : NULL;
     if ((st = ac_problem_validate(&in->p, 0, err)) != AC_OK)
         return st;
-    if (c->mask == AC_MASK_DENSE && (double)c->seqlen_q * c->seqlen_k > (double)AC_DEFAULT_MEM_BUDGET / 4)
+    if (!ac_inputs_mask_fits(c))
         return ac_fail(err, AC_ERR_INPUT, "shape too big: a dense mask of nq=%d x nk=%d", c->seqlen_q, c->seqlen_k);
     in->p.seqlens_q = in->p.seqlens_k = NULL;
     st = alloc_storage(in, workers, err);
@@ -499,6 +499,11 @@ int inputs_make_workers(const ac_case *c, ac_inputs *in, int workers, ac_err *er
 /* At least 2^16 elements a worker: a thread start costs tens of microseconds,
  * and most fuzz cases are a few thousand elements. */
 #define MIN_ELEMS_PER_WORKER 65536.0
+
+bool ac_inputs_mask_fits(const ac_case *c)
+{
+    return c->mask != AC_MASK_DENSE || (double)c->seqlen_q * c->seqlen_k <= (double)AC_DEFAULT_MEM_BUDGET / 4;
+}
 
 int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
 {

@@ -27,6 +27,10 @@ typedef struct {
  * seed: the same case gives byte-identical tensors, in either layout the same
  * logical values; varlen padding is NaN (ac_inputs_nan_padding).  in is
  * zeroed first, so ac_inputs_free is safe after a failure. */
+/* Whether the case's dense mask, one byte a pair, fits the inputs' budget (a
+ * quarter of the default memory budget): the generator's size cap asks too,
+ * so a long-context draw never becomes a case that cannot be made. */
+bool ac_inputs_mask_fits(const ac_case *c);
 int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err);
 void ac_inputs_free(ac_inputs *in);
 /* Varlen padding: rows i >= nq_b of Q and dO, keys j >= nk_b of K and V

@@ -267,7 +267,7 @@ static bool case_fits(const ac_case *c, const void *ctx)
     warm_join();
     ac_problem p;
     problem_of(c, &p);
-    if (ac_problem_working_set(&p, CAP_WORKERS) > (double)ac_mem_budget())
+    if (ac_problem_working_set(&p, CAP_WORKERS) > (double)ac_mem_budget() || !ac_inputs_mask_fits(c))
         return false;
     if (!x->gpu || (requested == AC_REF_AUTO && work_of(&p) < AC_REF_GPU_MIN_WORK))
         return true;

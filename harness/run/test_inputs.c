@@ -347,3 +347,19 @@ Test(harness_inputs, generated_cases_all_make_finite_nonzero_inputs_with_nan_pad
     }
     cr_assert_gt(with_masked_row, 15, "cases with a fully masked row: %d", with_masked_row);
 }
+
+/* The generator's size cap asks this, so a long-context draw with a dense mask
+ * of 65536 x 65536 (4 GiB of bytes, found on the H100) shrinks until it fits
+ * instead of becoming a case that cannot be made. */
+Test(harness_inputs, a_dense_mask_fits_only_within_the_inputs_budget)
+{
+    ac_case c = ac_case_default();
+    c.seqlen_q = c.seqlen_k = 65536;
+    ac_case_set_mask(&c, AC_MASK_DENSE);
+    cr_assert(!ac_inputs_mask_fits(&c));
+    c.seqlen_q = c.seqlen_k = 4096;
+    cr_assert(ac_inputs_mask_fits(&c));
+    c.seqlen_q = c.seqlen_k = 65536;
+    ac_case_set_mask(&c, AC_MASK_CAUSAL_BR);
+    cr_assert(ac_inputs_mask_fits(&c), "no dense mask, nothing to hold");
+}
