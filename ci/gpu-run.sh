@@ -6,10 +6,14 @@
 #   GPU_STEPS  steps to run (default "info test sanitize fixtures fuzz prove bench torch")
 #   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
 #   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
-#   (step "plugins", not in the defaults: a CUDA plugin that faults must exit 3 naming itself;
-#   step "sdpa", not in the defaults: PyTorch SDPA backends (float attn_mask bias with dBias,
-#   enable_gqa) and flex_attention (softcap and ALiBi score_mods) dumped and judged by
-#   `attncheck check`; a dump made with --wrong must also fail its check_wrong.txt)
+#   (step "exec", not in the defaults: PyTorch SDPA as an --exec-persistent kernel, when torch imports;
+#   (step "plugins", not in the defaults: a CUDA plugin that faults the device must be a FAIL of kind
+#   kernel:device-fault naming itself, exit 1, and a 20-case campaign of it must count 20 failures, each in a
+#   fresh worker; CUDA plugins that write past O or change Q on the device must be named by the device guard
+#   zones and the input check; cuda-flash fuzzed with and without --in-process, for the isolation's cost;
+#   step "sdpa", not in the defaults: PyTorch SDPA backends (float attn_mask bias with dBias, enable_gqa) and
+#   flex_attention (softcap and ALiBi score_mods) dumped and judged by `attncheck check`; a dump made with
+#   --wrong must also fail its check_wrong.txt)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
 #              many fuzz processes of cuda-flash in parallel, CAMPAIGN_CASES cases
@@ -88,6 +92,18 @@ for step in $steps; do
                 grep -E "^(FAIL|ERROR)|cases, " "$OUT/fixtures-$k.log" | head -n 20
             done
         fi ;;
+    exec)
+        # A kernel that is not C: PyTorch's SDPA through --exec-persistent (plugins/torch_sdpa_kernel.py,
+        # on the GPU when torch sees one); CI skips it (torch is too large to install there).
+        kdir="$here/plugins"; [ -f "$kdir/torch_sdpa_kernel.py" ] || kdir="$dir/plugins"
+        if ! python3 -c 'import torch, numpy' 2>/dev/null; then echo "no PyTorch/numpy: exec step skipped"; record exec-skipped 0; continue; fi
+        "$attncheck" fuzz --exec-persistent "python3 $kdir/torch_sdpa_kernel.py --serve" --caps "$kdir/torch_sdpa_kernel.caps.json" \
+            --seed 1 --cases "${EXEC_CASES:-300}" --quiet >"$OUT/exec-torch.log" 2>&1
+        rc=$?
+        # PyTorch's SDPA is a third-party kernel: its failures are findings (README, "Kernels that are
+        # not C"), so the step fails only when attncheck could not judge it (exit 2 or 3).
+        if [ $rc -le 1 ]; then record exec-torch-sdpa 0; else record exec-torch-sdpa $rc; fi
+        grep -m1 ' cases, ' "$OUT/exec-torch.log"; grep -A2 '^distinct failures' "$OUT/exec-torch.log" ;;
     sdpa)
         # The check door on third-party kernels: PyTorch's SDPA backends, dumped by
         # ci/sdpa_dump.py and judged by `attncheck check` (each must exit 0).
@@ -167,7 +183,9 @@ SPECS
         record campaign-report $?
         gzip -f "$OUT"/campaign-*.jsonl ;;
     plugins)
-        # A CUDA plugin that faults on purpose must give exit 3 naming the plugin.
+        # A CUDA plugin that faults the device on purpose: a kernel failure (exit 1, kind
+        # kernel:device-fault) naming the plugin, never an environment error (exit 3); a campaign
+        # of it goes on, each case in a fresh worker with a fresh CUDA context (20 failures, 0 errors).
         so=$(ls "$dir"/libattncheck-faulting-cuda-plugin.so "$dir"/plugins/libattncheck-faulting-cuda-plugin.so 2>/dev/null | head -n 1)
         if [ -n "$so" ]; then
             "$attncheck" run --plugin "$so" --kernel faulting-cuda \
@@ -175,9 +193,37 @@ SPECS
                 >"$OUT/plugin-fault.log" 2>&1
             rc=$?
             cat "$OUT/plugin-fault.log"
-            if [ $rc -eq 3 ] && grep -q 'plugin faulting-cuda' "$OUT/plugin-fault.log"; then record plugin-fault-is-exit-3 0
-            else record plugin-fault-is-exit-3 1; fi
-        fi ;;
+            if [ $rc -eq 1 ] && grep -q "\[kernel:device-fault\] device-fault: kernel faulting-cuda (plugin $so)" "$OUT/plugin-fault.log"
+            then record plugin-fault-is-device-fault 0; else record plugin-fault-is-device-fault 1; fi
+            "$attncheck" fuzz --plugin "$so" --kernel faulting-cuda --seed 1 --cases 20 --shrink-steps 0 --quiet \
+                >"$OUT/plugin-fault-campaign.log" 2>&1
+            rc=$?
+            tail -n 3 "$OUT/plugin-fault-campaign.log"
+            if [ $rc -eq 1 ] && grep -q "faulting-cuda: 20 cases, 0 passed, 20 failed, 0 errors" "$OUT/plugin-fault-campaign.log" &&
+               [ "$(grep -c '^FAIL faulting-cuda \[kernel:device-fault\]' "$OUT/plugin-fault-campaign.log")" -eq 20 ]
+            then record plugin-fault-campaign-goes-on 0; else record plugin-fault-campaign-goes-on 1; fi
+        fi
+        # The device guard zones and the input check: CUDA kernels that write 64 floats past O, or flip
+        # a bit of Q, on the device (no fault: the stores land in the guards) must be named (exit 1).
+        for kind in o-past modify-q; do
+            so=$(ls "$dir"/libattncheck-hostile-cuda-$kind.so "$dir"/plugins/libattncheck-hostile-cuda-$kind.so 2>/dev/null | head -n 1)
+            [ -n "$so" ] || { echo "libattncheck-hostile-cuda-$kind.so is not in $dir"; record "device-guard-$kind" 1; continue; }
+            "$attncheck" run --plugin "$so" --kernel hostile-cuda-$kind \
+                --case 'v1 seed=1 b=2 hq=2 hkv=2 nq=40 nk=70 d=64 dtype=f32 mask=none layout=bhsd' >"$OUT/plugin-$kind.log" 2>&1
+            rc=$?
+            cat "$OUT/plugin-$kind.log"
+            want='\[kernel:out-of-bounds-write\] .*forward wrote past the end of O: elements end+0 to end+63'
+            [ $kind = modify-q ] && want='\[kernel:input-modified\] .*forward changed 1 element of Q, the first at element 0 '
+            if [ $rc -eq 1 ] && grep -q "$want" "$OUT/plugin-$kind.log"; then record "device-guard-$kind" 0
+            else record "device-guard-$kind" 1; fi
+        done
+        # The isolation's cost on the GPU: cases/s of the same campaign in a worker and in-process.
+        for mode in isolated in-process; do
+            extra=; [ $mode = in-process ] && extra=--in-process
+            "$attncheck" fuzz --kernel cuda-flash --seed 1 --cases 300 --quiet $extra >"$OUT/isolation-$mode.log" 2>&1
+            record "isolation-cost-$mode" $?
+            grep -m1 ' cases, ' "$OUT/isolation-$mode.log"
+        done ;;
     prove)
         # Detection power: cuda-flash must pass, each cuda-flash-mutant-* must be caught.
         if has_cmd prove; then

@@ -15,7 +15,7 @@ mkdir -p "$bundle/lib"
 bins=()
 # BUNDLE_UNIT_TESTS=0 leaves the Criterion suite out (and with it libgit2, krb5,
 # OpenSSL and the rest of Criterion's dependencies: ~15 MB) to fit a size limit.
-rels="harness/attncheck kernels/cuda/attncheck-test-cuda ref/attncheck-bench-ref attncheck-test-gpuref ref/cuda/attncheck-bench-gpuref"
+rels="harness/attncheck harness/attncheck-bench-e2e kernels/cuda/attncheck-test-cuda ref/attncheck-bench-ref attncheck-test-gpuref ref/cuda/attncheck-bench-gpuref"
 [ "${BUNDLE_UNIT_TESTS:-1}" = 1 ] && rels="$rels attncheck-tests"
 for rel in $rels; do
     if [ -x "$build/$rel" ]; then
@@ -37,14 +37,24 @@ for b in "${bins[@]}"; do
     done
 done
 
-# Plugins: the example and the one that faults on the device on purpose.
-for so in "$build"/plugins/libattncheck-example-plugin.so "$build"/plugins/libattncheck-faulting-cuda-plugin.so; do
+# Plugins: the example, the one that faults on the device on purpose and the CUDA ones that
+# scribble on purpose (gpu-run.sh, step "plugins").
+for so in "$build"/plugins/libattncheck-example-plugin.so "$build"/plugins/libattncheck-faulting-cuda-plugin.so \
+          "$build"/plugins/libattncheck-hostile-cuda-*.so; do
     [ -f "$so" ] && cp "$so" "$bundle/"
 done
 
+# attncheck report execs reports/html_report.py beside the executable.
+mkdir -p "$bundle/reports"
+cp -r "$src/reports/html_report.py" "$src/reports/htmlreport" "$bundle/reports/" 2>/dev/null || true
+
+# Kernels that are not C (--exec examples) and their capability files.
+mkdir -p "$bundle/plugins"
+cp "$src"/plugins/*.py "$src"/plugins/*.caps.json "$bundle/plugins/" 2>/dev/null || true
+
 # What the scripts read at run time: the GPU script, the torch peer, budgets, fixtures.
 mkdir -p "$bundle/ci"
-cp "$src/ci/gpu-run.sh" "$src/ci/torch_sdpa_bench.py" "$src/ci/campaign_report.py" "$src/ci/sdpa_dump.py" "$bundle/ci/" 2>/dev/null || true
+cp "$src"/ci/*.sh "$src"/ci/*.py "$bundle/ci/" 2>/dev/null || true
 for f in "$src"/budgets*.txt; do [ -f "$f" ] && cp "$f" "$bundle/"; done
 [ -d "$src/fixtures" ] && cp -r "$src/fixtures" "$bundle/fixtures"
 [ -d "$src/ci/slurm" ] && cp -r "$src/ci/slurm" "$bundle/ci/"

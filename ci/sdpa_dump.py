@@ -39,8 +39,12 @@ import ctypes
 import os
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    sys.exit("sdpa_dump: PyTorch is not installed here (pip install torch)")
 
+BACKENDS = ["default", "math", "flash", "efficient", "cudnn"]
 DTYPES = {"f32": (torch.float32, "<f4"), "f16": (torch.float16, "<f2"), "bf16": (torch.bfloat16, "<u2")}
 
 
@@ -72,12 +76,31 @@ def backend_context(name):
     return sdpa_kernel([which])
 
 
+def runs_here(name, device, dtype):
+    """Does backend `name` run a tiny forward and backward on this device and dtype?"""
+    try:
+        with backend_context(name):
+            x = torch.randn(1, 1, 16, 64, dtype=torch.float32).to(dtype).to(device).requires_grad_()
+            torch.nn.functional.scaled_dot_product_attention(x, x, x).sum().backward()
+        return True
+    except Exception:
+        return False
+
+
+def unavailable(a, dtype, e):
+    """One line, not a traceback: the backend asked for, why it failed, the backends that do run here."""
+    ok = [b for b in BACKENDS if b != a.backend and runs_here(b, a.device, dtype)]
+    why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    sys.exit(f"sdpa_dump: backend {a.backend} is unavailable for {a.dtype} on {a.device} "
+             f"(torch {torch.__version__}: {why}); backends that run here: {', '.join(ok) or 'none'}")
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="case directory to write")
     p.add_argument("--api", choices=["sdpa", "flex"], default="sdpa")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="f16")
-    p.add_argument("--backend", choices=["default", "math", "flash", "efficient", "cudnn"], default="default")
+    p.add_argument("--backend", choices=BACKENDS, default="default")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--b", type=int, default=2)
     p.add_argument("--hq", type=int, default=4)
@@ -178,8 +201,12 @@ def main(argv):
         t = torch.randn(*shape, generator=g, dtype=torch.float32).to(dtype).to(a.device)
         return t if a.no_backward else t.requires_grad_()
 
-    q, k, v = rand(a.b, a.hq, a.nq, a.d), rand(a.b, hkv, nk, a.d), rand(a.b, hkv, nk, a.d)
-    d_o = torch.randn(a.b, a.hq, a.nq, a.d, generator=g).to(dtype).to(a.device)
+    try:
+        q, k, v = rand(a.b, a.hq, a.nq, a.d), rand(a.b, hkv, nk, a.d), rand(a.b, hkv, nk, a.d)
+        d_o = torch.randn(a.b, a.hq, a.nq, a.d, generator=g).to(dtype).to(a.device)
+    except (RuntimeError, AssertionError) as e:  # no such device: CUDA asked for on a machine without it
+        sys.exit(f"sdpa_dump: device {a.device} is unavailable (torch {torch.__version__}: "
+                 f"{(str(e).strip().splitlines() or ['?'])[0]}); try --device cpu")
     mask = None
     if a.mask_keep is not None:
         mask = (torch.rand(1, 1, a.nq, nk, generator=g) < a.mask_keep).to(a.device)
@@ -190,15 +217,18 @@ def main(argv):
     if hkv != a.hq:
         kwargs["enable_gqa"] = True
     slopes = None
-    if a.api == "flex":
-        o, slopes = flex_call(a, q, k, v, nk, kwargs)
-        if not a.no_backward:
-            o.backward(d_o)
-    else:
-        with backend_context(a.backend):
-            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+    try:
+        if a.api == "flex":
+            o, slopes = flex_call(a, q, k, v, nk, kwargs)
             if not a.no_backward:
                 o.backward(d_o)
+        else:
+            with backend_context(a.backend):
+                o = torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+                if not a.no_backward:
+                    o.backward(d_o)
+    except (RuntimeError, ImportError, AttributeError) as e:
+        unavailable(a, dtype, e)
 
     os.makedirs(a.out, exist_ok=True)
     as_bits = (lambda t: t.view(torch.int16)) if a.dtype == "bf16" else (lambda t: t)

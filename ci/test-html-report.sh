@@ -75,12 +75,49 @@ step "the report"
 "$py" reports/html_report.py --out "$out/report.html" --title "attncheck report (CI, cpu-flash)" \
   "$out/fuzz.jsonl" "$out/mutant.jsonl" "$out/prove.jsonl" reports/h100-bench.txt reports/h100-torch-sdpa.txt
 
+step "regression and history: attncheck report --baseline, --history (exit codes through the CLI)"
+"$a" fuzz --kernel cpu-flash --seed 11 --dtype f16 --cases 150 --json "$out/base16.jsonl" --quiet >"$out/base16.log"
+rc=0
+"$a" fuzz --kernel cpu-flash-precision-o-rounded-twice --baseline "$out/base16.jsonl" --json "$out/new.jsonl" \
+  --quiet >"$out/new.log" || rc=$?
+[ "$rc" -eq 1 ] || { cat "$out/new.log"; echo "fuzz --baseline gave exit $rc, expected 1 (a regression)" >&2; exit 1; }
+grep -q "^baseline: REGRESSION" "$out/new.log" || { cat "$out/new.log"; echo "the precision mutant was not flagged" >&2; exit 1; }
+rm -rf "$out/history" && mkdir -p "$out/history/0.3" && cp "$out/base16.jsonl" "$out/history/0.3/" &&
+  cp "$out/base16.jsonl" "$out/history/0.4.jsonl"
+"$a" report "$out/new.jsonl" --baseline "$out/base16.jsonl" --history "$out/history" \
+  --html "$out/report-baseline.html" --title "attncheck report (CI, baseline)" >"$out/history.txt"
+grep -q "cpu-flash f16 O mean error unchanged since 0.3 (median of" "$out/history.txt" ||
+  { cat "$out/history.txt"; echo "the history table lacks its change line" >&2; exit 1; }
+# the script's own pairing and sign test must give the harness's figures
+"$py" - "$out/new.jsonl" "$out/base16.jsonl" <<'PY'
+import json, sys
+sys.path.insert(0, "reports")
+from htmlreport import inputs, regression
+new, old = inputs.read_inputs([sys.argv[1]]), inputs.read_inputs([sys.argv[2]])
+kernel = new.cases[0].kernel
+cmp = regression.compare(new, old, kernel, sys.argv[2], 1.05, 1e-3)
+harness = [r.fields for r in new.typed if r.type == "baseline"]
+assert harness and len(harness) == len(cmp.cells), (len(harness), len(cmp.cells))
+for h in harness:
+    c = cmp.cells[(h["dtype"], h["output"], h["metric"])]
+    assert (len(c.ratios), c.above, c.below, c.verdict) == (h["pairs"], h["above"], h["below"], h["verdict"]), h
+    assert abs(c.median - h["median_ratio"]) <= 1e-12 * abs(c.median), (c.median, h)
+    assert abs(c.p_regression - h["p_regression"]) <= 1e-9 * c.p_regression, (c.p_regression, h)
+print("regression.py agrees with the harness on %d cells" % len(harness))
+PY
+
 step "headless Chromium"
 ids=(summary verdict kernels-table environment environment-table overview overview-table distributions
      chart-dist-cpu-flash-f32 chart-dist-cpu-flash-f16 chart-dist-cpu-flash-bf16 shape chart-shape-cpu-flash
      special special-table failures failure-kinds-table mutant-failures detection detection-table
      speed chart-speed speed-table memory-table)
 "$py" reports/tests/browser_check.py "$out/report.html" "${ids[@]/#/--expect-id=}" --screenshot "$shot" --height 2600
+"$py" reports/tests/browser_check.py "$out/report-baseline.html" --expect-id=regression \
+  --expect-id=regression-table-cpu-flash-precision-o-rounded-twice \
+  --expect-id=chart-regression-cpu-flash-precision-o-rounded-twice \
+  --expect-id=regression-not-compared-cpu-flash-precision-o-rounded-twice --expect-id=history \
+  --expect-id=history-table --expect-id=chart-history-cpu-flash --expect-id=history-changes \
+  --screenshot "$out/report-baseline.png"
 printf '<!DOCTYPE html><title>planted</title><p id="x">x</p><script>throw new Error("planted")</script>\n' \
   >"$out/planted-error.html"
 rc=0

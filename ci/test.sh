@@ -4,8 +4,15 @@
 #   2. the fixture corpus on the CPU emulation and the fp64 reference kernel,
 #   3. the detection-power proof (every planted bug caught; cpu-flash clean),
 #   4. a fixed-budget fuzz gate on cpu-flash and on the example plugin,
-#   5. the HTML report opened in headless Chromium (ci/test-html-report.sh),
-#   6. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only).
+#   5. kernels that are not C, through --exec (ci/test-exec.sh: the numpy example in both modes, its
+#      planted bug proved caught; the PyTorch SDPA example where torch is or can be installed),
+#   6. the HTML report opened in headless Chromium (ci/test-html-report.sh),
+#   7. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only),
+#   8. the baseline gate: --baseline flags nothing on the unchanged kernel and the control,
+#      and prove --baseline flags every precision mutant.
+#   9. the sanitizer build (ci/sanitize.sh): clang ASan+UBSan, the unit tests, the
+#      fixtures and a short campaign under it, then each libFuzzer target for
+#      FUZZ_SECONDS (ci/fuzz-targets.sh).
 # This is the README's test command; .ci/run calls exactly it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +43,12 @@ step "fuzz gate"
 "$b/harness/attncheck" fuzz --plugin "$b/plugins/libattncheck-example-plugin-v2.so" --kernel example-flash-cpu-v2 \
   --seed 4 --cases 100 --quiet
 
+step "kernels that are not C: --exec and --exec-persistent"
+# The PyTorch example needs torch: PyPI's wheel is 5.4 GB with CUDA's libraries (103 s to
+# install here), too much for every CI run, so CI skips it and says so; the GPU machine,
+# which has PyTorch, runs it (ci/gpu-run.sh step "exec"); ATTNCHECK_TORCH=install runs it here.
+ATTNCHECK_TORCH=${ATTNCHECK_TORCH:-skip} bash ci/test-exec.sh
+
 step "HTML report in headless Chromium"
 bash ci/test-html-report.sh
 
@@ -45,5 +58,19 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo "skipped: ci/slurm/smoke.sh starts Slurm's daemons and installs packages, which needs root"
 fi
+
+step "baseline gate: the unchanged kernel and an equally accurate change are not flagged"
+"$b/harness/attncheck" fuzz --kernel cpu-flash --seed 7 --dtype f16 --cases 150 --quiet --json "$b/baseline.jsonl" >/dev/null
+for k in cpu-flash cpu-flash-precision-control-bc32; do
+  "$b/harness/attncheck" fuzz --kernel "$k" --baseline "$b/baseline.jsonl" --quiet >"$b/baseline-$k.log" ||
+    { cat "$b/baseline-$k.log"; exit 1; }
+  echo "$k against cpu-flash: $(grep '^baseline: ' "$b/baseline-$k.log")"
+done
+
+step "baseline gate: detection power (prove --baseline, small: README has the 10 000-case figure)"
+"$b/harness/attncheck" prove --baseline --seed 1 --cases 200 --clean-cases 400
+
+step "ASan+UBSan build: unit tests, fixtures, a short campaign, the libFuzzer targets"
+bash ci/sanitize.sh
 
 step "all passed"

@@ -36,7 +36,12 @@
  *   - memory == ATTNCHECK_MEM_CUDA: q, k, v, o, lse, ... are device pointers
  *     (cudaMalloc'd by attncheck); seqlens and dense_mask are always host memory.
  *     The call may be asynchronous on the default stream: attncheck synchronises
- *     after it and reports a device fault as an environment failure naming the plugin;
+ *     after it; a device fault the kernel caused (illegal address, trap, ...) is
+ *     a kernel failure (kernel:device-fault) naming the plugin;
+ *   - the kernel runs in a worker process (attncheck's README, "Kernels in a worker
+ *     process"): a crash, an exit, a hang, a write outside its buffers (or past
+ *     errbuf_len) or a change to an input is a failure naming the plugin;
+ *   - padding (rows i >= nq_b of q and d_o, keys j >= nk_b of k and v) holds NaN;
  *   - the backward receives the plugin's own O and LSE, as a training step would;
  *   - return 0 on success; nonzero means the kernel could not run (not "wrong
  *     answer"): write a message into errbuf (errbuf_len bytes, NUL-terminated).

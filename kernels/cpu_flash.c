@@ -366,8 +366,9 @@ static void fwd_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_d
         const float *acc = w->acc + (size_t)r * d;
         size_t at = ac_q_index(p, b, h, i0 + r, 0);
         float denom = cp->mut == CF_MUT_PER_TILE_NORMALISE ? 1.0f : l;
+        bool twice = cp->mut == CF_PREC_O_ROUNDED_TWICE && t == AC_F16; /* the f16 numerator stored first */
         for (int c = 0; c < d; c++) /* a row with no visible key: O = 0 */
-            cf_store_elem(t, a->o, at + c, l == 0.0f ? 0.0f : acc[c] / denom);
+            cf_store_elem(t, a->o, at + c, l == 0.0f ? 0.0f : (twice ? cf_round_if_finite(t, acc[c]) : acc[c]) / denom);
         float lse = l == 0.0f ? -INFINITY : m + logf(l);
         if (cp->mut == CF_MUT_LSE_LOG2)
             lse = m * LOG2_E + log2f(l);
@@ -471,5 +472,6 @@ size_t ac_cpu_flash_kernels(const ac_kernel **out, size_t max)
         out[n++] = &cpu_flash_64;
     if (n < max)
         out[n++] = &cpu_flash_128;
-    return n + cf_mutant_kernels(out + n, max - n);
+    n += cf_mutant_kernels(out + n, max - n);
+    return n + cf_precision_kernels(out + n, max - n);
 }

@@ -148,10 +148,15 @@ static void bwd_block(const ac_problem *p, ac_dtype t, int b, int h, int g, int 
     float *dq = w->dq_acc + row0 * d, scale = (float)p->scale;
     cf_gemm_nt(q, w->k_t, rows, cols, d, w->s); /* raw scores: the scale enters the exponent */
     cf_mask_tile(p, b, h, i0, rows, j0, cols, w->lo, w->hi, w->s);
-    for (int r = 0; r < rows; r++) /* P recomputed from LSE; a row with nothing visible has P = 0 */
+    /* P recomputed from LSE; a hidden pair (the mask's -inf, on the raw score)
+     * and a row with nothing visible have P = 0.  The -inf must not meet the
+     * scale: times a negative scale it is +inf, and P was Inf (dQ overflow on
+     * every masked case with scale < 0). */
+    for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) {
             float *s = &w->s[(size_t)r * cols + c];
-            *s = lse[r] == -INFINITY || *s == -INFINITY ? 0.0f : exp_shifted(*s, scale, lse[r], lse_lo[r]);
+            bool hidden = *s == -INFINITY || lse[r] == -INFINITY;
+            *s = hidden ? 0.0f : exp_shifted(*s, scale, lse[r], lse_lo[r]);
             w->p_dt[(size_t)r * cols + c] = cf_round_to(t, *s);
         }
     cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d, w->dv_acc); /* dV += P^T dO */

@@ -37,7 +37,11 @@ typedef enum {
     CF_MUT_BIAS_WRONG_AXIS,      /* the bias's broadcast axes swapped: batch b reads head row b, head h batch row h */
     CF_MUT_SINK_TOKENS_OFF_BY_ONE, /* sink tokens: the first k + 1 keys kept past the window, not k */
     CF_MUT_DROPOUT_NO_RESCALE,   /* dropout: kept P not multiplied by 1 / (1 - p) */
-    CF_MUT_COUNT
+    CF_MUT_COUNT,                /* the planted bugs end here */
+    /* Precision losses meant to stay inside every budget (cpu_flash_precision.c):
+     * the baseline comparison (attncheck prove --baseline) must flag them. */
+    CF_PREC_O_ROUNDED_TWICE = CF_MUT_COUNT, /* f16: the un-normalised O rounded before the division by l */
+    CF_PREC_END
 } cf_mutant;
 
 typedef struct {
@@ -140,5 +144,10 @@ static inline bool cf_variant_path(const ac_problem *p)
 
 /* cpu_flash_mutants.c: the cpu-flash-mutant-* descriptors. */
 size_t cf_mutant_kernels(const ac_kernel **out, size_t max);
+/* cpu_flash_precision.c: the cpu-flash-precision-* descriptors (mutants and controls). */
+size_t cf_precision_kernels(const ac_kernel **out, size_t max);
+/* cpu-flash-precision-o-rounded-twice's numerator: acc rounded to the dtype
+ * where it fits (a partial output stored in the dtype), else acc. */
+float cf_round_if_finite(ac_dtype t, float acc);
 
 #endif

@@ -33,3 +33,5 @@ int ac_dev_download(void *host, const void *dev, size_t bytes, ac_err *err)
 }
 
 int ac_dev_sync(ac_err *err) { return ac_fail(err, AC_ERR_ENV, NO_CUDA ": no device to synchronise"); }
+
+int ac_dev_sync_kernel(ac_err *err) { return ac_fail(err, AC_ERR_ENV, NO_CUDA ": no device to synchronise"); }

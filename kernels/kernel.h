@@ -98,6 +98,10 @@ struct ac_kernel {
     int (*forward)(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
     int (*backward)(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err); /* NULL without backward */
     const void *ctx; /* the kernel's own parameters: tile sizes, mutant id, plugin state */
+    /* It runs in a process of its own already, with a deadline (an --exec kernel):
+     * the harness calls it in its own process even when isolating kernels, since
+     * the worker would add nothing and could not hold its persistent child. */
+    bool own_process;
 };
 
 /* ---- registry ----
@@ -118,6 +122,12 @@ void ac_dev_free(void *dev);
 int ac_dev_upload(void *dev, const void *host, size_t bytes, ac_err *err);
 int ac_dev_download(void *host, const void *dev, size_t bytes, ac_err *err);
 int ac_dev_sync(ac_err *err); /* synchronises and turns a pending device fault into AC_ERR_ENV */
+/* Synchronises after a kernel under test ran: AC_OK; AC_KERNEL_FAULT with
+ * "device-fault: ..." for a fault the kernel caused (illegal or misaligned
+ * address, trap or device assert, illegal instruction or PC, launch failure or
+ * timeout: the context is lost, the process must be replaced); AC_ERR_ENV for
+ * anything else (the driver, the device).  The harness's runner calls it. */
+int ac_dev_sync_kernel(ac_err *err);
 
 /* ---- built-in kernel families, each defined in its own file ---- */
 extern const ac_kernel ac_kernel_ref_fp64;   /* kernels/ref_kernel.c: the fp64 reference rounded to dtype */

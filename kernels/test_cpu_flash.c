@@ -241,6 +241,29 @@ Test(kernels_cpu_flash, backward_matches_fp64_reference_on_every_mask_kind)
             }
 }
 
+/* A negative scale flips every score's sign: the backward must keep masked
+ * pairs at P = 0 (it masked the raw scores with -inf, then multiplied by the
+ * scale: +inf, so dQ overflowed on every masked case; issue 13's reproducer is
+ * v1 seed=1 b=1 hq=1 hkv=1 nq=2 nk=2 d=1 dtype=f32 mask=causal-tl scale=-1). */
+Test(kernels_cpu_flash, backward_with_a_negative_scale_matches_the_reference_on_every_mask_kind)
+{
+    for (int t = AC_F32; t < AC_DTYPE_COUNT; t++)
+        for (int k = 0; k < K_COUNT; k++) {
+            tk_case c;
+            make_case(&c, (kind)k, (ac_dtype)t, 40 + (uint64_t)k);
+            c.p.scale = -c.p.scale;
+            tk_poison(&c);
+            const ac_kernel *kern = ac_kernel_find("cpu-flash");
+            tk_forward(kern, &c);
+            tk_backward(kern, &c);
+            char what[96];
+            snprintf(what, sizeof what, "scale < 0, %s %s", ac_dtype_name((ac_dtype)t), kind_names[k]);
+            check_forward(&c, what, t == AC_F32 ? 64.0 : 3.0);
+            check_backward(&c, what);
+            tk_free(&c);
+        }
+}
+
 Test(kernels_cpu_flash, fully_masked_rows_give_zero_output_and_minus_infinite_lse)
 {
     tk_case c;

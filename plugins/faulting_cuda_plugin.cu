@@ -1,8 +1,10 @@
 // plugins/faulting_cuda_plugin.cu — a CUDA plugin whose forward faults on the
 // device (a store through an address no allocation holds), built only with
-// CUDA.  It exists to check, on a GPU, that attncheck reports a plugin's device
-// fault as an environment failure (exit 3) naming the plugin, never as an
-// accuracy verdict:  attncheck run --plugin libattncheck-faulting-cuda-plugin.so
+// CUDA.  It exists to check, on a GPU (ci/gpu-run.sh, step "plugins"), that
+// attncheck reports a device fault a kernel caused as a kernel failure of kind
+// kernel:device-fault naming the plugin (exit 1), never as an environment error
+// (exit 3), and that a campaign goes on in a fresh worker with a fresh context:
+//   attncheck run --plugin libattncheck-faulting-cuda-plugin.so
 //   --kernel faulting-cuda --case 'v1 ... dtype=f16 ... d=64 ...'
 #include <cuda_runtime.h>
 #include <stdint.h>

@@ -1,5 +1,6 @@
-/* ref/parallel.h — internal to ref/: a parallel for over independent tasks,
- * the one place ref/ starts threads.
+/* ref/parallel.h — a parallel for over independent tasks, the one place
+ * attncheck computes on several threads: ref/ (the references, the GPU tier's
+ * host copies) and harness/ (the inputs' draws, the comparator) use it.
  *
  * Workers are POSIX threads (the caller is worker 0).  While tasks run,
  * OpenBLAS is held to one thread, so every BLAS call inside a task runs on the
@@ -12,6 +13,10 @@
 #define ATTNCHECK_REF_PARALLEL_H
 
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" { /* ref/cuda's host code is C++ */
+#endif
 
 #include "ref.h"
 
@@ -33,5 +38,9 @@ int ref_workers_within(int workers, size_t bytes_per_worker);
  * the tasks (same results, slower). */
 typedef void (*ref_task_fn)(void *ctx, size_t task, int worker);
 void ref_parallel_for(int workers, size_t n_tasks, ref_task_fn fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fp64_block.h"
 #include "mask_kinds.h"
+#include "parallel.h"
 #include "ref.h"
 #include "variants_internal.h"
 
@@ -302,21 +304,106 @@ static int validate_mask(const ac_problem *p, ac_err *err)
     return AC_OK;
 }
 
-/* The reference's working set, in bytes: the widened inputs and outputs
- * (Q-like: q, o, dO, dQ and their error scales; K-like: k, v, dK, dV and
- * scales) plus one block of S, P and dP: at least 128 query rows, taller
- * while the block stays within 2^21 doubles (see ref_block_rows). */
-static double working_set_bytes(const ac_problem *p)
+/* ---- the memory a case needs --------------------------------------------------
+ * One case holds, for its whole life (harness/run/: inputs, the kernel's
+ * outputs and the reference bundle; dtype elements counted as 4 bytes, the
+ * widest):
+ *   Q-like: q, dO (dtype) and their widenings; o, dq (the kernel's); the fp64
+ *     o, dq, their error scales and the naive o, dq: 2*4 + 2*8 + 2*4 + 6*8 = 80 bytes;
+ *   K-like: k, v likewise; dk, dv, their scales and the naive dk, dv: 80 bytes;
+ *   LSE-like: the kernel's lse (4), the fp64 lse, D, E_lse, naive lse: 36 bytes;
+ *   the dense mask, when there is one: Nq * Nk bytes per (mask batch, mask head);
+ *   variants: d_v != d gives V, O, dO, dV (half of the Q-like and K-like bytes)
+ *     d_v columns; dropout's keep mask 1 byte per (b, h, i, j) and its bits;
+ *     a bias and dBias 32 bytes per bias element (the inputs', the kernel's,
+ *     the fp64 dBias and its scale);
+ * and, one stage at a time, the largest of the stages' own allocations:
+ *   fp64 forward / backward: per worker one / two (rows x max(Nk, 256)) doubles;
+ *   error scales: |K|, |V| (K-like doubles), g, r (LSE-like) and per worker
+ *     five (rows x max(Nk, 256)) blocks and three (rows x d);
+ *   LSE scale: |K| and per worker a (64 x Nk) block (min(64, Nq) rows touched);
+ *   naive baseline: float copies of Q, dO, O (d padded to 8), K, V and K^T, V^T
+ *     (Nk padded), and per worker two (64 x Nk) and (128 x d) float blocks (of
+ *     which only min(64, Nq) rows are ever touched: the count here);
+ *   MPFR certification: for a chunk of 8 rows, a 32-byte mpfr_t per (row, key)
+ *     and, for the rows it certifies, 128 bits of limbs each; per thread (2) a
+ *     pointer per key; a visibility byte per (row, key).
+ * The per-worker scratch of every stage is what ref/parallel.c allows:
+ * workers * per-worker bytes, but no more than max(REF_SCRATCH_BYTES, one
+ * worker's); workers = `workers`, or ref_thread_count's when <= 0.  And 16 MiB
+ * for what a run touches besides (OpenBLAS's and MPFR's buffers, stacks:
+ * nq=1 nk=3e5 d=1 peaked 0.8 MB above the terms before it).
+ * Measured (harness, ref-fp64, 2 workers): nq=1 nk=2e7 d=1 f32 peaked at
+ * 7.06 GB of resident memory; this estimate says 7.5 GB (the old one, the
+ * bundle alone, said 2.2 GB). */
+#define WS_Q_BYTES 80.0
+#define WS_KV_BYTES 80.0
+#define WS_LSE_BYTES 36.0
+#define WS_WIDE_KEYS 256.0        /* ref/backward.c REF_KEY_TILE, ref/scales.c SCALE_KEY_TILE */
+#define WS_SCALE_BLOCKS 5.0       /* ref/scales.c: the blocks before B_ABS_Q */
+#define WS_LSE_ROWS 64.0          /* ref/scales.c LSE_BLOCK_ROWS */
+#define WS_MPFR_CHUNK_ROWS 8.0    /* ref/mpfr_ref.c MP_ROWS_PER_CHUNK */
+#define WS_MPFR_THREADS 2.0       /* ref/mpfr_ref.c MP_THREADS */
+#define WS_MPFR_VAR_BYTES 32.0    /* sizeof(mpfr_t) on LP64 */
+#define WS_MPFR_LIMB_BYTES 16.0   /* AC_DEFAULT_MPFR_PREC (128) bits of limbs */
+#define WS_DROPOUT_BYTES 1.25     /* the keep mask unpacked for the reference and the kernel's bits */
+#define WS_BIAS_BYTES 32.0        /* bias and the kernel's dBias (4 each at most), fp64 dBias, its scale, naive */
+#define WS_PROCESS_BYTES 16777216.0 /* what a run touches besides: OpenBLAS's and MPFR's buffers, stacks */
+
+static double pad8(double x) { return ceil(x / 8.0) * 8.0; }
+
+/* A stage's per-worker scratch, bounded as ref_workers_within bounds it. */
+static double scratch(double per_worker, int workers)
 {
-    double dv_share = (double)ac_head_dim_v(p) / p->head_dim; /* V, O, dO, dV and their scales: 5 of the 10 */
+    double all = per_worker * workers, cap = fmax((double)REF_SCRATCH_BYTES, per_worker);
+    return fmin(all, cap);
+}
+
+static double stage_peak(const ac_problem *p, int workers)
+{
+    double d = p->head_dim, nk = p->seqlen_k, rows = ref_block_rows(p), wide = fmax(nk, WS_WIDE_KEYS);
+    /* the padded extents: an upper bound of THD's packed rows, known before its cu_seqlens are */
+    double kv = (double)p->batch * p->heads_kv * nk * fmax(d, ac_head_dim_v(p));
+    double nl = (double)p->batch * p->heads_q * p->seqlen_q;
+    double heads = (double)p->batch * p->heads_q, kv_heads = (double)p->batch * p->heads_kv;
+    double fwd = scratch(8 * rows * (nk + 1), workers);
+    double bwd = scratch(16 * rows * wide, workers);
+    double scales = 16 * kv + 16 * nl + scratch(8 * rows * (WS_SCALE_BLOCKS * wide + 3 * d), workers);
+    double lse = 8 * kv + scratch(8 * fmin(WS_LSE_ROWS, (double)p->seqlen_q) * nk, workers);
+    double naive_copies = 4 * (3 * heads * p->seqlen_q * pad8(d) + 2 * kv_heads * nk * pad8(d) +
+                               2 * kv_heads * d * pad8(nk));
+    /* the naive's blocks are 64 rows tall, but only the rows a problem has are ever touched */
+    double naive_rows = fmin(64.0, (double)p->seqlen_q);
+    double naive = naive_copies + scratch(4 * (2 * naive_rows * fmax(pad8(nk), 128) + 2 * 128 * pad8(d)), workers);
+    double cert_rows = fmin(WS_MPFR_CHUNK_ROWS, (double)p->seqlen_q);
+    double cert = nk * (WS_MPFR_CHUNK_ROWS * (WS_MPFR_VAR_BYTES + 1) + cert_rows * WS_MPFR_LIMB_BYTES +
+                        WS_MPFR_THREADS * 8);
+    return fmax(fmax(fmax(fwd, bwd), fmax(scales, lse)), fmax(naive, cert));
+}
+
+double ac_problem_working_set(const ac_problem *p, int workers)
+{
+    if (workers <= 0 && ref_thread_count(&workers, NULL) != AC_OK)
+        workers = 1;
+    /* d_v != d: V, O, dO, dV and their copies (half of each 80 bytes) have d_v columns */
+    double dv_share = (double)ac_head_dim_v(p) / p->head_dim;
     double q = (double)p->batch * p->heads_q * p->seqlen_q * p->head_dim * (0.5 + 0.5 * dv_share);
     double kv = (double)p->batch * p->heads_kv * p->seqlen_k * p->head_dim * (0.5 + 0.5 * dv_share);
-    double rows = p->seqlen_q < 128 ? p->seqlen_q : 128;
-    double block = rows * p->seqlen_k;
-    if (block < (double)(1 << 21))
-        block = (double)(1 << 21);
-    return 8.0 * (10.0 * q + 10.0 * kv + 4.0 * block);
+    double nl = (double)p->batch * p->heads_q * p->seqlen_q;
+    double pairs = (double)p->seqlen_q * p->seqlen_k;
+    double mask = p->dense_mask ? (double)p->mask_batch * p->mask_heads * pairs : 0;
+    double dropout = p->dropout_p > 0.0 ? WS_DROPOUT_BYTES * p->batch * p->heads_q * pairs : 0;
+    double bias = p->bias ? WS_BIAS_BYTES * fmax(1, p->bias_batch) * fmax(1, p->bias_heads) * pairs : 0;
+    return WS_PROCESS_BYTES + WS_Q_BYTES * q + WS_KV_BYTES * kv + WS_LSE_BYTES * nl + mask + dropout + bias +
+           stage_peak(p, workers);
 }
+
+/* The budget ac_problem_validate applies when given 0: AC_DEFAULT_MEM_BUDGET
+ * until the program sets another (attncheck --mem-budget). */
+static _Atomic size_t default_budget = AC_DEFAULT_MEM_BUDGET;
+
+void ac_set_mem_budget(size_t bytes) { default_budget = bytes ? bytes : AC_DEFAULT_MEM_BUDGET; }
+size_t ac_mem_budget(void) { return default_budget; }
 
 /* THD: cu_seqlens_q and _k given, 0 first, nondecreasing, each length within
  * the grid's extent; no padded lengths beside them. */
@@ -359,8 +446,8 @@ int ac_problem_validate(const ac_problem *p, size_t mem_budget, ac_err *err)
         status = ref_variants_validate(p, err);
     if (status != AC_OK)
         return status;
-    double budget = (double)(mem_budget ? mem_budget : AC_DEFAULT_MEM_BUDGET);
-    double need = working_set_bytes(p);
+    double budget = (double)(mem_budget ? mem_budget : ac_mem_budget());
+    double need = ac_problem_working_set(p, 0);
     if (need > budget)
         return ac_fail(err, AC_ERR_INPUT,
                        "shape too big: the reference needs %.3g GiB, over the budget of %.3g GiB "

@@ -179,9 +179,19 @@ ac_problem ac_problem_dense(int batch, int heads_q, int heads_kv, int seqlen_q, 
 
 /* Checks sizes, GQA divisibility, window bounds, seqlens ranges, mask shape,
  * and that the reference's working set fits mem_budget bytes (0 = the default,
- * AC_DEFAULT_MEM_BUDGET).  AC_OK or AC_ERR_INPUT with a message naming the field. */
+ * ac_mem_budget()).  AC_OK or AC_ERR_INPUT with a message naming the field. */
 #define AC_DEFAULT_MEM_BUDGET ((size_t)8 << 30)
 int ac_problem_validate(const ac_problem *p, size_t mem_budget, ac_err *err);
+/* Host bytes one case of p needs at its peak: its arrays (inputs, the kernel's
+ * outputs, the reference bundle) and the largest stage's own allocations
+ * (fp64 blocks, error scales, naive copies, MPFR certification), per-worker
+ * scratch for `workers` threads (<= 0: ref_thread_count's) as ref/parallel.c
+ * bounds it.  problem.c derives every term. */
+double ac_problem_working_set(const ac_problem *p, int workers);
+/* The budget ac_problem_validate applies when passed 0 (process-wide; 0 restores
+ * AC_DEFAULT_MEM_BUDGET). */
+void ac_set_mem_budget(size_t bytes);
+size_t ac_mem_budget(void);
 
 int ac_seqlen_q_of(const ac_problem *p, int b); /* nq_b */
 int ac_seqlen_k_of(const ac_problem *p, int b); /* nk_b */

@@ -58,6 +58,15 @@ int ref_gpu_available(ac_err *why);
  * problem with the same message.  Built in every build (ref/cuda/plan.c). */
 int ref_gpu_supports(const ac_problem *p, ac_err *why);
 
+/* Pays the tier's fixed costs ahead of the first ref_gpu_reference, so that a
+ * thread of the caller's can pay them while the inputs are drawn: the CUDA
+ * context, a stream, a cuBLAS handle and its first DGEMM (cuBLAS loads its
+ * kernels at first use), and the two pinned staging slots of the downloads.
+ * The context it makes waits for the first thread that calls
+ * ref_gpu_reference without one of its own (contexts stay one per thread).
+ * Does nothing when one already waits.  AC_ERR_ENV as ref_gpu_available. */
+int ref_gpu_warm_up(ac_err *err);
+
 /* Host arrays the tier writes, shaped and laid out as ac_reference's (ref.h:
  * Q-like and K-like in the problem's layout, LSE-like (B, Hq, Nq)).  Padding
  * rows and keys get what the CPU tier gives them (0; LSE -inf).
@@ -76,6 +85,8 @@ typedef struct {
     int block_rows;          /* query rows per block; 0 = ref_gpu_plan's choice (tests force small ones) */
     size_t device_mem_limit; /* bytes the call may allocate; 0 = the device's free memory less a margin */
     bool timing;             /* synchronise at stage edges and fill ref_gpu_stats.seconds */
+    size_t download_chunk_elems; /* doubles per download chunk; 0 = a staging slot's (8 Mi); tests
+                                    force small ones so every output crosses chunk edges */
 } ref_gpu_opts;
 
 typedef enum {

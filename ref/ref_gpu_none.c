@@ -8,6 +8,8 @@
 
 int ref_gpu_available(ac_err *why) { return ac_fail(why, AC_ERR_ENV, NO_CUDA); }
 
+int ref_gpu_warm_up(ac_err *err) { return ac_fail(err, AC_ERR_ENV, NO_CUDA); }
+
 int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void *k,
                       const void *v, const void *d_o, const ref_gpu_opts *opts,
                       const ref_gpu_outputs *out, ref_gpu_stats *stats, ac_err *err)

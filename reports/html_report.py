@@ -2,11 +2,18 @@
 """reports/html_report.py — one self-contained HTML accuracy report from
 attncheck runs: no network, no script, charts as inline SVG (matplotlib).
 
-usage: python3 reports/html_report.py --out OUT.html [--title T] FILE...
+usage: python3 reports/html_report.py --out OUT.html [--title T] [--baseline OLD.jsonl] [--history DIR] FILE...
 
 FILE: JSON Lines from `attncheck fuzz|run|check|prove --json` (merged shards:
 the same records concatenated), `attncheck bench` output, and
 ci/torch_sdpa_bench.py output (PyTorch's TFLOP/s and ours / theirs).
+--baseline OLD.jsonl adds the regression section: FILE's cases paired with
+OLD's by case line, per dtype x output the ratios new / old, sign and
+Wilcoxon tests, the threshold from budgets.txt (htmlreport/regression.py).
+--history DIR adds the releases (DIR/VERSION.jsonl or DIR/VERSION/*.jsonl):
+mean and max scaled error and cases/s per release, and prints the table a
+release note can quote (htmlreport/history.py); with --history, FILE and
+--out are optional.
 `attncheck report FILE... --html OUT.html` runs this script.
 
 Exit status: 0 written; 2 bad usage or input (the message names the file and
@@ -44,11 +51,22 @@ def matplotlib_or_reexec() -> str:
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 usage="%(prog)s --out OUT.html [--title T] FILE...")
-    ap.add_argument("--out", required=True, help="the HTML file to write (atomically)")
+                                 usage="%(prog)s --out OUT.html [--title T] [--baseline OLD.jsonl] [--history DIR] "
+                                       "FILE...")
+    ap.add_argument("--out", help="the HTML file to write (atomically)")
     ap.add_argument("--title", default="attncheck accuracy report", help="the page title")
-    ap.add_argument("files", nargs="+", metavar="FILE", help="JSON Lines, bench or torch output")
-    return ap.parse_args(argv)
+    ap.add_argument("--baseline", metavar="OLD.jsonl", help="compare FILE's cases with this run's, case by case")
+    ap.add_argument("--history", metavar="DIR", help="one JSON Lines set per release: DIR/VERSION[.jsonl|/]")
+    ap.add_argument("--budgets", metavar="FILE", help="where regression-ratio and regression-p are read "
+                                                      "(default: budgets.txt of this checkout)")
+    ap.add_argument("files", nargs="*", metavar="FILE", help="JSON Lines, bench or torch output")
+    args = ap.parse_args(argv)
+    if not args.history and (not args.out or not args.files):
+        ap.error("the following arguments are required: --out" if not args.out else
+                 "the following arguments are required: FILE")
+    if args.baseline and not args.files:
+        ap.error("--baseline needs FILE (the run to compare with it)")
+    return args
 
 
 def write_atomic(path: str, text: str):
@@ -65,24 +83,44 @@ def write_atomic(path: str, text: str):
         raise
 
 
+def read_extras(args, data, m):
+    """The baseline comparisons and the releases, when asked for (InputError,
+    HistoryError on bad input)."""
+    from htmlreport import history, inputs, regression
+    comparisons = releases = None
+    if args.baseline:
+        old = inputs.read_inputs([args.baseline])
+        comparisons = regression.compare_all(data, old, m.subjects, args.baseline,
+                                             args.budgets or regression.default_budgets_path())
+    if args.history:
+        releases = history.read_history(args.history)
+        sys.stdout.write(history.text_table(releases))
+    return comparisons, releases
+
+
 def run(args) -> int:
-    from htmlreport import inputs, model, page
+    from htmlreport import history, inputs, model, page
     try:
-        data = inputs.read_inputs(args.files)
-    except inputs.InputError as e:
+        data = inputs.read_inputs(args.files) if args.files else inputs.Inputs()
+        m = model.build(data)
+        comparisons, releases = read_extras(args, data, m)
+    except (inputs.InputError, history.HistoryError) as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)
         return 2
     for note in data.notes:
         print("%s: note: %s" % (PROG, note), file=sys.stderr)
-    m = model.build(data)
-    document = page.build_page(m, args.title)
+    if not args.out:
+        return 0
+    document = page.build_page(m, args.title, comparisons, releases)
     try:
         write_atomic(args.out, document)
     except OSError as e:
         print("%s: cannot write %s: %s" % (PROG, args.out, e.strerror or e), file=sys.stderr)
         return 2
-    print("%s: wrote %s (%d KiB, %d case records): %s" % (PROG, args.out, (len(document) + 1023) // 1024,
-                                                          len(data.cases), page.VERDICT_WORD[m.verdict()]))
+    regressed = any(c.verdict == "regression" for c in comparisons or [])
+    print("%s: wrote %s (%d KiB, %d case records): %s%s" % (PROG, args.out, (len(document) + 1023) // 1024,
+                                                            len(data.cases), page.VERDICT_WORD[m.verdict()],
+                                                            "; REGRESSION against the baseline" if regressed else ""))
     return 0
 
 

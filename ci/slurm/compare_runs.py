@@ -3,8 +3,9 @@
 RESULTS_DIR) equals the unsharded run of the same campaign:
 
   * records: the shards' JSON Lines together, and merge's merged.jsonl, hold the
-    same objects as the unsharded --json, once each (compared sorted by case
-    index when the records carry one, else by their text);
+    same case records as the unsharded --json, once each (compared sorted by case
+    index when the records carry one, else by their text; the environment and
+    campaign records, with their dates and timings, are left out);
   * shard assignment: with a case index in the records, shard I holds exactly the
     cases k with k mod N = I;
   * summary: merge's printed summary (summary.txt) equals the unsharded run's
@@ -12,8 +13,8 @@ RESULTS_DIR) equals the unsharded run of the same campaign:
   * reports: merged.md equals the unsharded --markdown; merged.xml holds the
     unsharded --junit's suites and test cases (their time attributes removed).
 
---records-only checks the records alone (campaign.sbatch's placeholder, before
-`attncheck merge` exists).  Standard library only.  Exit status 0: equal;
+--records-only checks the records alone (for runs whose summary and reports are
+not compared).  Standard library only.  Exit status 0: equal;
 1: a difference (printed); 2: a file missing or unreadable.
 
 usage: compare_runs.py --results DIR --shards N --unsharded PREFIX [--records-only]
@@ -33,8 +34,12 @@ COUNTS_LINE = re.compile(r"^\S+: \d+ cases, ")
 
 
 def read_records(path):
+    """The case records of a JSON Lines file: the {"type": ...} ones (the
+    environment record first, the campaign record last) hold dates, hosts and
+    timings, which differ between runs by design."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        records = [json.loads(line) for line in f if line.strip()]
+    return [r for r in records if "type" not in r]
 
 
 def case_index(record):

@@ -9,10 +9,6 @@
 # summary lines, the same Markdown and JUnit reports.  Stops the cluster on exit.
 # Prints the time of each phase.  Runs as root (CI does).
 #
-# Until `attncheck fuzz --shard` and `attncheck merge` exist, campaign.sbatch and
-# merge.sbatch run their placeholders (fixture files spread over the shards,
-# JSON Lines concatenated) and only the records are compared; it says so.
-#
 # Variables: SMOKE_KERNEL (default cpu-flash), SMOKE_SEED (default 20261123),
 #   SMOKE_CASES (the whole campaign, default 160: 40 a shard), SMOKE_SHARDS
 #   (default 4), SMOKE_DIR (work folder, wiped first and kept; default a new
@@ -39,22 +35,12 @@ rm -rf "$work"
 mkdir -p "$work"
 export SLURM_LOCAL_DIR=$work/cluster
 
-real=0
-if "$attncheck" fuzz --help 2>&1 | grep -q -- '--shard' && "$attncheck" merge --help >/dev/null 2>&1; then
-    real=1
-fi
-
 # The unsharded run, before the cluster takes the CPUs.
 t0=$(now)
 urc=0
-if [ "$real" = 1 ]; then
-    "$attncheck" fuzz --kernel "$kernel" --seed "$seed" --cases "$cases" --quiet \
-        --json "$work/unsharded.jsonl" --junit "$work/unsharded.xml" --markdown "$work/unsharded.md" \
-        >"$work/unsharded.txt" || urc=$?
-else
-    echo "smoke: PLACEHOLDER mode: this attncheck has no 'fuzz --shard' or no 'merge'; the shards replay the fixtures and only records are compared"
-    "$attncheck" run fixtures --kernel "$kernel" --quiet --json "$work/unsharded.jsonl" >"$work/unsharded.txt" || urc=$?
-fi
+"$attncheck" fuzz --kernel "$kernel" --seed "$seed" --cases "$cases" --quiet \
+    --json "$work/unsharded.jsonl" --junit "$work/unsharded.xml" --markdown "$work/unsharded.md" \
+    >"$work/unsharded.txt" || urc=$?
 t_unsharded=$(secs "$t0" "$(now)")
 
 t0=$(now)
@@ -84,9 +70,7 @@ for ((i = 0; i < shards; i++)); do
 done
 [ "$worst" = "$urc" ] || { echo "smoke: the shards' worst exit status is $worst, the unsharded run's $urc"; ok=0; }
 [ "$mrc" = "$urc" ] || { echo "smoke: the merge job ended with $mrc, the unsharded run with $urc"; ok=0; }
-cmp_args=(--results "$work/results" --shards "$shards" --unsharded "$work/unsharded")
-[ "$real" = 1 ] || cmp_args+=(--records-only)
-python3 ci/slurm/compare_runs.py "${cmp_args[@]}" || ok=0
+python3 ci/slurm/compare_runs.py --results "$work/results" --shards "$shards" --unsharded "$work/unsharded" || ok=0
 
 echo "smoke: times: cluster start ${t_cluster} s (package installs included when missing);" \
      "array ${t_array} s and array + merge ${t_jobs} s (submission to sbatch --wait's return);" \
@@ -95,7 +79,7 @@ if [ "$ok" = 1 ]; then
     trap - EXIT
     bash ci/slurm/local-cluster.sh stop
     [ "${made_work:-0}" = 1 ] && rm -rf "$work"
-    echo "smoke: PASS ($([ "$real" = 1 ] && echo "fuzz --shard + merge" || echo placeholder), $shards shards)"
+    echo "smoke: PASS (fuzz --shard + merge, $shards shards)"
     exit 0
 fi
 echo "smoke: FAIL (results in $work/results, cluster logs in $work/cluster/log)"

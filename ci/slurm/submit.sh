@@ -45,7 +45,7 @@ attncheck=$(cd "$(dirname "$attncheck")" && pwd)/$(basename "$attncheck")
 results=${RESULTS_DIR:-slurm-results-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$results/logs"
 results=$(cd "$results" && pwd)
-# Fixtures for campaign.sbatch's placeholder; budgets from the tree (a bundle's sit beside attncheck)
+# Budgets from the tree (a bundle's sit beside attncheck)
 export ATTNCHECK=$attncheck RESULTS_DIR=$results SHARDS=$shards
 export ATTNCHECK_SOURCE_DIR=${ATTNCHECK_SOURCE_DIR:-$root}
 

@@ -140,8 +140,22 @@ static int run_base(const ac_prove_opts *o, const ac_kernel *base, const ac_budg
     return st;
 }
 
+static void add_totals(ac_summary *t, const ac_summary *base, const mutant_row *rows, size_t n)
+{
+    if (!t)
+        return;
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i <= n; i++) {
+        const ac_summary *s = i == n ? base : &rows[i].s;
+        t->cases += s->cases, t->passed += s->passed, t->failed += s->failed, t->errors += s->errors;
+        t->seconds += s->seconds;
+    }
+}
+
 int ac_prove(const ac_prove_opts *o, const ac_budgets *b, struct ac_report *rep, ac_err *err)
 {
+    if (o->baseline)
+        return ac_prove_baseline(o, b, rep, err);
     const ac_kernel *base = ac_kernel_find(o->base);
     if (!base)
         return ac_fail(err, AC_ERR_INPUT, "--base: no kernel named '%s' (see attncheck list)", o->base);
@@ -164,6 +178,7 @@ int ac_prove(const ac_prove_opts *o, const ac_budgets *b, struct ac_report *rep,
         return st;
     for (size_t i = 0; i < n; i++)
         all_caught &= rows[i].caught;
+    add_totals(o->totals, &base_s, rows, n);
     if (o->out) {
         fputc('\n', o->out);
         print_table(o->out, false, rows, n);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "harness/report/report.h"
+#include "harness/report/summary.h"
 #include "harness/run/run.h"
 
 typedef struct {
@@ -25,7 +26,21 @@ typedef struct {
     bool progress;
     const char *markdown_path;
     FILE *out;
+    bool baseline;                    /* prove the baseline comparison instead (prove_baseline.c) */
+    ac_summary *totals;               /* when set: every campaign's counts and seconds added up */
 } ac_prove_opts;
 int ac_prove(const ac_prove_opts *o, const ac_budgets *b, ac_report *rep, ac_err *err);
+
+/* `attncheck prove --baseline`: the baseline comparison's detection power.
+ * The base runs mutant_cases cases (seed); every <base>-precision-* kernel
+ * replays them, paired case by case, the comparison evaluated after each case:
+ * a precision mutant must be flagged (a regression) within them and fail no
+ * budget; a control (*-control-*) must never be.  Then the false positives:
+ * clean_cases cases in windows of AC_PROVE_BASELINE_WINDOW, each its own seed
+ * (seed + 1, + 2, ...), the unchanged base and every control compared with
+ * the base's run of the window; the share of windows flagged is the
+ * false-positive rate.  0 when all that holds, 1 otherwise, 2/3 on errors. */
+#define AC_PROVE_BASELINE_WINDOW 200
+int ac_prove_baseline(const ac_prove_opts *o, const ac_budgets *b, ac_report *rep, ac_err *err);
 
 #endif

@@ -42,7 +42,10 @@
 #include "ref/ref.h"
 
 #define AC_CASE_MAX_BATCH 64
-#define AC_CASE_LINE_MAX 1024
+/* Room for any canonical line: the longest valid case (b=64 with both
+ * seqlens lists of 10-digit lengths, every number at its longest) formats to
+ * about 1700 characters (test_case.c builds it); input lines are held to it too. */
+#define AC_CASE_LINE_MAX 2048
 
 typedef enum {
     AC_DIST_NORMAL = 0, /* normal(mean, std) */
@@ -153,6 +156,14 @@ int ac_mask_filter_parse(const char *list, unsigned *kinds, ac_err *err);
 /* The dtype of the outputs (O, dQ, dK, dV) a kernel writes for case c: its
  * dtype's ac_dtype_output (c->dtype is the inputs' dtype). */
 ac_dtype ac_case_out_dtype(const ac_case *c);
+
+/* The number grammar of case lines, also read by the CLI's options and the
+ * budgets file, strictly: the whole string or nothing.
+ * ac_read_decimal: [-]DIGITS[.DIGITS][e[+|-]DIGITS] (or .DIGITS), finite, not
+ * out of range (strtod's ERANGE); no blanks, '+', hex, inf or nan.
+ * ac_read_unsigned: decimal digits only (no sign, no blank), at most max. */
+bool ac_read_decimal(const char *s, double *out);
+bool ac_read_unsigned(const char *s, unsigned long long max, unsigned long long *out);
 
 /* AC_OK, or AC_ERR_INPUT with a message naming the bad field. */
 int ac_case_parse(const char *line, ac_case *c, ac_err *err);

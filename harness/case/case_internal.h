@@ -1,5 +1,5 @@
 /* harness/case/case_internal.h — shared by the files of harness/case/ only:
- * how case-line values are read and written canonically (case.c), the mask
+ * how case-line values are read and written canonically (numbers.c), the mask
  * kinds' behaviours (masks.c), the distributions (dists.c), and the
  * generator's random stream, which masks.c draws a kind's parameters from. */
 #ifndef ATTNCHECK_CASE_INTERNAL_H
@@ -12,7 +12,7 @@
 #include "harness/case/case.h"
 #include "ref/rng.h"
 
-/* ---- values (case.c) ----------------------------------------------------------
+/* ---- values (numbers.c) -------------------------------------------------------
  * Readers take all of s or fail; writers print the shortest form that reads
  * back to the same value, so parse -> format is byte-identical. */
 /* AC_ERR_INPUT with "KEY: expected WHAT, got 'GOT'". */

@@ -66,9 +66,9 @@ int case_dist_parse(const char *value, ac_case *c, ac_err *err)
                "dominant(MARGIN), huge(FRAC) or tiny()", value);
 }
 
-/* Parameters in range, and values that fit the dtype (inputs never overflow). */
-/* The parameters in range; *need is the largest magnitude the draw reaches
- * (0 when the distribution scales itself to the dtype). */
+/* The parameters in range; *need is the largest magnitude the draw of Q, K or
+ * V reaches from its parameters alone (0 when the distribution scales itself
+ * to the dtype). */
 static int dist_params_ok(const ac_case *c, double *need, ac_err *err)
 {
     double a = c->dist_a, b = c->dist_b;
@@ -96,17 +96,67 @@ static int dist_params_ok(const ac_case *c, double *need, ac_err *err)
     }
 }
 
+/* Bounds on what the draws of run/inputs.c reach, with the case's f32 scale:
+ * |Q|, |K| (the score operands) and |V|.  dO and the normal(0,1) parts are
+ * Irwin-Hall sums, within 6 (8 here).  huge() and tiny() scale themselves to
+ * the dtype (its bounds are their own), dominant() is checked exactly when its
+ * key is planted (run/inputs.c). */
+typedef struct {
+    double q, k, v;
+} draw_bounds;
+
+static draw_bounds bounds_of(const ac_case *c, double need, double scale)
+{
+    const double gauss = 8.0;
+    switch (c->dist) {
+    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: return (draw_bounds){need, need, need};
+    case AC_DIST_OUTLIERS: return (draw_bounds){need, need, gauss * c->dist_a};
+    /* Q_i = a_i w with a_i <= 1 / (|scale| d): a tiny scale makes Q large */
+    case AC_DIST_INCREASING: return (draw_bounds){1.0 / (fabs(scale) * c->head_dim), c->dist_a, gauss};
+    default: return (draw_bounds){gauss, gauss, gauss};
+    }
+}
+
+/* Every drawn input fits the dtype, and the products a fused kernel forms in
+ * f32 fit f32: the scores S = scale Q K^T (|scale| d max|Q| max|K|) and
+ * dP = dO V^T (8 d max|V|).  A line past these gives Inf or NaN in any kernel,
+ * so it is refused here rather than reported as the kernel's failure. */
+static int draws_fit(const ac_case *c, double need, ac_err *err)
+{
+    double top = ac_max_finite(c->dtype), f32_top = ac_max_finite(AC_F32);
+    double scale = c->scale_auto ? (double)(float)(1.0 / sqrt((double)c->head_dim)) : c->scale;
+    const char *dt = ac_dtype_name(c->dtype);
+    char line[80];
+    case_dist_format(c, line, sizeof line);
+    if (need > top)
+        return ac_fail(err, AC_ERR_INPUT, "dist: %s draws values up to %g, beyond %s's largest %g", line, need, dt,
+                       top);
+    if (!isfinite(scale) || scale == 0.0 || c->head_dim < 1 || c->dist == AC_DIST_HUGE || c->dist == AC_DIST_TINY ||
+        c->dist == AC_DIST_DOMINANT)
+        return AC_OK; /* the scale's own check speaks for a bad scale */
+    draw_bounds bd = bounds_of(c, need, scale);
+    double scores = fabs(scale) * c->head_dim * bd.q * bd.k, dp = 8.0 * c->head_dim * bd.v;
+    if (bd.q > top)
+        return ac_fail(err, AC_ERR_INPUT, "dist: %s with scale %g and d=%d draws Q up to %g (1/(|scale| d)), "
+                       "beyond %s's largest %g", line, scale, c->head_dim, bd.q, dt, top);
+    if (!(scores <= f32_top))
+        return ac_fail(err, AC_ERR_INPUT, "dist: %s with scale %g and d=%d gives scores up to %g "
+                       "(|scale| d max|Q| max|K|), beyond f32's largest %g, where fused kernels compute them",
+                       line, scale, c->head_dim, scores, f32_top);
+    if (!(dp <= f32_top))
+        return ac_fail(err, AC_ERR_INPUT, "dist: %s with d=%d gives dP = dO V^T up to %g, beyond f32's largest %g",
+                       line, c->head_dim, dp, f32_top);
+    return AC_OK;
+}
+
 int case_dist_validate(const ac_case *c, ac_err *err)
 {
-    double a = c->dist_a, b = c->dist_b, top = ac_max_finite(c->dtype), need;
+    double a = c->dist_a, b = c->dist_b, need;
     const char *name = ac_dist_name(c->dist);
     if ((unsigned)c->dist >= AC_DIST_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "dist: unknown kind %d", (int)c->dist);
     if (!isfinite(a) || !isfinite(b))
         return ac_fail(err, AC_ERR_INPUT, "dist: %s parameters must be finite", name);
     int st = dist_params_ok(c, &need, err);
-    if (st == AC_OK && need > top)
-        st = ac_fail(err, AC_ERR_INPUT, "dist: %s(%g,%g) draws values up to %g, beyond %s's largest %g", name, a, b,
-                     need, ac_dtype_name(c->dtype), top);
-    return st;
+    return st == AC_OK ? draws_fit(c, need, err) : st;
 }

@@ -237,3 +237,10 @@ void case_variants_after_cap(const ac_caps *caps, ac_case *c)
             return;
     c->head_dim_v = 0;
 }
+
+bool case_variants_any(const ac_case *c)
+{
+    return c->layout == AC_LAYOUT_THD || (c->head_dim_v > 0 && c->head_dim_v != c->head_dim) || c->softcap > 0.0 ||
+           c->sinks != AC_SINKS_NONE || c->alibi != AC_ALIBI_NONE || c->bias != AC_BIAS_NONE || c->sink_tokens > 0 ||
+           c->dropout > 0.0;
+}

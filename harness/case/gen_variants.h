@@ -15,5 +15,9 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
 /* After the work cap (which may halve d): a d_v no longer one of the
  * kernel's (d_qk, d_v) pairs is dropped. */
 void case_variants_after_cap(const ac_caps *caps, ac_case *c);
+/* Whether c uses a variant or the THD layout: what the GPU reference tier
+ * does not compute (ref_gpu_supports), so the generator's size cap stays the
+ * CPU tier's for it. */
+bool case_variants_any(const ac_case *c);
 
 #endif

@@ -29,15 +29,21 @@
  *             outliers(1,0.001) 3, increasing(8|16|32|64) 10, equal() 7,
  *             dominant(2|8|20) 9, huge(0.6|0.9|1) 10, tiny() 9
  *   scale     auto 85, 1 / 0.5 / 0.3 / 0.05 / 2: 3 each
- * Size: most cases are small (lengths <= 80, d <= 64, a few heads); when
- * b * hq * nq * nk * d exceeds max(2^22, 16 N^2) the case drops to b = 1, one
- * KV head, then halves d (unlisted dims), so the rare large-N case stays cheap. */
+ * Lengths below min_seqlen are folded into [min_seqlen, N] (min + (len - 1) mod
+ * the span), so a floor keeps the stream's shape; without one it is unchanged.
+ * The long profile (generate_long.c) draws sizes its own way; the rest is shared.
+ * Size (ac_gen_cap): most cases are small (lengths <= 80, d <= 64, a few heads);
+ * one that breaks the cap (the work cap b * hq * nq * nk * d <= max(2^22, 16 N^2)
+ * by default, or the caller's, and its memory test) drops to b = 1, one KV head,
+ * then halves d (unlisted dims), then halves its longer length, until it keeps
+ * it, so the rare large case stays within what the reference tier can hold. */
 #include <math.h>
 #include <string.h>
 
 #include "harness/case/case_internal.h"
 #include "harness/case/gen_variants.h"
 #include "harness/case/generate.h"
+#include "harness/case/generate_internal.h"
 
 /* ---- the per-case stream ------------------------------------------------------ */
 
@@ -71,10 +77,8 @@ int case_rng_pick(case_rng *r, const int *weights, int n)
     return n - 1;
 }
 
-#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
 /* One of the values <= max (uniform), or fallback when none is. */
-static int pick_le(case_rng *r, const int *vals, int n, int max, int fallback)
+int gen_pick_le(case_rng *r, const int *vals, int n, int max, int fallback)
 {
     int ok[32], m = 0;
     for (int i = 0; i < n && m < 32; i++)
@@ -87,10 +91,24 @@ static int pick_le(case_rng *r, const int *vals, int n, int max, int fallback)
 
 int ac_gen_max_seqlen(const ac_gen *g)
 {
-    int m = g->max_seqlen > 0 ? g->max_seqlen : AC_GEN_DEFAULT_MAX_SEQLEN;
+    int def = g->profile == AC_PROFILE_LONG ? AC_GEN_LONG_MAX_SEQLEN : AC_GEN_DEFAULT_MAX_SEQLEN;
+    int m = g->max_seqlen > 0 ? g->max_seqlen : def;
     if (g->caps.max_seqlen > 0 && g->caps.max_seqlen < m)
         m = g->caps.max_seqlen;
     return m;
+}
+
+int ac_gen_min_seqlen(const ac_gen *g)
+{
+    int def = g->profile == AC_PROFILE_LONG ? AC_GEN_LONG_MIN_SEQLEN : 1;
+    int m = g->min_seqlen > 0 ? g->min_seqlen : def, top = ac_gen_max_seqlen(g);
+    return g->min_seqlen <= 0 && m > top ? top : m; /* the long profile's default floor gives way to a lower cap */
+}
+
+int gen_fold_length(const ac_gen *g, int len)
+{
+    int lo = ac_gen_min_seqlen(g), hi = ac_gen_max_seqlen(g);
+    return len >= lo || hi <= lo ? (len < lo ? lo : len) : lo + (len - 1) % (hi - lo + 1);
 }
 
 static int draw_length(case_rng *r, int max)
@@ -102,9 +120,9 @@ static int draw_length(case_rng *r, int max)
     int small_hi = max < 80 ? max : 80;
     switch (case_rng_pick(r, w, COUNT(w))) {
     case 0: return case_rng_int(r, 1, max < 3 ? max : 3);
-    case 2: return pick_le(r, tiles, COUNT(tiles), max, case_rng_int(r, 1, small_hi));
-    case 3: return pick_le(r, primes, COUNT(primes), max, case_rng_int(r, 1, small_hi));
-    case 4: return pick_le(r, powers, COUNT(powers), max, case_rng_int(r, 1, small_hi));
+    case 2: return gen_pick_le(r, tiles, COUNT(tiles), max, case_rng_int(r, 1, small_hi));
+    case 3: return gen_pick_le(r, primes, COUNT(primes), max, case_rng_int(r, 1, small_hi));
+    case 4: return gen_pick_le(r, powers, COUNT(powers), max, case_rng_int(r, 1, small_hi));
     case 5: return max > 129 ? case_rng_int(r, 129, max) : case_rng_int(r, 1, max);
     default: return case_rng_int(r, small_hi < 4 ? 1 : 4, small_hi);
     }
@@ -129,7 +147,7 @@ static void draw_heads(case_rng *r, bool gqa, ac_case *c)
     }
 }
 
-static int draw_head_dim(case_rng *r, const ac_caps *caps)
+int gen_draw_head_dim(case_rng *r, const ac_caps *caps)
 {
     int top = caps->max_head_dim > 0 && caps->max_head_dim < AC_MAX_HEAD_DIM ? caps->max_head_dim : AC_MAX_HEAD_DIM;
     if (caps->n_head_dims > 0) {
@@ -142,9 +160,9 @@ static int draw_head_dim(case_rng *r, const ac_caps *caps)
     int small_top = top < 8 ? top : 8, mid_top = top < 64 ? top : 64;
     switch (case_rng_pick(r, w, COUNT(w))) {
     case 0: return case_rng_int(r, 1, small_top);
-    case 1: return pick_le(r, pow2, COUNT(pow2), top, case_rng_int(r, 1, top));
+    case 1: return gen_pick_le(r, pow2, COUNT(pow2), top, case_rng_int(r, 1, top));
     case 2: return case_rng_int(r, mid_top < 9 ? 1 : 9, mid_top);
-    default: return pick_le(r, large, COUNT(large), top, case_rng_int(r, 1, top));
+    default: return gen_pick_le(r, large, COUNT(large), top, case_rng_int(r, 1, top));
     }
 }
 
@@ -194,10 +212,24 @@ static void mask_weights(const ac_gen *g, int w[AC_MASK_KIND_COUNT])
     }
 }
 
-static void draw_mask(case_rng *r, const int w[AC_MASK_KIND_COUNT], ac_case *c)
+void gen_draw_mask(case_rng *r, const int w[AC_MASK_KIND_COUNT], ac_case *c)
 {
     ac_case_set_mask(c, (ac_mask_kind)case_rng_pick(r, w, AC_MASK_KIND_COUNT));
     case_mask_draw(r, c);
+}
+
+/* The default profile's lengths, batch, heads, head dim and mask, in the
+ * stream's order. */
+static void draw_default_shape(case_rng *r, const ac_gen *g, const int mw[AC_MASK_KIND_COUNT], ac_case *c)
+{
+    int max_len = ac_gen_max_seqlen(g);
+    c->seqlen_q = gen_fold_length(g, draw_length(r, max_len));
+    c->seqlen_k = case_rng_u64(r) % 10 < 3 ? c->seqlen_q : gen_fold_length(g, draw_length(r, max_len));
+    static const int wb[] = {60, 25, 15};
+    c->batch = 1 + case_rng_pick(r, wb, COUNT(wb));
+    draw_heads(r, g->caps.gqa, c);
+    c->head_dim = gen_draw_head_dim(r, &g->caps);
+    gen_draw_mask(r, mw, c);
 }
 
 /* ---- distributions and scale -------------------------------------------------- */
@@ -240,32 +272,92 @@ static void draw_scale(case_rng *r, ac_case *c)
     c->scale = (double)(float)(i == 0 ? 1.0 / sqrt((double)c->head_dim) : vals[i]);
 }
 
-/* ---- the work cap ---------------------------------------------------------------- */
+/* ---- the size cap ---------------------------------------------------------------- */
 
 static double work_of(const ac_case *c)
 {
     return (double)c->batch * c->heads_q * c->seqlen_q * c->seqlen_k * c->head_dim;
 }
 
-static void cap_work(const ac_gen *g, ac_case *c)
+/* The cpu tier's: N^2 16 for the length cap N, at least 2^22. */
+static double cpu_work_cap(const ac_gen *g)
 {
-    double n = ac_gen_max_seqlen(g), cap = n * n * 16 > 0x1p22 ? n * n * 16 : 0x1p22;
-    if (work_of(c) <= cap)
-        return;
+    double n = ac_gen_max_seqlen(g);
+    return n * n * 16 > 0x1p22 ? n * n * 16 : 0x1p22;
+}
+
+double ac_gen_max_work(const ac_gen *g)
+{
+    if (g->cap.max_work < 0)
+        return INFINITY;
+    return g->cap.max_work > 0 ? g->cap.max_work : cpu_work_cap(g);
+}
+
+bool gen_keeps_cap(const ac_gen *g, const ac_case *c)
+{
+    /* the gpu tier computes no variant (ref_gpu_supports): a case using one keeps the cpu tier's cap */
+    double cap = g->cap.max_work < 0 && case_variants_any(c) ? cpu_work_cap(g) : ac_gen_max_work(g);
+    return work_of(c) <= cap && (!g->cap.fits || g->cap.fits(c, g->cap.ctx));
+}
+
+static void one_sequence(ac_case *c)
+{
     c->batch = 1;
     c->n_seqlens_q = c->n_seqlens_q ? 1 : 0;
     c->n_seqlens_k = c->n_seqlens_k ? 1 : 0;
-    if (work_of(c) > cap) {
+}
+
+/* Halves the longer length (the per-sequence lengths with it), keeping causal
+ * windows and the floor min_len where it can. */
+static bool halve_longer(ac_case *c, int min_len)
+{
+    int *len = c->seqlen_k >= c->seqlen_q ? &c->seqlen_k : &c->seqlen_q;
+    int *lens = len == &c->seqlen_k ? c->seqlens_k : c->seqlens_q;
+    int n = len == &c->seqlen_k ? c->n_seqlens_k : c->n_seqlens_q;
+    if (*len <= 1)
+        return false;
+    int half = *len / 2 > min_len ? *len / 2 : (*len > min_len ? min_len : *len / 2);
+    for (int b = 0; b < n; b++)
+        lens[b] = lens[b] > half ? half : lens[b];
+    *len = half;
+    return true;
+}
+
+void gen_apply_cap(const ac_gen *g, ac_case *c)
+{
+    if (gen_keeps_cap(g, c))
+        return;
+    one_sequence(c);
+    if (!gen_keeps_cap(g, c)) {
         c->heads_q /= c->heads_kv;
         c->heads_kv = 1;
     }
-    while (work_of(c) > cap && g->caps.n_head_dims == 0 && c->head_dim > 1)
+    while (!gen_keeps_cap(g, c) && g->caps.n_head_dims == 0 && c->head_dim > 1)
         c->head_dim /= 2;
+    while (!gen_keeps_cap(g, c) && halve_longer(c, ac_gen_min_seqlen(g)))
+        ;
     if (c->scale_auto)
         c->scale = (double)(float)(1.0 / sqrt((double)c->head_dim));
 }
 
 /* ---- the stream ------------------------------------------------------------------- */
+
+static const char *const profile_names[] = {[AC_PROFILE_DEFAULT] = "default", [AC_PROFILE_LONG] = "long"};
+
+const char *ac_profile_name(ac_profile p)
+{
+    return (unsigned)p < COUNT(profile_names) ? profile_names[p] : "?";
+}
+
+int ac_profile_parse(const char *name, ac_profile *out, ac_err *err)
+{
+    for (int i = 0; i < COUNT(profile_names); i++)
+        if (name && strcmp(name, profile_names[i]) == 0) {
+            *out = (ac_profile)i;
+            return AC_OK;
+        }
+    return ac_fail(err, AC_ERR_INPUT, "--profile: unknown profile '%s' (default, long)", name ? name : "");
+}
 
 void ac_gen_init(ac_gen *g, uint64_t campaign_seed, const ac_caps *caps)
 {
@@ -295,6 +387,10 @@ static int check_choices(const ac_gen *g, unsigned dtypes, const int mw[AC_MASK_
     if (!total)
         return ac_fail(err, AC_ERR_INPUT, "generator: no mask kind left (kernel claims 0x%x, filter 0x%x)",
                        g->caps.masks, g->mask_filter);
+    if (ac_gen_min_seqlen(g) > ac_gen_max_seqlen(g))
+        return ac_fail(err, AC_ERR_INPUT, "generator: --min-seqlen %d is above the length cap %d%s",
+                       ac_gen_min_seqlen(g), ac_gen_max_seqlen(g),
+                       g->caps.max_seqlen ? " (the kernel's max-seqlen or --max-seqlen)" : " (--max-seqlen)");
     return AC_OK;
 }
 
@@ -309,23 +405,19 @@ int ac_gen_case_at(const ac_gen *g, uint64_t index, ac_case *out, ac_err *err)
         return st;
     case_rng r = case_stream(g->campaign_seed, index);
     ac_case c = ac_case_default();
-    int max_len = ac_gen_max_seqlen(g);
     c.dtype = (ac_dtype)uniform_bit(&r, dtypes);
     c.layout = layouts ? (ac_layout)uniform_bit(&r, layouts) : AC_LAYOUT_BHSD;
-    c.seqlen_q = draw_length(&r, max_len);
-    c.seqlen_k = case_rng_u64(&r) % 10 < 3 ? c.seqlen_q : draw_length(&r, max_len);
-    static const int wb[] = {60, 25, 15};
-    c.batch = 1 + case_rng_pick(&r, wb, COUNT(wb));
-    draw_heads(&r, g->caps.gqa, &c);
-    c.head_dim = draw_head_dim(&r, &g->caps);
-    draw_mask(&r, mw, &c);
+    if (g->profile == AC_PROFILE_LONG)
+        gen_long_shape(&r, g, mw, &c);
+    else
+        draw_default_shape(&r, g, mw, &c);
     if (g->caps.varlen)
         draw_varlen(&r, &c);
     draw_dist(&r, &c);
     draw_scale(&r, &c);
     c.seed = case_rng_u64(&r) >> 34; /* 30 bits: short lines */
     case_variants_draw(g->campaign_seed, index, &g->caps, &c); /* gen_variants.c */
-    cap_work(g, &c);
+    gen_apply_cap(g, &c);
     case_variants_after_cap(&g->caps, &c);
     st = ac_case_validate(&c, err);
     if (st != AC_OK)

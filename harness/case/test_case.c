@@ -92,7 +92,7 @@ Test(harness_case, format_reports_a_too_small_buffer)
 /* Each malformed line is rejected with AC_ERR_INPUT and a message naming the field. */
 /* Parameters are copied into each test's process: the strings live in the struct. */
 typedef struct {
-    char line[200], want[80];
+    char line[200], want[100];
 } bad_line;
 
 ParameterizedTestParameters(harness_case, malformed_fields_are_rejected_naming_the_field)
@@ -134,6 +134,22 @@ ParameterizedTestParameters(harness_case, malformed_fields_are_rejected_naming_t
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=1e300", "scale: must be a nonzero finite f32"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 nk", "'nk': expected key=value"},
         {"", "case line: empty"},
+        /* numbers are read strictly: no hex, inf, '+' or blanks (strtod took them) */
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=0x1p-3", "scale: expected auto or a finite number"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=inf", "scale: expected auto or a finite number"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=+1", "scale: expected auto or a finite number"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=1e", "scale: expected auto or a finite number"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=.", "scale: expected auto or a finite number"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=normal(0x0,1)", "dist: normal takes 2 numbers"},
+        {"v1 seed=+1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16", "seed: expected an unsigned 64-bit integer"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 mask=dense(1e-400)", "mask: expected dense(KEEP)"},
+        /* valid lines whose draws overflow: refused here, not reported as a kernel's failure */
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=1 dtype=f16 dist=increasing(1) scale=1e-5",
+         "with scale 1e-05 and d=1 draws Q up to 100000"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f32 dist=normal(0,1e36)", "gives scores up to 1.81019e+74"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=bf16 dist=uniform(-1e20,1e20)", "gives scores up to"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=normal(0,1) scale=1e37", "gives scores up to"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f32 dist=outliers(1e32,0.5)", "gives scores up to"},
     };
     return cr_make_param_array(bad_line, bad, sizeof bad / sizeof bad[0]);
 }
@@ -217,4 +233,30 @@ Test(harness_case, mask_filters_take_kinds_and_stems)
     cr_assert_eq(ac_mask_filter_parse("causal,sliding", &kinds, &err), AC_ERR_INPUT);
     cr_assert(strstr(err.msg, "'sliding'") != NULL, "%s", err.msg);
     cr_assert_eq(ac_mask_filter_parse("win", &kinds, &err), AC_ERR_INPUT, "a stem is a whole word before '-'");
+}
+
+/* The longest valid case: its canonical line must fit AC_CASE_LINE_MAX, so no
+ * caller ever prints "(case line too long)" (ac_result.line, the corpus, the
+ * summary hold that many). */
+Test(harness_case, the_longest_valid_line_fits_the_buffer_and_round_trips)
+{
+    char line[4096], lens[800];
+    size_t at = 0;
+    for (int b = 0; b < AC_CASE_MAX_BATCH; b++)
+        at += (size_t)snprintf(lens + at, sizeof lens - at, b ? ",%d" : "%d", 2147483647 - b);
+    snprintf(line, sizeof line,
+             "v1 seed=18446744073709551615 b=64 hq=2147483647 hkv=2147483647 nq=2147483647 nk=2147483647 d=512 "
+             "dtype=bf16 mask=dense(0.12345678901234566) maskrows=0.12345678901234566 seqlens-q=%s seqlens-k=%s "
+             "layout=bshd dist=uniform(-1.2345678901234568e-300,-1.2345678901234566e-300) scale=-1.1754944e-38",
+             lens, lens);
+    ac_case c;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_case_parse(line, &c, &err), AC_OK, "%s", err.msg);
+    char out[AC_CASE_LINE_MAX];
+    int n = ac_case_format(&c, out, sizeof out);
+    cr_assert_gt(n, 1600, "the longest line is long (%d)", n);
+    cr_assert_lt(n, AC_CASE_LINE_MAX, "%d characters do not fit", n);
+    cr_assert_str_eq(out, line);
+    c.mask = AC_MASK_WINDOW_BR, c.window_left = c.window_right = 2147483647, c.masked_rows = 0;
+    cr_assert_lt(ac_case_format(&c, out, sizeof out), AC_CASE_LINE_MAX - 1, "window-br at its longest");
 }

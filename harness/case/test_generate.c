@@ -207,3 +207,128 @@ Test(harness_generate, nothing_to_draw_is_an_input_error_naming_what)
     cr_assert_eq(ac_gen_next(&g, &c, &err), AC_ERR_INPUT);
     cr_assert(strstr(err.msg, "no mask kind") != NULL, "%s", err.msg);
 }
+
+/* ---- the long profile (generate_long.c) ------------------------------------------- */
+
+static bool is_pow2(long x) { return x > 0 && (x & (x - 1)) == 0; }
+static double k_elems(const ac_case *c) { return (double)c->batch * c->heads_kv * c->seqlen_k * c->head_dim; }
+
+typedef struct {
+    int n, pow2, pow2_near, tile, decode, decode_br, gqa, cross31, same;
+} long_counts;
+
+static long_counts draw_long(ac_gen *g, int n)
+{
+    long_counts k = {0};
+    for (int i = 0; i < n; i++) {
+        ac_case c;
+        cr_assert_eq(ac_gen_next(g, &c, NULL), AC_OK);
+        long nk = c.seqlen_k;
+        bool decode = c.seqlen_q <= 512 && c.seqlen_q < nk;
+        cr_assert(nk >= 2048 && nk <= 131072, "nk=%ld", nk);
+        cr_assert(decode || (c.seqlen_q >= 2048 && c.seqlen_q <= 131072), "nq=%d", c.seqlen_q);
+        k.n++;
+        k.pow2 += is_pow2(nk);
+        k.pow2_near += is_pow2(nk + 1) || is_pow2(nk - 1);
+        k.tile += !is_pow2(nk + 1) && !is_pow2(nk - 1) && (nk % 64 == 1 || nk % 64 == 32 || nk % 64 == 63);
+        k.decode += decode;
+        k.decode_br += decode && c.mask == AC_MASK_CAUSAL_BR;
+        k.gqa += c.heads_q > c.heads_kv;
+        k.cross31 += k_elems(&c) >= 2147483648.0;
+        k.same += c.seqlen_q == nk;
+    }
+    return k;
+}
+
+static void assert_share(int count, int n, double lo, double hi, const char *what)
+{
+    double share = (double)count / n;
+    cr_assert(share >= lo && share <= hi, "%s: %.3f of the cases, expected %.2f..%.2f", what, share, lo, hi);
+}
+
+Test(harness_generate, long_profile_draws_the_lengths_and_shapes_it_claims)
+{
+    ac_caps caps = claim_everything();
+    ac_gen g;
+    ac_gen_init(&g, 5, &caps);
+    g.profile = AC_PROFILE_LONG;
+    g.cap.max_work = -1; /* no cap: what the profile draws, untouched */
+    cr_assert_eq(ac_gen_min_seqlen(&g), 2048);
+    cr_assert_eq(ac_gen_max_seqlen(&g), 131072);
+    long_counts k = draw_long(&g, 4000);
+    /* generate_long.c's weights: shape same 40, decode 20, apart 30, 2^31 10;
+     * length pow2 30, pow2 +-1 25, tile remainder 25, uniform 20 */
+    assert_share(k.pow2, k.n, 0.30, 0.45, "nk a power of two");
+    assert_share(k.pow2_near, k.n, 0.17, 0.30, "nk a power of two +-1");
+    assert_share(k.tile, k.n, 0.13, 0.27, "nk one past, half or one short of a tile edge");
+    assert_share(k.decode, k.n, 0.22, 0.38, "decode-like nq <= 512 < nk");
+    assert_share(k.decode_br, k.decode, 0.50, 0.80, "causal-br among the decode-like");
+    assert_share(k.gqa, k.n, 0.55, 0.85, "hq > hkv (GQA, MQA)");
+    assert_share(k.cross31, k.n, 0.06, 0.14, "K, V of >= 2^31 elements");
+    assert_share(k.same, k.n, 0.30, 0.45, "nq = nk");
+}
+
+static bool under_2_31(const ac_case *c, const void *ctx)
+{
+    (void)ctx;
+    return k_elems(c) < 2147483648.0 && (double)c->batch * c->heads_q * c->seqlen_q * c->head_dim < 2147483648.0;
+}
+
+Test(harness_generate, long_profile_draws_2_31_tensors_only_where_the_cap_holds_them)
+{
+    ac_caps caps = claim_everything();
+    ac_gen g;
+    ac_gen_init(&g, 5, &caps);
+    g.profile = AC_PROFILE_LONG;
+    g.cap = (ac_gen_cap){.max_work = -1, .fits = under_2_31};
+    long_counts k = draw_long(&g, 1500);
+    cr_assert_eq(k.cross31, 0, "a cap that cannot hold them gets none");
+    assert_share(k.pow2, k.n, 0.25, 0.45, "the rest of the profile unchanged: nk a power of two");
+}
+
+static bool small_memory(const ac_case *c, const void *ctx)
+{
+    return (double)c->batch * c->heads_q * c->seqlen_q * c->seqlen_k <= *(const double *)ctx;
+}
+
+Test(harness_generate, a_case_over_the_cap_is_made_smaller_until_it_fits)
+{
+    ac_caps caps = claim_everything();
+    ac_gen g;
+    ac_gen_init(&g, 8, &caps);
+    g.profile = AC_PROFILE_LONG;
+    static const double limit = 1e8; /* scores of one 10k x 10k head */
+    g.cap = (ac_gen_cap){.max_work = -1, .fits = small_memory, .ctx = &limit};
+    int shrunk = 0;
+    for (int i = 0; i < 500; i++) {
+        ac_case c;
+        cr_assert_eq(ac_gen_next(&g, &c, NULL), AC_OK);
+        cr_assert(small_memory(&c, &limit), "case %d: b=%d hq=%d nq=%d nk=%d", i, c.batch, c.heads_q, c.seqlen_q,
+                  c.seqlen_k);
+        shrunk += c.seqlen_q < 2048 && c.seqlen_q > 512; /* halved below the floor: only when it had to */
+    }
+    cr_assert_eq(shrunk, 0, "lengths are halved down to the floor, not below");
+}
+
+Test(harness_generate, a_length_floor_folds_the_default_profile_into_range)
+{
+    ac_caps caps = claim_everything();
+    ac_gen g;
+    ac_gen_init(&g, 4, &caps);
+    g.min_seqlen = 100;
+    g.max_seqlen = 300;
+    int at_floor = 0;
+    for (int i = 0; i < 1000; i++) {
+        ac_case c;
+        cr_assert_eq(ac_gen_next(&g, &c, NULL), AC_OK);
+        cr_assert(c.seqlen_q >= 100 && c.seqlen_q <= 300 && c.seqlen_k >= 100 && c.seqlen_k <= 300,
+                  "nq=%d nk=%d", c.seqlen_q, c.seqlen_k);
+        at_floor += c.seqlen_q == 100;
+    }
+    cr_assert_lt(at_floor, 100, "folded, not clamped: %d cases at the floor", at_floor);
+    g.min_seqlen = 400;
+    ac_case c;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_gen_next(&g, &c, &err), AC_ERR_INPUT);
+    cr_assert_not_null(strstr(err.msg, "--min-seqlen 400"), "%s", err.msg);
+}

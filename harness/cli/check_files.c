@@ -226,14 +226,17 @@ static int read_lengths(const char *arg, const char *label, int b, int limit, in
         }
         ac_tensor_free(&t);
     } else {
-        for (const char *s = arg; st == AC_OK && *s; n++) {
-            char *e;
-            long v = strtol(s, &e, 10);
-            if (e == s || (*e && *e != ',') || v < 0 || v > limit)
+        for (const char *s = arg; st == AC_OK && *s; n++) { /* digits only, as a case line's seqlens */
+            char tok[16];
+            size_t len = strcspn(s, ",");
+            unsigned long long v = 0;
+            bool ok = len < sizeof tok && (memcpy(tok, s, len), tok[len] = '\0', true) &&
+                      ac_read_unsigned(tok, (unsigned long long)limit, &v);
+            if (!ok)
                 st = ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not a file nor a list of lengths in 0..%d", label, arg, limit);
             else if (n < b)
                 (*out)[n] = (int)v;
-            s = *e ? e + 1 : e;
+            s += len + (s[len] == ',');
         }
     }
     if (st == AC_OK && n != b)
@@ -271,12 +274,8 @@ static int set_scale(const ac_cli *o, int head_dim, ac_problem *p, ac_case *c, a
 {
     c->scale_auto = !o->scale;
     p->scale = (double)(float)ac_default_scale(head_dim); /* what a kernel's f32 scale holds */
-    if (o->scale) {
-        char *e;
-        p->scale = strtod(o->scale, &e);
-        if (e == o->scale || *e || !isfinite(p->scale))
-            return ac_fail(err, AC_ERR_INPUT, "--scale: '%s' is not a finite number", o->scale);
-    }
+    if (o->scale && !ac_read_decimal(o->scale, &p->scale)) /* as strictly as a case line's scale */
+        return ac_fail(err, AC_ERR_INPUT, "--scale: '%s' is not a finite number", o->scale);
     c->scale = p->scale;
     return AC_OK;
 }
@@ -311,7 +310,7 @@ static int build_problem(const ac_cli *o, const dims *d, ac_inputs *in, ac_err *
     return st;
 }
 
-/* ---- inputs: widened exactly, NaN/Inf refused ---------------------------- */
+/* ---- inputs: widened exactly, NaN/Inf refused outside the padding ------------ */
 
 static int widen(const ac_inputs *in, const ac_tensor *t, ac_tensor_kind kind, double **out, ac_err *err)
 {
@@ -321,10 +320,10 @@ static int widen(const ac_inputs *in, const ac_tensor *t, ac_tensor_kind kind, d
         return ac_fail(err, AC_ERR_ENV, "%s: out of memory", t->name);
     ac_load(in->c.dtype, t->data, t->n_elems, *out);
     bool q_like = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
-    int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
+    int heads = q_like ? p->heads_q : p->heads_kv;
     for (int b = 0; b < p->batch; b++)
-        for (int h = 0; h < heads; h++)
-            for (int s = 0; s < seqlen && s < ac_stored_rows(p, b, q_like); s++)
+        for (int h = 0; h < heads; h++) /* padding (past a sequence's length) may hold anything: NaN in gen's */
+            for (int s = 0; s < (q_like ? ac_seqlen_q_of(p, b) : ac_seqlen_k_of(p, b)); s++)
                 for (int c = 0; c < ac_tensor_dim(p, kind); c++) {
                     double x = (*out)[ac_tensor_index(p, kind, b, h, s, c)];
                     if (!isfinite(x))

@@ -3,12 +3,14 @@
  *   attncheck fuzz | run | list | prove | check | reference | bench [options]
  *
  * Options are parsed by one table for every subcommand (options.c); this file
- * dispatches and runs fuzz, run, list and prove (check and reference: check.c,
- * bench: kernels/cuda/bench.cu).  Exit status (the AC_* codes): 0 all passed,
- * 1 an accuracy failure, 2 bad usage or input, 3 environment (a requested
- * kernel cannot run here).  Only this file ends the process: everything below
+ * dispatches and runs run, list and prove (fuzz: fuzz.c, merge: merge.c,
+ * check and reference: check.c, bench: kernels/cuda/bench.cu).  Exit status
+ * (the AC_* codes): 0 all passed, 1 an accuracy failure, 2 bad usage or
+ * input, 3 environment (a requested kernel cannot run here).  Only this file ends the process: everything below
  * returns a status. */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,14 +19,15 @@
 #include "harness/campaign/corpus.h"
 #include "harness/campaign/prove.h"
 #include "harness/cli/cli.h"
+#include "harness/files/files.h"
 #include "harness/report/summary.h"
+#include "harness/verdict/baseline.h"
 #include "harness/verdict/budget.h"
 
-/* The default campaign: sized to finish well under a minute on 2 CPU cores
- * with cpu-flash (see the README for the measured cases/s). */
-#define DEFAULT_FUZZ_CASES 300
+/* prove's defaults (fuzz's are in fuzz.c). */
 #define DEFAULT_PROVE_CASES 2000
 #define DEFAULT_PROVE_CLEAN 1000
+#define DEFAULT_PROVE_BASELINE_CASES 1000 /* prove --baseline: the goal is <= 200 cases per mutant */
 
 /* --kernel NAME, or the best kernel that can run here. */
 static int pick_kernel(const ac_cli *c, const ac_kernel **out, ac_err *err)
@@ -48,11 +51,6 @@ static int pick_kernel(const ac_cli *c, const ac_kernel **out, ac_err *err)
     return AC_OK;
 }
 
-static ac_run_opts run_opts(const ac_cli *c)
-{
-    ac_run_opts o = {.backward = !c->no_backward, .cert_rows = c->cert_rows};
-    return o;
-}
 
 /* Errors outrank failures: a run that could not be judged is not a pass. */
 static int exit_status(const ac_summary *s)
@@ -60,37 +58,6 @@ static int exit_status(const ac_summary *s)
     if (s->worst_status != AC_OK)
         return s->worst_status;
     return s->failed > 0 ? AC_FAIL_ACCURACY : AC_OK;
-}
-
-/* ---- fuzz ---------------------------------------------------------------------- */
-
-static int cmd_fuzz(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep)
-{
-    ac_campaign_opts o = {0};
-    o.seed = c->seed;
-    o.max_cases = c->seconds > 0 && !c->cases ? 0 : c->cases ? c->cases : DEFAULT_FUZZ_CASES;
-    o.max_seconds = c->seconds;
-    o.dtype_filter = c->dtypes;
-    o.mask_filter = c->masks;
-    o.max_seqlen = c->max_seqlen;
-    o.stop_first = c->stop_first;
-    o.shrink_steps = c->shrink_steps;
-    o.save_dir = c->save_dir;
-    o.run = run_opts(c);
-    o.progress = !c->quiet && isatty(STDERR_FILENO);
-    o.out = stdout;
-    if (!c->quiet)
-        printf("attncheck fuzz: kernel %s, seed %llu, %s\n", k->name, (unsigned long long)c->seed,
-               o.max_cases ? "case budget" : "time budget");
-    ac_summary s;
-    ac_err err = {{0}};
-    int st = ac_campaign(k, b, &o, rep, &s, &err);
-    ac_summary_print(stdout, k->name, &s);
-    if (st != AC_OK) {
-        fprintf(stderr, "attncheck fuzz: %s\n", err.msg);
-        return st;
-    }
-    return exit_status(&s);
 }
 
 /* ---- run: replay case lines --------------------------------------------------- */
@@ -101,8 +68,9 @@ typedef struct {
     ac_run_opts o;
     ac_report *rep;
     ac_summary s;
-    long skipped;
+    long skipped, next_index;
     bool quiet;
+    struct ac_baseline *base; /* --baseline: every result is paired */
 } replay;
 
 static void replay_one(replay *r, const ac_case *cs, const char *where)
@@ -110,7 +78,10 @@ static void replay_one(replay *r, const ac_case *cs, const char *where)
     ac_result res;
     ac_err err = {{0}};
     int st = ac_run_case(r->k, cs, r->b, &r->o, &res, &err);
+    res.index = r->next_index++; /* its place in the corpus */
     ac_report_add(r->rep, r->k->name, &res, NULL);
+    if (r->base)
+        ac_cli_baseline_observe(r->base, &res);
     if (res.unsupported) {
         r->skipped++;
         if (!r->quiet)
@@ -126,10 +97,41 @@ static void replay_one(replay *r, const ac_case *cs, const char *where)
         printf("PASS  %s\n", res.line);
 }
 
-static int collect_cases(const ac_cli *c, ac_corpus *l)
+/* The {"type":"campaign"} record of run and prove (fuzz.c writes fuzz's); a
+ * replay has no seed. */
+static void summary_record(ac_report *rep, const char *cmd, const char *kernel, const uint64_t *seed,
+                           const ac_summary *s)
+{
+    bool prove = !strcmp(cmd, "prove");
+    ac_report_field f[] = {
+        {"subcommand", AC_FIELD_STRING, cmd, 0},
+        {prove ? "base" : "kernel", AC_FIELD_STRING, kernel, 0},
+        {"cases", AC_FIELD_NUMBER, NULL, (double)s->cases},
+        {"passed", AC_FIELD_NUMBER, NULL, (double)s->passed},
+        {"failed", AC_FIELD_NUMBER, NULL, (double)s->failed},
+        {"errors", AC_FIELD_NUMBER, NULL, (double)s->errors},
+        {"seconds", AC_FIELD_NUMBER, NULL, s->seconds},
+        {"cases_per_s", AC_FIELD_NUMBER, NULL, s->seconds > 0 ? (double)s->cases / s->seconds : 0},
+        {"seed", AC_FIELD_NUMBER, NULL, seed ? (double)*seed : 0},
+    };
+    ac_report_record(rep, "campaign", f, sizeof f / sizeof f[0] - (seed ? 0 : 1));
+}
+
+static int collect_cases(const ac_cli *c, struct ac_baseline *base, ac_corpus *l)
 {
     ac_err err = {{0}};
     int st;
+    if (base && !c->case_line && !c->path) { /* run --baseline OLD: replay the old run's lines */
+        for (size_t i = 0, n = ac_baseline_size(base); i < n; i++) {
+            char where[AC_CORPUS_WHERE_MAX];
+            snprintf(where, sizeof where, "%.200s case", c->baseline);
+            if ((st = ac_corpus_add_line(l, ac_baseline_line(base, i), where, (long)i + 1, &err)) != AC_OK) {
+                fprintf(stderr, "attncheck run: --baseline %s\n", err.msg);
+                return st;
+            }
+        }
+        return AC_OK;
+    }
     if (c->case_line && c->path) {
         fprintf(stderr, "attncheck run: give FILE|DIR or --case, not both\n");
         return AC_ERR_INPUT;
@@ -145,22 +147,33 @@ static int collect_cases(const ac_cli *c, ac_corpus *l)
     return st;
 }
 
-static int cmd_run(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep)
+static int cmd_run(const ac_cli *c, const ac_kernel *k, const ac_budgets *b, ac_report *rep, bool *completed)
 {
     ac_corpus l = {0};
-    int st = collect_cases(c, &l);
+    ac_err err = {{0}};
+    struct ac_baseline *base = NULL;
+    int st = ac_cli_baseline_load(c, k->name, &base, &err);
+    if (st != AC_OK)
+        fprintf(stderr, "attncheck run: %s\n", err.msg);
+    if (st == AC_OK)
+        st = collect_cases(c, base, &l);
+    *completed = st == AC_OK;
     if (st == AC_OK) {
-        replay r = {.k = k, .b = b, .o = run_opts(c), .rep = rep, .quiet = c->quiet};
+        replay r = {.k = k, .b = b, .o = ac_cli_run_opts(c), .rep = rep, .quiet = c->quiet, .base = base};
         double t0 = ac_now_seconds();
         for (size_t i = 0; i < l.n; i++)
             replay_one(&r, &l.cases[i], l.where[i]);
         r.s.seconds = ac_now_seconds() - t0;
         ac_summary_print(stdout, k->name, &r.s);
+        summary_record(rep, "run", k->name, NULL, &r.s);
         if (r.skipped)
             printf("%ld cases skipped: outside %s's capabilities\n", r.skipped, k->name);
         st = exit_status(&r.s);
     }
     ac_corpus_free(&l);
+    st = ac_cli_baseline_finish(c, base, st == AC_OK || st == AC_FAIL_ACCURACY ? rep : NULL, st, &err);
+    if (st >= AC_ERR_INPUT && err.msg[0])
+        fprintf(stderr, "attncheck run: %s\n", err.msg);
     return st;
 }
 
@@ -212,24 +225,30 @@ static int cmd_list(void)
 
 /* ---- prove ------------------------------------------------------------------------ */
 
-static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep)
+static int cmd_prove(const ac_cli *c, const ac_budgets *b, ac_report *rep, bool *completed)
 {
     ac_prove_opts o = {0};
     o.base = c->base ? c->base : "cpu-flash";
     o.seed = c->seed;
-    o.mutant_cases = c->cases ? c->cases : DEFAULT_PROVE_CASES;
+    o.mutant_cases = c->cases ? c->cases : c->prove_baseline ? DEFAULT_PROVE_BASELINE_CASES : DEFAULT_PROVE_CASES;
     o.clean_cases = c->clean_cases >= 0 ? c->clean_cases : DEFAULT_PROVE_CLEAN;
     o.max_seqlen = c->max_seqlen;
     o.shrink_steps = c->shrink_steps;
-    o.run = run_opts(c);
+    o.run = ac_cli_run_opts(c);
     o.progress = !c->quiet && isatty(STDERR_FILENO);
     int md = ac_report_format_index("--markdown"); /* prove's Markdown is its detection table */
     o.markdown_path = md >= 0 ? c->report_path[md] : NULL;
     o.out = stdout;
+    o.baseline = c->prove_baseline;
+    ac_summary totals;
+    o.totals = &totals;
     ac_err err = {{0}};
     int st = ac_prove(&o, b, rep, &err);
+    *completed = st == AC_OK || st == AC_FAIL_ACCURACY; /* ac_prove's errors stop it */
     if (st >= AC_ERR_INPUT)
         fprintf(stderr, "attncheck prove: %s\n", err.msg);
+    else
+        summary_record(rep, "prove", o.base, &o.seed, &totals);
     return st;
 }
 
@@ -243,11 +262,25 @@ static int load_budgets(const ac_cli *c, ac_budgets *b, ac_err *err)
     return st == AC_OK ? AC_OK : ac_fail(err, st, "budgets %s: %s", path, why.msg);
 }
 
-/* fuzz, run and prove: budgets, a kernel, a report, the command; list. */
+/* Every file the run will write, checked before it starts (the reports are
+ * checked as they are opened): an unwritable path is exit 2 at once. */
+static int check_outputs(const ac_cli *c, ac_err *err)
+{
+    if (c->cmd == AC_CMD_FUZZ && c->save_dir)
+        return ac_save_failures_check(c->save_dir, err);
+    int md = ac_report_format_index("--markdown");
+    if (c->cmd == AC_CMD_PROVE && md >= 0 && c->report_path[md])
+        return ac_check_writable(c->report_path[md], "--markdown", err);
+    return AC_OK;
+}
+
+/* fuzz, run and prove: budgets, a kernel, the outputs checked, a report, the command; list; merge. */
 static int run_command(const ac_cli *c, ac_err *err)
 {
     if (c->cmd == AC_CMD_LIST)
         return cmd_list();
+    if (c->cmd == AC_CMD_MERGE)
+        return ac_cmd_merge(c, err);
     if (c->cases && c->seconds > 0)
         return ac_fail(err, AC_ERR_INPUT, "give --cases or --time, not both");
     ac_budgets b;
@@ -255,22 +288,32 @@ static int run_command(const ac_cli *c, ac_err *err)
     const ac_kernel *k = NULL;
     if (st == AC_OK && c->cmd != AC_CMD_PROVE)
         st = pick_kernel(c, &k, err);
-    ac_report *rep = NULL;
     if (st == AC_OK)
-        st = ac_cli_open_report(c, c->cmd == AC_CMD_PROVE, &rep, err);
+        st = check_outputs(c, err);
+    ac_report *rep = NULL;
+    static ac_cli named; /* the command line with the kernel it resolved to, for the environment record */
+    named = *c;
+    named.kernel = k ? k->name : c->kernel;
+    if (st == AC_OK && c->worker_fd < 0) /* a --jobs worker writes no report: its parent does */
+        st = ac_cli_open_report(&named, c->cmd == AC_CMD_PROVE, &rep, err);
     if (st != AC_OK)
         return st;
-    if (c->cmd == AC_CMD_FUZZ)
-        st = cmd_fuzz(c, k, &b, rep);
-    else if (c->cmd == AC_CMD_RUN)
-        st = cmd_run(c, k, &b, rep);
+    bool completed = false;
+    if (c->cmd == AC_CMD_FUZZ) {
+        st = ac_cmd_fuzz(c, k, &b, rep, &completed); /* a campaign that ran reports (SIGTERM, errors too) */
+    } else if (c->cmd == AC_CMD_RUN)
+        st = cmd_run(c, k, &b, rep, &completed);
     else
-        st = cmd_prove(c, &b, rep);
+        st = cmd_prove(c, &b, rep, &completed);
+    if (!completed) {
+        ac_report_discard(rep);
+        return st;
+    }
     ac_err why = {{0}};
     int wst = ac_report_close(rep, &why);
     if (wst != AC_OK)
-        fprintf(stderr, "attncheck: writing a report: %s\n", why.msg);
-    return st != AC_OK ? st : wst;
+        fprintf(stderr, "attncheck %s: writing a report: %s\n", c->cmd_name, why.msg);
+    return st >= AC_ERR_INPUT || wst == AC_OK ? st : wst; /* errors outrank failures; the first error wins */
 }
 
 int main(int argc, char **argv)
@@ -279,10 +322,16 @@ int main(int argc, char **argv)
         ac_cli_overview(argc < 2 ? stderr : stdout);
         return argc < 2 ? AC_ERR_INPUT : AC_OK;
     }
+    if (!strcmp(argv[1], "__worker")) /* the kernel worker this attncheck spawned (harness/run/worker.h) */
+        return ac_worker_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check"))
         return ac_cmd_check(argc - 1, argv + 1);
     if (!strcmp(argv[1], "reference"))
         return ac_cmd_reference(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "gen"))
+        return ac_cmd_gen(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "report"))
+        return ac_cmd_report(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench"))
         return ac_cuda_bench(argc - 1, argv + 1);
     return ac_cli_main(argc - 1, argv + 1, run_command);

@@ -7,18 +7,25 @@
  * report/report.h's table of formats.  Every option is written "--opt value"
  * or "--opt=value", in every subcommand. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/case/case.h"
+#include "harness/case/generate.h"
 #include "harness/cli/cli.h"
+#include "harness/exec/exec.h"
 #include "harness/run/plugin.h"
+#include "harness/run/reference.h"
 
-enum { C_ALL = AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_LIST | AC_CMD_PROVE | AC_CMD_CHECK | AC_CMD_REFERENCE };
+enum { C_ALL = AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_LIST | AC_CMD_PROVE | AC_CMD_CHECK | AC_CMD_REFERENCE | AC_CMD_MERGE };
 enum { C_FILES = AC_CMD_CHECK | AC_CMD_REFERENCE, C_CASES = AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_PROVE };
 enum { C_REPORTS = C_CASES | AC_CMD_CHECK }; /* the subcommands that write reports */
+enum { C_KERNELS = C_CASES | AC_CMD_LIST | AC_CMD_CHECK }; /* the subcommands that name kernels */
+enum { C_REPORT_FILES = C_REPORTS | AC_CMD_MERGE }; /* and those that take the report options */
 
 /* ---- the subcommands ------------------------------------------------------------ */
 
@@ -40,6 +47,11 @@ static const cli_command commands[] = {
      "  tensors; --plugin PATH.so --kernel NAME runs that kernel on the inputs instead of reading o.npy ..."},
     {"reference", AC_CMD_REFERENCE, "PATH", "write reference outputs for saved inputs",
      "  PATH: a directory of q.npy k.npy v.npy [do.npy] or one .safetensors file with those tensors"},
+    {"gen", AC_CMD_GEN, NULL, "write a case line's inputs as .npy files and problem.json",
+     "  then run any framework on DIR, put o.npy lse.npy [dq dk dv].npy there and `attncheck check DIR`;\n"
+     "  `attncheck reference DIR --out DIR/ref` writes the exact outputs"},
+    {"merge", AC_CMD_MERGE, "FILE.jsonl...", "combine the --json of shards (fuzz --shard I/N) into one report",
+     "  FILE.jsonl: the shards' JSON Lines, in any order; prints the summary the unsharded run prints"},
 };
 enum { N_COMMANDS = (int)(sizeof commands / sizeof commands[0]) };
 
@@ -97,6 +109,71 @@ static int apply_mask(const cli_option *o, ac_cli *c, const char *v, ac_err *err
     return AC_OK;
 }
 
+/* --exec and --exec-persistent append a command; --caps and --exec-name pair with them in order. */
+static int apply_exec(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    if (c->n_exec == AC_MAX_EXEC)
+        return ac_fail(err, AC_ERR_INPUT, "at most %d --exec/--exec-persistent options", AC_MAX_EXEC);
+    c->exec_persistent[c->n_exec] = strcmp(o->name, "--exec-persistent") == 0;
+    c->exec_cmd[c->n_exec++] = v;
+    return AC_OK;
+}
+
+static int apply_exec_pair(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    bool caps = strcmp(o->name, "--caps") == 0;
+    int *n = caps ? &c->n_exec_caps : &c->n_exec_name;
+    if (*n == AC_MAX_EXEC)
+        return ac_fail(err, AC_ERR_INPUT, "at most %d %s options", AC_MAX_EXEC, o->name);
+    (caps ? c->exec_caps : c->exec_name)[(*n)++] = v;
+    return AC_OK;
+}
+
+/* "I/N": 0 <= I < N. */
+static int apply_shard(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    char *end;
+    errno = 0;
+    long i = strtol(v, &end, 10), n = -1;
+    if (!errno && end != v && *end == '/') {
+        char *num = end + 1;
+        n = strtol(num, &end, 10);
+        if (end == num || *end || errno)
+            n = -1;
+    }
+    if (n < 1 || n > 1000000 || i < 0 || i >= n)
+        return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not I/N with 0 <= I < N (e.g. 3/8)", o->name, v);
+    c->shard_index = (int)i, c->shard_count = (int)n;
+    return AC_OK;
+}
+
+static int apply_profile(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    (void)o;
+    ac_profile p;
+    c->profile = v;
+    return ac_profile_parse(v, &p, err);
+}
+
+static int apply_reference(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    (void)o;
+    ac_ref_tier t;
+    c->reference = v;
+    return ac_ref_tier_parse(v, &t, err);
+}
+
+static int apply_mem_budget(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
+{
+    char *end;
+    errno = 0;
+    double gib = strtod(v, &end);
+    if (!*v || *end || errno || !isfinite(gib) || gib <= 0 || gib > 1 << 20)
+        return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not a positive number of GiB", o->name, v);
+    c->mem_budget_gib = gib;
+    return AC_OK;
+}
+
 static int apply_plugin(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
 {
     if (c->n_plugins == AC_MAX_PLUGINS)
@@ -127,18 +204,38 @@ static const cli_option options[] = {
            "causal-tl (torch is_causal), causal-br (FlashAttention >= 2.1), window-br(128,0)"),
     STRING("--mask-file", "FILE", C_FILES, mask_file,
            "boolean keep-mask (Nq,Nk) or (1|B, 1|Hq, Nq, Nk), .npy or .safetensors (with --mask: both apply)"),
-    NUMBER("--max-seqlen", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, max_seqlen, 1, 1L << 30, "cap on nq and nk"),
+    NUMBER("--max-seqlen", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, max_seqlen, 1, AC_GEN_MAX_SEQLEN,
+           "cap on nq and nk (default 512; --profile long: 131072)"),
+    NUMBER("--min-seqlen", OPT_INT, AC_CMD_FUZZ, min_seqlen, 1, AC_GEN_MAX_SEQLEN,
+           "floor on the drawn nq and nk (default 1; --profile long: 2048, decode-like nq excepted)"),
+    CUSTOM("--profile", "default|long", AC_CMD_FUZZ, apply_profile,
+           "what the shapes are weighted toward: default (small shapes, edges), long (2k..128k contexts, "
+           "powers of two and +-1, tile-edge remainders, GQA, decode-like Nq << Nk, 2^31-element tensors)"),
+    NUMBER("--jobs", OPT_INT, AC_CMD_FUZZ, jobs, 1, 256,
+           "cases run at once, each worker a process (default: the CPUs, fewer when memory is short); the "
+           "results do not depend on it"),
+    CUSTOM("--shard", "I/N", AC_CMD_FUZZ, apply_shard,
+           "run the cases k with k mod N = I (default: a Slurm job array's task; combine with attncheck merge)"),
+    {"--worker", "FD", AC_CMD_FUZZ, NULL, OPT_INT, AT(worker_fd), 0, 1 << 20, NULL}, /* a --jobs worker: hidden */
+    {"--deadline", "T", AC_CMD_FUZZ, NULL, OPT_SECONDS, AT(deadline), 0, 0, NULL},   /* its time budget's end */
     FLAG("--stop-first", AC_CMD_FUZZ, stop_first, "stop at the first failure"),
     STRING("--save-failures", "DIR", AC_CMD_FUZZ, save_dir, "append minimal failing lines to DIR/<kernel>.cases"),
     NUMBER("--shrink-steps", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, shrink_steps, 0, 1L << 30,
            "runs allowed to shrink one failure (default 200; 0 = no shrinking)"),
     FLAG("--no-backward", C_CASES, no_backward, "forward only"),
+    FLAG("--in-process", C_CASES | AC_CMD_CHECK, in_process,
+         "run the kernel in attncheck's own process, not in a worker (for gdb; a crash or hang is then attncheck's)"),
+    {"--kernel-timeout", "S", C_CASES | AC_CMD_CHECK,
+     "seconds one forward or backward call may take in the worker before it is a kernel:timeout failure "
+     "(default max(10, FLOPs / 1e7) for a CPU kernel, max(10, FLOPs / 1e9) for a CUDA kernel)", OPT_SECONDS,
+     AT(kernel_timeout_s), 0, 0, NULL},
     NUMBER("--cert-rows", OPT_INT, C_REPORTS, cert_rows, 0, AC_MAX_CERT_ROWS,
            "MPFR-certified rows per case (default 2)"),
-    STRING("--case", "'LINE'", AC_CMD_RUN, case_line, "replay this one case line"),
+    STRING("--case", "'LINE'", AC_CMD_RUN | AC_CMD_GEN, case_line, "replay this one case line (gen: the case to write)"),
     NUMBER("--clean-cases", OPT_LONG, AC_CMD_PROVE, clean_cases, 0, 0, "cases the base kernel must pass"),
     STRING("--base", "NAME", AC_CMD_PROVE, base, "the correct kernel whose mutants are proved (default cpu-flash)"),
-    STRING("--out", "DIR|FILE.safetensors", AC_CMD_REFERENCE, out, "where the reference outputs go (required)"),
+    STRING("--out", "DIR|FILE.safetensors", AC_CMD_REFERENCE | AC_CMD_GEN, out,
+           "where the reference outputs go (required; gen: the directory the case is written to)"),
     STRING("--layout", "bhsd|bshd|thd", C_FILES, layout,
            "(B,H,S,d) as torch SDPA (default), (B,S,H,d) as flash_attn_func, or packed (total,H,d) as "
            "flash_attn_varlen_func (with --cu-seqlens-q/-k)"),
@@ -163,8 +260,33 @@ static const cli_option options[] = {
     STRING("--sinks", "FILE", C_FILES, sinks, "learnable sinks: (Hq) f32 logits, .npy or .safetensors (gpt-oss); "
            "dsink in the files is then checked"),
     STRING("--budgets", "FILE", C_REPORTS, budgets, "budgets file (default: the repository's budgets.txt)"),
+    CUSTOM("--reference", "auto|cpu|gpu", C_REPORTS, apply_reference,
+           "reference tier: cpu (OpenBLAS), gpu (a CUDA device, MPFR-certified and spot-checked on the CPU), "
+           "auto (default: gpu for cases big enough when a device is usable)"),
+    CUSTOM("--mem-budget", "GIB", C_REPORTS, apply_mem_budget,
+           "host memory one case may use (default 8); bigger cases are drawn smaller or refused"),
     CUSTOM("--plugin", "PATH.so", C_ALL, apply_plugin, "load a kernel plugin (repeatable)"),
-    FLAG("--quiet", C_CASES, quiet, "print failures and the summary only"),
+    CUSTOM("--exec", "'CMD {in} {out}'", C_KERNELS, apply_exec,
+           "an external command as the kernel: one process per call on a case directory {in}, outputs into "
+           "{out} (repeatable; the first is the default --kernel)"),
+    CUSTOM("--exec-persistent", "'CMD'", C_KERNELS, apply_exec,
+           "an external kernel started once: it reads a case directory per line on stdin, answers \"ok\" or "
+           "\"error MESSAGE\" on stdout"),
+    CUSTOM("--caps", "FILE", C_KERNELS, apply_exec_pair,
+           "what an --exec kernel claims, JSON (e.g. plugins/numpy_attention.caps.json); one per --exec, or one "
+           "for all"),
+    CUSTOM("--exec-name", "NAME", C_KERNELS, apply_exec_pair,
+           "the --exec kernel's name, in order (default: the caps file's \"name\")"),
+    {"--exec-timeout", "SECONDS", C_KERNELS, "deadline of one --exec call (default 60)", OPT_SECONDS,
+     AT(exec_timeout), 0, 0, NULL},
+    FLAG("--quiet", C_CASES | AC_CMD_CHECK, quiet, "print failures and the summary only (check: no progress line)"),
+    STRING("--baseline", "OLD.jsonl", AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_CHECK, baseline,
+           "compare case by case with an old --json run: fuzz replays its case lines (the first --cases), run "
+           "replays them when no FILE|DIR is given; a median error ratio above budgets.txt's regression-ratio "
+           "at p < regression-p is a regression (exit 1)"),
+    FLAG("--baseline", AC_CMD_PROVE, prove_baseline,
+         "prove the baseline comparison instead: each <base>-precision-* mutant (inside every budget) must be "
+         "flagged within --cases cases, the unchanged kernel and the controls never (over --clean-cases)"),
     RETIRED("--causal", C_FILES, "--mask causal-tl (torch is_causal) or --mask causal-br (FlashAttention >= 2.1)"),
     RETIRED("--window", C_FILES, "--mask window-br(L,R) or --mask window-tl(L,R)"),
     RETIRED("--align", C_FILES, "the alignment in the mask kind: --mask causal-br, --mask window-tl(L,R)"),
@@ -173,36 +295,35 @@ enum { N_OPTIONS = (int)(sizeof options / sizeof options[0]) };
 
 /* ---- values --------------------------------------------------------------------- */
 
+/* Numbers are read as strictly as case lines read theirs (case.h): digits
+ * only, so " -1", "+5", "0x10" or "5 " is refused rather than read by strtol's
+ * rules (strtoull took " -1" as 2^64 - 1). */
 static int parse_long(const cli_option *o, const char *v, long *out, ac_err *err)
 {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < o->min || (o->max > 0 && x > o->max))
+    unsigned long long x = 0;
+    bool ok = ac_read_unsigned(v, o->max > 0 ? (unsigned long long)o->max : (unsigned long long)LONG_MAX, &x) &&
+              x >= (unsigned long long)o->min;
+    if (!ok)
         return o->max > 0
                    ? ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer in %ld..%ld", o->name, v, o->min, o->max)
                    : ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer >= %ld", o->name, v, o->min);
-    *out = x;
+    *out = (long)x;
     return AC_OK;
 }
 
 static int parse_u64(const cli_option *o, const char *v, uint64_t *out, ac_err *err)
 {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *v == '-' || *end || errno)
-        return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an unsigned integer", o->name, v);
+    unsigned long long x;
+    if (!ac_read_unsigned(v, UINT64_MAX, &x))
+        return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an unsigned 64-bit integer (digits only)", o->name, v);
     *out = x;
     return AC_OK;
 }
 
 static int parse_seconds(const cli_option *o, const char *v, double *out, ac_err *err)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (!*v || *end || errno || !isfinite(x) || x <= 0)
+    double x = 0;
+    if (!ac_read_decimal(v, &x) || x <= 0)
         return ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not a positive number of seconds", o->name, v);
     *out = x;
     return AC_OK;
@@ -230,12 +351,18 @@ static int apply(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
 
 /* ---- the parser ------------------------------------------------------------------- */
 
-static const cli_option *find_option(const char *name, size_t len)
+/* The row of option `name` for subcommand cmd (one name may have a row per
+ * subcommand, e.g. --baseline), else any row of that name, else NULL. */
+static const cli_option *find_option(const char *name, size_t len, ac_cmd cmd)
 {
+    const cli_option *any = NULL;
     for (int i = 0; i < N_OPTIONS; i++)
-        if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
-            return &options[i];
-    return NULL;
+        if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0) {
+            if (options[i].cmds & cmd)
+                return &options[i];
+            any = any ? any : &options[i];
+        }
+    return any;
 }
 
 /* A report format's flag: the path goes to its slot. */
@@ -264,6 +391,7 @@ static void defaults(ac_cli *c)
     c->cert_rows = AC_DEFAULT_CERT_ROWS;
     c->shrink_steps = AC_DEFAULT_SHRINK_STEPS;
     c->clean_cases = -1;
+    c->worker_fd = -1;
 }
 
 /* The value of option `name` (len chars of arg): after '=', or the next argument. */
@@ -288,8 +416,8 @@ static int parse_option(int argc, char **argv, int *i, ac_cli *c, ac_err *err)
     const char *a = argv[*i], *eq = strchr(a, '='), *v;
     size_t len = eq ? (size_t)(eq - a) : strlen(a);
     int report = report_option(a, len);
-    const cli_option *o = find_option(a, len);
-    if (report >= 0 && (c->cmd & C_REPORTS)) {
+    const cli_option *o = find_option(a, len, c->cmd);
+    if (report >= 0 && (c->cmd & C_REPORT_FILES)) {
         int st = option_value(ac_report_format_at((size_t)report)->flag, eq, true, argc, argv, i, &v, err);
         if (st == AC_OK)
             c->report_path[report] = v;
@@ -312,6 +440,8 @@ int ac_cli_parse(int argc, char **argv, ac_cli *c, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "unknown subcommand '%s' (see attncheck --help)", argc > 0 ? argv[0] : "");
     c->cmd = cmd->cmd;
     c->cmd_name = cmd->name;
+    c->argc = argc;
+    c->argv = argv;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int st = AC_OK;
@@ -319,6 +449,8 @@ int ac_cli_parse(int argc, char **argv, ac_cli *c, ac_err *err)
             return AC_CLI_HELP;
         if (strncmp(a, "--", 2) == 0)
             st = parse_option(argc, argv, &i, c, err);
+        else if (cmd->cmd == AC_CMD_MERGE && c->n_paths < AC_MAX_MERGE_FILES)
+            c->paths[c->n_paths++] = a;
         else if (cmd->positional && !c->path)
             c->path = a;
         else
@@ -340,10 +472,10 @@ void ac_cli_usage(FILE *f, const ac_cli *c)
         fprintf(f, "%s\n", cmd->details);
     fputs("\noptions (--opt value or --opt=value):\n", f);
     for (int i = 0; i < N_OPTIONS; i++)
-        if ((options[i].cmds & cmd->cmd) && options[i].type != OPT_RETIRED)
+        if ((options[i].cmds & cmd->cmd) && options[i].type != OPT_RETIRED && options[i].help)
             fprintf(f, "  %s%s%s  %s\n", options[i].name, options[i].arg ? " " : "",
                     options[i].arg ? options[i].arg : "", options[i].help);
-    for (size_t i = 0; (cmd->cmd & C_REPORTS) && i < ac_report_format_count(); i++)
+    for (size_t i = 0; (cmd->cmd & C_REPORT_FILES) && i < ac_report_format_count(); i++)
         fprintf(f, "  %s %s\n", ac_report_format_at(i)->flag, ac_report_format_at(i)->help);
     fputs("  --help  this text\n", f);
 }
@@ -353,7 +485,8 @@ void ac_cli_overview(FILE *f)
     fputs("usage: attncheck SUBCOMMAND [options]\n\n", f);
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fputs("  bench      GPU benchmark tables\n\n"
+    fputs("  report     the HTML report of runs: report FILE.jsonl... --html OUT.html [--baseline OLD] [--history DIR]\n"
+          "  bench      GPU benchmark tables\n\n"
           "Exit status: 0 all passed, 1 accuracy failure, 2 bad usage or input, 3 environment.\n"
           "attncheck SUBCOMMAND --help lists its options.\n",
           f);
@@ -370,6 +503,14 @@ int ac_cli_main(int argc, char **argv, int (*run)(const ac_cli *c, ac_err *err))
         ac_cli_usage(stdout, &c);
         return AC_OK;
     }
+    if (st == AC_OK) { /* process-wide: every reference this command builds */
+        ac_ref_tier tier = AC_REF_AUTO;
+        if (c.reference)
+            ac_ref_tier_parse(c.reference, &tier, NULL);
+        ac_reference_set_tier(tier);
+        ac_set_mem_budget((size_t)(c.mem_budget_gib * (double)(1u << 30)));
+        st = ac_reference_tier_check(&err);
+    }
     if (st == AC_OK)
         st = ac_cli_load_plugins(&c, &err);
     if (st == AC_OK)
@@ -379,7 +520,35 @@ int ac_cli_main(int argc, char **argv, int (*run)(const ac_cli *c, ac_err *err))
     return st;
 }
 
-int ac_cli_load_plugins(const ac_cli *c, ac_err *err)
+/* The --exec kernels, each with its caps file and name (paired in order). */
+static int register_exec(ac_cli *c, ac_err *err)
+{
+    if ((c->n_exec_caps || c->n_exec_name || c->exec_timeout > 0) && !c->n_exec)
+        return ac_fail(err, AC_ERR_INPUT, "--caps, --exec-name and --exec-timeout go with --exec or --exec-persistent");
+    if (c->n_exec_caps > 1 && c->n_exec_caps != c->n_exec)
+        return ac_fail(err, AC_ERR_INPUT, "%d --caps for %d --exec commands: give one for all, or one each",
+                       c->n_exec_caps, c->n_exec);
+    if (c->n_exec_name > c->n_exec)
+        return ac_fail(err, AC_ERR_INPUT, "%d --exec-name for %d --exec commands", c->n_exec_name, c->n_exec);
+    for (int i = 0; i < c->n_exec; i++) {
+        ac_exec_spec s = {.command = c->exec_cmd[i], .mode = c->exec_persistent[i] ? AC_EXEC_PERSISTENT : AC_EXEC_ONESHOT,
+                          .caps_path = c->n_exec_caps ? c->exec_caps[c->n_exec_caps > 1 ? i : 0] : NULL,
+                          .name = i < c->n_exec_name ? c->exec_name[i] : NULL, .timeout_s = c->exec_timeout};
+        const ac_kernel *k;
+        ac_err why = {{0}};
+        int st = ac_exec_register(&s, &k, &why);
+        if (st != AC_OK)
+            return ac_fail(err, st, "%s%s", why.msg, strstr(why.msg, "already registered") && c->n_exec > 1
+                                                          ? " (give each --exec its own --exec-name)" : "");
+        if (i == 0 && !c->kernel)
+            c->kernel = k->name; /* the registry keeps the name */
+        if (i == 0 && !c->base)
+            c->base = k->name;
+    }
+    return AC_OK;
+}
+
+int ac_cli_load_plugins(ac_cli *c, ac_err *err)
 {
     for (int i = 0; i < c->n_plugins; i++) {
         const ac_kernel *k;
@@ -388,7 +557,7 @@ int ac_cli_load_plugins(const ac_cli *c, ac_err *err)
         if (st != AC_OK)
             return ac_fail(err, st, "--plugin %s: %s", c->plugins[i], why.msg);
     }
-    return AC_OK;
+    return register_exec(c, err);
 }
 
 int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_err *err)
@@ -400,8 +569,18 @@ int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_
             st = ac_report_want(*rep, flag, c->report_path[i], err);
     }
     if (st != AC_OK && *rep) {
-        ac_report_close(*rep, NULL);
+        ac_report_discard(*rep); /* the formats already opened write nothing */
         *rep = NULL;
     }
+    if (st == AC_OK && c->cmd != AC_CMD_MERGE) /* merge writes the shards' own */
+        ac_cli_environment(c, NULL, *rep);
     return st;
+}
+
+/* How every subcommand runs a case: backward, certification, the worker. */
+ac_run_opts ac_cli_run_opts(const ac_cli *c)
+{
+    ac_run_opts o = {.backward = !c->no_backward, .cert_rows = c->cert_rows, .isolate = !c->in_process,
+                     .kernel_timeout_s = c->kernel_timeout_s};
+    return o;
 }

@@ -38,7 +38,7 @@ static void perfect_outputs(const ac_inputs *in, const char *const *extra)
     char *argv[16] = {"reference", (char *)path_of("case"), "--out", (char *)path_of("ref"), "--dtype",
                       (char *)ac_dtype_name(in->c.dtype), "--layout",
                       in->p.layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd"};
-    int argc = 8;
+    int argc = access(path_of("case/problem.json"), F_OK) == 0 ? 4 : 8; /* a gen dir says dtype and layout */
     for (int i = 0; extra && extra[i] && argc < 15; i++)
         argv[argc++] = (char *)extra[i];
     cr_assert_eq(ac_cmd_reference(argc, argv), AC_OK);
@@ -156,7 +156,13 @@ Test(harness_check, reference_with_lse_base_2_and_safetensors_output)
     l.data = lf;
     cr_assert_eq(ac_npy_write(path_of("case/lse.npy"), &l, &err), AC_OK);
     cr_assert_eq(check("--lse-base", "2", NULL, NULL), AC_OK);
-    cr_assert_eq(check(NULL, NULL, NULL, NULL), AC_FAIL_ACCURACY);
+    cr_assert_eq(check("--json", path_of("wrong-base.jsonl"), NULL, NULL), AC_FAIL_ACCURACY);
+    char *text = NULL;
+    size_t len;
+    cr_assert_eq(ac_read_file(path_of("wrong-base.jsonl"), &text, &len, &err), AC_OK);
+    cr_assert(text && strstr(text, "\"kind\":\"LSE:scaled\""), "%s", text);
+    cr_assert(strstr(text, "hint: LSE x ln 2 matches the reference (max scaled "), "the diagnosis says why: %s", text);
+    free(text);
     free(o), free(lse);
     ac_tensor_set_free(&set);
     ac_inputs_free(&in);
@@ -169,7 +175,7 @@ static void overwrite(const char *name, ac_tfile_dtype t, int ndim, const int64_
         x.shape[i] = shape[i], x.n_elems *= (size_t)shape[i];
     x.data = calloc(x.n_elems, ac_tfile_dtype_size(t));
     for (size_t i = 0; t == AC_TF_F32 && i < x.n_elems; i++)
-        ((float *)x.data)[i] = i == (size_t)fill_nan_at ? NAN : 0.5f;
+        ((float *)x.data)[i] = fill_nan_at >= 0 && i == (size_t)fill_nan_at ? NAN : 0.5f; /* -1: none */
     ac_err err = {{0}};
     cr_assert_eq(ac_npy_write(path_of(name), &x, &err), AC_OK);
     free(x.data);
@@ -248,5 +254,28 @@ Test(harness_check, one_safetensors_file_holds_the_whole_case)
     cr_assert_eq(ac_cmd_check(2, argv), AC_OK);
     for (int i = 0; i < 9; i++)
         ac_tensor_free(&t[i]);
+    ac_inputs_free(&in);
+}
+
+/* ---- case directories from `attncheck gen` ---------------------------------------- */
+
+Test(harness_check, a_gen_directory_is_checked_with_the_problem_it_carries)
+{
+    const char *line = "v1 seed=11 b=2 hq=4 hkv=2 nq=9 nk=13 d=8 dtype=bf16 mask=window-br(3,1) seqlens-k=13,6 "
+                       "layout=bshd dist=normal(0,1) scale=0.3";
+    char *gen[] = {"gen", "--case", (char *)line, "--out", (char *)path_of("case"), NULL};
+    cr_assert_eq(ac_cmd_gen(5, gen), AC_OK);
+    ac_case c;
+    ac_inputs in;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_case_parse(line, &c, &err), AC_OK);
+    cr_assert_eq(ac_inputs_make(&c, &in, &err), AC_OK);
+    perfect_outputs(&in, NULL); /* reference on the dir without a single problem option */
+    cr_assert_eq(check(NULL, NULL, NULL, NULL), AC_OK, "the problem came from problem.json");
+    cr_assert_eq(check("--layout", "bhsd", NULL, NULL), AC_ERR_INPUT, "an option the file already gives is refused");
+    char *npz[] = {"reference", (char *)path_of("case"), "--out", (char *)path_of("ref.npz"), NULL};
+    cr_assert_eq(ac_cmd_reference(4, npz), AC_ERR_INPUT);
+    struct stat st;
+    cr_assert_neq(stat(path_of("ref.npz"), &st), 0, "nothing written under that name");
     ac_inputs_free(&in);
 }

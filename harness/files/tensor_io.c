@@ -1,4 +1,7 @@
-/* harness/files/tensor_io.c — tensors from and to NumPy .npy and .safetensors files.
+/* harness/files/tensor_io.c — tensors from and to NumPy .npy files, and what
+ * both readers share: the dtype table, bounded reads from a regular file or a
+ * buffer, the data region checked against the shape (safetensors.c: the
+ * .safetensors format).
  *
  * These files come from users (a PyTorch dump, a vendor's test vectors), so
  * every field is distrusted: header lengths are bounded before anything is
@@ -18,19 +21,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-#include <cjson/cJSON.h>
+#include <unistd.h>
 
 #include "harness/files/files.h"
 #include "harness/files/tensor_io.h"
+#include "harness/files/tensor_io_internal.h"
 
-#define MAX_DIM ((int64_t)1 << 40)
 
-static const struct {
-    const char *name, *npy, *st;
-    size_t size;
-} dtypes[AC_TF_COUNT] = {
+const tio_dtype tio_dtypes[AC_TF_COUNT] = {
     [AC_TF_F32] = {"f32", "<f4", "F32", 4},   [AC_TF_F16] = {"f16", "<f2", "F16", 2},
     [AC_TF_BF16] = {"bf16", NULL, "BF16", 2}, [AC_TF_F64] = {"f64", "<f8", "F64", 8},
     [AC_TF_U16] = {"u16", "<u2", "U16", 2},   [AC_TF_BOOL] = {"bool", "|b1", "BOOL", 1},
@@ -40,12 +38,12 @@ static const struct {
 
 const char *ac_tfile_dtype_name(ac_tfile_dtype t)
 {
-    return (unsigned)t < AC_TF_COUNT ? dtypes[t].name : "?";
+    return (unsigned)t < AC_TF_COUNT ? tio_dtypes[t].name : "?";
 }
 
 size_t ac_tfile_dtype_size(ac_tfile_dtype t)
 {
-    return (unsigned)t < AC_TF_COUNT ? dtypes[t].size : 0;
+    return (unsigned)t < AC_TF_COUNT ? tio_dtypes[t].size : 0;
 }
 
 void ac_tensor_free(ac_tensor *t)
@@ -66,50 +64,58 @@ void ac_tensor_shape_str(const ac_tensor *t, char *buf, size_t len)
 }
 
 /* n_elems from the shape, and the byte count; false on overflow. */
-static bool shape_bytes(ac_tensor *t, size_t *bytes)
+bool tio_shape_bytes(ac_tensor *t, size_t *bytes)
 {
     size_t n = 1;
     for (int i = 0; i < t->ndim; i++)
         if (__builtin_mul_overflow(n, (size_t)t->shape[i], &n))
             return false;
     t->n_elems = n;
-    return !__builtin_mul_overflow(n, dtypes[t->dtype].size, bytes);
+    return !__builtin_mul_overflow(n, tio_dtypes[t->dtype].size, bytes);
 }
 
-static void label(ac_tensor *t, const char *path, const char *name)
+void tio_label(ac_tensor *t, const char *path, const char *name)
 {
     snprintf(t->file, sizeof t->file, "%s", path);
     snprintf(t->name, sizeof t->name, "%s", name);
 }
 
-static int read_at(FILE *f, long long off, void *buf, size_t n)
+int tio_read_at(const tio_source *src, long long off, void *buf, size_t n)
 {
-    if (fseeko(f, (off_t)off, SEEK_SET) != 0)
+    if (off < 0 || off > src->size || n > (unsigned long long)(src->size - off))
         return -1;
-    return fread(buf, 1, n, f) == n ? 0 : -1;
+    if (src->mem) {
+        if (n)
+            memcpy(buf, src->mem + off, n);
+        return 0;
+    }
+    if (fseeko(src->f, (off_t)off, SEEK_SET) != 0)
+        return -1;
+    return fread(buf, 1, n, src->f) == n ? 0 : -1;
 }
 
-static int open_sized(const char *path, FILE **f, long long *size, ac_err *err)
+/* A regular file only: a FIFO, a device or a directory is refused (files.h). */
+int tio_open(const char *path, tio_source *src, ac_err *err)
 {
-    *f = fopen(path, "rb");
-    if (!*f)
-        return ac_fail(err, AC_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(*f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(*f);
-        return ac_fail(err, AC_ERR_INPUT, "%s: not a regular file", path);
+    memset(src, 0, sizeof *src);
+    int fd;
+    int st = ac_open_regular(path, &fd, &src->size, err);
+    if (st != AC_OK)
+        return st;
+    if (!(src->f = fdopen(fd, "rb"))) {
+        close(fd);
+        return ac_fail(err, AC_ERR_ENV, "%s: cannot open: %s", path, strerror(errno));
     }
-    *size = (long long)st.st_size;
     return AC_OK;
 }
 
 /* The data region [off, off + avail) must hold exactly what the shape says. */
-static int load_data(FILE *f, ac_tensor *t, long long off, long long avail, ac_err *err)
+int tio_load_data(const tio_source *f, ac_tensor *t, long long off, long long avail, ac_err *err)
 {
     char shp[256];
     ac_tensor_shape_str(t, shp, sizeof shp);
     size_t need = 0;
-    if (!shape_bytes(t, &need))
+    if (!tio_shape_bytes(t, &need))
         return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: shape %s overflows", t->file, t->name, shp);
     if ((unsigned long long)avail < need)
         return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s truncated: holds %lld bytes of data, shape %s %s needs %zu",
@@ -122,7 +128,7 @@ static int load_data(FILE *f, ac_tensor *t, long long off, long long avail, ac_e
     t->data = malloc(need ? need : 1);
     if (!t->data)
         return ac_fail(err, AC_ERR_ENV, "%s: tensor %s: out of memory for %zu bytes", t->file, t->name, need);
-    if (need && read_at(f, off, t->data, need) != 0)
+    if (need && tio_read_at(f, off, t->data, need) != 0)
         return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: read error", t->file, t->name);
     return AC_OK;
 }
@@ -179,12 +185,33 @@ static int npy_descr(const char *path, ac_tensor *t, cursor *c, ac_err *err)
     if (strchr(d, 'O'))
         return ac_fail(err, AC_ERR_INPUT, "%s: object dtype '%s' not supported (needs pickle)", path, d);
     for (int i = 0; i < AC_TF_COUNT; i++)
-        if (dtypes[i].npy && strcmp(d, dtypes[i].npy) == 0) {
+        if (tio_dtypes[i].npy && strcmp(d, tio_dtypes[i].npy) == 0) {
             t->dtype = (ac_tfile_dtype)i;
             return AC_OK;
         }
     return ac_fail(err, AC_ERR_INPUT, "%s: dtype '%s' not supported (use <f4, <f2, <u2 for bf16 bits, <f8, "
                    "|b1, |u1, <i4, <i8)", path, d);
+}
+
+/* One dimension: decimal digits within the header (it is not NUL-terminated,
+ * so no strtoll), at most MAX_DIM. */
+static int shape_entry(const char *path, cursor *c, long long *v, ac_err *err)
+{
+    skip_ws(c);
+    *v = 0;
+    const char *start = c->s;
+    for (; c->s < c->end && *c->s >= '0' && *c->s <= '9'; c->s++) {
+        *v = *v * 10 + (*c->s - '0');
+        if (*v > MAX_DIM)
+            return ac_fail(err, AC_ERR_INPUT, "%s: header: shape entry beyond %lld", path, (long long)MAX_DIM);
+    }
+    if (c->s == start && c->s < c->end && *c->s == '-')
+        return ac_fail(err, AC_ERR_INPUT, "%s: header: negative shape entry", path);
+    if (c->s == start)
+        return ac_fail(err, AC_ERR_INPUT, "%s: header: bad shape entry", path);
+    if (c->s < c->end && (*c->s == 'L' || *c->s == 'l')) /* Python 2's long suffix, as NumPy wrote it */
+        c->s++;
+    return AC_OK;
 }
 
 static int npy_shape(const char *path, ac_tensor *t, cursor *c, ac_err *err)
@@ -193,18 +220,13 @@ static int npy_shape(const char *path, ac_tensor *t, cursor *c, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "%s: header: 'shape' is not a tuple", path);
     t->ndim = 0;
     while (!take(c, ')')) {
-        skip_ws(c);
-        char *e;
-        errno = 0;
-        long long v = strtoll(c->s, &e, 10);
-        if (e == c->s || e > c->end || errno)
-            return ac_fail(err, AC_ERR_INPUT, "%s: header: bad shape entry", path);
-        if (v < 0 || v > MAX_DIM)
-            return ac_fail(err, AC_ERR_INPUT, "%s: header: shape entry %lld out of range", path, v);
+        long long v;
+        int st = shape_entry(path, c, &v, err);
+        if (st != AC_OK)
+            return st;
         if (t->ndim == AC_TENSOR_MAX_DIMS)
             return ac_fail(err, AC_ERR_INPUT, "%s: more than %d dimensions", path, AC_TENSOR_MAX_DIMS);
         t->shape[t->ndim++] = v;
-        c->s = e;
         if (!take(c, ',')) {
             if (!take(c, ')'))
                 return ac_fail(err, AC_ERR_INPUT, "%s: header: shape tuple not closed", path);
@@ -264,18 +286,18 @@ static int npy_dict(const char *path, const char *hdr, size_t len, ac_tensor *t,
 }
 
 /* Magic, version and header length: the data starts at *data_off. */
-static int npy_preamble(FILE *f, const char *path, long long size, size_t *hdr_len, long long *data_off,
+static int npy_preamble(const tio_source *f, const char *path, long long size, size_t *hdr_len, long long *data_off,
                         ac_err *err)
 {
     unsigned char pre[12];
-    if (size < 10 || read_at(f, 0, pre, 10) != 0 || memcmp(pre, "\x93NUMPY", 6) != 0)
+    if (size < 10 || tio_read_at(f, 0, pre, 10) != 0 || memcmp(pre, "\x93NUMPY", 6) != 0)
         return ac_fail(err, AC_ERR_INPUT, "%s: not a .npy file (no \\x93NUMPY magic)", path);
     int major = pre[6];
     if (major == 1) {
         *hdr_len = (size_t)pre[8] | (size_t)pre[9] << 8;
         *data_off = 10;
     } else if (major == 2 || major == 3) {
-        if (size < 12 || read_at(f, 8, pre + 8, 4) != 0)
+        if (size < 12 || tio_read_at(f, 8, pre + 8, 4) != 0)
             return ac_fail(err, AC_ERR_INPUT, "%s: truncated .npy preamble", path);
         *hdr_len = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
         *data_off = 12;
@@ -293,45 +315,58 @@ static int npy_preamble(FILE *f, const char *path, long long size, size_t *hdr_l
     return AC_OK;
 }
 
-int ac_npy_read(const char *path, const char *name, ac_tensor *t, ac_err *err)
+static int npy_from(const tio_source *f, const char *path, const char *name, ac_tensor *t, ac_err *err)
 {
     memset(t, 0, sizeof *t);
-    label(t, path, name);
-    FILE *f;
-    long long size = 0, data_off = 0;
+    tio_label(t, path, name);
+    long long size = f->size, data_off = 0;
     size_t hdr_len = 0;
-    int st = open_sized(path, &f, &size, err);
-    if (st != AC_OK)
-        return st;
-    st = npy_preamble(f, path, size, &hdr_len, &data_off, err);
+    int st = npy_preamble(f, path, size, &hdr_len, &data_off, err);
     char *hdr = st == AC_OK ? malloc(hdr_len + 1) : NULL;
     if (st == AC_OK && !hdr)
         st = ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
-    if (st == AC_OK && read_at(f, data_off - (long long)hdr_len, hdr, hdr_len) != 0)
+    if (st == AC_OK && tio_read_at(f, data_off - (long long)hdr_len, hdr, hdr_len) != 0)
         st = ac_fail(err, AC_ERR_INPUT, "%s: cannot read the header", path);
     if (st == AC_OK)
         st = npy_dict(path, hdr, hdr_len, t, err);
     if (st == AC_OK)
-        st = load_data(f, t, data_off, size - data_off, err);
+        st = tio_load_data(f, t, data_off, size - data_off, err);
     free(hdr);
-    fclose(f);
     if (st != AC_OK)
         ac_tensor_free(t);
     return st;
 }
 
+int ac_npy_read(const char *path, const char *name, ac_tensor *t, ac_err *err)
+{
+    memset(t, 0, sizeof *t);
+    tio_source src;
+    int st = tio_open(path, &src, err);
+    if (st != AC_OK)
+        return st;
+    st = npy_from(&src, path, name, t, err);
+    fclose(src.f);
+    return st;
+}
+
+int ac_npy_read_mem(const void *data, size_t len, const char *label_, const char *name, ac_tensor *t, ac_err *err)
+{
+    tio_source src = {.mem = data, .size = (long long)len};
+    return npy_from(&src, label_, name, t, err);
+}
+
 int ac_npy_write(const char *path, const ac_tensor *t, ac_err *err)
 {
-    if ((unsigned)t->dtype >= AC_TF_COUNT || !dtypes[t->dtype].npy)
+    if ((unsigned)t->dtype >= AC_TF_COUNT || !tio_dtypes[t->dtype].npy)
         return ac_fail(err, AC_ERR_INPUT, "%s: dtype %s has no .npy form (bf16: write its bits as u16)", path,
                        ac_tfile_dtype_name(t->dtype));
     char shp[256], dict[400];
     ac_tensor_shape_str(t, shp, sizeof shp);
     int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                     dtypes[t->dtype].npy, shp);
+                     tio_dtypes[t->dtype].npy, shp);
     /* pad with spaces so the data starts on a 64-byte boundary, newline last */
     size_t hdr_len = ((size_t)n + 1 + 10 + 63) / 64 * 64 - 10;
-    size_t bytes = t->n_elems * dtypes[t->dtype].size;
+    size_t bytes = t->n_elems * tio_dtypes[t->dtype].size;
     char *buf = malloc(10 + hdr_len + bytes);
     if (!buf)
         return ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
@@ -343,244 +378,6 @@ int ac_npy_write(const char *path, const ac_tensor *t, ac_err *err)
     if (bytes)
         memcpy(buf + 10 + hdr_len, t->data, bytes);
     int st = ac_write_atomic(path, buf, 10 + hdr_len + bytes, err);
-    free(buf);
-    return st;
-}
-
-/* ======================= .safetensors ===================================== */
-
-static int st_dtype(const char *path, const char *name, const cJSON *j, ac_tensor *t, ac_err *err)
-{
-    if (!cJSON_IsString(j))
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: no \"dtype\" string", path, name);
-    for (int i = 0; i < AC_TF_COUNT; i++)
-        if (!strcmp(j->valuestring, dtypes[i].st)) {
-            t->dtype = (ac_tfile_dtype)i;
-            return AC_OK;
-        }
-    return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: dtype %s not supported (F32, F16, BF16, F64, U16, BOOL, "
-                   "U8, I32, I64)", path, name, j->valuestring);
-}
-
-static int st_shape(const char *path, const char *name, const cJSON *j, ac_tensor *t, ac_err *err)
-{
-    if (!cJSON_IsArray(j))
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: no \"shape\" array", path, name);
-    if (cJSON_GetArraySize(j) > AC_TENSOR_MAX_DIMS)
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: more than %d dimensions", path, name,
-                       AC_TENSOR_MAX_DIMS);
-    const cJSON *e;
-    cJSON_ArrayForEach(e, j) {
-        double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (v < 0 || v > (double)MAX_DIM || v != (double)(int64_t)v)
-            return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: bad shape entry", path, name);
-        t->shape[t->ndim++] = (int64_t)v;
-    }
-    return AC_OK;
-}
-
-/* data_offsets [begin, end] within a buffer of buf_len bytes, end - begin = shape bytes. */
-static int st_offsets(const char *path, const char *name, const cJSON *j, long long buf_len, ac_tensor *t,
-                      long long range[2], ac_err *err)
-{
-    if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != 2 || !cJSON_IsNumber(cJSON_GetArrayItem(j, 0)) ||
-        !cJSON_IsNumber(cJSON_GetArrayItem(j, 1)))
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: \"data_offsets\" is not [begin, end]", path, name);
-    double b = cJSON_GetArrayItem(j, 0)->valuedouble, e = cJSON_GetArrayItem(j, 1)->valuedouble;
-    if (b < 0 || e < b || e > (double)buf_len)
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: data_offsets [%.0f, %.0f] out of range (data "
-                       "buffer holds %lld bytes)", path, name, b, e, buf_len);
-    range[0] = (long long)b, range[1] = (long long)e;
-    size_t need = 0;
-    char shp[256];
-    ac_tensor_shape_str(t, shp, sizeof shp);
-    if (!shape_bytes(t, &need) || (unsigned long long)(range[1] - range[0]) != need)
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: data_offsets span %lld bytes, shape %s %s needs %zu",
-                       path, name, range[1] - range[0], shp, ac_tfile_dtype_name(t->dtype), need);
-    return AC_OK;
-}
-
-static int st_header(FILE *f, const char *path, long long size, cJSON **root, long long *buf_off, ac_err *err)
-{
-    unsigned char n8[8];
-    if (size < 8 || read_at(f, 0, n8, 8) != 0)
-        return ac_fail(err, AC_ERR_INPUT, "%s: not a .safetensors file (shorter than 8 bytes)", path);
-    unsigned long long n = 0;
-    for (int i = 7; i >= 0; i--)
-        n = n << 8 | n8[i];
-    if (n > AC_SAFETENSORS_MAX_HEADER)
-        return ac_fail(err, AC_ERR_INPUT, "%s: header length %llu bytes is absurd (limit %zu): corrupt file",
-                       path, n, AC_SAFETENSORS_MAX_HEADER);
-    if ((long long)n > size - 8)
-        return ac_fail(err, AC_ERR_INPUT, "%s: header length %llu runs past the end of the file (%lld bytes)",
-                       path, n, size);
-    char *json = malloc(n + 1);
-    if (!json)
-        return ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
-    int st = read_at(f, 8, json, n) == 0 ? AC_OK : ac_fail(err, AC_ERR_INPUT, "%s: cannot read header", path);
-    if (st == AC_OK) {
-        *root = cJSON_ParseWithLength(json, n);
-        if (!*root || !cJSON_IsObject(*root))
-            st = ac_fail(err, AC_ERR_INPUT, "%s: header is not a JSON object", path);
-    }
-    free(json);
-    *buf_off = 8 + (long long)n;
-    return st;
-}
-
-static int st_tensor(FILE *f, const char *path, const cJSON *e, long long buf_off, long long buf_len,
-                     ac_tensor *t, long long range[2], ac_err *err)
-{
-    memset(t, 0, sizeof *t);
-    label(t, path, e->string);
-    if (!cJSON_IsObject(e))
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: entry is not an object", path, e->string);
-    int st = st_dtype(path, e->string, cJSON_GetObjectItemCaseSensitive(e, "dtype"), t, err);
-    if (st == AC_OK)
-        st = st_shape(path, e->string, cJSON_GetObjectItemCaseSensitive(e, "shape"), t, err);
-    if (st == AC_OK)
-        st = st_offsets(path, e->string, cJSON_GetObjectItemCaseSensitive(e, "data_offsets"), buf_len, t,
-                        range, err);
-    if (st == AC_OK)
-        st = load_data(f, t, buf_off + range[0], range[1] - range[0], err);
-    return st;
-}
-
-typedef struct {
-    long long b, e;
-    const char *name;
-} span;
-
-static int span_cmp(const void *a, const void *b)
-{
-    const span *x = a, *y = b;
-    return x->b < y->b ? -1 : x->b > y->b;
-}
-
-static int check_overlaps(const char *path, span *s, size_t n, ac_err *err)
-{
-    qsort(s, n, sizeof *s, span_cmp);
-    for (size_t i = 1; i < n; i++)
-        if (s[i].b < s[i - 1].e)
-            return ac_fail(err, AC_ERR_INPUT, "%s: tensors %s [%lld, %lld) and %s [%lld, %lld) overlap", path,
-                           s[i - 1].name, s[i - 1].b, s[i - 1].e, s[i].name, s[i].b, s[i].e);
-    return AC_OK;
-}
-
-static int st_all(FILE *f, const char *path, const cJSON *root, long long buf_off, long long size,
-                  ac_tensor_set *set, ac_err *err)
-{
-    size_t cap = (size_t)cJSON_GetArraySize(root);
-    set->t = calloc(cap ? cap : 1, sizeof *set->t);
-    span *spans = calloc(cap ? cap : 1, sizeof *spans);
-    int st = set->t && spans ? AC_OK : ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
-    const cJSON *e;
-    cJSON_ArrayForEach(e, root) {
-        if (st != AC_OK)
-            break;
-        if (!strcmp(e->string, "__metadata__"))
-            continue;
-        long long range[2] = {0, 0};
-        if (ac_tensor_set_find(set, e->string)) {
-            st = ac_fail(err, AC_ERR_INPUT, "%s: tensor %s appears twice in the header", path, e->string);
-            break;
-        }
-        st = st_tensor(f, path, e, buf_off, size - buf_off, &set->t[set->n], range, err);
-        spans[set->n] = (span){range[0], range[1], set->t[set->n].name};
-        set->n++;
-    }
-    if (st == AC_OK)
-        st = check_overlaps(path, spans, set->n, err);
-    free(spans);
-    return st;
-}
-
-int ac_safetensors_read(const char *path, ac_tensor_set *set, ac_err *err)
-{
-    memset(set, 0, sizeof *set);
-    FILE *f;
-    long long size, buf_off = 0;
-    int st = open_sized(path, &f, &size, err);
-    if (st != AC_OK)
-        return st;
-    cJSON *root = NULL;
-    st = st_header(f, path, size, &root, &buf_off, err);
-    if (st == AC_OK)
-        st = st_all(f, path, root, buf_off, size, set, err);
-    cJSON_Delete(root);
-    fclose(f);
-    if (st != AC_OK)
-        ac_tensor_set_free(set);
-    return st;
-}
-
-const ac_tensor *ac_tensor_set_find(const ac_tensor_set *set, const char *name)
-{
-    for (size_t i = 0; i < set->n; i++)
-        if (!strcmp(set->t[i].name, name))
-            return &set->t[i];
-    return NULL;
-}
-
-void ac_tensor_set_free(ac_tensor_set *set)
-{
-    for (size_t i = 0; set->t && i < set->n; i++)
-        ac_tensor_free(&set->t[i]);
-    free(set->t);
-    memset(set, 0, sizeof *set);
-}
-
-static char *st_header_json(const ac_tensor *const *ts, size_t n, size_t *len)
-{
-    cJSON *root = cJSON_CreateObject();
-    size_t off = 0;
-    for (size_t i = 0; root && i < n; i++) {
-        const ac_tensor *t = ts[i];
-        size_t bytes = t->n_elems * dtypes[t->dtype].size;
-        cJSON *e = cJSON_AddObjectToObject(root, t->name);
-        cJSON *shape = e ? cJSON_AddArrayToObject(e, "shape") : NULL;
-        cJSON *offs = e ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
-        if (!shape || !offs || !cJSON_AddStringToObject(e, "dtype", dtypes[t->dtype].st))
-            break;
-        for (int d = 0; d < t->ndim; d++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + bytes)));
-        off += bytes;
-    }
-    char *json = root ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    *len = json ? strlen(json) : 0;
-    return json;
-}
-
-int ac_safetensors_write(const char *path, const ac_tensor *const *ts, size_t n, ac_err *err)
-{
-    size_t json_len, bytes = 0;
-    char *json = st_header_json(ts, n, &json_len);
-    if (!json)
-        return ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
-    size_t hdr_len = (json_len + 7) / 8 * 8; /* the format pads with spaces to 8 bytes */
-    for (size_t i = 0; i < n; i++)
-        bytes += ts[i]->n_elems * dtypes[ts[i]->dtype].size;
-    char *buf = malloc(8 + hdr_len + bytes);
-    if (!buf) {
-        free(json);
-        return ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
-    }
-    for (int i = 0; i < 8; i++)
-        buf[i] = (char)(((unsigned long long)hdr_len >> (8 * i)) & 0xff);
-    memset(buf + 8, ' ', hdr_len);
-    memcpy(buf + 8, json, json_len);
-    free(json);
-    size_t off = 8 + hdr_len;
-    for (size_t i = 0; i < n; i++) {
-        size_t b = ts[i]->n_elems * dtypes[ts[i]->dtype].size;
-        if (b)
-            memcpy(buf + off, ts[i]->data, b);
-        off += b;
-    }
-    int st = ac_write_atomic(path, buf, off, err);
     free(buf);
     return st;
 }

@@ -40,16 +40,22 @@ void ac_tensor_free(ac_tensor *t);
 /* "(1, 2, 3, 4)" into buf. */
 void ac_tensor_shape_str(const ac_tensor *t, char *buf, size_t len);
 
-/* Reads path as .npy; name labels the tensor in messages and t->name. */
+/* Reads path as .npy; name labels the tensor in messages and t->name.  path
+ * must be a regular file (a FIFO or device is refused without blocking). */
 int ac_npy_read(const char *path, const char *name, ac_tensor *t, ac_err *err);
+/* The same from the len bytes at data (the fuzz targets'); label stands for the file in messages. */
+int ac_npy_read_mem(const void *data, size_t len, const char *label, const char *name, ac_tensor *t, ac_err *err);
 int ac_npy_write(const char *path, const ac_tensor *t, ac_err *err);
 
 typedef struct {
     ac_tensor *t;
     size_t n;
 } ac_tensor_set;
-/* Reads every tensor of a .safetensors file (the "__metadata__" entry is skipped). */
+/* Reads every tensor of a .safetensors file (the "__metadata__" entry is skipped).
+ * The header must be one JSON object padded with blanks only, and the tensors
+ * must tile the data buffer exactly (no overlap, no hole, no trailing bytes). */
 int ac_safetensors_read(const char *path, ac_tensor_set *set, ac_err *err);
+int ac_safetensors_read_mem(const void *data, size_t len, const char *label, ac_tensor_set *set, ac_err *err);
 const ac_tensor *ac_tensor_set_find(const ac_tensor_set *set, const char *name);
 void ac_tensor_set_free(ac_tensor_set *set);
 int ac_safetensors_write(const char *path, const ac_tensor *const *tensors, size_t n, ac_err *err);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "harness/files/test_files_support.h"
@@ -134,7 +135,7 @@ Test(harness_tensor_io, npy_fortran_big_endian_object_and_unknown_dtypes_are_ref
                    err, "structured dtype");
     assert_refused(read_bad_npy("{'descr': '<f4', 'shape': (2,), }", 8, &err), err, "lacks 'fortran_order'");
     assert_refused(read_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 8, &err), err,
-                   "shape entry -3 out of range");
+                   "negative shape entry");
     assert_refused(read_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, "
                                 "1099511627776), }", 8, &err), err, "overflows");
 }
@@ -251,5 +252,74 @@ Test(harness_tensor_io, safetensors_metadata_is_skipped)
     cr_assert_eq(ac_safetensors_read(path_of("m.safetensors"), &set, &err), AC_OK, "%s", err.msg);
     cr_assert_eq(set.n, 1);
     cr_assert(((float *)set.t[0].data)[1] == 7.0f);
+    ac_tensor_set_free(&set);
+}
+
+/* ---- hostile files (issue 13) ---- */
+
+/* The .npy header is not NUL-terminated: a shape tuple that runs to the last
+ * byte of the header must be refused without reading past it.  The buffer is
+ * exactly the file's size, so ASan (ci/sanitize.sh) sees any over-read. */
+Test(harness_tensor_io, npy_shape_at_the_end_of_the_header_is_refused_within_the_buffer)
+{
+    const char *dicts[] = {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 5, 4",
+                           "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 5, 4,",
+                           "{'descr': '<f4', 'fortran_order': False, 'shape': (2"};
+    const char *want[] = {"shape tuple not closed", "bad shape entry", "shape tuple not closed"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(dicts[k]);
+        unsigned char *file = malloc(10 + n);
+        memcpy(file, "\x93NUMPY\x01\x00", 8);
+        file[8] = (unsigned char)n, file[9] = 0;
+        memcpy(file + 10, dicts[k], n); /* the header ends with the digits: no newline, no NUL */
+        ac_tensor t;
+        ac_err err = {{0}};
+        assert_refused(ac_npy_read_mem(file, 10 + n, "mem.npy", "q", &t, &err), err, want[k]);
+        cr_assert_null(t.data);
+        write_bytes(path_of("open.npy"), file, 10 + n, NULL, 0); /* the same bytes as a file */
+        assert_refused(ac_npy_read(path_of("open.npy"), "q", &t, &err), err, want[k]);
+        free(file);
+    }
+}
+
+/* A FIFO must be refused at once, not block until a writer appears (the test
+ * would hang); /dev/zero must be refused, not read forever. */
+Test(harness_tensor_io, fifo_and_device_paths_are_refused_without_reading, .timeout = 10)
+{
+    cr_assert_eq(mkfifo(path_of("q.npy"), 0600), 0);
+    ac_tensor t;
+    ac_tensor_set set;
+    ac_err err = {{0}};
+    assert_refused(ac_npy_read(path_of("q.npy"), "q", &t, &err), err, "is a FIFO, not a regular file");
+    assert_refused(ac_safetensors_read(path_of("q.npy"), &set, &err), err, "is a FIFO");
+    assert_refused(ac_npy_read("/dev/zero", "q", &t, &err), err, "/dev/zero: is a character device");
+    assert_refused(ac_safetensors_read("/dev/zero", &set, &err), err, "character device");
+    assert_refused(ac_npy_read(dir, "q", &t, &err), err, "is a directory");
+}
+
+Test(harness_tensor_io, safetensors_trailing_bytes_holes_and_junk_after_the_header_are_refused)
+{
+    const char *q2 = "{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    ac_err err = {{0}};
+    assert_refused(read_bad_st(q2, 12, &err), err, "4 trailing bytes after the last tensor");
+    assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, &err),
+                   err, "bytes [0, 4) of the data buffer belong to no tensor");
+    assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                               "\"k\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, &err),
+                   err, "bytes [4, 8) of the data buffer belong to no tensor");
+    assert_refused(read_bad_st("{}", 3, &err), err, "3 trailing bytes");
+    char junk[160];
+    snprintf(junk, sizeof junk, "%s  {\"k\":1}", q2); /* a second JSON value after the object */
+    assert_refused(read_bad_st(junk, 8, &err), err, "not a JSON object");
+    snprintf(junk, sizeof junk, "%s   x", q2);
+    assert_refused(read_bad_st(junk, 8, &err), err, "not a JSON object");
+    assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8.5]}}", 9, &err),
+                   err, "are not integers");
+    /* the padding the format allows: blanks after the object */
+    snprintf(junk, sizeof junk, "%s    ", q2);
+    ac_tensor_set set;
+    write_st(path_of("pad.safetensors"), junk, "abcdefgh", 8);
+    cr_assert_eq(ac_safetensors_read(path_of("pad.safetensors"), &set, &err), AC_OK, "%s", err.msg);
+    cr_assert(set.n == 1 && !memcmp(set.t[0].data, "abcdefgh", 8));
     ac_tensor_set_free(&set);
 }

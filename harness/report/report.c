@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/files/files.h"
 #include "harness/report/report.h"
 #include "harness/report/report_internal.h"
 
@@ -44,6 +45,15 @@ int ac_report_want(ac_report *r, const char *flag, const char *path, ac_err *err
         return ac_fail(err, AC_ERR_INPUT, "no report format %s", flag);
     if (r->state[i])
         return ac_fail(err, AC_ERR_INPUT, "%s given twice", flag);
+    /* checked now, before any case runs: an unwritable path is exit 2 at once, not after the campaign */
+    int st = ac_check_writable(path, flag, err);
+    if (st != AC_OK)
+        return st;
+    char mine[AC_PATH_LEN], other[AC_PATH_LEN];
+    for (int j = 0; j < N_FORMATS; j++)
+        if (r->path[j] && ac_write_target(path, mine, sizeof mine, NULL) == AC_OK &&
+            ac_write_target(r->path[j], other, sizeof other, NULL) == AC_OK && strcmp(mine, other) == 0)
+            return ac_fail(err, AC_ERR_INPUT, "%s and %s name the same file %s", formats[j]->flag, flag, path);
     r->path[i] = strdup(path);
     r->state[i] = r->path[i] ? formats[i]->open() : NULL;
     if (!r->state[i]) {
@@ -59,6 +69,43 @@ void ac_report_add(ac_report *r, const char *kernel, const ac_result *res, const
     for (int i = 0; r && i < N_FORMATS; i++)
         if (r->state[i])
             formats[i]->write(r->state[i], kernel, res, minimal_line);
+}
+
+void ac_report_add_raw(ac_report *r, const char *kernel, const ac_result *res, const char *minimal_line,
+                       const char *raw_json)
+{
+    for (int i = 0; r && i < N_FORMATS; i++) {
+        if (!r->state[i])
+            continue;
+        if (formats[i]->write_raw)
+            formats[i]->write_raw(r->state[i], raw_json);
+        else
+            formats[i]->write(r->state[i], kernel, res, minimal_line);
+    }
+}
+
+void ac_report_add_check(ac_report *r, const ac_report_check *c)
+{
+    for (int i = 0; r && i < N_FORMATS; i++)
+        if (r->state[i] && formats[i]->write_check)
+            formats[i]->write_check(r->state[i], c);
+}
+
+void ac_report_record(ac_report *r, const char *type, const ac_report_field *fields, size_t n)
+{
+    for (int i = 0; r && i < N_FORMATS; i++)
+        if (r->state[i] && formats[i]->record)
+            formats[i]->record(r->state[i], type, fields, n);
+}
+
+void ac_report_discard(ac_report *r)
+{
+    for (int i = 0; r && i < N_FORMATS; i++) {
+        if (r->state[i])
+            formats[i]->close(r->state[i], NULL, NULL); /* NULL path: free, write nothing */
+        free(r->path[i]);
+    }
+    free(r);
 }
 
 int ac_report_close(ac_report *r, ac_err *err)
@@ -104,4 +151,44 @@ void *report_kernel_slot(void *records, size_t size, int *n, const char *kernel)
     memset(slot, 0, size);
     snprintf(slot, AC_KERNEL_NAME_LEN, "%s", kernel);
     return slot;
+}
+
+size_t report_utf8_char(const unsigned char *s, uint32_t *cp)
+{
+    unsigned char c = s[0];
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0)
+        return 0;
+    uint32_t v = n == 1 ? c : c & (0x7Fu >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) /* also stops at the NUL of a cut sequence */
+            return 0;
+        v = v << 6 | (s[i] & 0x3Fu);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000}; /* shorter forms are overlong */
+    if (v < least[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return 0;
+    *cp = v;
+    return n;
+}
+
+char *report_utf8_clean(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t len = strlen(s);
+    char *out = malloc(4 * len + 1), *o = out;
+    for (size_t i = 0; out && i < len;) {
+        uint32_t cp;
+        size_t n = report_utf8_char(u + i, &cp);
+        if (n == 0) {
+            o += sprintf(o, "\\x%02X", u[i]);
+            i++;
+            continue;
+        }
+        memcpy(o, u + i, n);
+        o += n, i += n;
+    }
+    if (out)
+        *o = '\0';
+    return out;
 }

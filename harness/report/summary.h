@@ -10,7 +10,11 @@
 /* Per dtype x output aggregates over a campaign (or a replay). */
 typedef struct {
     long cases;                       /* cases in which this output was compared */
+    long measured;                    /* ...with elements in the magnitudes (not all special) */
     double max_ulp, max_scaled, vs_naive_max, vs_naive_mean;
+    double budget_scaled;             /* the budget of the case with the largest max_scaled (f32: grown) */
+    double vs_naive_mean_gated;       /* max vs_naive_mean over the cases where the gate applied it; -1: none */
+    double budget_vs_naive_mean;      /* 0: off */
     long specials;                    /* NaN/Inf/zero/unwritten elements, all classes */
     long special[AC_SPECIAL_COUNT];   /* the same, per class */
     long failures;                    /* failures whose kind names this output */
@@ -29,7 +33,10 @@ typedef struct {
 
 /* Adds one result (a pass, a failure or an error; not an unsupported case) to s. */
 void ac_summary_add(ac_summary *s, const ac_result *r);
-/* "K: N cases, P passed, ..." and one row per dtype x output that has cases. */
+/* "K: N cases, P passed, ..." and one row per dtype x output that has cases:
+ * the gated columns first, each with its budget, marked '*' and explained
+ * under the table; then max-ulp and naive-max, which are not gated.  An output
+ * whose elements were all special prints "-" for its magnitudes. */
 void ac_summary_print(FILE *f, const char *kernel, const ac_summary *s);
 
 #endif

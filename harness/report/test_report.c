@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness/harness.h"
@@ -55,6 +56,7 @@ static ac_result failing_result(void)
     ac_metrics *o = &r.m[AC_OUT_O];
     o->present = true;
     o->n_compared = 256;
+    o->n_measured = 253; /* the 3 wrong zeros are measured too; every element entered the magnitudes */
     o->max_ulp = 1200;
     o->max_scaled = 523.5;
     o->at_max_scaled = (ac_where){0, 1, 3, 7};
@@ -63,6 +65,7 @@ static ac_result failing_result(void)
     o->n_wrong_zero = 3;
     ac_metrics *l = &r.m[AC_OUT_LSE];
     l->present = true;
+    l->n_measured = 8;
     l->max_scaled = 0.5;
     l->at_max_scaled = (ac_where){0, 0, 2, -1};
     r.cert.rows_checked = 2;
@@ -79,6 +82,7 @@ static ac_result passing_result(double seconds)
     r.dtype = AC_F16;
     r.seconds = seconds;
     r.m[AC_OUT_O].present = true;
+    r.m[AC_OUT_O].n_measured = 64;
     r.m[AC_OUT_O].max_scaled = 0.75;
     r.m[AC_OUT_O].max_ulp = 2;
     return r;
@@ -176,6 +180,46 @@ Test(harness_report, junit_has_a_suite_per_kernel_and_escaped_names)
     free(x);
 }
 
+/* A proof in JUnit: the base and its mutants; a caught mutant is a pass, an uncaught one the failure. */
+static char *proof_junit(bool base_clean)
+{
+    make_dir();
+    ac_report *rep;
+    ac_err err;
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--junit", path_in("p.xml"), &err), AC_OK);
+    ac_result f = failing_result(), p = passing_result(0.5);
+    ac_report_add(rep, "fam-base", &p, NULL);
+    ac_report_add(rep, "fam-base", base_clean ? &p : &f, base_clean ? NULL : "MIN0");
+    ac_report_add(rep, "fam-mutant-caught", &p, NULL);
+    ac_report_add(rep, "fam-mutant-caught", &f, "MIN1");
+    for (int i = 0; i < 3; i++)
+        ac_report_add(rep, "fam-mutant-missed", &p, NULL);
+    ac_report_add(rep, "other-kernel", &p, NULL); /* not of the family: an ordinary suite */
+    cr_assert_eq(ac_report_close(rep, &err), AC_OK);
+    return slurp(path_in("p.xml"), NULL);
+}
+
+Test(harness_report, junit_of_a_proof_passes_caught_mutants_and_fails_the_missed_one)
+{
+    char *x = proof_junit(true);
+    cr_assert_not_null(strstr(x, "<testsuite name=\"prove fam-base\" tests=\"3\" failures=\"1\" errors=\"0\""),
+                       "%s", x);
+    cr_assert_not_null(strstr(x, "name=\"base fam-base is clean (2 cases)\"/>"), "%s", x);
+    cr_assert_not_null(strstr(x, "name=\"mutant fam-mutant-caught is caught\">\n      <system-out>caught after 2 "
+                                 "cases: [O:scaled] minimal: MIN1</system-out>"), "%s", x);
+    cr_assert_not_null(strstr(x, "name=\"mutant fam-mutant-missed is caught\">\n      <failure message=\"not "
+                                 "caught in 3 cases\""), "%s", x);
+    cr_assert_null(strstr(x, "<testsuite name=\"fam-mutant"), "mutants appear only in the proof: %s", x);
+    cr_assert_not_null(strstr(x, "<testsuite name=\"other-kernel\" tests=\"1\" failures=\"0\""), "%s", x);
+    free(x);
+    x = proof_junit(false);
+    cr_assert_not_null(strstr(x, "tests=\"3\" failures=\"2\""), "%s", x);
+    cr_assert_not_null(strstr(x, "name=\"base fam-base is clean (2 cases)\">\n      <failure message=\"the correct "
+                                 "kernel failed: O max scaled error 523.5"), "%s", x);
+    free(x);
+}
+
 Test(harness_report, markdown_has_worst_errors_and_both_lines)
 {
     make_dir();
@@ -224,4 +268,61 @@ Test(harness_report, every_format_of_the_table_writes_its_file)
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
     cr_assert_eq(ac_report_want(rep, "--no-such-format", path_in("x"), &err), AC_ERR_INPUT);
     cr_assert_eq(ac_report_close(rep, &err), AC_OK, "nothing asked for, nothing written");
+}
+
+/* ---- hostile text (issue 13) ---------------------------------------------------- */
+
+/* A plugin writes any bytes into its message: the JSON, JUnit and Markdown
+ * reports stay valid UTF-8, the JSON parses and the XML is well-formed
+ * (Python's strict readers judge), bad bytes show as \xHH, good ones stay. */
+Test(harness_report, any_bytes_from_a_plugin_give_well_formed_reports)
+{
+    make_dir();
+    ac_report *rep;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    const char *flags[3] = {"--json", "--junit", "--markdown"}, *names[3] = {"r.json", "r.xml", "r.md"};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(ac_report_want(rep, flags[i], path_in(names[i]), &err), AC_OK, "%s", err.msg);
+    ac_result f = failing_result();
+    /* stray and cut bytes, an overlong '/', a surrogate, past U+10FFFF, controls, U+FFFE; then
+     * valid two-, three- and four-byte characters */
+    snprintf(f.why, sizeof f.why, "bad \xff\xfe|\xc3|\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\x01\x1b|\xef\xbf\xbe|"
+             "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 <&>\"\t\r\n end");
+    snprintf(f.kind, sizeof f.kind, "O:\x80");
+    ac_report_add(rep, "plug\xffin", &f, "v1 \xfe");
+    cr_assert_eq(ac_report_close(rep, &err), AC_OK, "%s", err.msg);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && python3 -c 'import json, xml.dom.minidom as m\n"
+             "row = json.loads(open(\"r.json\", encoding=\"utf-8\").read())\n"
+             "want = \"bad \\\\xFF\\\\xFE|\\\\xC3|\\\\xC0\\\\xAF|\\\\xED\\\\xA0\\\\x80|\\\\xF4\\\\x90\\\\x80\\\\x80|\"\n"
+             "assert row[\"why\"].startswith(want), row[\"why\"]\n"
+             "assert \"ok \\u00e9 \\u20ac \\U0001F600 <&>\" in row[\"why\"], row[\"why\"]\n"
+             "assert row[\"kernel\"] == \"plug\\\\xFFin\" and row[\"minimal\"] == \"v1 \\\\xFE\", row\n"
+             "doc = m.parse(\"r.xml\")\n"
+             "msg = doc.getElementsByTagName(\"failure\")[0].getAttribute(\"message\")\n"
+             "assert \"\\\\x01\\\\x1B|\\\\xEF\\\\xBF\\\\xBE|ok \\u00e9\" in msg, msg\n"
+             "open(\"r.md\", encoding=\"utf-8\").read()'",
+             dir);
+    cr_assert_eq(system(cmd), 0, "a report is not well-formed or lost text (see above)");
+}
+
+/* A report whose folder vanished during the run: exit status 2 (a path the
+ * user gave), as for every unwritable report path. */
+Test(harness_report, a_report_that_cannot_be_written_at_close_is_an_input_error)
+{
+    make_dir();
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    ac_report *rep;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--json", path_in("sub/r.json"), &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(rmdir(sub), 0);
+    ac_result p = passing_result(0.1);
+    ac_report_add(rep, "k", &p, NULL);
+    cr_assert_eq(ac_report_close(rep, &err), AC_ERR_INPUT, "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, "sub/r.json"), "%s", err.msg);
 }

@@ -31,9 +31,21 @@ typedef struct {
  * (double)(float)(1/sqrt(d)) for scale=auto; dense mask (1, 1, Nq, Nk) with the
  * maskrows fraction of rows fully masked) and draws Q, K, V, dO from the case
  * seed: the same case gives byte-identical tensors, in either layout the same
- * logical values.  in is zeroed first, so ac_inputs_free is safe after a failure. */
+ * logical values; varlen padding is NaN (ac_inputs_nan_padding).  in is
+ * zeroed first, so ac_inputs_free is safe after a failure. */
+/* Whether the case's dense mask, one byte a pair, fits the inputs' budget (a
+ * quarter of the default memory budget): the generator's size cap asks too,
+ * so a long-context draw never becomes a case that cannot be made. */
+bool ac_inputs_mask_fits(const ac_case *c);
 int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err);
 void ac_inputs_free(ac_inputs *in);
+/* Varlen padding: rows i >= nq_b of Q and dO, keys j >= nk_b of K and V
+ * become NaN (bits and widenings), so a kernel that lets padding reach a sum
+ * produces NaN and fails unexpected-nan (xformers' nanify_oob_seqlen).  The
+ * contract leaves padding unspecified; attncheck makes it NaN.  Done by
+ * ac_inputs_make; check --kernel calls it on the files' inputs.  Tensors not
+ * present (NULL) are skipped. */
+void ac_inputs_nan_padding(ac_inputs *in);
 /* The dtype the kernel writes O, dQ, dK, dV in. */
 ac_dtype ac_inputs_out_dtype(const ac_inputs *in);
 /* huge/tiny: 0 = "scores" (Q, K), 1 = "values" (V); a function of the case seed. */

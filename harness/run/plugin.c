@@ -7,14 +7,19 @@
  * version keeps in place), then name, entry points and capabilities.  A
  * descriptor that passes is wrapped in an ac_kernel that translates
  * ac_problem into the ABI's own struct and registered like a built-in kernel.
- * Plugins are never unloaded: the registry keeps pointers into them. */
+ * Plugins are never unloaded: the registry keeps pointers into them.  The
+ * paths loaded are kept in order: the kernel worker (worker.h) loads the same.
+ * After each call: a write past errbuf_len (its guard zone) or a device fault
+ * the kernel caused is AC_KERNEL_FAULT; a nonzero return is the environment. */
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/files/files.h"
+#include "harness/run/arena.h"
 #include "harness/run/plugin.h"
 #include "kernels/attncheck_plugin.h"
 
@@ -52,6 +57,22 @@ _Static_assert(ATTNCHECK_MAX_DV_PAIRS == AC_MAX_DV_PAIRS, "d_v pairs");
 #define ABI_V2_VARIANTS \
     (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_DV | ATTNCHECK_VARIANT_ALIBI | \
      ATTNCHECK_VARIANT_BIAS | ATTNCHECK_VARIANT_SINK_TOKENS | ATTNCHECK_VARIANT_DROPOUT)
+
+/* The errbuf a plugin writes into: PLUGIN_ERRBUF bytes (its errbuf_len) with a
+ * guard zone of canaries after it, so a plugin that writes past errbuf_len
+ * is named (out-of-bounds-write) instead of smashing attncheck's stack; its
+ * message is read bounded by errbuf_len whether or not it ends in a NUL.
+ * One per thread: entry points are called from one thread at a time. */
+typedef struct {
+    char text[PLUGIN_ERRBUF];
+    uint8_t guard[AC_GUARD_BYTES];
+} guarded_errbuf;
+static _Thread_local guarded_errbuf errbuf;
+
+/* The libraries loaded, in order (the kernel worker loads the same ones). */
+#define MAX_PLUGINS 64
+static const char *loaded_paths[MAX_PLUGINS];
+static size_t n_loaded;
 
 typedef struct {
     ac_kernel k;          /* k.ctx points back here */
@@ -107,18 +128,33 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
     };
 }
 
-/* A nonzero return or (for a CUDA plugin) a device fault: the environment, naming the plugin. */
-static int after_call(const plugin_ctx *c, const char *entry, int rc, char *buf, ac_err *err)
+static char *errbuf_arm(void)
 {
-    buf[PLUGIN_ERRBUF - 1] = 0;
+    memset(errbuf.text, 0, sizeof errbuf.text);
+    ac_canary_fill(errbuf.guard, sizeof errbuf.guard);
+    return errbuf.text;
+}
+
+/* After a call: a write past errbuf_len (a kernel fault); a nonzero return (the
+ * environment: "could not run", naming the plugin); for a CUDA plugin a device
+ * fault it caused (a kernel fault) or another device error (the environment). */
+static int after_call(const plugin_ctx *c, const char *entry, int rc, ac_err *err)
+{
+    size_t first, last;
+    if (ac_canary_damage(errbuf.guard, sizeof errbuf.guard, &first, &last))
+        return ac_fail(err, AC_KERNEL_FAULT, "out-of-bounds-write: %s wrote past the end of errbuf: bytes end+%zu "
+                       "to end+%zu (errbuf_len is %d)", entry, first, last, PLUGIN_ERRBUF);
+    errbuf.text[PLUGIN_ERRBUF - 1] = 0;
     if (rc != 0)
         return ac_fail(err, AC_ERR_ENV, "plugin %s (%s): %s returned %d: %s", c->name, c->path, entry, rc,
-                       buf[0] ? buf : "(no message)");
+                       errbuf.text[0] ? errbuf.text : "(no message)");
     if (c->desc.memory == ATTNCHECK_MEM_CUDA) {
         ac_err why = {{0}};
-        if (ac_dev_sync(&why) != AC_OK)
-            return ac_fail(err, AC_ERR_ENV, "plugin %s (%s): device fault in %s: %s", c->name, c->path, entry,
-                           why.msg);
+        int st = ac_dev_sync_kernel(&why);
+        if (st == AC_KERNEL_FAULT) /* the runner names the kernel and its file */
+            return ac_fail(err, st, "%s, in %s", why.msg, entry);
+        if (st != AC_OK)
+            return ac_fail(err, st, "plugin %s (%s): after %s: %s", c->name, c->path, entry, why.msg);
     }
     return AC_OK;
 }
@@ -127,38 +163,38 @@ static int plugin_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t
                           ac_err *err)
 {
     const plugin_ctx *c = self->ctx;
-    char buf[PLUGIN_ERRBUF] = "";
+    char *buf = errbuf_arm();
     int rc;
     if (c->desc.abi_version >= 2) {
         attncheck_problem2 ap = to_abi2(p);
         attncheck_fwd_args fa = {.struct_size = sizeof fa, .dtype = (int32_t)t, .q = a->q, .k = a->k, .v = a->v,
                                  .o = a->o, .lse = a->lse, .dropout_mask = a->dropout_mask};
-        rc = c->desc.forward2(c->desc.user, &ap, &fa, buf, sizeof buf);
+        rc = c->desc.forward2(c->desc.user, &ap, &fa, buf, PLUGIN_ERRBUF);
     } else {
         attncheck_problem ap = to_abi(p);
-        rc = c->desc.forward(c->desc.user, &ap, (int32_t)t, a->q, a->k, a->v, a->o, a->lse, buf, sizeof buf);
+        rc = c->desc.forward(c->desc.user, &ap, (int32_t)t, a->q, a->k, a->v, a->o, a->lse, buf, PLUGIN_ERRBUF);
     }
-    return after_call(c, "forward", rc, buf, err);
+    return after_call(c, "forward", rc, err);
 }
 
 static int plugin_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a,
                            ac_err *err)
 {
     const plugin_ctx *c = self->ctx;
-    char buf[PLUGIN_ERRBUF] = "";
+    char *buf = errbuf_arm();
     int rc;
     if (c->desc.abi_version >= 2) {
         attncheck_problem2 ap = to_abi2(p);
         attncheck_bwd_args ba = {.struct_size = sizeof ba, .dtype = (int32_t)t, .q = a->q, .k = a->k, .v = a->v,
                                  .o = a->o, .d_o = a->d_o, .lse = a->lse, .dq = a->dq, .dk = a->dk, .dv = a->dv,
                                  .dsink = a->dsink, .dbias = a->dbias};
-        rc = c->desc.backward2(c->desc.user, &ap, &ba, buf, sizeof buf);
+        rc = c->desc.backward2(c->desc.user, &ap, &ba, buf, PLUGIN_ERRBUF);
     } else {
         attncheck_problem ap = to_abi(p);
         rc = c->desc.backward(c->desc.user, &ap, (int32_t)t, a->q, a->k, a->v, a->o, a->lse, a->d_o, a->dq, a->dk,
-                              a->dv, buf, sizeof buf);
+                              a->dv, buf, PLUGIN_ERRBUF);
     }
-    return after_call(c, "backward", rc, buf, err);
+    return after_call(c, "backward", rc, err);
 }
 
 static int plugin_available(const ac_kernel *self, ac_err *err)
@@ -317,8 +353,16 @@ int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
     char full[AC_PATH_LEN];
     if (snprintf(full, sizeof full, "%s%s", strchr(path, '/') ? "" : "./", path) >= (int)sizeof full)
         return ac_fail(err, AC_ERR_INPUT, "plugin path too long: %s", path);
+    /* dlopen of a FIFO blocks forever and of a device reads it: only regular files are libraries */
+    int fd;
+    long long size;
+    ac_err not_a_file = {{0}};
+    int st = ac_open_regular(full, &fd, &size, &not_a_file);
+    if (st != AC_OK)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: cannot load: %s", full, not_a_file.msg);
+    close(fd);
     attncheck_plugin d;
-    int st = describe(full, &d, err);
+    st = describe(full, &d, err);
     if (st != AC_OK)
         return st;
     plugin_ctx *c = calloc(1, sizeof *c);
@@ -340,5 +384,15 @@ int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
     const ac_kernel *reg = ac_kernel_find(c->name);
     if (out)
         *out = reg ? reg : &c->k;
+    if (n_loaded < MAX_PLUGINS)
+        loaded_paths[n_loaded++] = c->path;
     return AC_OK;
+}
+
+size_t ac_plugin_count(void) { return n_loaded; }
+const char *ac_plugin_path_at(size_t i) { return i < n_loaded ? loaded_paths[i] : NULL; }
+
+const char *ac_plugin_path_of(const ac_kernel *k)
+{
+    return k && k->forward == plugin_forward ? ((const plugin_ctx *)k->ctx)->path : NULL;
 }

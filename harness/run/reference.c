@@ -1,11 +1,13 @@
 /* harness/run/reference.c — the reference bundle of one case: the fp64 forward
  * (and backward), the error scales of every output (LSE's from
  * ref_lse_error_scale, whose comment derives it), the same-dtype naive
- * baseline, the MPFR certification, all allocated once per case. */
+ * baseline, the MPFR certification, all allocated once per case.  The cpu
+ * tier is here; the gpu tier and the choice between them in reference_tier.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/run/reference.h"
+#include "harness/run/reference_internal.h"
 
 /* ---- the bundle --------------------------------------------------------- */
 
@@ -105,10 +107,17 @@ static int make_all(const ac_inputs *in, bool backward, int cert_rows, ac_refere
         status = ref_lse_error_scale(p, in->qd, in->kd, r->lse, r->e_lse, err);
     if (status == AC_OK && backward)
         status = make_param_scales(in, r, err);
-    if (status == AC_OK && cert_rows > 0)
-        status = ref_certify(p, ac_inputs_out_dtype(in), in->qd, in->kd, in->vd, r->o, r->lse, (size_t)cert_rows,
-                             in->c.seed, AC_DEFAULT_MPFR_PREC, &r->cert, err);
+    if (status == AC_OK)
+        status = reference_certify(in, cert_rows, r, err);
     return status;
+}
+
+int reference_certify(const ac_inputs *in, int cert_rows, ac_reference *r, ac_err *err)
+{
+    if (cert_rows <= 0)
+        return AC_OK;
+    return ref_certify(&in->p, ac_inputs_out_dtype(in), in->qd, in->kd, in->vd, r->o, r->lse, (size_t)cert_rows,
+                       in->c.seed, AC_DEFAULT_MPFR_PREC, &r->cert, err);
 }
 
 int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err)
@@ -119,8 +128,11 @@ int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_refe
     if (cert_rows < 0)
         return ac_fail(err, AC_ERR_INPUT, "reference: cert_rows must be >= 0, got %d", cert_rows);
     r->has_backward = backward;
+    r->info.tier = ac_reference_tier_for(&in->p, in->c.dtype, backward);
     int status = alloc_reference(&in->p, backward, r, err);
-    if (status == AC_OK)
+    if (status == AC_OK && r->info.tier == AC_REF_GPU)
+        status = reference_make_gpu(in, backward, cert_rows, r, err);
+    else if (status == AC_OK)
         status = make_all(in, backward, cert_rows, r, err);
     if (status != AC_OK)
         ac_reference_free(r);

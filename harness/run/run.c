@@ -1,47 +1,42 @@
 /* harness/run/run.c — the runner: one case end to end.
  *
- *   inputs (ac_inputs_make) -> poisoned outputs -> kernel forward (O, LSE)
- *   -> kernel backward fed the kernel's own O and LSE (dQ, dK, dV)
- *   -> reference bundle -> ac_compare per output -> ac_gate.
+ *   inputs (ac_inputs_make) -> the arena: inputs copied, outputs poisoned
+ *   between guard zones (arena.h) -> kernel forward (O, LSE; with dropout its
+ *   keep mask) -> kernel backward fed the kernel's own O and LSE (dQ, dK, dV;
+ *   dSink, dBias with sinks, a bias) -> reference bundle (with dropout given
+ *   the kernel's mask) -> ac_compare per output -> ac_gate -> with dropout
+ *   the mask's own checks (dropout.h: its forward rerun through this runner).
  *
- * Outputs are poisoned before every kernel call, so an element the kernel never
- * writes is caught as "unwritten" by the comparator.  For AC_MEM_CUDA kernels the
- * inputs and the poisoned outputs are staged on the device and downloaded after,
- * so the poison travels there and back too.
+ * The kernel runs in a worker process (worker.h) when o->isolate, here
+ * otherwise; the arena is the same either way (the worker's is shared
+ * memory), and so are the checks after each call: the guards (an
+ * out-of-bounds write) and the inputs, compared with this process's own copy
+ * (a modified input).  Outputs are poisoned before every call, so an element
+ * the kernel never writes is caught as "unwritten" by the comparator; for
+ * AC_MEM_CUDA kernels the buffers, guards and poison travel to the device and
+ * back (call.c).
  *
- * A kernel that reports AC_ERR_ENV (a device fault) or AC_ERR_INPUT (a problem
+ * A kernel that crashed, exited, hung, faulted the device or failed a check
+ * (AC_KERNEL_FAULT) gets a verdict: FAIL, kind kernel:CLASS.  A kernel that
+ * reports AC_ERR_ENV (the device or the driver) or AC_ERR_INPUT (a problem
  * outside what it can do) stops the case with that status: an error, never a
  * verdict.  A case outside the kernel's claimed capabilities is not run at all
  * (r->unsupported), so a fixture file can be replayed on any kernel. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "harness/run/arena.h"
+#include "harness/run/call.h"
 #include "harness/run/dropout.h"
 #include "harness/run/inputs.h"
+#include "harness/run/plugin.h"
 #include "harness/run/reference.h"
 #include "harness/run/run.h"
-
-/* Host copies of everything a kernel writes. */
-typedef struct {
-    void *o, *dq, *dk, *dv; /* dtype bits */
-    float *lse;
-    size_t q_bytes, kv_bytes, lse_bytes;
-    size_t o_bytes, v_bytes; /* O, dO and V, dV: d_v columns (= q_bytes, kv_bytes when d_v = d) */
-    float *dsink;           /* the variants' parameter gradients (backward; NULL when unused) */
-    size_t dsink_bytes;
-    void *dbias;            /* shaped like the bias, in its dtype */
-    size_t dbias_bytes;
-    uint8_t *dropout_bits;  /* with dropout: the forward's keep mask (bits), and unpacked for the reference */
-    uint8_t *dropout_keep;
-    size_t dropout_bytes;
-} host_outputs;
-
-/* Device mirrors for AC_MEM_CUDA kernels: inputs and outputs. */
-typedef struct {
-    void *q, *k, *v, *d_o, *o, *lse, *dq, *dk, *dv, *dsink, *dbias, *dropout;
-} dev_buffers;
+#include "harness/verdict/diagnose.h"
+#include "harness/run/worker.h"
 
 double ac_now_seconds(void)
 {
@@ -50,162 +45,167 @@ double ac_now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void outputs_free(host_outputs *h)
+void ac_kernel_outputs_free(ac_kernel_outputs *h)
 {
     free(h->o);
     free(h->dq);
     free(h->dk);
     free(h->dv);
     free(h->lse);
-    free(h->dsink);
-    free(h->dbias);
-    free(h->dropout_bits), free(h->dropout_keep);
+    free(h->dsink), free(h->dbias), free(h->dropout_bits);
     memset(h, 0, sizeof *h);
 }
 
-static int outputs_alloc(const ac_inputs *in, bool backward, host_outputs *h, ac_err *err)
+static int outputs_alloc(const ac_inputs *in, bool backward, ac_kernel_outputs *h, ac_err *err)
 {
+    const ac_problem *p = &in->p;
     size_t es = ac_dtype_size(ac_inputs_out_dtype(in));
     memset(h, 0, sizeof *h);
-    h->q_bytes = ac_q_elems(&in->p) * es;
-    h->kv_bytes = ac_kv_elems(&in->p) * es;
-    h->o_bytes = ac_o_elems(&in->p) * es;
-    h->v_bytes = ac_v_elems(&in->p) * es;
-    h->lse_bytes = ac_lse_elems(&in->p) * sizeof(float);
-    h->o = malloc(h->o_bytes);
-    h->lse = malloc(h->lse_bytes);
+    h->q_bytes = ac_q_elems(p) * es;
+    h->kv_bytes = ac_kv_elems(p) * es;
+    h->o_bytes = ac_o_elems(p) * es;
+    h->v_bytes = ac_v_elems(p) * es;
+    h->lse_bytes = ac_lse_elems(p) * sizeof(float);
+    h->o = malloc(h->o_bytes + 1); /* + 1: THD with no rows has 0 bytes */
+    h->lse = malloc(h->lse_bytes + 1);
     if (backward) {
-        h->dq = malloc(h->q_bytes);
-        h->dk = malloc(h->kv_bytes);
-        h->dv = malloc(h->v_bytes);
+        h->dq = malloc(h->q_bytes + 1);
+        h->dk = malloc(h->kv_bytes + 1);
+        h->dv = malloc(h->v_bytes + 1);
     }
-    if (backward && in->p.sinks) { /* the variants' parameter gradients */
-        h->dsink_bytes = (size_t)in->p.heads_q * sizeof(float);
+    if (p->dropout_p > 0.0) { /* the keep mask the forward draws (dropout.h) */
+        h->dropout_bytes = (ac_dropout_elems(p) + 7) / 8;
+        h->dropout_bits = malloc(h->dropout_bytes + 1);
+    }
+    if (backward && p->sinks) { /* the variants' parameter gradients */
+        h->dsink_bytes = (size_t)p->heads_q * sizeof(float);
         h->dsink = malloc(h->dsink_bytes);
     }
-    if (in->p.dropout_p > 0.0) { /* the keep mask the forward draws (dropout.h) */
-        h->dropout_bytes = (ac_dropout_elems(&in->p) + 7) / 8;
-        h->dropout_bits = malloc(h->dropout_bytes);
-        h->dropout_keep = malloc(ac_dropout_elems(&in->p) + 1);
-    }
-    if (backward && in->p.bias) {
-        h->dbias_bytes = ac_bias_elems(&in->p) * ac_dtype_size(in->p.bias_dtype);
-        h->dbias = malloc(h->dbias_bytes);
+    if (backward && p->bias) {
+        h->dbias_bytes = ac_bias_elems(p) * ac_dtype_size(p->bias_dtype);
+        h->dbias = malloc(h->dbias_bytes + 1);
     }
     if (!h->o || !h->lse || (backward && (!h->dq || !h->dk || !h->dv)) || (h->dsink_bytes && !h->dsink) ||
-        (h->dbias_bytes && !h->dbias) || (h->dropout_bytes && (!h->dropout_bits || !h->dropout_keep))) {
-        outputs_free(h);
+        (h->dbias_bytes && !h->dbias) || (h->dropout_bytes && !h->dropout_bits)) {
+        ac_kernel_outputs_free(h);
         return ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's outputs (%zu bytes each)", h->q_bytes);
     }
     return AC_OK;
 }
 
-static void dev_free_all(dev_buffers *d)
+double ac_kernel_deadline_s(const ac_kernel *k, const ac_problem *p, bool backward_call)
 {
-    void *all[] = {d->q, d->k, d->v, d->d_o, d->o, d->lse, d->dq, d->dk, d->dv, d->dsink, d->dbias, d->dropout};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i])
-            ac_dev_free(all[i]);
-    memset(d, 0, sizeof *d);
+    double flops = 4.0 * p->batch * p->heads_q * (double)p->seqlen_q * (double)p->seqlen_k * p->head_dim;
+    double rate = k->device == AC_DEV_CUDA ? 1e9 : 1e7;
+    return fmax(10.0, (backward_call ? 2.5 : 1.0) * flops / rate);
 }
 
-/* Allocates *dev and uploads host into it. */
-static int dev_stage(void **dev, const void *host, size_t bytes, ac_err *err)
+/* ---- one entry: armed, called (here or in the worker), checked ------------------ */
+
+typedef struct {
+    const ac_kernel *k;
+    const ac_inputs *in;
+    const ac_run_opts *o;
+    ac_arena_layout l;
+    uint8_t *base;
+} kernel_run;
+
+static int run_entry(const kernel_run *x, ac_entry e, const ac_kernel_outputs *fwd, ac_err *err)
 {
-    int st = ac_dev_alloc(dev, bytes, err);
+    ac_arena_arm(&x->l, e, x->base);
+    int st;
+    if (x->o->isolate) {
+        double limit = x->o->kernel_timeout_s > 0 ? x->o->kernel_timeout_s
+                                                  : ac_kernel_deadline_s(x->k, &x->in->p, e == AC_ENTRY_BACKWARD);
+        st = ac_worker_call(x->k, e, &x->in->p, &x->l, limit, err);
+    } else {
+        st = ac_call_entry(x->k, e, &x->in->p, &x->l, x->base, err);
+    }
+    if (st == AC_KERNEL_FAULT) /* it died, hung or faulted: what it left in the arena is beside the point */
+        return st;
+    ac_err scribble = {{0}};
+    int chk = ac_arena_check(&x->l, e, x->base, x->in, fwd ? fwd->o : NULL, fwd ? fwd->lse : NULL, &scribble);
+    if (chk != AC_OK) { /* a kernel that wrote out of bounds may have damaged its process too */
+        if (x->o->isolate)
+            ac_worker_retire();
+        *err = scribble;
+        return chk;
+    }
+    return st;
+}
+
+static void copy_out(const kernel_run *x, ac_buf b, void *dst)
+{
+    memcpy(dst, x->base + x->l.off[b], x->l.bytes[b]);
+}
+
+static int run_entries(const kernel_run *x, bool backward, ac_kernel_outputs *h, ac_err *err)
+{
+    int st = run_entry(x, AC_ENTRY_FORWARD, NULL, err);
     if (st != AC_OK)
         return st;
-    return ac_dev_upload(*dev, host, bytes, err);
+    copy_out(x, AC_BUF_O, h->o);
+    copy_out(x, AC_BUF_LSE, h->lse);
+    if (h->dropout_bits)
+        copy_out(x, AC_BUF_DROPOUT, h->dropout_bits);
+    if (!backward)
+        return AC_OK;
+    if ((st = run_entry(x, AC_ENTRY_BACKWARD, h, err)) != AC_OK)
+        return st;
+    copy_out(x, AC_BUF_DQ, h->dq);
+    copy_out(x, AC_BUF_DK, h->dk);
+    copy_out(x, AC_BUF_DV, h->dv);
+    if (h->dsink)
+        copy_out(x, AC_BUF_DSINK, h->dsink);
+    if (h->dbias)
+        copy_out(x, AC_BUF_DBIAS, h->dbias);
+    return AC_OK;
 }
 
-/* ---- forward and backward, on host memory or staged on the device ---------- */
-
-static int forward_host(const ac_kernel *k, const ac_inputs *in, host_outputs *h, ac_err *err)
+int ac_run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, const ac_run_opts *o,
+                  ac_kernel_outputs *out, ac_err *err)
 {
-    ac_fwd_args a = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .lse = h->lse, .dropout_mask = h->dropout_bits};
-    return k->forward(k, &in->p, in->c.dtype, &a, err);
-}
-
-static int forward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h, dev_buffers *d, ac_err *err)
-{
-    int st;
-    if ((st = dev_stage(&d->q, in->q, h->q_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->k, in->k, h->kv_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->v, in->v, h->v_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->o, h->o, h->o_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->lse, h->lse, h->lse_bytes, err)) != AC_OK ||
-        (h->dropout_bits && (st = dev_stage(&d->dropout, h->dropout_bits, h->dropout_bytes, err)) != AC_OK))
+    ac_run_opts here = *o;
+    here.isolate = o->isolate && !k->own_process; /* an --exec kernel is a process already */
+    o = &here;
+    kernel_run x = {.k = k, .in = in, .o = o};
+    ac_arena_plan(in, backward, &x.l);
+    int st = outputs_alloc(in, backward, out, err);
+    if (st != AC_OK)
         return st;
-    ac_fwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .lse = d->lse, .dropout_mask = d->dropout};
-    if ((st = k->forward(k, &in->p, in->c.dtype, &a, err)) != AC_OK)
-        return st;
-    if ((st = ac_dev_sync(err)) != AC_OK)
-        return st;
-    if ((st = ac_dev_download(h->o, d->o, h->o_bytes, err)) != AC_OK ||
-        (h->dropout_bits && (st = ac_dev_download(h->dropout_bits, d->dropout, h->dropout_bytes, err)) != AC_OK))
-        return st;
-    return ac_dev_download(h->lse, d->lse, h->lse_bytes, err);
-}
-
-static int backward_host(const ac_kernel *k, const ac_inputs *in, host_outputs *h, ac_err *err)
-{
-    ac_bwd_args a = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .d_o = in->d_o, .lse = h->lse,
-                     .dq = h->dq, .dk = h->dk, .dv = h->dv, .dsink = h->dsink, .dbias = h->dbias};
-    return k->backward(k, &in->p, in->c.dtype, &a, err);
-}
-
-/* The device already holds q, k, v and the kernel's own o, lse from the forward. */
-static int backward_cuda(const ac_kernel *k, const ac_inputs *in, host_outputs *h, dev_buffers *d, ac_err *err)
-{
-    int st;
-    if ((st = dev_stage(&d->d_o, in->d_o, h->o_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->dq, h->dq, h->q_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->dk, h->dk, h->kv_bytes, err)) != AC_OK ||
-        (st = dev_stage(&d->dv, h->dv, h->v_bytes, err)) != AC_OK ||
-        (h->dsink && (st = dev_stage(&d->dsink, h->dsink, h->dsink_bytes, err)) != AC_OK) ||
-        (h->dbias && (st = dev_stage(&d->dbias, h->dbias, h->dbias_bytes, err)) != AC_OK))
-        return st;
-    ac_bwd_args a = {.q = d->q, .k = d->k, .v = d->v, .o = d->o, .d_o = d->d_o, .lse = d->lse,
-                     .dq = d->dq, .dk = d->dk, .dv = d->dv, .dsink = d->dsink, .dbias = d->dbias};
-    if ((st = k->backward(k, &in->p, in->c.dtype, &a, err)) != AC_OK)
-        return st;
-    if ((st = ac_dev_sync(err)) != AC_OK)
-        return st;
-    if ((st = ac_dev_download(h->dq, d->dq, h->q_bytes, err)) != AC_OK ||
-        (st = ac_dev_download(h->dk, d->dk, h->kv_bytes, err)) != AC_OK ||
-        (h->dsink && (st = ac_dev_download(h->dsink, d->dsink, h->dsink_bytes, err)) != AC_OK) ||
-        (h->dbias && (st = ac_dev_download(h->dbias, d->dbias, h->dbias_bytes, err)) != AC_OK))
-        return st;
-    return ac_dev_download(h->dv, d->dv, h->v_bytes, err);
-}
-
-/* Poisons, runs forward (and backward), leaves the kernel's outputs in h. */
-static int run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, host_outputs *h, ac_err *err)
-{
-    ac_dtype t = ac_inputs_out_dtype(in);
-    size_t nq = ac_q_elems(&in->p), nkv = ac_kv_elems(&in->p);
-    bool on_device = k->memory == AC_MEM_CUDA;
-    dev_buffers d = {0};
-    ac_poison(t, h->o, ac_o_elems(&in->p));
-    ac_poison_f32(h->lse, ac_lse_elems(&in->p));
-    int st = on_device ? forward_cuda(k, in, h, &d, err) : forward_host(k, in, h, err);
-    if (st == AC_OK && backward) {
-        ac_poison(t, h->dq, nq);
-        ac_poison(t, h->dk, nkv);
-        ac_poison(t, h->dv, ac_v_elems(&in->p));
-        if (h->dsink)
-            ac_poison_f32(h->dsink, h->dsink_bytes / sizeof(float));
-        if (h->dbias)
-            ac_poison(in->p.bias_dtype, h->dbias, ac_bias_elems(&in->p));
-        st = on_device ? backward_cuda(k, in, h, &d, err) : backward_host(k, in, h, err);
-    }
-    dev_free_all(&d);
+    uint8_t *own = o->isolate ? NULL : aligned_alloc(256, x.l.total); /* --in-process: one per case */
+    x.base = o->isolate ? ac_worker_arena(x.l.total, err) : own;
+    if (!x.base)
+        return o->isolate ? AC_ERR_ENV : ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's buffers (%llu bytes)",
+                                                 (unsigned long long)x.l.total);
+    ac_arena_put_inputs(&x.l, in, x.base);
+    st = run_entries(&x, backward, out, err);
+    free(own);
     return st;
+}
+
+/* ---- a kernel fault as a verdict ---------------------------------------------------- */
+
+void ac_result_kernel_fault(const ac_kernel *k, const ac_err *fault, ac_result *r)
+{
+    const char *msg = fault->msg, *colon = strchr(msg, ':');
+    size_t len = colon ? (size_t)(colon - msg) : 0;
+    bool named = len > 0 && len < 32 && strspn(msg, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
+    const char *rest = named ? colon + 1 + strspn(colon + 1, " ") : msg;
+    char cls[32];
+    snprintf(cls, sizeof cls, "%.*s", named ? (int)len : 5, named ? msg : "fault");
+    const char *plugin = ac_plugin_path_of(k);
+    r->verdict = AC_VERDICT_FAIL;
+    r->status = AC_OK;
+    memset(r->m, 0, sizeof r->m);
+    snprintf(r->kind, sizeof r->kind, "kernel:%s", cls);
+    snprintf(r->why, sizeof r->why, "%s: kernel %s%s%s%s: %s", cls, k->name, plugin ? " (plugin " : "",
+             plugin ? plugin : "", plugin ? ")" : "", rest);
 }
 
 /* ---- compare and gate ---------------------------------------------------- */
 
-static void compare_all(const ac_inputs *in, const host_outputs *h, const ac_reference *ref, bool backward,
+static void compare_all(const ac_inputs *in, const ac_kernel_outputs *h, const ac_reference *ref, bool backward,
                         ac_metrics m[AC_OUT_COUNT])
 {
     memset(m, 0, sizeof(ac_metrics) * AC_OUT_COUNT);
@@ -237,23 +237,51 @@ static int stop(ac_result *r, int st, const ac_err *err)
 typedef struct {
     const ac_kernel *k;
     const ac_inputs *in;
+    const ac_run_opts *o;
 } rerun_ctx;
 
+/* The forward once more with another seed, through the same runner (the
+ * worker, the arena's guards and checks): its keep bits into bits. */
 static int rerun_forward(void *arg, uint64_t seed, uint8_t *bits, ac_err *err)
 {
     const rerun_ctx *c = arg;
     ac_inputs in = *c->in; /* a view: nothing of it is freed here */
     in.p.dropout_seed = seed;
-    host_outputs h;
-    int st = outputs_alloc(&in, false, &h, err);
-    dev_buffers d = {0};
-    if (st == AC_OK)
-        st = c->k->memory == AC_MEM_CUDA ? forward_cuda(c->k, &in, &h, &d, err) : forward_host(c->k, &in, &h, err);
+    ac_kernel_outputs h;
+    int st = ac_run_kernel(c->k, &in, false, c->o, &h, err);
     if (st == AC_OK)
         memcpy(bits, h.dropout_bits, h.dropout_bytes);
-    dev_free_all(&d);
-    outputs_free(&h);
+    ac_kernel_outputs_free(&h);
     return st;
+}
+
+/* Reference, comparison, gate and diagnosis of the kernel's outputs h; in
+ * carries the kernel's keep mask with dropout. */
+static int judge_outputs(const ac_inputs *in, const ac_kernel_outputs *h, bool backward, const ac_budgets *b,
+                         const ac_run_opts *o, ac_result *r, ac_err *err)
+{
+    ac_reference ref;
+    int st = ac_reference_make(in, backward, o->cert_rows, &ref, err);
+    if (st == AC_OK) {
+        r->has_backward = backward;
+        compare_all(in, h, &ref, backward, r->m);
+        r->cert = ref.cert;
+        r->verdict = ac_gate(in, r->m, b, r->why, sizeof r->why, r->kind, sizeof r->kind);
+        const void *got[AC_OUT_COUNT] = {h->o, h->lse, h->dq, h->dk, h->dv, h->dsink, h->dbias};
+        ac_err diag_err; /* a diagnosis that runs out of memory leaves the verdict as it is */
+        if (r->verdict == AC_VERDICT_FAIL)
+            ac_diagnose(in, &ref, got, r->m, r->why, sizeof r->why, &diag_err);
+        ac_reference_note(&ref, &r->cert, &r->ref, r->why, sizeof r->why);
+    }
+    ac_reference_free(&ref);
+    return st;
+}
+
+int ac_run_dropout_checks(const ac_kernel *k, const ac_inputs *in, const ac_run_opts *o, const uint8_t *keep,
+                          ac_result *r, ac_err *err)
+{
+    rerun_ctx rc = {k, in, o};
+    return ac_dropout_checks(&in->p, keep, k ? rerun_forward : NULL, &rc, r, err);
 }
 
 static int run_loaded(const ac_kernel *k, const ac_inputs *in_case, const ac_budgets *b, const ac_run_opts *o,
@@ -266,32 +294,31 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in_case, const ac_bud
         r->unsupported = true;
         return stop(r, st, err);
     }
-    host_outputs h;
-    if ((st = outputs_alloc(in, backward, &h, err)) != AC_OK)
-        return stop(r, st, err);
-    st = run_kernel(k, in, backward, &h, err);
+    ac_kernel_outputs h;
+    uint8_t *keep = NULL;
+    st = ac_run_kernel(k, in, backward, o, &h, err);
     if (st == AC_OK && h.dropout_bits) { /* (a): judged against the mask it drew */
-        ac_dropout_unpack(&in->p, h.dropout_bits, h.dropout_keep);
-        ref_in.p.dropout_keep = h.dropout_keep;
+        if (!(keep = malloc(ac_dropout_elems(&in->p) + 1)))
+            st = ac_fail(err, AC_ERR_ENV, "out of memory for the dropout keep mask");
+        else
+            ac_dropout_unpack(&in->p, h.dropout_bits, keep), ref_in.p.dropout_keep = keep;
     }
-    ac_reference ref;
-    memset(&ref, 0, sizeof ref);
     if (st == AC_OK)
-        st = ac_reference_make(in, backward, o->cert_rows, &ref, err);
-    if (st == AC_OK) {
-        r->has_backward = backward;
-        compare_all(in, &h, &ref, backward, r->m);
-        r->cert = ref.cert;
-        r->verdict = ac_gate(in, r->m, b, r->why, sizeof r->why, r->kind, sizeof r->kind);
-        ac_cert_note(&ref.cert, r->why, sizeof r->why);
+        st = judge_outputs(in, &h, backward, b, o, r, err);
+    if (st == AC_OK && keep && r->verdict == AC_VERDICT_PASS) /* (b), (c): dropout.h */
+        st = ac_run_dropout_checks(k, in_case, o, keep, r, err);
+    free(keep);
+    ac_kernel_outputs_free(&h);
+    if (st == AC_KERNEL_FAULT) { /* a verdict on the kernel, not an error of the run */
+        ac_result_kernel_fault(k, err, r);
+        return AC_OK;
     }
-    rerun_ctx rc = {k, in_case};
-    if (st == AC_OK && h.dropout_bits && r->verdict == AC_VERDICT_PASS) /* (b), (c): dropout.h */
-        st = ac_dropout_checks(&in->p, h.dropout_keep, rerun_forward, &rc, r, err);
-    ac_reference_free(&ref);
-    outputs_free(&h);
     return st == AC_OK ? AC_OK : stop(r, st, err);
 }
+
+static _Thread_local const char *current_line;
+
+const char *ac_run_current_line(void) { return current_line; }
 
 int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const ac_run_opts *o, ac_result *r,
                 ac_err *err)
@@ -299,15 +326,19 @@ int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const
     double t0 = ac_now_seconds();
     memset(r, 0, sizeof *r);
     r->dtype = c->dtype;
-    if (ac_case_format(c, r->line, sizeof r->line) < 0)
-        snprintf(r->line, sizeof r->line, "(case line too long)");
+    ac_case_format(c, r->line, sizeof r->line); /* AC_CASE_LINE_MAX holds the longest valid line */
     ac_inputs in;
     memset(&in, 0, sizeof in);
+    /* the gpu tier's context and cuBLAS handle are made while the inputs are drawn */
+    ac_reference_prepare(c, o->backward && k->caps.backward && k->backward);
     int st = ac_inputs_make(c, &in, err);
     if (st != AC_OK)
         stop(r, st, err);
-    else
+    else {
+        current_line = r->line;
         st = run_loaded(k, &in, b, o, r, err);
+        current_line = NULL;
+    }
     ac_inputs_free(&in);
     r->seconds = ac_now_seconds() - t0;
     return st;

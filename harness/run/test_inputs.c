@@ -261,8 +261,57 @@ Test(harness_inputs, too_big_shapes_fail_cleanly)
     ac_inputs_free(&in); /* safe after a failure */
 }
 
+/* Checks one Q-like (q_like) or K-like tensor: elements inside the sequence
+ * lengths finite, exact widenings of their bits; padding NaN in both.
+ * Returns the largest |x| inside the lengths. */
+static double check_padding(const ac_inputs *in, bool q_like, const void *bits, const double *wide)
+{
+    const ac_problem *p = &in->p;
+    ac_dtype t = in->c.dtype;
+    int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
+    double top = 0.0;
+    for (int b = 0; b < p->batch; b++) {
+        int valid = q_like ? ac_seqlen_q_of(p, b) : ac_seqlen_k_of(p, b);
+        for (int h = 0; h < heads; h++)
+            for (int s = 0; s < seqlen; s++)
+                for (int c = 0; c < p->head_dim; c++) {
+                    size_t at = ac_index(p, heads, seqlen, b, h, s, c);
+                    double x = ac_widen(t, ac_bits_get(t, bits, at));
+                    if (s >= valid) {
+                        cr_assert(isnan(x) && isnan(wide[at]), "padding b=%d h=%d s=%d c=%d: %g", b, h, s, c, x);
+                        continue;
+                    }
+                    cr_assert(isfinite(x) && x == wide[at], "b=%d h=%d s=%d c=%d: %g", b, h, s, c, x);
+                    top = fmax(top, fabs(x));
+                }
+    }
+    return top;
+}
+
+Test(harness_inputs, varlen_padding_is_nan_and_the_rest_is_drawn_as_without_lengths)
+{
+    ac_inputs a = make("v1 seed=8 b=3 hq=4 hkv=2 nq=9 nk=13 d=5 dtype=bf16 mask=none seqlens-q=9,0,4 seqlens-k=2,13,0 layout=bshd");
+    ac_inputs full = make("v1 seed=8 b=3 hq=4 hkv=2 nq=9 nk=13 d=5 dtype=bf16 mask=none layout=bshd");
+    cr_assert_gt(check_padding(&a, true, a.q, a.qd), 0);
+    cr_assert_gt(check_padding(&a, true, a.d_o, a.d_od), 0);
+    cr_assert_gt(check_padding(&a, false, a.k, a.kd), 0);
+    cr_assert_gt(check_padding(&a, false, a.v, a.vd), 0);
+    /* inside the lengths, the values of the same line without them */
+    size_t n_nan = 0;
+    for (size_t i = 0; i < ac_kv_elems(&a.p); i++) {
+        if (isnan(a.kd[i])) {
+            n_nan++;
+            continue;
+        }
+        cr_assert_eq(a.kd[i], full.kd[i], "K element %zu", i);
+        cr_assert_eq(a.vd[i], full.vd[i], "V element %zu", i);
+    }
+    cr_assert_eq(n_nan, (size_t)2 * 5 * ((13 - 2) + 0 + 13), "padding keys of batches 0 and 2, 2 heads x d=5");
+    ac_inputs_free(&a), ac_inputs_free(&full);
+}
+
 /* Every generated case becomes inputs; some rows come out fully masked. */
-Test(harness_inputs, generated_cases_all_make_finite_nonzero_inputs)
+Test(harness_inputs, generated_cases_all_make_finite_nonzero_inputs_with_nan_padding)
 {
     ac_caps caps = {
         .dtypes = 7, .max_head_dim = 256, .masks = AC_MASKCAP_ALL, .layouts = 3, .gqa = true, .varlen = true,
@@ -277,9 +326,14 @@ Test(harness_inputs, generated_cases_all_make_finite_nonzero_inputs)
         ac_err err = {{0}};
         cr_assert_eq(ac_gen_next(&g, &c, &err), AC_OK);
         cr_assert_eq(ac_inputs_make(&c, &in, &err), AC_OK, "case %d: %s", k, err.msg);
-        cr_assert_gt(max_abs(in.qd, ac_q_elems(&in.p)), 0);
-        cr_assert_gt(max_abs(in.kd, ac_kv_elems(&in.p)), 0);
-        cr_assert_gt(max_abs(in.vd, ac_kv_elems(&in.p)), 0);
+        /* nonzero unless every sequence is empty (then all of it is NaN padding) */
+        bool any_q = false, any_k = false;
+        for (int b = 0; b < in.p.batch; b++)
+            any_q |= ac_seqlen_q_of(&in.p, b) > 0, any_k |= ac_seqlen_k_of(&in.p, b) > 0;
+        cr_assert_eq(check_padding(&in, true, in.q, in.qd) > 0, any_q, "case %d", k);
+        cr_assert_eq(check_padding(&in, false, in.k, in.kd) > 0, any_k, "case %d", k);
+        cr_assert_eq(check_padding(&in, false, in.v, in.vd) > 0, any_k, "case %d", k);
+        check_padding(&in, true, in.d_o, in.d_od);
         bool found = false;
         for (int b = 0; b < in.p.batch && !found; b++)
             for (int i = 0; i < ac_seqlen_q_of(&in.p, b) && !found; i++) {
@@ -292,4 +346,20 @@ Test(harness_inputs, generated_cases_all_make_finite_nonzero_inputs)
         ac_inputs_free(&in);
     }
     cr_assert_gt(with_masked_row, 15, "cases with a fully masked row: %d", with_masked_row);
+}
+
+/* The generator's size cap asks this, so a long-context draw with a dense mask
+ * of 65536 x 65536 (4 GiB of bytes, found on the H100) shrinks until it fits
+ * instead of becoming a case that cannot be made. */
+Test(harness_inputs, a_dense_mask_fits_only_within_the_inputs_budget)
+{
+    ac_case c = ac_case_default();
+    c.seqlen_q = c.seqlen_k = 65536;
+    ac_case_set_mask(&c, AC_MASK_DENSE);
+    cr_assert(!ac_inputs_mask_fits(&c));
+    c.seqlen_q = c.seqlen_k = 4096;
+    cr_assert(ac_inputs_mask_fits(&c));
+    c.seqlen_q = c.seqlen_k = 65536;
+    ac_case_set_mask(&c, AC_MASK_CAUSAL_BR);
+    cr_assert(ac_inputs_mask_fits(&c), "no dense mask, nothing to hold");
 }

@@ -28,13 +28,27 @@ static char *read_text(const char *path)
  * A kernel double defined here: the fp64 reference rounded to the dtype, with a
  * planted bug chosen by ctx.  Lets the runner be tested whatever kernels exist. */
 
-typedef enum { DBL_CORRECT, DBL_SKIP_LAST_ROW, DBL_DEVICE_FAULT, DBL_SCALE_BIAS } dbl_mode;
+typedef enum {
+    DBL_CORRECT, DBL_SKIP_LAST_ROW, DBL_DEVICE_FAULT, DBL_SCALE_BIAS,
+    DBL_READS_PADDING,   /* ignores the key lengths: padding keys reach its sums */
+    DBL_REPORTS_CRASH,   /* AC_KERNEL_FAULT "crash: ..." of its own, as a kernel running a command does */
+    DBL_REPORTS_NOCLASS, /* AC_KERNEL_FAULT with a message that names no class */
+    DBL_WRITES_PAST_LSE, /* a correct forward, then 3 floats past LSE */
+} dbl_mode;
 
-static int dbl_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
+static int dbl_forward(const ac_kernel *self, const ac_problem *p_in, ac_dtype t, const ac_fwd_args *a, ac_err *err)
 {
     dbl_mode mode = *(const dbl_mode *)self->ctx;
     if (mode == DBL_DEVICE_FAULT)
         return ac_fail(err, AC_ERR_ENV, "double: simulated device fault");
+    if (mode == DBL_REPORTS_CRASH)
+        return ac_fail(err, AC_KERNEL_FAULT, "crash: the command ./mine died of SIGBUS");
+    if (mode == DBL_REPORTS_NOCLASS)
+        return ac_fail(err, AC_KERNEL_FAULT, "Something Odd happened");
+    ac_problem unmasked = *p_in;
+    if (mode == DBL_READS_PADDING)
+        unmasked.seqlens_k = NULL;
+    const ac_problem *p = &unmasked;
     size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
     double *q = malloc(nq * 8), *k = malloc(nkv * 8), *v = malloc(nkv * 8), *o = malloc(nq * 8), *l = malloc(nl * 8);
     ac_load(t, a->q, nq, q);
@@ -58,10 +72,14 @@ static int dbl_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
                 a->lse[li] = (float)l[li];
             }
     free(q), free(k), free(v), free(o), free(l);
+    if (mode == DBL_WRITES_PAST_LSE)
+        for (size_t i = 0; i < 3; i++)
+            a->lse[nl + i] = 0.0f;
     return st;
 }
 
-static const dbl_mode modes[] = {DBL_CORRECT, DBL_SKIP_LAST_ROW, DBL_DEVICE_FAULT, DBL_SCALE_BIAS};
+static const dbl_mode modes[] = {DBL_CORRECT, DBL_SKIP_LAST_ROW, DBL_DEVICE_FAULT, DBL_SCALE_BIAS,
+                                 DBL_READS_PADDING, DBL_REPORTS_CRASH, DBL_REPORTS_NOCLASS, DBL_WRITES_PAST_LSE};
 
 static ac_kernel double_kernel(dbl_mode mode)
 {
@@ -146,6 +164,66 @@ Test(harness_run, device_fault_is_an_environment_error_not_a_verdict)
     cr_assert_eq(r.verdict, AC_VERDICT_ERROR);
     cr_assert_eq(r.status, AC_ERR_ENV);
     cr_assert_not_null(strstr(r.why, "simulated device fault"));
+}
+
+Test(harness_run, padding_that_reaches_a_sum_fails_unexpected_nan)
+{
+    ac_budgets b = budgets();
+    ac_case c = small_case(); /* b=2, nk=33: the second sequence has 10 keys, 23 of padding (NaN) */
+    c.n_seqlens_k = 2, c.seqlens_k[0] = 33, c.seqlens_k[1] = 10;
+    ac_run_opts o = {.backward = false};
+    ac_result r;
+    ac_err err;
+    ac_kernel good = double_kernel(DBL_CORRECT);
+    cr_assert_eq(ac_run_case(&good, &c, &b, &o, &r, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s", r.why);
+    ac_kernel k = double_kernel(DBL_READS_PADDING);
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(r.verdict, AC_VERDICT_FAIL);
+    /* forward first: this double writes a NaN row's O as zeros (O:wrong-zero), and LSE's NaN follows */
+    cr_assert_str_eq(r.kind, "O:wrong-zero", "%s", r.why);
+    cr_assert_not_null(strstr(r.why, "LSE:unexpected-nan"), "%s", r.why);
+    /* every row of batch 1 (4 heads x 20 rows), none of batch 0 (this double's O, the fp64
+     * reference's code, writes a row whose sum is NaN as zeros: a scaled error there) */
+    cr_assert_eq(r.m[AC_OUT_LSE].n_unexpected_nan, (size_t)4 * 20);
+    cr_assert_eq(r.m[AC_OUT_LSE].first_special.b, 1);
+}
+
+Test(harness_run, a_fault_a_kernel_reports_is_a_failure_of_its_class_naming_it)
+{
+    ac_budgets b = budgets();
+    ac_case c = small_case();
+    ac_run_opts o = {.backward = false};
+    ac_result r;
+    ac_err err;
+    ac_kernel k = double_kernel(DBL_REPORTS_CRASH);
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK, "a verdict, not an error");
+    cr_assert_eq(r.verdict, AC_VERDICT_FAIL);
+    cr_assert_eq(r.status, AC_OK);
+    cr_assert_str_eq(r.kind, "kernel:crash");
+    cr_assert_str_eq(r.why, "crash: kernel double: the command ./mine died of SIGBUS");
+    k = double_kernel(DBL_REPORTS_NOCLASS);
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK);
+    cr_assert_str_eq(r.kind, "kernel:fault");
+    cr_assert_str_eq(r.why, "fault: kernel double: Something Odd happened");
+    k = double_kernel(DBL_WRITES_PAST_LSE); /* in this process too, the guards catch it */
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK);
+    cr_assert_str_eq(r.kind, "kernel:out-of-bounds-write");
+    cr_assert_str_eq(r.why, "out-of-bounds-write: kernel double: forward wrote past the end of LSE: elements end+0 to "
+                            "end+2 (LSE holds 160 f32 elements; end+0 is the first one past it)");
+}
+
+Test(harness_run, the_default_deadline_is_generous_and_scales_with_the_flops)
+{
+    ac_kernel cpu = double_kernel(DBL_CORRECT), gpu = cpu;
+    gpu.device = AC_DEV_CUDA;
+    ac_problem tiny = ac_problem_dense(1, 1, 1, 4, 4, 8), big = ac_problem_dense(2, 8, 8, 1024, 2048, 128);
+    cr_assert_eq(ac_kernel_deadline_s(&cpu, &tiny, false), 10.0);
+    cr_assert_eq(ac_kernel_deadline_s(&gpu, &tiny, true), 10.0);
+    double flops = 4.0 * 2 * 8 * 1024 * 2048 * 128; /* 34.4 GFLOP */
+    cr_assert_float_eq(ac_kernel_deadline_s(&cpu, &big, false), flops / 1e7, 1e-9);
+    cr_assert_float_eq(ac_kernel_deadline_s(&cpu, &big, true), 2.5 * flops / 1e7, 1e-9);
+    cr_assert_float_eq(ac_kernel_deadline_s(&gpu, &big, false), flops / 1e9, 1e-9);
 }
 
 Test(harness_run, case_outside_caps_is_unsupported_not_run)

@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include "harness/harness.h"
+#include "harness/run/test_worker_support.h"
+
+TestSuite(harness_dropout, .init = use_attncheck_as_worker); /* check --kernel runs it in a worker */
 
 static ac_result run_with(const ac_kernel *k, const char *line)
 {

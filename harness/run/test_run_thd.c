@@ -10,7 +10,10 @@
 #include <unistd.h>
 
 #include "harness/harness.h"
+#include "harness/run/test_worker_support.h"
 #include "plugins/plugin_paths.h"
+
+TestSuite(harness_thd, .init = use_attncheck_as_worker); /* check --kernel runs it in a worker */
 
 #define THD_LINE                                                                                                  \
     "v1 seed=4 b=3 hq=4 hkv=2 nq=40 nk=90 d=24 dtype=bf16 mask=causal-br seqlens-q=40,7,23 seqlens-k=90,1,50 " \

@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include "harness/harness.h"
+#include "harness/run/test_worker_support.h"
 #include "plugins/plugin_paths.h"
+
+TestSuite(harness_variants, .init = use_attncheck_as_worker); /* check --kernel runs it in a worker */
 
 static ac_budgets load_budgets(void)
 {

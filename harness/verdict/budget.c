@@ -11,9 +11,12 @@
 #include <string.h>
 
 #include "attncheck_config.h"
+#include "harness/case/case.h"
 #include "harness/verdict/budget.h"
 
 #define DEFAULT_GROWTH_LENGTH 64.0
+#define DEFAULT_REGRESSION_RATIO 1.05 /* = AC_DEFAULT_REGRESSION_RATIO (verdict/baseline.h) */
+#define DEFAULT_REGRESSION_P 1e-3
 
 enum { METRIC_SCALED = 0, METRIC_VS_NAIVE_MEAN = 1, METRIC_COUNT };
 static const char *const metric_names[METRIC_COUNT] = {"scaled", "vs-naive-mean"};
@@ -46,12 +49,11 @@ static int parse_fail(parser *ps, const char *fmt, ...)
     return ac_fail(ps->err, AC_ERR_INPUT, "%s:%d: %s", ps->path, ps->line_no, msg);
 }
 
+/* A positive decimal, read as strictly as a case line's numbers (case.h). */
 static bool parse_number(const char *s, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v <= 0.0)
+    double v;
+    if (!ac_read_decimal(s, &v) || v <= 0.0)
         return false;
     *out = v;
     return true;
@@ -88,6 +90,18 @@ static int parse_directive(parser *ps, char **tok, int ntok)
     }
     if (!ps->have_version)
         return parse_fail(ps, "the first line must be 'version 1', got '%s'", tok[0]);
+    if (strcmp(tok[0], "regression-ratio") == 0) {
+        if (ntok != 2 || !parse_number(tok[1], &ps->b->regression_ratio) || ps->b->regression_ratio <= 1.0)
+            return parse_fail(ps, "regression-ratio needs one number > 1");
+        return AC_OK;
+    }
+    if (strcmp(tok[0], "regression-p") == 0) {
+        if (ntok != 2 || !parse_number(tok[1], &ps->b->regression_p) || ps->b->regression_p >= 1.0)
+            return parse_fail(ps, "regression-p needs one number in (0, 1)");
+        return AC_OK;
+    }
+    if (strncmp(tok[0], "regression-", 11) == 0)
+        return parse_fail(ps, "unknown directive '%s' (regression-ratio, regression-p)", tok[0]);
     if (ntok != 2 || !parse_number(tok[1], &ps->b->growth_length))
         return parse_fail(ps, "growth-length needs one positive number");
     return AC_OK;
@@ -152,7 +166,8 @@ static int parse_line(parser *ps, char *line)
     }
     if (ntok == 0)
         return AC_OK;
-    if (strcmp(tok[0], "version") == 0 || strcmp(tok[0], "growth-length") == 0)
+    if (strcmp(tok[0], "version") == 0 || strcmp(tok[0], "growth-length") == 0 ||
+        strncmp(tok[0], "regression-", 11) == 0)
         return parse_directive(ps, tok, ntok);
     return parse_entry(ps, tok, ntok);
 }
@@ -172,25 +187,47 @@ static int check_complete(parser *ps)
     return AC_OK;
 }
 
-int ac_budgets_load(const char *path, ac_budgets *b, ac_err *err)
+int ac_budgets_parse(const char *text, size_t len, const char *path, ac_budgets *b, ac_err *err)
 {
     memset(b, 0, sizeof *b);
     b->growth_length = DEFAULT_GROWTH_LENGTH;
+    b->regression_ratio = DEFAULT_REGRESSION_RATIO;
+    b->regression_p = DEFAULT_REGRESSION_P;
     snprintf(b->source, sizeof b->source, "%s", path);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ac_fail(err, AC_ERR_INPUT, "budgets: cannot open %s: %s", path, strerror(errno));
     parser ps = {.path = path, .b = b, .err = err};
-    char *line = NULL;
-    size_t cap = 0;
-    int status = AC_OK;
-    while (status == AC_OK && getline(&line, &cap, f) != -1) {
+    char line[AC_BUDGETS_LINE_MAX];
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
         ps.line_no++;
-        status = parse_line(&ps, line);
+        if (memchr(text + at, '\0', n))
+            return parse_fail(&ps, "a NUL byte in the line (not a text file?)");
+        if (n >= sizeof line)
+            return parse_fail(&ps, "line longer than %zu characters", sizeof line - 1);
+        memcpy(line, text + at, n);
+        line[n] = '\0';
+        int st = parse_line(&ps, line);
+        if (st != AC_OK)
+            return st;
+        at += n + 1;
     }
-    free(line);
-    fclose(f);
-    return status == AC_OK ? check_complete(&ps) : status;
+    return check_complete(&ps);
+}
+
+int ac_budgets_load(const char *path, ac_budgets *b, ac_err *err)
+{
+    memset(b, 0, sizeof *b);
+    char *text;
+    size_t len;
+    ac_err why = {{0}};
+    int st = ac_read_file_max(path, AC_BUDGETS_FILE_MAX, &text, &len, &why);
+    if (st == AC_OK && !text)
+        return ac_fail(err, AC_ERR_INPUT, "budgets: cannot open %s: %s", path, strerror(ENOENT));
+    if (st != AC_OK)
+        return ac_fail(err, st, "budgets: %s", why.msg);
+    st = ac_budgets_parse(text, len, path, b, err);
+    free(text);
+    return st;
 }
 
 /* ---- budgets for one problem ---------------------------------------------- */

@@ -2,18 +2,26 @@
  * element by element, into ac_metrics (see harness.h for the contract).
  *
  * Only the problem's own elements are looked at: rows i < nq_b of Q-like
- * outputs and LSE, keys j < nk_b of dK/dV; padding is unspecified.  Elements
- * are visited as (b, h, row, col) through ac_index, so both layouts give the
- * same metrics at the same places.
+ * outputs and LSE, keys j < nk_b of dK/dV, dBias entries (mb, mh, i, j) some
+ * sequence it broadcasts over has; padding is unspecified.  Elements are
+ * visited as (b, h, row, col) through ac_tensor_index, so every layout gives
+ * the same metrics at the same places (dBias: (mb, mh, i, j); dSink: h).
  *
  * Special values are classes of their own, decided before any magnitude (as
  * SLEEF's tester does): an element in a class other than a finite wrong zero
  * does not enter the ulp/scaled/abs statistics, whose errors would be NaN or
- * infinite and would hide the other elements.  Nothing here allocates. */
+ * infinite and would hide the other elements.
+ *
+ * The walk runs in parallel (ref/parallel.h) in tasks of consecutive rows of
+ * one (b, h), fixed by the problem, merged in walk order: see "the walk, in
+ * tasks" below.  Only the tasks' list and partials are allocated. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/verdict/compare.h"
+#include "harness/verdict/compare_internal.h"
+#include "ref/parallel.h"
 
 const char *ac_output_name(ac_output o)
 {
@@ -70,32 +78,63 @@ bool ac_is_poison(ac_dtype t, const void *buf, size_t i) { return ac_bits_get(t,
 
 /* ---- one element ------------------------------------------------------- */
 
+/* What every element of one comparison is judged with. */
 typedef struct {
-    ac_metrics *m;
-    ac_dtype t;    /* the dtype of the stored output (f32 for LSE) */
-    double u;      /* its unit roundoff */
+    ac_dtype t;        /* the dtype of the stored output (f32 for LSE and dSink, the bias's for dBias) */
+    double u;          /* its unit roundoff */
     bool is_lse;
-    double sum_ulp;
+    ac_tensor_kind kind; /* the output's shape: Q (dQ), K (dK), V (dV, d_v columns), O (O, d_v columns) */
     double min_normal; /* of the stored dtype: the means below skip elements under it */
-    double sum_abs, sum_naive_abs, sum_escale;
+    /* counting mode (ac_compare_count_over): elements over limit go to `over` */
+    ac_metrics *over;
+    double limit;
+    size_t *row_counts; /* per query row (key for dK/dV) */
+} judge;
+
+/* What one task of the walk finds; tasks are merged in walk order (merge()). */
+typedef struct {
+    double max_ulp, max_scaled, max_abs, naive_max_abs;
+    ac_where at_max_ulp, at_max_scaled;
+    double worst_ref, worst_got, worst_escale; /* at at_max_scaled */
+    size_t n_unwritten, n_unexpected_nan, n_overflow, n_lost_special, n_wrong_zero;
+    ac_where first_special;
+    double special_ref, special_got;
+    size_t masked_rows, masked_rows_zero, masked_rows_nan, masked_rows_lse_posinf;
+    double sum_ulp, sum_abs, sum_naive_abs, sum_escale;
     size_t n_mag;  /* elements in the magnitudes */
     size_t n_mean; /* ...of which in the means: |reference| >= min_normal */
-    ac_tensor_kind kind; /* the output's shape: Q (dQ), K (dK), V (dV, d_v columns), O (O, d_v columns) */
-} accum;
+} partial;
+
+static const ac_where nowhere = {-1, -1, -1, -1};
+
+static void partial_init(partial *pt)
+{
+    memset(pt, 0, sizeof *pt);
+    pt->max_ulp = pt->max_scaled = -1.0; /* so the first element sets the place */
+    pt->at_max_ulp = pt->at_max_scaled = pt->first_special = nowhere;
+    pt->worst_ref = pt->worst_got = pt->worst_escale = NAN;
+}
+
+static size_t partial_specials(const partial *pt)
+{
+    return pt->n_unwritten + pt->n_unexpected_nan + pt->n_overflow + pt->n_lost_special + pt->n_wrong_zero;
+}
 
 typedef enum { EL_OK, EL_UNWRITTEN, EL_UNEXPECTED_NAN, EL_OVERFLOW, EL_LOST_SPECIAL, EL_WRONG_ZERO } el_class;
 
-static void note_special(accum *a, el_class cls, ac_where w)
+static void note_special(partial *pt, el_class cls, ac_where w, double x, double y)
 {
-    ac_metrics *m = a->m;
-    if (ac_metrics_specials(m) == 0)
-        m->first_special = w;
+    if (partial_specials(pt) == 0) {
+        pt->first_special = w;
+        pt->special_ref = x;
+        pt->special_got = y;
+    }
     switch (cls) {
-    case EL_UNWRITTEN: m->n_unwritten++; break;
-    case EL_UNEXPECTED_NAN: m->n_unexpected_nan++; break;
-    case EL_OVERFLOW: m->n_overflow++; break;
-    case EL_LOST_SPECIAL: m->n_lost_special++; break;
-    case EL_WRONG_ZERO: m->n_wrong_zero++; break;
+    case EL_UNWRITTEN: pt->n_unwritten++; break;
+    case EL_UNEXPECTED_NAN: pt->n_unexpected_nan++; break;
+    case EL_OVERFLOW: pt->n_overflow++; break;
+    case EL_LOST_SPECIAL: pt->n_lost_special++; break;
+    case EL_WRONG_ZERO: pt->n_wrong_zero++; break;
     case EL_OK: break;
     }
 }
@@ -103,7 +142,7 @@ static void note_special(accum *a, el_class cls, ac_where w)
 /* A non-finite reference: the kernel must give the same special value.  The
  * one reference non-finite value is LSE = -inf on a row with no visible key,
  * where +inf (FlashAttention 2) is an accepted convention too. */
-static el_class classify_special_ref(const accum *a, double x, double y)
+static el_class classify_special_ref(const judge *a, double x, double y)
 {
     if (isnan(x))
         return isnan(y) ? EL_OK : EL_LOST_SPECIAL;
@@ -114,17 +153,20 @@ static el_class classify_special_ref(const accum *a, double x, double y)
     return EL_LOST_SPECIAL;
 }
 
-static void update_max(double err, double *max, ac_where *at, ac_where w)
+static bool update_max(double err, double *max, ac_where *at, ac_where w)
 {
     if (err > *max) {
         *max = err;
         *at = w;
+        return true;
     }
+    return false;
 }
 
-static void add_magnitudes(accum *a, ac_where w, double x, double y, double e, const double *naive_x)
+/* Returns the element's scaled error (0 where E == 0). */
+static double add_magnitudes(const judge *a, partial *pt, ac_where w, double x, double y, double e,
+                             const double *naive_x)
 {
-    ac_metrics *m = a->m;
     double abs_err = fabs(y - x);
     double ulp_err = abs_err / ac_ulp(a->t, x);
     /* The means skip references below the smallest normal (0 included): rounding
@@ -133,34 +175,40 @@ static void add_magnitudes(accum *a, ac_where w, double x, double y, double e, c
      * would count rounding steps, not precision (a correct f32 dQ near 1e-44
      * read 2.3x the naive: 14 eta against 6).  The scaled error judges them. */
     bool in_mean = fabs(x) >= a->min_normal;
-    a->n_mag++;
-    a->n_mean += in_mean;
-    a->sum_ulp += ulp_err;
+    pt->n_mag++;
+    pt->n_mean += in_mean;
+    pt->sum_ulp += ulp_err;
     if (in_mean) {
-        a->sum_abs += abs_err;
-        a->sum_escale += e;
+        pt->sum_abs += abs_err;
+        pt->sum_escale += e;
     }
-    if (abs_err > m->max_abs)
-        m->max_abs = abs_err;
-    update_max(ulp_err, &m->max_ulp, &m->at_max_ulp, w);
-    if (e > 0.0)
-        update_max(abs_err / (a->u * e), &m->max_scaled, &m->at_max_scaled, w);
+    if (abs_err > pt->max_abs)
+        pt->max_abs = abs_err;
+    update_max(ulp_err, &pt->max_ulp, &pt->at_max_ulp, w);
+    double scaled = e > 0.0 ? abs_err / (a->u * e) : 0.0;
+    if (e > 0.0 && update_max(scaled, &pt->max_scaled, &pt->at_max_scaled, w)) {
+        pt->worst_ref = x;
+        pt->worst_got = y;
+        pt->worst_escale = e;
+    }
     if (naive_x) {
         /* A non-finite naive value where the reference is finite: the baseline failed. */
         double naive_err = isfinite(*naive_x) ? fabs(*naive_x - x) : INFINITY;
         if (in_mean)
-            a->sum_naive_abs += naive_err;
-        if (naive_err > m->naive_max_abs)
-            m->naive_max_abs = naive_err;
+            pt->sum_naive_abs += naive_err;
+        if (naive_err > pt->naive_max_abs)
+            pt->naive_max_abs = naive_err;
     }
+    return scaled;
 }
 
-/* Classifies one element and feeds the statistics.  Returns its class. */
-static el_class compare_element(accum *a, ac_where w, uint32_t got_bits, double x, double e,
-                                const double *naive_x)
+/* Classifies one element and feeds the statistics.  Returns its class; *scaled
+ * its scaled error when it entered the magnitudes. */
+static el_class judge_element(const judge *a, partial *pt, ac_where w, uint32_t got_bits, double x, double e,
+                              const double *naive_x, double *scaled)
 {
     if (got_bits == ac_dtype_poison(a->t)) {
-        note_special(a, EL_UNWRITTEN, w);
+        note_special(pt, EL_UNWRITTEN, w, x, NAN);
         return EL_UNWRITTEN;
     }
     double y = ac_widen(a->t, got_bits);
@@ -176,16 +224,32 @@ static el_class compare_element(accum *a, ac_where w, uint32_t got_bits, double 
     else if (e == 0.0 && y != x)
         cls = EL_WRONG_ZERO; /* E == 0: x is an exact zero, any other value is wrong */
     if (cls != EL_OK) {
-        note_special(a, cls, w);
+        note_special(pt, cls, w, x, y);
         return cls;
     }
     if (!isfinite(x))
         return EL_OK; /* matching special values: nothing to measure */
     if (y == 0.0 && x != 0.0 && fabs(x) > AC_WRONG_ZERO_SCALED * a->u * e) {
-        note_special(a, EL_WRONG_ZERO, w);
+        note_special(pt, EL_WRONG_ZERO, w, x, y);
         cls = EL_WRONG_ZERO;
     }
-    add_magnitudes(a, w, x, y, e, naive_x);
+    *scaled = add_magnitudes(a, pt, w, x, y, e, naive_x);
+    return cls;
+}
+
+/* judge_element, and in counting mode the element's place when it is over the limit. */
+static el_class compare_element(const judge *a, partial *pt, ac_where w, uint32_t got_bits, double x, double e,
+                                const double *naive_x)
+{
+    double scaled = 0.0;
+    el_class cls = judge_element(a, pt, w, got_bits, x, e, naive_x, &scaled);
+    if (a->over && (cls != EL_OK || scaled > a->limit)) {
+        a->over->n_over++;
+        if (w.h < AC_DIAG_MAX_HEADS)
+            a->over->over_per_head[w.h]++;
+        if (w.row >= 0) /* dSink has no row */
+            a->row_counts[w.row]++;
+    }
     return cls;
 }
 
@@ -213,16 +277,18 @@ typedef struct {
 /* One row of a Q-like output or of LSE.  A row with no visible key is also
  * classified as a whole: "zero" when every element is +-0 (LSE: +-inf),
  * "nan" when any is NaN. */
-static void compare_q_row(accum *a, const ac_problem *p, const tensors *tn, int b, int h, int i)
+static void compare_q_row(const judge *a, partial *pt, const ac_problem *p, const tensors *tn, int b, int h, int i)
 {
     bool masked = !row_has_visible_key(p, b, h, i);
     bool all_zero = true, any_nan = false, lse_posinf = false;
     int ncols = a->is_lse ? 1 : ac_tensor_dim(p, a->kind);
+    size_t row = a->is_lse ? ac_lse_index(p, b, h, i) /* channels are contiguous */
+                           : ac_tensor_index(p, a->kind, b, h, i, 0);
     for (int c = 0; c < ncols; c++) {
-        size_t at = a->is_lse ? ac_lse_index(p, b, h, i) : ac_tensor_index(p, a->kind, b, h, i, c);
+        size_t at = row + (size_t)c;
         ac_where w = {b, h, i, a->is_lse ? -1 : c};
         uint32_t bits = ac_bits_get(a->t, tn->got, at);
-        compare_element(a, w, bits, tn->ref[at], tn->escale[at], tn->naive ? tn->naive + at : NULL);
+        compare_element(a, pt, w, bits, tn->ref[at], tn->escale[at], tn->naive ? tn->naive + at : NULL);
         if (!masked)
             continue;
         double y = bits == ac_dtype_poison(a->t) ? NAN : ac_widen(a->t, bits);
@@ -232,59 +298,270 @@ static void compare_q_row(accum *a, const ac_problem *p, const tensors *tn, int 
     }
     if (!masked)
         return;
-    a->m->masked_rows++;
-    a->m->masked_rows_zero += all_zero;
-    a->m->masked_rows_nan += any_nan;
-    a->m->masked_rows_lse_posinf += lse_posinf;
+    pt->masked_rows++;
+    pt->masked_rows_zero += all_zero;
+    pt->masked_rows_nan += any_nan;
+    pt->masked_rows_lse_posinf += lse_posinf;
 }
 
-static void compare_k_rows(accum *a, const ac_problem *p, const tensors *tn, int b, int h_kv)
+static void compare_k_row(const judge *a, partial *pt, const ac_problem *p, const tensors *tn, int b, int h_kv,
+                          int j)
 {
-    int nk = ac_seqlen_k_of(p, b);
-    for (int j = 0; j < nk; j++)
-        for (int c = 0; c < ac_tensor_dim(p, a->kind); c++) {
-            size_t at = ac_tensor_index(p, a->kind, b, h_kv, j, c);
-            ac_where w = {b, h_kv, j, c};
-            compare_element(a, w, ac_bits_get(a->t, tn->got, at), tn->ref[at], tn->escale[at],
-                            tn->naive ? tn->naive + at : NULL);
+    size_t row = ac_tensor_index(p, a->kind, b, h_kv, j, 0);
+    for (int c = 0; c < ac_tensor_dim(p, a->kind); c++) {
+        size_t at = row + (size_t)c;
+        ac_where w = {b, h_kv, j, c};
+        compare_element(a, pt, w, ac_bits_get(a->t, tn->got, at), tn->ref[at], tn->escale[at],
+                        tn->naive ? tn->naive + at : NULL);
+    }
+}
+
+/* dBias: the keys of row i of broadcast slice mb that some sequence b it
+ * covers has (i < nq_b, j < nk_b): j < the largest such nk_b; elsewhere the
+ * entry is padding of every sequence. */
+static int bias_row_keys(const ac_problem *p, int mb, int i)
+{
+    int keys = 0, b0 = p->bias_batch > 1 ? mb : 0, b1 = p->bias_batch > 1 ? mb + 1 : p->batch;
+    for (int b = b0; b < b1; b++)
+        if (i < ac_seqlen_q_of(p, b) && ac_seqlen_k_of(p, b) > keys)
+            keys = ac_seqlen_k_of(p, b);
+    return keys;
+}
+
+/* Row i of dBias slice (mb, mh), at [mb, mh, i, j]. */
+static void compare_bias_row(const judge *a, partial *pt, const ac_problem *p, const tensors *tn, int mb, int mh,
+                             int i)
+{
+    int keys = bias_row_keys(p, mb, i);
+    size_t row = ac_bias_index(p, mb, mh, i, 0);
+    for (int j = 0; j < keys; j++) {
+        ac_where w = {mb, mh, i, j};
+        compare_element(a, pt, w, ac_bits_get(a->t, tn->got, row + (size_t)j), tn->ref[row + (size_t)j],
+                        tn->escale[row + (size_t)j], NULL);
+    }
+}
+
+/* dSink: one value per query head, at [-1, h, -1, -1]. */
+static void compare_head(const judge *a, partial *pt, const tensors *tn, int h)
+{
+    ac_where w = {-1, h, -1, -1};
+    compare_element(a, pt, w, ac_bits_get(a->t, tn->got, (size_t)h), tn->ref[h], tn->escale[h],
+                    tn->naive ? tn->naive + h : NULL);
+}
+
+/* ---- the walk, in tasks ----------------------------------------------------
+ * The walk visits (b, h, row, col) in that order; it is cut into tasks of
+ * consecutive rows of one (b, h), TASK_ELEMS elements or so each, a function
+ * of the problem alone.  Each task fills its own partial, and the partials are
+ * merged in walk order: maxima keep the first place in walk order on ties,
+ * counts add, the first special is the earliest task's, sums add task after
+ * task.  So the metrics do not depend on the thread count (the means differ
+ * from one running sum over the whole walk in their last bits only).
+ * Shapes: Q-like rows (O, LSE, dQ) of (b, h_q), K-like rows (dK, dV) of
+ * (b, h_kv), dBias rows i of (mb, mh), and dSink's heads as the rows of one
+ * span (Hq values: one task). */
+#define TASK_ELEMS 32768
+
+typedef struct {
+    int b, h, row0, row1;
+} task_span;
+
+typedef enum { WALK_Q, WALK_K, WALK_BIAS, WALK_HEADS } walk_shape;
+
+/* The tensor shape of a Q-like or K-like output. */
+static ac_tensor_kind output_kind(ac_output which)
+{
+    switch (which) {
+    case AC_OUT_O: return AC_TENSOR_O;
+    case AC_OUT_DK: return AC_TENSOR_K;
+    case AC_OUT_DV: return AC_TENSOR_V;
+    default: return AC_TENSOR_Q;
+    }
+}
+
+static walk_shape shape_of(ac_output which)
+{
+    switch (which) {
+    case AC_OUT_DK: case AC_OUT_DV: return WALK_K;
+    case AC_OUT_DBIAS: return WALK_BIAS;
+    case AC_OUT_DSINK: return WALK_HEADS;
+    default: return WALK_Q;
+    }
+}
+
+typedef struct {
+    const judge *a;
+    const ac_problem *p;
+    const tensors *tn;
+    walk_shape shape;
+    const task_span *spans;
+    partial *parts;
+} walk_job;
+
+static void walk_task(const walk_job *j, const task_span *sp, partial *pt)
+{
+    for (int r = sp->row0; r < sp->row1; r++)
+        switch (j->shape) {
+        case WALK_K: compare_k_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r); break;
+        case WALK_BIAS: compare_bias_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r); break;
+        case WALK_HEADS: compare_head(j->a, pt, j->tn, r); break;
+        case WALK_Q: compare_q_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r); break;
         }
 }
 
-/* dBias: entry (mb, mh, i, j) at [mb, mh, i, j], where some (b, h) the bias
- * broadcasts over has row i and key j (elsewhere it is padding of every one). */
-static bool bias_entry_in_problem(const ac_problem *p, int mb, int i, int j)
+static void walk_task_fn(void *ctx, size_t task, int worker)
 {
-    for (int b = p->bias_batch > 1 ? mb : 0; b < (p->bias_batch > 1 ? mb + 1 : p->batch); b++)
-        if (i < ac_seqlen_q_of(p, b) && j < ac_seqlen_k_of(p, b))
-            return true;
-    return false;
+    (void)worker;
+    const walk_job *j = ctx;
+    partial pt; /* on this worker's stack: neighbouring tasks' partials share cache lines */
+    partial_init(&pt);
+    walk_task(j, &j->spans[task], &pt);
+    j->parts[task] = pt;
 }
 
-static void compare_bias(accum *a, const ac_problem *p, const tensors *tn)
+static void merge(partial *into, const partial *from)
 {
-    int nb = p->bias_batch > 1 ? p->bias_batch : 1, nh = p->bias_heads > 1 ? p->bias_heads : 1;
-    for (int mb = 0; mb < nb; mb++)
-        for (int mh = 0; mh < nh; mh++)
-            for (int i = 0; i < p->seqlen_q; i++)
-                for (int j = 0; j < p->seqlen_k; j++) {
-                    if (!bias_entry_in_problem(p, mb, i, j))
-                        continue;
-                    size_t at = ac_bias_index(p, mb, mh, i, j);
-                    ac_where w = {mb, mh, i, j};
-                    compare_element(a, w, ac_bits_get(a->t, tn->got, at), tn->ref[at], tn->escale[at], NULL);
-                    a->m->n_compared++;
-                }
-}
-
-/* One value per query head (dSink): at [-1, h, -1, -1]. */
-static void compare_per_head(accum *a, const ac_problem *p, const tensors *tn)
-{
-    for (int h = 0; h < p->heads_q; h++) {
-        ac_where w = {-1, h, -1, -1};
-        compare_element(a, w, ac_bits_get(a->t, tn->got, (size_t)h), tn->ref[h], tn->escale[h],
-                        tn->naive ? tn->naive + h : NULL);
+    if (from->max_ulp > into->max_ulp)
+        into->max_ulp = from->max_ulp, into->at_max_ulp = from->at_max_ulp;
+    if (from->max_scaled > into->max_scaled) {
+        into->max_scaled = from->max_scaled, into->at_max_scaled = from->at_max_scaled;
+        into->worst_ref = from->worst_ref, into->worst_got = from->worst_got;
+        into->worst_escale = from->worst_escale;
     }
-    a->m->n_compared += (size_t)p->heads_q;
+    if (from->max_abs > into->max_abs)
+        into->max_abs = from->max_abs;
+    if (from->naive_max_abs > into->naive_max_abs)
+        into->naive_max_abs = from->naive_max_abs;
+    if (partial_specials(into) == 0 && partial_specials(from) > 0) {
+        into->first_special = from->first_special;
+        into->special_ref = from->special_ref, into->special_got = from->special_got;
+    }
+    into->n_unwritten += from->n_unwritten, into->n_unexpected_nan += from->n_unexpected_nan;
+    into->n_overflow += from->n_overflow, into->n_lost_special += from->n_lost_special;
+    into->n_wrong_zero += from->n_wrong_zero;
+    into->masked_rows += from->masked_rows, into->masked_rows_zero += from->masked_rows_zero;
+    into->masked_rows_nan += from->masked_rows_nan, into->masked_rows_lse_posinf += from->masked_rows_lse_posinf;
+    into->sum_ulp += from->sum_ulp, into->sum_abs += from->sum_abs;
+    into->sum_naive_abs += from->sum_naive_abs, into->sum_escale += from->sum_escale;
+    into->n_mag += from->n_mag, into->n_mean += from->n_mean;
+}
+
+/* Columns of a row of the walk. */
+static int walk_cols(const ac_problem *p, walk_shape shape, const judge *a)
+{
+    if (shape == WALK_BIAS)
+        return p->seqlen_k;
+    return shape == WALK_HEADS || a->is_lse ? 1 : ac_tensor_dim(p, a->kind);
+}
+
+/* Rows a task takes: TASK_ELEMS elements' worth, or what a test asks for. */
+static int task_rows(int cols, int requested)
+{
+    return requested > 0 ? requested : TASK_ELEMS / cols > 0 ? TASK_ELEMS / cols : 1;
+}
+
+/* Calls fn on every task of the walk, in walk order (fn NULL: counts them). */
+typedef void (*span_fn)(void *ctx, size_t index, const task_span *sp);
+
+/* The (b, h) slices of a shape and the rows of slice b. */
+static void walk_slices(const ac_problem *p, walk_shape shape, int *batches, int *heads)
+{
+    *batches = shape == WALK_HEADS ? 1 : shape == WALK_BIAS && p->bias_batch <= 1 ? 1
+             : shape == WALK_BIAS ? p->bias_batch : p->batch;
+    *heads = shape == WALK_HEADS ? 1 : shape == WALK_K ? p->heads_kv : shape == WALK_Q ? p->heads_q
+           : p->bias_heads > 1 ? p->bias_heads : 1;
+}
+
+static int walk_rows(const ac_problem *p, walk_shape shape, int b)
+{
+    switch (shape) {
+    case WALK_K: return ac_seqlen_k_of(p, b);
+    case WALK_BIAS: return p->seqlen_q; /* rows no sequence has hold no keys (bias_row_keys) */
+    case WALK_HEADS: return p->heads_q;
+    case WALK_Q: break;
+    }
+    return ac_seqlen_q_of(p, b);
+}
+
+static size_t for_each_span(const ac_problem *p, walk_shape shape, int rows_per_task, span_fn fn, void *ctx)
+{
+    int batches, heads;
+    walk_slices(p, shape, &batches, &heads);
+    size_t n = 0;
+    for (int b = 0; b < batches; b++) {
+        int rows = walk_rows(p, shape, b);
+        for (int h = 0; h < heads; h++)
+            for (int r0 = 0; r0 < rows; r0 += rows_per_task, n++) {
+                task_span sp = {b, h, r0, r0 + rows_per_task < rows ? r0 + rows_per_task : rows};
+                if (fn)
+                    fn(ctx, n, &sp);
+            }
+    }
+    return n;
+}
+
+static void store_span(void *ctx, size_t index, const task_span *sp) { ((task_span *)ctx)[index] = *sp; }
+
+typedef struct {
+    const walk_job *j;
+    partial *total;
+} serial_walk;
+
+static void walk_and_merge(void *ctx, size_t index, const task_span *sp)
+{
+    (void)index;
+    serial_walk *s = ctx;
+    partial pt;
+    partial_init(&pt);
+    walk_task(s->j, sp, &pt);
+    merge(s->total, &pt);
+}
+
+/* Walks every task on `workers` threads into *total.  With one worker (or
+ * without memory for the per-task partials) the tasks run here, one after
+ * another, each merged as it ends: the same result. */
+static void walk(const ac_inputs *in, ac_output which, const tensors *tn, const judge *a, int workers,
+                 int rows_per_task, partial *total)
+{
+    const ac_problem *p = &in->p;
+    walk_shape shape = shape_of(which);
+    int rows = task_rows(walk_cols(p, shape, a), rows_per_task);
+    walk_job j = {a, p, tn, shape, NULL, NULL};
+    size_t n = for_each_span(p, shape, rows, NULL, NULL);
+    task_span *spans = workers > 1 && n > 1 ? malloc(n * sizeof *spans) : NULL;
+    partial *parts = spans ? malloc(n * sizeof *parts) : NULL;
+    partial_init(total);
+    if (parts) {
+        for_each_span(p, shape, rows, store_span, spans);
+        j.spans = spans, j.parts = parts;
+        ref_parallel_for(workers, n, walk_task_fn, &j);
+        for (size_t t = 0; t < n; t++)
+            merge(total, &parts[t]);
+    } else {
+        serial_walk s = {&j, total};
+        for_each_span(p, shape, rows, walk_and_merge, &s);
+    }
+    free(spans), free(parts);
+}
+
+static size_t compared_elems(const ac_problem *p, ac_output which)
+{
+    walk_shape shape = shape_of(which);
+    int batches, heads;
+    walk_slices(p, shape, &batches, &heads);
+    if (shape == WALK_HEADS)
+        return (size_t)p->heads_q;
+    size_t n = 0;
+    for (int b = 0; b < batches; b++) {
+        if (shape == WALK_BIAS) {
+            for (int i = 0; i < p->seqlen_q; i++)
+                n += (size_t)heads * bias_row_keys(p, b, i);
+            continue;
+        }
+        size_t cols = which == AC_OUT_LSE ? 1 : (size_t)ac_tensor_dim(p, output_kind(which));
+        n += (size_t)heads * walk_rows(p, shape, b) * cols;
+    }
+    return n;
 }
 
 static double ratio(double kernel, double naive)
@@ -294,72 +571,115 @@ static double ratio(double kernel, double naive)
     return naive == 0.0 ? INFINITY : kernel / naive;
 }
 
-static void finish(accum *a)
+/* The merged walk into m. */
+static void finish(const partial *pt, ac_metrics *m)
 {
-    ac_metrics *m = a->m;
-    if (a->n_mag == 0) {
+    m->max_ulp = pt->max_ulp, m->at_max_ulp = pt->at_max_ulp;
+    m->max_scaled = pt->max_scaled, m->at_max_scaled = pt->at_max_scaled;
+    m->worst_ref = pt->worst_ref, m->worst_got = pt->worst_got, m->worst_escale = pt->worst_escale;
+    m->max_abs = pt->max_abs, m->naive_max_abs = pt->naive_max_abs;
+    m->n_unwritten = pt->n_unwritten, m->n_unexpected_nan = pt->n_unexpected_nan;
+    m->n_overflow = pt->n_overflow, m->n_lost_special = pt->n_lost_special, m->n_wrong_zero = pt->n_wrong_zero;
+    m->first_special = pt->first_special, m->special_ref = pt->special_ref, m->special_got = pt->special_got;
+    m->masked_rows = pt->masked_rows, m->masked_rows_zero = pt->masked_rows_zero;
+    m->masked_rows_nan = pt->masked_rows_nan, m->masked_rows_lse_posinf = pt->masked_rows_lse_posinf;
+    m->n_measured = pt->n_mag;
+    if (pt->n_mag == 0) {
         m->max_ulp = m->max_scaled = 0.0;
         return;
     }
-    m->mean_ulp = a->sum_ulp / (double)a->n_mag;
-    double n = a->n_mean > 0 ? (double)a->n_mean : 1.0; /* none: the sums are 0 */
-    m->n_mean = a->n_mean;
-    m->mean_abs = a->sum_abs / n;
-    m->mean_escale = a->sum_escale / n;
+    m->mean_ulp = pt->sum_ulp / (double)pt->n_mag;
+    double n = pt->n_mean > 0 ? (double)pt->n_mean : 1.0; /* none: the sums are 0 */
+    m->n_mean = pt->n_mean;
+    m->mean_abs = pt->sum_abs / n;
+    m->mean_escale = pt->sum_escale / n;
     if (m->max_scaled < 0.0)
         m->max_scaled = 0.0; /* every element had E == 0 and matched */
     if (!m->has_naive)
         return;
-    m->naive_mean_abs = a->sum_naive_abs / n;
+    m->naive_mean_abs = pt->sum_naive_abs / n;
     m->vs_naive_max = ratio(m->max_abs, m->naive_max_abs);
     m->vs_naive_mean = ratio(m->mean_abs, m->naive_mean_abs);
 }
 
-void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
-                const double *escale, const double *naive, ac_metrics *m)
+static judge judge_for(const ac_inputs *in, ac_output which)
 {
-    const ac_problem *p = &in->p;
-    static const ac_where nowhere = {-1, -1, -1, -1};
+    judge a = {.t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE,
+               .kind = output_kind(which)};
+    if (which == AC_OUT_DBIAS) /* stored like the bias */
+        a.t = in->p.bias_dtype;
+    a.u = ac_unit_roundoff(a.t);
+    a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
+    return a;
+}
+
+void compare_with(const ac_inputs *in, ac_output which, const void *got, const double *ref, const double *escale,
+                  const double *naive, int workers, int rows_per_task, ac_metrics *m)
+{
     memset(m, 0, sizeof *m);
     m->present = true;
     m->has_naive = naive != NULL;
-    m->at_max_ulp = m->at_max_scaled = m->first_special = nowhere;
-    m->max_ulp = m->max_scaled = -1.0; /* so the first element sets the place */
-    static const ac_tensor_kind kinds[AC_OUT_COUNT] = {[AC_OUT_O] = AC_TENSOR_O, [AC_OUT_DQ] = AC_TENSOR_Q,
-                                                       [AC_OUT_DK] = AC_TENSOR_K, [AC_OUT_DV] = AC_TENSOR_V};
-    accum a = {.m = m, .t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE,
-               .kind = (unsigned)which < AC_OUT_COUNT ? kinds[which] : AC_TENSOR_Q};
-    a.u = ac_unit_roundoff(a.t);
-    a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
-    if (which == AC_OUT_DBIAS) { /* stored like the bias */
-        a.t = p->bias_dtype;
-        a.u = ac_unit_roundoff(a.t);
-        a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
-    }
+    m->n_compared = compared_elems(&in->p, which);
+    judge a = judge_for(in, which);
     tensors tn = {got, ref, escale, naive};
-    if (which == AC_OUT_DBIAS) {
-        compare_bias(&a, p, &tn);
-        finish(&a);
-        return;
-    }
-    if (which == AC_OUT_DSINK) {
-        compare_per_head(&a, p, &tn);
-        finish(&a);
-        return;
-    }
-    bool k_like = which == AC_OUT_DK || which == AC_OUT_DV;
-    for (int b = 0; b < p->batch; b++) {
-        if (k_like) {
-            for (int h = 0; h < p->heads_kv; h++)
-                compare_k_rows(&a, p, &tn, b, h);
-            m->n_compared += (size_t)p->heads_kv * ac_seqlen_k_of(p, b) * ac_tensor_dim(p, a.kind);
+    partial total;
+    walk(in, which, &tn, &a, workers, rows_per_task, &total);
+    finish(&total, m);
+}
+
+/* At least this many elements a worker: a thread start costs tens of microseconds. */
+#define MIN_ELEMS_PER_WORKER 65536
+
+void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
+                const double *escale, const double *naive, ac_metrics *m)
+{
+    int workers = 1;
+    if (ref_thread_count(&workers, NULL) != AC_OK)
+        workers = 1; /* a bad ATTNCHECK_THREADS is reported by the reference, which reads it first */
+    size_t useful = compared_elems(&in->p, which) / MIN_ELEMS_PER_WORKER;
+    if (useful < (size_t)workers)
+        workers = useful < 1 ? 1 : (int)useful;
+    compare_with(in, which, got, ref, escale, naive, workers, 0, m);
+}
+
+/* The rows with elements over budget: how many, their range, the first AC_DIAG_MAX_ROWS with counts. */
+static void list_rows(ac_metrics *m, const size_t *counts, int n_rows)
+{
+    m->n_rows_over = m->n_rows_listed = 0;
+    m->first_row_over = m->last_row_over = -1;
+    for (int r = 0; r < n_rows; r++) {
+        if (!counts[r])
             continue;
-        }
-        int nq = ac_seqlen_q_of(p, b);
-        for (int h = 0; h < p->heads_q; h++)
-            for (int i = 0; i < nq; i++)
-                compare_q_row(&a, p, &tn, b, h, i);
-        m->n_compared += (size_t)p->heads_q * nq * (a.is_lse ? 1 : ac_tensor_dim(p, a.kind));
+        if (m->n_rows_over++ == 0)
+            m->first_row_over = r;
+        m->last_row_over = r;
+        if (m->n_rows_listed < AC_DIAG_MAX_ROWS)
+            m->rows_over[m->n_rows_listed++] = (ac_row_count){r, counts[r]};
     }
-    finish(&a);
+}
+
+int ac_compare_count_over(const ac_inputs *in, ac_output which, const void *got, const double *ref,
+                          const double *escale, double limit, ac_metrics *m, ac_err *err)
+{
+    const ac_problem *p = &in->p;
+    walk_shape shape = shape_of(which);
+    int n_rows = shape == WALK_K ? p->seqlen_k : shape == WALK_HEADS ? 0 : p->seqlen_q;
+    int batches;
+    judge a = judge_for(in, which);
+    a.over = m;
+    a.limit = limit;
+    a.row_counts = calloc((size_t)n_rows + 1, sizeof(size_t));
+    if (!a.row_counts)
+        return ac_fail(err, AC_ERR_ENV, "diagnosis: out of memory for %d row counts", n_rows);
+    m->n_over = 0;
+    memset(m->over_per_head, 0, sizeof m->over_per_head);
+    walk_slices(p, shape, &batches, &m->n_heads);
+    if (shape == WALK_HEADS) /* dSink's values are its heads */
+        m->n_heads = p->heads_q;
+    tensors tn = {got, ref, escale, NULL};
+    partial thrown_away; /* the statistics of this second walk; the counts go to m */
+    walk(in, which, &tn, &a, 1, 0, &thrown_away); /* one worker: the counts are shared */
+    list_rows(m, a.row_counts, n_rows);
+    free(a.row_counts);
+    return AC_OK;
 }

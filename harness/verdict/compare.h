@@ -19,16 +19,34 @@ typedef enum {
 const char *ac_output_name(ac_output o); /* "O", "LSE", "dQ", "dK", "dV", "dSink", "dBias" */
 
 typedef struct {
-    int b, h, row, col; /* col = -1 for LSE */
+    int b, h, row, col; /* col = -1 for LSE; dBias (mb, mh, i, j); dSink (-1, h, -1, -1) */
 } ac_where;
+
+#define AC_DIAG_MAX_HEADS 64 /* heads whose over-budget elements are counted one by one */
+#define AC_DIAG_MAX_ROWS 32  /* rows over budget listed with their counts (the first ones) */
+#define AC_HINT_LEN 384
+
+/* What the gate found wrong with one output (ac_metrics.failed): one bit per
+ * special class (1u << ac_special), and these two. */
+#define AC_FAILED_SCALED (1u << 8)
+#define AC_FAILED_VS_NAIVE (1u << 9)
+
+typedef struct {
+    int row;  /* a query row (dK, dV: a key), over every batch and head */
+    size_t n; /* its elements over budget */
+} ac_row_count;
 
 typedef struct {
     bool present;
     size_t n_compared;
+    /* Elements in the magnitudes (max/mean ulp, scaled, abs); 0 when every element
+     * was special, and then max_scaled says nothing (printed "-", not 0 at -1,-1,-1). */
+    size_t n_measured;
     double max_ulp, mean_ulp;
     ac_where at_max_ulp;
     double max_scaled;
     ac_where at_max_scaled;
+    double worst_ref, worst_got, worst_escale; /* at at_max_scaled: expected, actual, E */
     /* The means (and mean E) are over the n_mean elements whose reference is at least
      * the dtype's smallest normal: see compare.c, add_magnitudes. */
     double max_abs, mean_abs;
@@ -40,11 +58,28 @@ typedef struct {
     /* special-value classes, checked before any magnitude */
     size_t n_unexpected_nan, n_overflow, n_lost_special, n_wrong_zero, n_unwritten;
     ac_where first_special;
+    double special_ref, special_got;    /* at first_special: expected, actual (NaN for unwritten) */
     /* which convention fully masked rows follow: rows seen, rows giving O = 0 (LSE -inf), rows giving NaN.
      * Counted for O, LSE and dQ (Q-like rows with no visible key), never for dK/dV.
      * masked_rows_lse_posinf: LSE rows giving +inf (FlashAttention 2's non-split kernels
      * write +inf there); accepted like -inf and also counted in masked_rows_zero. */
     size_t masked_rows, masked_rows_zero, masked_rows_nan, masked_rows_lse_posinf;
+
+    /* Set by the gate (gate.h): the budgets this case was judged by, and what failed. */
+    double budget_scaled;              /* grown with length where the budget says so */
+    double budget_vs_naive_mean;       /* 0: off */
+    bool vs_naive_applies;             /* the problem was large enough for the mean check */
+    unsigned failed;                   /* AC_FAILED_* and 1u << ac_special bits; 0: passed */
+
+    /* Set by ac_diagnose on a failing output: where its elements over budget are
+     * (an element is over when it is special or its scaled error exceeds budget_scaled). */
+    size_t n_over;
+    size_t over_per_head[AC_DIAG_MAX_HEADS]; /* query heads (dK, dV: KV heads) */
+    int n_heads;                             /* heads in the output; only the first AC_DIAG_MAX_HEADS counted */
+    int n_rows_over, first_row_over, last_row_over;
+    ac_row_count rows_over[AC_DIAG_MAX_ROWS]; /* the first n_rows_listed rows over budget, ascending */
+    int n_rows_listed;
+    char hint[AC_HINT_LEN];                  /* computed hints, "" when none fits */
 } ac_metrics;
 
 /* The special-value classes, each counted on its own before any magnitude, in
@@ -64,7 +99,8 @@ void ac_poison_f32(float *buf, size_t n);
 bool ac_is_poison(ac_dtype t, const void *buf, size_t i);
 
 /* Compare one output of a kernel with the reference over the non-padding
- * elements (rows i < nq_b; for dK/dV keys j < nk_b).  got: dtype bits (float
+ * elements (rows i < nq_b; for dK/dV keys j < nk_b; dBias's entries some
+ * sequence has; dSink's Hq values).  got: dtype bits (float
  * for LSE), ref/escale/naive: doubles, Q-like / K-like / LSE-shaped as the
  * output is; naive may be NULL.  Per element, in this order (SLEEF-style, a
  * special class is counted instead of a magnitude):
@@ -81,6 +117,13 @@ bool ac_is_poison(ac_dtype t, const void *buf, size_t i);
 #define AC_WRONG_ZERO_SCALED 1000.0
 void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
                 const double *escale, const double *naive, ac_metrics *m);
+/* Counts the elements of one output over limit (scaled error above it, or
+ * special), per head and per row, into m's n_over .. rows_over (the other
+ * fields untouched).  Same arguments as ac_compare.  AC_ERR_ENV when the row
+ * counts cannot be allocated.  Rows are query rows (dK, dV: keys; dBias: its
+ * rows i); dSink counts per head only. */
+int ac_compare_count_over(const ac_inputs *in, ac_output which, const void *got, const double *ref,
+                          const double *escale, double limit, ac_metrics *m, ac_err *err);
 /* The dtype whose ulp and unit roundoff output `which` is measured in: t, or
  * f32 for LSE and dSink (stored in f32; dSink's E is in f32 units). */
 ac_dtype ac_output_dtype(ac_dtype t, ac_output which);

@@ -1,11 +1,16 @@
 /* harness/verdict/gate.h — the gate: one case's metrics and the budgets give
- * a verdict, in a fixed order so a failure has one stable signature ("kind",
- * OUTPUT:class) the shrinker can require to persist:
+ * a verdict.  Outputs are judged forward first, O, LSE, then dQ, dK, dV (the
+ * earliest failing output is usually the cause), and each output in this order:
  *   1. special classes (unwritten, unexpected-nan, overflow, lost-special,
- *      wrong-zero), for outputs O, LSE, dQ, dK, dV: any count > 0 fails;
+ *      wrong-zero): any count > 0 fails;
  *   2. max scaled error against the (grown) budget ("O:scaled");
  *   3. the mean vs-naive ratio, where the naive mean means something
- *      ("O:vs-naive-mean"). */
+ *      ("O:vs-naive-mean").
+ * The first failure in that order is the case's one stable signature ("kind",
+ * OUTPUT:class) the shrinker requires to persist; why names it (with the
+ * expected and actual values and the error scale at its element) and then
+ * lists every other failing output and class.  Each output's metrics get the
+ * budgets applied and its failing classes (ac_metrics.failed). */
 #ifndef ATTNCHECK_GATE_H
 #define ATTNCHECK_GATE_H
 
@@ -34,9 +39,10 @@
 
 typedef enum { AC_VERDICT_PASS = 0, AC_VERDICT_FAIL = 1, AC_VERDICT_ERROR = 2 } ac_verdict;
 
-/* Fills why (which budget, by how much, where) on failure, and kind, the
- * failure's signature.  On a pass why and kind are "". */
-ac_verdict ac_gate(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], const ac_budgets *b,
+/* Fills why (which budget, by how much, where; then every other failure) on
+ * failure, and kind, the first failure's signature; on a pass why and kind are "".
+ * Sets the budget_*, vs_naive_applies and failed fields of every output's metrics. */
+ac_verdict ac_gate(const ac_inputs *in, ac_metrics m[AC_OUT_COUNT], const ac_budgets *b,
                    char *why, size_t why_len, char *kind, size_t kind_len);
 /* A reference that was checked against MPFR and missed (rows_checked > 0, not
  * certified) is not a kernel failure, but must be said: appends "; reference not

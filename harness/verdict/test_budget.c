@@ -193,18 +193,18 @@ static void clean_metrics(ac_metrics m[AC_OUT_COUNT])
     }
 }
 
-static ac_verdict gate(const ac_inputs *in, const ac_metrics m[AC_OUT_COUNT], char *why, char *kind)
+static ac_verdict gate(const ac_inputs *in, ac_metrics m[AC_OUT_COUNT], char *why, char *kind)
 {
     ac_budgets b;
     load_valid(&b);
-    return ac_gate(in, m, &b, why, 512, kind, 64);
+    return ac_gate(in, m, &b, why, 1024, kind, 64);
 }
 
 Test(harness_budget, clean_metrics_pass_with_empty_why_and_kind)
 {
     ac_inputs in = gate_inputs(AC_F16, 64);
     ac_metrics m[AC_OUT_COUNT];
-    char why[512] = "x", kind[64] = "x";
+    char why[1024] = "x", kind[64] = "x";
     clean_metrics(m);
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_PASS, "%s", why);
     cr_assert_str_eq(why, "");
@@ -215,54 +215,73 @@ Test(harness_budget, scaled_failure_names_budget_excess_and_place)
 {
     ac_inputs in = gate_inputs(AC_F16, 64);
     ac_metrics m[AC_OUT_COUNT];
-    char why[512], kind[64];
+    char why[1024], kind[64];
     clean_metrics(m);
     m[AC_OUT_O].max_scaled = 37.2;
     m[AC_OUT_O].at_max_scaled = (ac_where){0, 1, 5, 17};
+    m[AC_OUT_O].worst_ref = -1.25, m[AC_OUT_O].worst_got = -1.5, m[AC_OUT_O].worst_escale = 3.5;
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
     cr_assert_str_eq(kind, "O:scaled");
-    cr_assert_str_eq(why, "O scaled error 37.2 > budget 4 (f16 O scaled; 9.3x over) at b=0 h=1 row=5 col=17");
+    cr_assert_str_eq(why, "O scaled error 37.2 > budget 4 (f16 O scaled; 9.3x over) at b=0 h=1 row=5 col=17 "
+                          "(expected -1.25, got -1.5, error scale E 3.5)");
 }
 
 Test(harness_budget, grown_budget_is_spelled_out_and_kv_places_name_the_key)
 {
     ac_inputs in = gate_inputs(AC_F32, 256);
     ac_metrics m[AC_OUT_COUNT];
-    char why[512], kind[64];
+    char why[1024], kind[64];
     clean_metrics(m);
     m[AC_OUT_DK].max_scaled = 31.0; /* under 16 * 2 = 32: passes */
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_PASS, "%s", why);
     m[AC_OUT_DK].max_scaled = 40.0;
     m[AC_OUT_DK].at_max_scaled = (ac_where){0, 1, 200, 3};
+    m[AC_OUT_DK].worst_ref = 2.0, m[AC_OUT_DK].worst_got = 2.0078125, m[AC_OUT_DK].worst_escale = 0.5;
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
     cr_assert_str_eq(kind, "dK:scaled");
     cr_assert_str_eq(why, "dK scaled error 40 > budget 32 (f32 dK scaled = 16 x growth 2; 1.25x over) "
-                          "at b=0 hkv=1 key=200 col=3");
+                          "at b=0 hkv=1 key=200 col=3 (expected 2, got 2.00781, error scale E 0.5)");
 }
 
-Test(harness_budget, special_classes_fail_before_magnitudes)
+Test(harness_budget, forward_outputs_come_first_and_every_failure_is_listed)
 {
     ac_inputs in = gate_inputs(AC_F16, 64);
     ac_metrics m[AC_OUT_COUNT];
-    char why[512], kind[64];
+    char why[1024], kind[64];
     clean_metrics(m);
-    m[AC_OUT_O].max_scaled = 500.0;
+    m[AC_OUT_DQ].n_unexpected_nan = 7; /* the backward's NaN is a consequence ... */
+    m[AC_OUT_DQ].first_special = (ac_where){0, 1, 2, 3};
     m[AC_OUT_LSE].n_unexpected_nan = 2;
     m[AC_OUT_LSE].first_special = (ac_where){1, 0, 9, -1};
+    m[AC_OUT_LSE].special_ref = 1.5;
+    m[AC_OUT_LSE].special_got = NAN;
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
-    cr_assert_str_eq(kind, "LSE:unexpected-nan");
+    cr_assert_str_eq(kind, "LSE:unexpected-nan", "LSE comes before dQ");
     cr_assert(strstr(why, "LSE unexpected-nan: 2 of 4096 elements") == why, "%s", why);
-    cr_assert(strstr(why, "at b=1 h=0 row=9") != NULL, "%s", why);
-    m[AC_OUT_DV].n_unwritten = 1; /* unwritten outranks every other class */
+    cr_assert(strstr(why, "at b=1 h=0 row=9 (expected 1.5, got nan)") != NULL, "%s", why);
+    m[AC_OUT_O].max_scaled = 500.0; /* ... of this one: O is judged first, whatever the class */
+    m[AC_OUT_O].at_max_scaled = (ac_where){0, 0, 4, 1};
+    m[AC_OUT_O].worst_ref = 0.25, m[AC_OUT_O].worst_got = 0.5, m[AC_OUT_O].worst_escale = 0.125;
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
-    cr_assert_str_eq(kind, "dV:unwritten");
+    cr_assert_str_eq(kind, "O:scaled");
+    cr_assert(strstr(why, "O scaled error 500 > budget 4 (f16 O scaled; 125x over) at b=0 h=0 row=4 col=1 "
+                          "(expected 0.25, got 0.5, error scale E 0.125); also failing: LSE:unexpected-nan "
+                          "(2 elements), dQ:unexpected-nan (7 elements)") == why, "%s", why);
+    cr_assert_eq(m[AC_OUT_O].failed, AC_FAILED_SCALED);
+    cr_assert_eq(m[AC_OUT_LSE].failed, 1u << AC_SPECIAL_UNEXPECTED_NAN);
+    cr_assert_eq(m[AC_OUT_DK].failed, 0u);
+    cr_assert_float_eq(m[AC_OUT_O].budget_scaled, 4.0, 0.0);
+    m[AC_OUT_O].n_unwritten = 1; /* within an output, a special class outranks the magnitudes */
+    cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
+    cr_assert_str_eq(kind, "O:unwritten");
+    cr_assert(strstr(why, "also failing: O:scaled 500 > 4, LSE:unexpected-nan") != NULL, "%s", why);
 }
 
 Test(harness_budget, nan_convention_on_masked_rows_is_explained)
 {
     ac_inputs in = gate_inputs(AC_BF16, 64);
     ac_metrics m[AC_OUT_COUNT];
-    char why[512], kind[64];
+    char why[1024], kind[64];
     clean_metrics(m);
     m[AC_OUT_O].n_unexpected_nan = 32;
     m[AC_OUT_O].masked_rows = m[AC_OUT_O].masked_rows_nan = 1;
@@ -275,7 +294,7 @@ Test(harness_budget, mean_vs_naive_fails_only_where_the_naive_mean_means_somethi
 {
     ac_inputs in = gate_inputs(AC_F16, 64);
     ac_metrics m[AC_OUT_COUNT];
-    char why[512], kind[64];
+    char why[1024], kind[64];
     clean_metrics(m);
     m[AC_OUT_DQ].mean_abs = 2.5e-4;
     m[AC_OUT_DQ].vs_naive_mean = 2.5;

@@ -62,6 +62,39 @@ int ac_dev_sync(ac_err *err)
     return AC_OK;
 }
 
+/* Errors a kernel's own code causes on the device.  They are sticky: every
+ * later call in the process returns them, so they reach whoever synchronises. */
+static bool caused_by_kernel(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchFailure: /* __trap() and faults the driver cannot name */
+    case cudaErrorLaunchTimeout:
+        return true;
+    default:
+        return false;
+    }
+}
+
+int ac_dev_sync_kernel(ac_err *err)
+{
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e == cudaSuccess)
+        return AC_OK;
+    if (caused_by_kernel(e))
+        return ac_fail(err, AC_KERNEL_FAULT, "device-fault: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    return ac_fail(err, AC_ERR_ENV, "cudaDeviceSynchronize after the kernel: %s (%s)", cudaGetErrorString(e),
+                   cudaGetErrorName(e));
+}
+
 /* ---- workspace accounting (bench memory figures) ---- */
 static size_t ws_current, ws_peak;
 

@@ -1,9 +1,10 @@
 // kernels/cuda/flash_f32.cu — the fused algorithm in true f32 on the CUDA
 // cores (no TF32): forward and backward, any head dim up to 256, for f32 and
 // for f16/bf16 at head dims without tensor-core tiles (d = 256; inputs widened
-// exactly, outputs rounded once, P and dS kept in f32).  Lane j of a
-// warp owns key j of a 32-key tile; dot products read K/V rows from shared
-// memory with a pitch of D + 1 floats, so a warp's 32 rows hit 32 banks.
+// exactly, outputs rounded once, P and dS kept in f32; the softmax in base e
+// as cpu-flash's, softmax.cuh's acd_base_e says why).  Lane j of a warp owns
+// key j of a 32-key tile; dot products read K/V rows from shared memory with a
+// pitch of D + 1 floats, so a warp's 32 rows hit 32 banks.
 #include "backward.cuh"
 #include "mask.cuh"
 #include "softmax.cuh"
@@ -36,7 +37,7 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
         sQ[x] = i0 + r < nq ? acd_cvt<T>::to_f(Qb[(long long)(i0 + r) * p.q_ss + c]) : 0.f;
     }
     float o[kF32Rows][kF32MaxCols] = {};
-    acd_softmax_row rows[kF32Rows];
+    acd_softmax_row_in<acd_base_e> rows[kF32Rows]; // natural units: softmax.cuh says why
 
     for (int nb = span.nb_lo; nb < span.nb_hi; ++nb) {
         const int j0 = nb * 32;
@@ -53,12 +54,12 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
             const int il = warp * kF32Rows + r, i = i0 + il, j = j0 + lane;
             float s = 0.f;
             for (int c = 0; c < D; ++c) s = fmaf(sQ[il * D + c], sK[lane * LDK + c], s);
-            s = acd_visible(p, b, h, i, j, nq, nk) ? s * p.scale_log2 : -INFINITY;
-            // The online softmax of acd_softmax_row over a warp-wide row, with
-            // exp2f for P (kept in f32).
+            s = acd_visible(p, b, h, i, j, nq, nk) ? s * p.scale : -INFINITY;
+            // The online softmax of acd_softmax_row_in over a warp-wide row, in
+            // base e with expf for P (kept in f32), as cpu-flash.
             float mx = s, alpha;
             for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-            const float pj = exp2f(s - rows[r].rescale(mx, alpha));
+            const float pj = acd_base_e::exp(s - rows[r].rescale(mx, alpha));
             float sum = pj;
             for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
             rows[r].add(alpha, sum);

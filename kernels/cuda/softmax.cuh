@@ -53,10 +53,39 @@ template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) 
 
 // ---- the forward ----
 
-// One query row's running max m, in log2 units (scores times scale log2 e),
-// and running sum l of 2^(s - m) over the keys seen so far.
-struct acd_softmax_row {
-    float m = -INFINITY, l = 0.f;
+// The base of a softmax row's exponentials.  Base 2 for the tensor-core
+// kernels: scores arrive times scale log2 e, P = 2^(s - m) is one MUFU.EX2.
+// Base e for the CUDA-core f32 kernels (flash_f32.cu), as cpu-flash computes:
+// S times the f32 scale itself, one rounding, and LSE = m + ln l.  In base 2
+// an f32 score is rounded once more at its own magnitude (times scale log2 e,
+// itself rounded) and m comes back through ln 2: where one large score
+// dominates a row, the LSE is off by a further ulp of that score, which put
+// f32 LSE at 2.68x the naive mean error on the H100 (issue 13, fixture in
+// fixtures/gpu-found.cases; docs/cuda-f32-lse.md has the measurement).
+struct acd_base2 {
+    static __device__ __forceinline__ float exp(float x) { return exp2f(x); }
+    static __device__ __forceinline__ float lse(float m, float l) { return acd_lse(m, l); }
+};
+struct acd_base_e {
+    static __device__ __forceinline__ float exp(float x) { return expf(x); }
+    static __device__ __forceinline__ float lse(float m, float l) { return m + logf(l); }
+};
+
+// One query row's running max m, in the base's units (base 2: scores times
+// scale log2 e; base e: scores times scale), and running sum l of
+// Base::exp(s - m) over the keys seen so far.
+//
+// The start state comes from a constructor, not from default member
+// initializers: in device code nvcc 13.0 runs those only for the first
+// sub-array of a multi-dimensional array (`acd_softmax_row x[2][2]`: x[0][*];
+// x[1][*] stayed undefined and came out m = 0), which gave fwd_tc's second
+// m-tile at d = 128 a running max of 0 instead of -inf, so a row whose visible
+// scores were all negative had P = 2^s instead of 1 (rounded far from 1, or to
+// 0).  A user-provided constructor runs for every element (PERF.md).
+template <typename Base> struct acd_softmax_row_in {
+    float m, l;
+
+    __device__ __forceinline__ acd_softmax_row_in() : m(-INFINITY), l(0.f) {}
 
     // Opens a tile whose scores' maximum over the row is tile_max; returns the
     // shift of this tile's exponents, the new max, or 0 while the row has seen
@@ -66,18 +95,19 @@ struct acd_softmax_row {
     {
         const float m_new = fmaxf(m, tile_max);
         const float shift = m_new == -INFINITY ? 0.f : m_new;
-        alpha = exp2f(m - shift);
+        alpha = Base::exp(m - shift);
         m = m_new;
         return shift;
     }
-    // Closes the tile: tile_sum is the row's sum of 2^(s - shift) over it.
+    // Closes the tile: tile_sum is the row's sum of Base::exp(s - shift) over it.
     __device__ __forceinline__ void add(float alpha, float tile_sum) { l = l * alpha + tile_sum; }
 
     // After the last tile, l summed over the whole row: the factor of O, and
     // the LSE in natural log.  A row that saw nothing gives O = 0, LSE = -inf.
     __device__ __forceinline__ float inv_l() const { return l > 0.f ? 1.f / l : 0.f; }
-    __device__ __forceinline__ float lse() const { return l > 0.f ? acd_lse(m, l) : -INFINITY; }
+    __device__ __forceinline__ float lse() const { return l > 0.f ? Base::lse(m, l) : -INFINITY; }
 };
+using acd_softmax_row = acd_softmax_row_in<acd_base2>;
 
 // Raw scores to log2 units, rounded once, before masking and the max.
 template <int N> __device__ __forceinline__ void acd_scores_to_log2(float (&s)[N / 8][4], float scale_log2)

@@ -90,3 +90,18 @@ int refg_gemm_tflops(bool fp64, int m, int n, int k, int reps, double *tflops, a
     *tflops = 2.0 * m * n * (double)k * reps / (ms * 1e-3) / 1e12;
     return AC_OK;
 }
+
+int refg_gemm_warm(refg_ctx *ctx, ac_err *err)
+{
+    const int n = 128;
+    gemm_bufs g;
+    size_t bytes = (size_t)n * n * sizeof(double);
+    REFG_CUDA(err, cudaMalloc(&g.a, bytes));
+    REFG_CUDA(err, cudaMalloc(&g.b, bytes));
+    REFG_CUDA(err, cudaMalloc(&g.c, bytes));
+    REFG_CUDA(err, cudaMemsetAsync(g.a, 0, bytes, ctx->stream));
+    REFG_CUDA(err, cudaMemsetAsync(g.b, 0, bytes, ctx->stream));
+    REFG_TRY(gemm_call(ctx, true, n, n, n, g, err));
+    REFG_CUDA(err, cudaStreamSynchronize(ctx->stream));
+    return AC_OK;
+}

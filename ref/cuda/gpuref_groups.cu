@@ -4,8 +4,10 @@
 // (Nk, d) buffers — f64, their absolute values, and f32 for the naive; every
 // query head's row blocks run (gpuref_block.cu); the group's outputs come down
 // into the caller's arrays in the problem's layout (BSHD through one device
-// permutation, then one strided copy per tensor).
+// permutation; through two pinned slots that worker threads scatter into the
+// host arrays: transfer.c).
 #include "gpuref_run.cuh"
+#include "../parallel.h"
 
 namespace {
 
@@ -43,13 +45,9 @@ __global__ void fill(double *x, size_t n, double value)
         x[e] = value;
 }
 
-// Where a group's slab starts in a host tensor, and how it is strided.
-struct slab {
-    size_t offset;     // elements
-    size_t pitch;      // elements between rows of the slab in the host tensor
-    size_t width;      // elements per row of the slab
-    size_t height;     // rows
-};
+// Where a group's slab starts in a host tensor, and how it is strided: refg_slab
+// (gpuref_internal.h), in elements.
+using slab = refg_slab;
 
 // The group's query heads [h0, h0 + G) of batch b: contiguous in BHSD; in BSHD
 // one row of G d elements per position, Hq d apart.
@@ -151,38 +149,110 @@ int copy_down(refg_run *r, double *host, const double *dev, const slab &s, ac_er
     return AC_OK;
 }
 
-int download_group(refg_run *r, const ref_gpu_outputs *out, ac_err *err)
+// The group's outputs: where each comes from on the device and lands on the
+// host.  BSHD Q-like outputs are permuted into g.perm before their first chunk
+// leaves (stream order keeps the previous output's copies ahead of it).
+struct group_downloads {
+    refg_run *r;
+    refg_xfer x[16];
+    const double *dev[16];
+    bool to_bshd[16];
+    int n;
+};
+
+void add_download(group_downloads &d, double *host, const double *dev, const slab &s, bool permute)
+{
+    if (!dev)
+        return;
+    d.x[d.n] = {host, s};
+    d.dev[d.n] = dev;
+    d.to_bshd[d.n++] = permute;
+}
+
+group_downloads downloads_of(refg_run *r, const ref_gpu_outputs *out)
 {
     refg_group_bufs &g = r->gb;
     const ac_problem *p = r->p;
-    const size_t nq = r->z.q_elems;
-    cudaStream_t st = r->ctx->stream;
+    group_downloads d = {};
+    d.r = r;
+    bool bshd = p->layout == AC_LAYOUT_BSHD;
     double *q_host[] = {out->o, out->dq, out->e_o, out->e_dq, out->naive_o, out->naive_dq};
     const double *q_dev[] = {g.o, g.dq, g.e_o, g.e_dq, g.n_o, g.n_dq};
-    for (int a = 0; a < 6; a++) {
-        if (!q_dev[a])
-            continue;
-        const double *src = q_dev[a];
-        if (p->layout == AC_LAYOUT_BSHD) {
-            to_bshd<<<refg_grid(nq), 256, 0, st>>>(src, nq, r->group, p->seqlen_q, p->head_dim, g.perm);
-            REFG_LAUNCH(err, "to_bshd");
-            src = g.perm;
-        }
-        REFG_TRY(copy_down(r, q_host[a], src, q_slab(r), err));
-    }
+    for (int a = 0; a < 6; a++)
+        add_download(d, q_host[a], q_dev[a], q_slab(r), bshd);
     double *kv_host[] = {out->dk, out->dv, out->e_dk, out->e_dv, out->naive_dk, out->naive_dv};
     const double *kv_dev[] = {g.dk, g.dv, g.e_dk, g.e_dv, g.n_dk, g.n_dv};
     for (int a = 0; a < 6; a++)
-        if (kv_dev[a])
-            REFG_TRY(copy_down(r, kv_host[a], kv_dev[a], kv_slab(r), err));
+        add_download(d, kv_host[a], kv_dev[a], kv_slab(r), false);
     size_t row0 = ((size_t)r->b * p->heads_q + (size_t)r->kv_head * r->group) * p->seqlen_q;
     slab rows = {row0, r->z.rows, r->z.rows, 1};
     double *row_host[] = {out->lse, out->delta, out->e_lse, out->naive_lse};
     const double *row_dev[] = {g.lse, g.delta, g.e_lse, g.n_lse};
     for (int a = 0; a < 4; a++)
-        if (row_dev[a])
-            REFG_TRY(copy_down(r, row_host[a], row_dev[a], rows, err));
+        add_download(d, row_host[a], row_dev[a], rows, false);
+    return d;
+}
+
+int fetch_chunk(void *ctx, int slot, const refg_chunk *c, ac_err *err)
+{
+    group_downloads &d = *(group_downloads *)ctx;
+    refg_run *r = d.r;
+    cudaStream_t st = r->ctx->stream;
+    const double *src = d.dev[c->xfer];
+    if (d.to_bshd[c->xfer]) {
+        const size_t nq = r->z.q_elems;
+        if (c->e0 == 0) {
+            to_bshd<<<refg_grid(nq), 256, 0, st>>>(src, nq, r->group, r->p->seqlen_q, r->p->head_dim, r->gb.perm);
+            REFG_LAUNCH(err, "to_bshd");
+        }
+        src = r->gb.perm;
+    }
+    REFG_CUDA(err, cudaMemcpyAsync(r->ctx->staging[slot], src + c->e0, c->n * sizeof(double), cudaMemcpyDeviceToHost,
+                                   st));
+    REFG_CUDA(err, cudaEventRecord(r->ctx->staged[slot], st));
+    return AC_OK;
+}
+
+int wait_chunk(void *ctx, int slot, ac_err *err)
+{
+    group_downloads &d = *(group_downloads *)ctx;
+    REFG_CUDA(err, cudaEventSynchronize(d.r->ctx->staged[slot])); // a device fault of the group shows here
+    return AC_OK;
+}
+
+// Without pinned staging: one pageable copy per output, straight into the host array.
+int download_pageable(group_downloads &d, ac_err *err)
+{
+    refg_run *r = d.r;
+    cudaStream_t st = r->ctx->stream;
+    for (int a = 0; a < d.n; a++) {
+        const double *src = d.dev[a];
+        if (d.to_bshd[a]) {
+            const size_t nq = r->z.q_elems;
+            to_bshd<<<refg_grid(nq), 256, 0, st>>>(src, nq, r->group, r->p->seqlen_q, r->p->head_dim, r->gb.perm);
+            REFG_LAUNCH(err, "to_bshd");
+            src = r->gb.perm;
+        }
+        REFG_TRY(copy_down(r, d.x[a].host, src, d.x[a].s, err));
+    }
     REFG_CUDA(err, cudaStreamSynchronize(st)); // a device fault of the group shows here
+    return AC_OK;
+}
+
+// Through the two pinned slots, the host side scattered by every worker
+// (transfer.c): the copies run at the link's rate and the first touch of the
+// host arrays is spread over the cores.
+int download_group(refg_run *r, const ref_gpu_outputs *out, ac_err *err)
+{
+    group_downloads d = downloads_of(r, out);
+    if (!r->ctx->staging[0])
+        return download_pageable(d, err);
+    int workers = 1;
+    if (ref_thread_count(&workers, nullptr) != AC_OK)
+        workers = 1;
+    refg_pipe pipe = {{r->ctx->staging[0], r->ctx->staging[1]}, r->chunk_elems, fetch_chunk, wait_chunk, &d};
+    REFG_TRY(refg_download(d.x, d.n, &pipe, workers, err));
+    REFG_CUDA(err, cudaStreamSynchronize(r->ctx->stream));
     return AC_OK;
 }
 

@@ -42,15 +42,25 @@
             return refg_st_;                                                                     \
     } while (0)
 
+// Pinned staging of the downloads: two slots of this many bytes per context
+// (transfer.c's double buffering).
+#define REFG_STAGING_BYTES ((size_t)64 << 20)
+
 // One per host thread: cuBLAS handles and streams are not to be shared between
-// threads running cases at once.
+// threads running cases at once.  A thread without one takes the context
+// ref_gpu_warm_up made, if one waits, else makes its own.
 struct refg_ctx {
     cublasHandle_t blas;
     cudaStream_t stream;
     int device;
     char name[128];
+    double *staging[2];     // pinned, REFG_STAGING_BYTES each; NULL: downloads go pageable
+    cudaEvent_t staged[2];  // a slot's copy is done
 };
 int refg_context(refg_ctx **out, ac_err *err);
+// A DGEMM of 128 x 128 on ctx's handle, synchronised: cuBLAS loads its kernels
+// at first use (gpuref_gemm.cu).
+int refg_gemm_warm(refg_ctx *ctx, ac_err *err);
 
 // The group's tensors, compact (G, Nq, d) / (Nk, d) / (G, Nq) with row stride d.
 // Buffers a call does not need stay NULL.
@@ -88,6 +98,7 @@ struct refg_run {
     const ac_problem *p;
     ac_dtype t;
     bool backward, scales, naive, timing;
+    size_t chunk_elems; // doubles per download chunk, at most a staging slot's
     refg_ctx *ctx;
     refg_sizes z;
     int block_rows, block_cols;

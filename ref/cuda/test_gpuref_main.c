@@ -2,7 +2,9 @@
  * against the CPU tier, on every fixture line and on random lines covering
  * every mask kind, dtype and layout (GQA, varlen, Nq != Nk, fully masked rows),
  * each run three ways: blocks as planned, tiny forced blocks (many blocks, the
- * key ranges of causal and window blocks), and forward only.  Every array of
+ * key ranges of causal and window blocks; downloads in chunks of 100 to 322
+ * doubles), and forward only.  First, ref_gpu_warm_up on a thread of its own:
+ * the context it leaves is the one the runs take.  Every array of
  * the bundle is compared (test_gpuref_compare.c), the CPU spot check must
  * agree with the device, and the device memory must stay within the plan.
  * Then the error paths: a memory limit too small (AC_ERR_ENV naming it), bad
@@ -18,6 +20,7 @@
  * $OUT/gpuref-test.log.  Exit: 0 all passed, 1 a mismatch, 2 bad usage,
  * 3 no device. */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +73,7 @@ typedef struct {
     const char *name;
     int block_rows; /* 0: as planned */
     bool backward;
+    size_t chunk_elems; /* doubles per download chunk; 0: a staging slot's */
 } variant;
 
 static bool check_stats(const ac_inputs *in, const variant *v, const ref_gpu_stats *st)
@@ -112,7 +116,7 @@ static bool run_variant(const ac_inputs *in, const ac_reference *r, const varian
         tg_say("    FAIL out of host memory\n");
         return false;
     }
-    ref_gpu_opts opts = {.block_rows = v->block_rows};
+    ref_gpu_opts opts = {.block_rows = v->block_rows, .download_chunk_elems = v->chunk_elems};
     ref_gpu_stats st;
     ac_err err = {{0}};
     int status = ref_gpu_reference(&in->p, in->c.dtype, in->q, in->k, in->v, v->backward ? in->d_o : NULL, &opts,
@@ -173,8 +177,10 @@ static void run_line(const tg_line *l, long index, const options *o, tally *t)
     }
     bool ok = true;
     if (!o->cpu_only) {
-        variant vs[] = {{"planned blocks", 0, true}, {"small blocks", 1 + (int)(index % 7), true},
-                        {"forward only", 2 + (int)(index % 5), false}};
+        /* small blocks also come down in small chunks: every output crosses chunk
+         * edges (in the middle of a BSHD row, of a GQA group's heads) */
+        variant vs[] = {{"planned blocks", 0, true, 0}, {"small blocks", 1 + (int)(index % 7), true,
+                        (size_t)(100 + 37 * (index % 7))}, {"forward only", 2 + (int)(index % 5), false, 0}};
         for (int v = 0; v < (index % 3 == 0 ? 3 : 2); v++)
             ok &= run_variant(&in, &r, &vs[v], o, t);
     }
@@ -262,6 +268,51 @@ static bool comparator_self_test(const char *line)
 }
 
 /* ---- error paths on the device ----------------------------------------------------------- */
+
+/* ---- the warm-up -------------------------------------------------------------------- */
+
+typedef struct {
+    int status;
+    ac_err err;
+    double seconds;
+} warm_result;
+
+static void *warm_main(void *arg)
+{
+    warm_result *w = arg;
+    double t0 = now_seconds();
+    w->status = ref_gpu_warm_up(&w->err);
+    w->seconds = now_seconds() - t0;
+    return NULL;
+}
+
+/* ref_gpu_warm_up on another thread, as harness/ runs it; then the first
+ * reference of this thread takes its context (its time is the call's alone). */
+static bool warm_up_on_another_thread(void)
+{
+    warm_result w = {AC_OK, {{0}}, 0.0};
+    pthread_t th;
+    if (pthread_create(&th, NULL, warm_main, &w) != 0) {
+        tg_say("FAIL warm-up: no thread\n");
+        return false;
+    }
+    pthread_join(th, NULL);
+    ac_problem p = ac_problem_dense(1, 1, 1, 256, 256, 64);
+    size_t n = ac_q_elems(&p);
+    uint16_t *bits = calloc(n, sizeof *bits);
+    double *o = calloc(n, sizeof *o), *lse = calloc(256, sizeof *lse);
+    ref_gpu_outputs out = {.o = o, .lse = lse};
+    ac_err err = {{0}};
+    double t0 = now_seconds();
+    int st = bits && o && lse ? ref_gpu_reference(&p, AC_BF16, bits, bits, bits, NULL, NULL, &out, NULL, &err)
+                              : AC_ERR_ENV;
+    double first = now_seconds() - t0;
+    bool ok = w.status == AC_OK && st == AC_OK && fabs(lse[255] - log(256.0)) <= 1e-15 * log(256.0);
+    tg_say("%s warm-up on another thread: status %d in %.3f s (%s); the first reference after it %.3f s, "
+           "status %d %s\n", ok ? "PASS" : "FAIL", w.status, w.seconds, w.err.msg, first, st, err.msg);
+    free(bits), free(o), free(lse);
+    return ok;
+}
 
 static bool expect_status(const char *what, int got, int want, const ac_err *err, const char *needle)
 {
@@ -369,8 +420,10 @@ int main(int argc, char **argv)
             return 3;
     bool ok = comparator_self_test("v1 seed=5 b=2 hq=4 hkv=2 nq=70 nk=90 d=32 dtype=bf16 mask=causal-br "
                                    "layout=bshd dist=normal(0,1) scale=auto");
-    if (!o.cpu_only)
+    if (!o.cpu_only) {
+        ok &= warm_up_on_another_thread();
         ok &= error_paths();
+    }
     tally t = {0, 0, 0, 0, 0.0, 1.0};
     double t0 = now_seconds();
     for (size_t k = 0; k < lines.n; k++)

@@ -216,3 +216,78 @@ def speed(benches: List[BenchRun], torch_runs: List[TorchRun], prefix: str) -> s
     fig.legend(handles, labels, loc="lower center", ncol=4, bbox_to_anchor=(0.5, -0.06), frameon=False)
     fig.suptitle("attention speed (B = 16384/N, H = 2048/d; causal: square markers, paler)", fontsize=10)
     return to_svg(fig, prefix)
+
+
+# ---- regression against a baseline -------------------------------------------------------
+
+def regression_ratios(cmp, prefix: str) -> str:
+    """Per dtype (columns) and metric (rows): per output, the paired ratios new / old
+    over the cases as points (jittered) with their median as a bar; the
+    threshold T and 1/T dashed.  Log y axis; infinite ratios sit on the top edge."""
+    dtypes = list(dict.fromkeys(c.dtype for c in cmp.cells.values()))
+    metrics = [m for m in ("mean-abs", "max-scaled") if any(c.metric == m for c in cmp.cells.values())]
+    fig = Figure(figsize=(3.4 * max(len(dtypes), 1) + 0.6, 2.6 * max(len(metrics), 1) + 0.6), layout="constrained")
+    axes = fig.subplots(max(len(metrics), 1), max(len(dtypes), 1), squeeze=False)
+    for r, metric in enumerate(metrics):
+        for col, dtype in enumerate(dtypes):
+            ax = axes[r][col]
+            cells = [c for c in cmp.cells.values() if c.dtype == dtype and c.metric == metric]
+            finite = [x for c in cells for x in c.ratios if 0 < x < math.inf]
+            top = max(finite + [cmp.ratio * 1.2]) * 1.3
+            bottom = min(finite + [1 / cmp.ratio / 1.2]) / 1.3
+            for i, c in enumerate(cells):
+                ys = [min(max(x, bottom), top) for x in c.ratios]
+                xs = [i + 0.3 * (((k * 0.6180339887) % 1.0) - 0.5) for k in range(len(ys))]
+                colour = {"regression": "tab:red", "improvement": "tab:green"}.get(c.verdict, "tab:blue")
+                ax.scatter(xs, ys, s=4, alpha=0.35, color=colour, linewidths=0)
+                ax.hlines(c.median, i - 0.35, i + 0.35, color=colour, linewidth=2)
+            ax.axhline(cmp.ratio, color="black", linestyle="--", linewidth=0.8)
+            ax.axhline(1 / cmp.ratio, color="black", linestyle=":", linewidth=0.8)
+            ax.set_yscale("log")
+            ax.set_ylim(bottom, top)
+            ax.set_xticks(range(len(cells)))
+            ax.set_xticklabels([c.output for c in cells])
+            ax.set_title("%s, %s" % (dtype, metric))
+            if col == 0:
+                ax.set_ylabel("ratio new / old per case")
+    fig.suptitle("%s against %s: paired ratios per case (bar: median; dashed: threshold %.3g; dotted: 1/%.3g; "
+                 "red: regression, green: improvement)" % (cmp.kernel, cmp.baseline_kernel, cmp.ratio, cmp.ratio),
+                 fontsize=9)
+    return to_svg(fig, prefix)
+
+
+# ---- history of releases -------------------------------------------------------------------
+
+def history(kernel: str, releases, keys, prefix: str) -> str:
+    """Columns: mean scaled error, worst max scaled error, cases/s; x: the releases in
+    order; one line per dtype x output (colour per dtype)."""
+    versions = [r.version for r in releases]
+    fig = Figure(figsize=(12, 3.2), layout="constrained")
+    axes = fig.subplots(1, 3)
+    markers = {"O": "o", "LSE": "s", "dQ": "^", "dK": "v", "dV": "D"}
+    for key in [k for k in keys if k[0] == kernel]:
+        _, dtype, output = key
+        style = dict(color=DTYPE_COLOURS.get(dtype, "tab:gray"), marker=markers.get(output, "o"), markersize=3,
+                     label="%s %s" % (dtype, output))
+        for ax, attr in zip(axes[:2], ("mean_scaled", "max_scaled")):
+            ys = [getattr(r.points[key], attr) if key in r.points and getattr(r.points[key], attr) is not None
+                  else math.nan for r in releases]
+            ax.plot(range(len(versions)), [max(y, SCALED_FLOOR) if y == y else y for y in ys], **style)
+    speeds = [r.cases_per_s.get(kernel, math.nan) for r in releases]
+    axes[2].plot(range(len(versions)), speeds, color="black", marker="o", markersize=3)
+    if all(math.isnan(s) for s in speeds):
+        axes[2].text(0.5, 0.5, "no campaign records\n(seconds, cases/s)", transform=axes[2].transAxes,
+                     ha="center", va="center", fontsize=8)
+    for ax, title in zip(axes, ("mean scaled error (mean over the cases)", "worst max scaled error", "cases/s")):
+        ax.set_xticks(range(len(versions)))
+        ax.set_xticklabels(versions)
+        ax.set_xlim(-0.5, len(versions) - 0.5)
+        ax.set_title(title)
+        ax.set_xlabel("release")
+    axes[0].set_yscale("log")
+    axes[1].set_yscale("log")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 8) or 1, bbox_to_anchor=(0.5, -0.12),
+               frameon=False)
+    fig.suptitle("%s across releases" % kernel, fontsize=10)
+    return to_svg(fig, prefix)

@@ -4,7 +4,9 @@ Three kinds of file, told apart by their first non-blank line:
   - JSON Lines from `attncheck fuzz|run|check|prove --json` (merged shards are
     the same records concatenated).  A record without "type" is a case record
     (harness/report.c, write_json); {"type": "environment", ...} describes the
-    run; any other "type" is skipped with a note.
+    run and {"type": "campaign", ...} closes it (its timing); the baseline
+    comparison's records (TYPED_RECORDS) are kept too; any other "type" is
+    skipped with a note.
   - `attncheck bench` output (kernels/cuda/bench.cu): "# attncheck bench v1 on
     GPU", then "## " sections of whitespace-separated columns.
   - `ci/torch_sdpa_bench.py` output: "# torch VERSION on GPU: ...", a header
@@ -27,6 +29,8 @@ MASKED_ROW_COUNTS = ("masked_rows", "masked_rows_zero", "masked_rows_nan", "mask
 UNIT_ROUNDOFF = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
 LSE_UNIT_ROUNDOFF = 2.0 ** -24
 NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+# Typed records kept for the sections that use them (the rest are noted and skipped).
+TYPED_RECORDS = ("campaign", "baseline", "baseline-case", "baseline-summary")
 
 
 class InputError(Exception):
@@ -77,6 +81,16 @@ class CaseRecord:
 @dataclass
 class EnvironmentRecord:
     source: str
+    fields: Dict[str, object]
+
+
+@dataclass
+class TypedRecord:
+    """A {"type": "campaign" | "baseline" | "baseline-case" | "baseline-summary"}
+    record: the campaign's timing (harness/campaign), or the harness's own
+    baseline comparison (harness/report/report_baseline.c), kept as is."""
+    source: str
+    type: str
     fields: Dict[str, object]
 
 
@@ -145,6 +159,8 @@ class Inputs:
     files: List[InputFile] = field(default_factory=list)
     cases: List[CaseRecord] = field(default_factory=list)
     environments: List[EnvironmentRecord] = field(default_factory=list)
+    typed: List[TypedRecord] = field(default_factory=list)
+    campaigns: List[dict] = field(default_factory=list)
     benches: List[BenchRun] = field(default_factory=list)
     torch_runs: List[TorchRun] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
@@ -245,6 +261,11 @@ def _json_record(obj, source: str, into: Inputs) -> bool:
         into.cases.append(_case_record(obj, source))
     elif rtype == "environment":
         into.environments.append(EnvironmentRecord(source, {k: v for k, v in obj.items() if k != "type"}))
+    elif rtype in TYPED_RECORDS:
+        fields = {k: v for k, v in obj.items() if k != "type"}
+        into.typed.append(TypedRecord(source, rtype, fields))
+        if rtype == "campaign":  # the JSON Lines' last record: counts and timings the cases give anyway
+            into.campaigns.append(fields)
     else:
         into.notes.append("%s: skipped a record of unknown type %r" % (source, rtype))
         return False

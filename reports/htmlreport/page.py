@@ -1,12 +1,12 @@
 """The report page: one function per section, each returning (id, nav title,
 HTML) or None when its data is absent.  Ids are stable: CI and readers link to
-them (#summary, #environment, #overview, #distributions, #shape, #special,
-#failures, #detection, #speed, #notes; charts chart-dist-KERNEL-DTYPE,
+them (#summary, #regression, #environment, #overview, #distributions, #shape,
+#special, #failures, #detection, #speed, #history, #notes; charts chart-dist-KERNEL-DTYPE,
 chart-shape-KERNEL, chart-speed)."""
 import collections
 from typing import Dict, List, Optional, Tuple
 
-from . import charts, failures, speed
+from . import charts, failures, gating, speed
 from .html import Cell, code, esc, figure, num, page, section, slug, table
 from .inputs import MASKED_ROW_COUNTS, SPECIAL_CLASSES
 from .model import NOT_RECORDED, Model, environment, is_mutant
@@ -172,10 +172,11 @@ def _accuracy_sections(model: Model) -> List[Section]:
             failures.detection(model)]
 
 
-def build_page(model: Model, title: str) -> str:
-    """The whole report as one HTML document."""
-    parts = [summary(model), environment_section(model)] + _accuracy_sections(model) + \
-        [speed.speed(model), notes(model)]
+def build_page(model: Model, title: str, comparisons=None, releases=None) -> str:
+    """The whole report as one HTML document; comparisons (regression.py) and
+    releases (history.py) add their sections when given."""
+    parts = [summary(model), gating.regression(comparisons), environment_section(model)] + \
+        _accuracy_sections(model) + [speed.speed(model), gating.history_section(releases), notes(model)]
     parts = [p for p in parts if p]
     n_files = len(model.inputs.files)
     subtitle = "attncheck report from %d input file%s: %d case records, %d bench tables." % (

@@ -36,6 +36,7 @@ def metrics(max_scaled: float = 0.5, mean_abs: float = 1e-3, naive_mean_abs: flo
                                                             "wrong_zero", "unwritten")) else NO_PLACE
     for name in ("masked_rows", "masked_rows_zero", "masked_rows_nan", "masked_rows_lse_posinf"):
         m[name] = counts.pop(name, 0)
+    m["n_measured"] = n_compared
     if counts:
         raise TypeError("unknown metric counts: %s" % ", ".join(counts))
     return m
@@ -48,11 +49,16 @@ def case_line(seed: int = 1, b: int = 1, hq: int = 2, hkv: int = 1, nq: int = 64
 
 
 def case_record(kernel: str, line: str, outputs: Dict[str, dict], verdict: str = "pass", kind: str = "",
-                why: str = "", minimal: Optional[str] = None, certified: bool = True, rows_checked: int = 2) -> dict:
-    rec = {"kernel": kernel, "case": line, "verdict": verdict, "status": 0, "kind": kind, "why": why,
+                why: str = "", minimal: Optional[str] = None, certified: bool = True, rows_checked: int = 2,
+                index: int = 0) -> dict:
+    dtype = next((f[6:] for f in line.split() if f.startswith("dtype=")), "f16")
+    rec = {"kernel": kernel, "index": index, "case": line, "dtype": dtype, "verdict": verdict, "status": 0,
+           "kind": kind, "why": why,
            "certification": {"rows_checked": rows_checked, "certified": certified,
                              "max_ulp_o": 0.0 if certified else 0.5, "max_abs_lse": 0.0},
-           "outputs": outputs}
+           "failures": [kind] if verdict == "fail" and kind else [], "reference": {"tier": "cpu"},
+           "outputs": outputs,
+           "diagnosis": {}}  # per output: budgets, failed classes, worst values, places, hint (not read here)
     if verdict == "fail" and minimal:
         rec["minimal"] = minimal
     return rec

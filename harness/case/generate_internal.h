@@ -1,0 +1,28 @@
+/* harness/case/generate_internal.h — shared by generate.c and generate_long.c
+ * only: the pieces of a draw both profiles use. */
+#ifndef ATTNCHECK_GENERATE_INTERNAL_H
+#define ATTNCHECK_GENERATE_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "harness/case/case_internal.h"
+#include "harness/case/generate.h"
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* One of the n values <= max (uniform), or fallback when none is. */
+int gen_pick_le(case_rng *r, const int *vals, int n, int max, int fallback);
+/* A head dim inside the kernel's claims (its listed dims, else the default weights). */
+int gen_draw_head_dim(case_rng *r, const ac_caps *caps);
+/* A mask kind by the weights w (the claimed and filtered kinds) and its parameters. */
+void gen_draw_mask(case_rng *r, const int w[AC_MASK_KIND_COUNT], ac_case *c);
+/* len folded into [min_seqlen, max_seqlen] (unchanged when already inside). */
+int gen_fold_length(const ac_gen *g, int len);
+/* Whether c keeps the size cap (work and memory); gen_apply_cap shrinks it until it does. */
+bool gen_keeps_cap(const ac_gen *g, const ac_case *c);
+void gen_apply_cap(const ac_gen *g, ac_case *c);
+
+/* The long profile's lengths, batch, heads, head dim and mask (generate_long.c). */
+void gen_long_shape(case_rng *r, const ac_gen *g, const int mw[AC_MASK_KIND_COUNT], ac_case *c);
+
+#endif

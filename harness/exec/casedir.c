@@ -1,0 +1,319 @@
+/* harness/exec/casedir.c — case directories: one call's inputs as .npy files
+ * plus problem.json, and the outputs an external kernel writes back.
+ *
+ * The same directory serves `attncheck gen` (a case line made into files any
+ * framework can load), the --exec kernels (one directory per call) and
+ * `check`/`reference`, which read problem.json in place of the options it
+ * stands for.  bf16 travels as '<u2' bit patterns (NumPy has no bfloat16). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "harness/exec/exec.h"
+#include "harness/files/tensor_io.h"
+
+/* ---- names and shapes ------------------------------------------------------ */
+
+static ac_tfile_dtype file_dtype(ac_dtype t)
+{
+    return t == AC_F32 ? AC_TF_F32 : t == AC_F16 ? AC_TF_F16 : AC_TF_U16; /* bf16 as <u2 bits */
+}
+
+/* A Q-like (heads_q, seqlen_q) or K-like (heads_kv, seqlen_k) tensor in the problem's layout. */
+static ac_tensor shaped(const ac_problem *p, bool q_like, ac_tfile_dtype t, const void *data)
+{
+    int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
+    ac_tensor x = {.dtype = t, .ndim = 4, .data = (void *)data};
+    bool bshd = p->layout == AC_LAYOUT_BSHD;
+    int64_t shape[4] = {p->batch, bshd ? seqlen : heads, bshd ? heads : seqlen, p->head_dim};
+    memcpy(x.shape, shape, sizeof shape);
+    x.n_elems = (size_t)p->batch * (size_t)heads * (size_t)seqlen * (size_t)p->head_dim;
+    return x;
+}
+
+static ac_tensor lse_shaped(const ac_problem *p, const void *data)
+{
+    ac_tensor x = {.dtype = AC_TF_F32, .ndim = 3, .data = (void *)data,
+                   .shape = {p->batch, p->heads_q, p->seqlen_q}, .n_elems = ac_lse_elems(p)};
+    return x;
+}
+
+static int write_npy(const char *dir, const char *name, ac_tensor *t, ac_err *err)
+{
+    char path[AC_PATH_LEN];
+    if (snprintf(path, sizeof path, "%s/%s.npy", dir, name) >= (int)sizeof path)
+        return ac_fail(err, AC_ERR_INPUT, "%s: path too long", dir);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    return ac_npy_write(path, t, err);
+}
+
+/* ---- problem.json ------------------------------------------------------------ */
+
+/* The window part of the mask in the case line's spelling: "none", "causal-br", "window-tl(3,inf)". */
+static void mask_spelling(const ac_problem *p, char *buf, size_t len)
+{
+    const char *al = p->align == AC_ALIGN_BOTTOM_RIGHT ? "br" : "tl";
+    if (!p->windowed) {
+        snprintf(buf, len, "%s", p->dense_mask ? "dense" : "none");
+        return;
+    }
+    if (p->window_left == AC_WINDOW_INF && p->window_right == 0) {
+        snprintf(buf, len, "causal-%s", al);
+        return;
+    }
+    char l[16] = "inf", r[16] = "inf";
+    if (p->window_left != AC_WINDOW_INF)
+        snprintf(l, sizeof l, "%d", p->window_left);
+    if (p->window_right != AC_WINDOW_INF)
+        snprintf(r, sizeof r, "%d", p->window_right);
+    snprintf(buf, len, "window-%s(%s,%s)", al, l, r);
+}
+
+static cJSON *side(int v) { return v == AC_WINDOW_INF ? cJSON_CreateNull() : cJSON_CreateNumber(v); }
+
+static void add_lengths(cJSON *o, const char *key, const int *lens, int b)
+{
+    cJSON_AddItemToObject(o, key, lens ? cJSON_CreateIntArray(lens, b) : cJSON_CreateNull());
+}
+
+static void add_names(cJSON *o, const char *key, const char *const *names, int n)
+{
+    cJSON *a = cJSON_AddArrayToObject(o, key);
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(names[i]));
+}
+
+static void add_mask(cJSON *o, const ac_problem *p)
+{
+    char spelled[96];
+    mask_spelling(p, spelled, sizeof spelled);
+    cJSON_AddStringToObject(o, "mask", spelled);
+    cJSON_AddBoolToObject(o, "causal", p->windowed && p->window_left == AC_WINDOW_INF && p->window_right == 0);
+    if (p->windowed) {
+        cJSON *w = cJSON_AddObjectToObject(o, "window");
+        cJSON_AddItemToObject(w, "left", side(p->window_left));
+        cJSON_AddItemToObject(w, "right", side(p->window_right));
+    } else {
+        cJSON_AddNullToObject(o, "window");
+    }
+    cJSON_AddStringToObject(o, "align", p->align == AC_ALIGN_BOTTOM_RIGHT ? "br" : "tl");
+    cJSON_AddItemToObject(o, "dense_mask", p->dense_mask ? cJSON_CreateString("mask.npy") : cJSON_CreateNull());
+}
+
+static char *problem_json(const ac_case_files *cf)
+{
+    const ac_problem *p = cf->p;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", AC_CASE_FORMAT);
+    cJSON_AddItemToObject(o, "case", cf->case_line ? cJSON_CreateString(cf->case_line) : cJSON_CreateNull());
+    cJSON_AddStringToObject(o, "dtype", ac_dtype_name(cf->dtype));
+    cJSON_AddStringToObject(o, "out_dtype", ac_dtype_name(ac_dtype_output(cf->dtype)));
+    cJSON_AddStringToObject(o, "layout", p->layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd");
+    int sizes[6] = {p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim};
+    const char *keys[6] = {"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim"};
+    for (int i = 0; i < 6; i++)
+        cJSON_AddNumberToObject(o, keys[i], sizes[i]);
+    char scale[40]; /* 17 digits: cJSON's own printing may stop at 15 when they read back within an epsilon */
+    snprintf(scale, sizeof scale, "%.17g", p->scale);
+    cJSON_AddRawToObject(o, "scale", scale);
+    add_mask(o, p);
+    add_lengths(o, "seqlens_q", p->seqlens_q, p->batch);
+    add_lengths(o, "seqlens_k", p->seqlens_k, p->batch);
+    /* a backward call: inputs with the kernel's own o, lse; gen: do too, every output wanted */
+    static const char *const all_in[] = {"q", "k", "v", "do", "o", "lse"};
+    static const char *const all_out[] = {"o", "lse", "dq", "dk", "dv"};
+    add_names(o, "inputs", all_in, cf->backward ? 6 : cf->d_o ? 4 : 3);
+    if (cf->backward)
+        add_names(o, "want", all_out + 2, 3);
+    else
+        add_names(o, "want", all_out, cf->d_o ? 5 : 2);
+    cJSON_AddStringToObject(o, "out", cf->out_dir ? cf->out_dir : "");
+    cJSON_AddStringToObject(o, "lse", "f32, natural log, shape (batch, heads_q, seqlen_q) in every layout");
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+static int write_json(const char *dir, const ac_case_files *cf, ac_err *err)
+{
+    char path[AC_PATH_LEN];
+    if (snprintf(path, sizeof path, "%s/%s", dir, AC_CASE_JSON) >= (int)sizeof path)
+        return ac_fail(err, AC_ERR_INPUT, "%s: path too long", dir);
+    char *text = problem_json(cf);
+    if (!text)
+        return ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
+    int st = ac_write_atomic(path, text, strlen(text), err);
+    cJSON_free(text);
+    return st;
+}
+
+int ac_case_dir_write(const char *dir, const ac_case_files *cf, ac_err *err)
+{
+    const ac_problem *p = cf->p;
+    ac_tfile_dtype in_t = file_dtype(cf->dtype), out_t = file_dtype(ac_dtype_output(cf->dtype));
+    ac_tensor q = shaped(p, true, in_t, cf->q), k = shaped(p, false, in_t, cf->k), v = shaped(p, false, in_t, cf->v);
+    int st = write_npy(dir, "q", &q, err);
+    if (st == AC_OK)
+        st = write_npy(dir, "k", &k, err);
+    if (st == AC_OK)
+        st = write_npy(dir, "v", &v, err);
+    if (st == AC_OK && cf->d_o) {
+        ac_tensor d_o = shaped(p, true, in_t, cf->d_o);
+        st = write_npy(dir, "do", &d_o, err);
+    }
+    if (st == AC_OK && cf->backward) {
+        ac_tensor o = shaped(p, true, out_t, cf->o), l = lse_shaped(p, cf->lse);
+        if ((st = write_npy(dir, "o", &o, err)) == AC_OK)
+            st = write_npy(dir, "lse", &l, err);
+    }
+    if (st == AC_OK && p->dense_mask) {
+        ac_tensor m = {.dtype = AC_TF_U8, .ndim = 4, .data = (void *)p->dense_mask,
+                       .shape = {p->mask_batch, p->mask_heads, p->seqlen_q, p->seqlen_k}};
+        m.n_elems = (size_t)p->mask_batch * (size_t)p->mask_heads * (size_t)p->seqlen_q * (size_t)p->seqlen_k;
+        st = write_npy(dir, "mask", &m, err);
+    }
+    return st == AC_OK ? write_json(dir, cf, err) : st;
+}
+
+/* ---- outputs ------------------------------------------------------------------- */
+
+/* X.npy of the wanted dtype and shape into dst; a kernel fault naming X otherwise. */
+static int read_output(const char *dir, const char *name, const ac_tensor *want, void *dst, ac_err *err)
+{
+    char path[AC_PATH_LEN];
+    if (snprintf(path, sizeof path, "%s/%s.npy", dir, name) >= (int)sizeof path)
+        return ac_fail(err, AC_ERR_INPUT, "%s: path too long", dir);
+    if (access(path, F_OK) != 0)
+        return ac_fail(err, AC_KERNEL_FAULT, "missing-%s: the kernel wrote no %s.npy into %s", name, name, dir);
+    ac_tensor t;
+    ac_err why = {{0}};
+    int st = ac_npy_read(path, name, &t, &why);
+    if (st == AC_ERR_ENV)
+        return ac_fail(err, st, "%s", why.msg);
+    if (st != AC_OK)
+        return ac_fail(err, AC_KERNEL_FAULT, "malformed-%s: %s", name, why.msg);
+    bool same = t.ndim == want->ndim && t.dtype == want->dtype;
+    for (int i = 0; same && i < t.ndim; i++)
+        same = t.shape[i] == want->shape[i];
+    if (same) {
+        memcpy(dst, t.data, t.n_elems * ac_tfile_dtype_size(t.dtype));
+    } else {
+        char got[128], exp[128];
+        ac_tensor_shape_str(&t, got, sizeof got);
+        ac_tensor_shape_str(want, exp, sizeof exp);
+        st = ac_fail(err, AC_KERNEL_FAULT, "malformed-%s: %s holds %s %s, expected %s %s%s", name, path,
+                     ac_tfile_dtype_name(t.dtype), got, ac_tfile_dtype_name(want->dtype), exp,
+                     want->dtype == AC_TF_U16 ? " (bf16 as <u2 bit patterns)" : "");
+    }
+    ac_tensor_free(&t);
+    return st;
+}
+
+int ac_case_dir_read_outputs(const char *out_dir, const ac_problem *p, ac_dtype t, bool backward, void *o,
+                             float *lse, void *dq, void *dk, void *dv, ac_err *err)
+{
+    ac_tfile_dtype out_t = file_dtype(ac_dtype_output(t));
+    ac_tensor q_like = shaped(p, true, out_t, NULL), k_like = shaped(p, false, out_t, NULL);
+    if (!backward) {
+        ac_tensor l = lse_shaped(p, NULL);
+        int st = read_output(out_dir, "o", &q_like, o, err);
+        return st == AC_OK ? read_output(out_dir, "lse", &l, lse, err) : st;
+    }
+    int st = read_output(out_dir, "dq", &q_like, dq, err);
+    if (st == AC_OK)
+        st = read_output(out_dir, "dk", &k_like, dk, err);
+    return st == AC_OK ? read_output(out_dir, "dv", &k_like, dv, err) : st;
+}
+
+/* ---- problem.json read back (check, reference) ---------------------------------- */
+
+static int want_string(const cJSON *root, const char *key, char *out, size_t len, bool nullable, const char *path,
+                       ac_err *err)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (nullable && (!j || cJSON_IsNull(j))) {
+        out[0] = '\0';
+        return AC_OK;
+    }
+    if (!cJSON_IsString(j) || strlen(j->valuestring) >= len)
+        return ac_fail(err, AC_ERR_INPUT, "%s: \"%s\" must be a string%s", path, key, nullable ? " or null" : "");
+    snprintf(out, len, "%s", j->valuestring);
+    return AC_OK;
+}
+
+static int want_lengths(const cJSON *root, const char *key, char *out, size_t len, const char *path, ac_err *err)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key), *e;
+    out[0] = '\0';
+    if (!j || cJSON_IsNull(j))
+        return AC_OK;
+    if (!cJSON_IsArray(j))
+        return ac_fail(err, AC_ERR_INPUT, "%s: \"%s\" must be a list of lengths or null", path, key);
+    size_t n = 0;
+    cJSON_ArrayForEach(e, j)
+    {
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || n + 24 >= len)
+            return ac_fail(err, AC_ERR_INPUT, "%s: \"%s\" must hold whole numbers", path, key);
+        n += (size_t)snprintf(out + n, len - n, "%s%.0f", n ? "," : "", e->valuedouble);
+    }
+    return AC_OK;
+}
+
+static int options_from(const cJSON *root, const char *dir, const char *path, ac_case_options *o, ac_err *err)
+{
+    const cJSON *scale = cJSON_GetObjectItemCaseSensitive(root, "scale");
+    char dense[64];
+    int st = want_string(root, "dtype", o->dtype, sizeof o->dtype, false, path, err);
+    if (st == AC_OK)
+        st = want_string(root, "layout", o->layout, sizeof o->layout, false, path, err);
+    if (st == AC_OK)
+        st = want_string(root, "mask", o->mask, sizeof o->mask, false, path, err);
+    if (st == AC_OK)
+        st = want_string(root, "dense_mask", dense, sizeof dense, true, path, err);
+    if (st == AC_OK)
+        st = want_string(root, "case", o->case_line, sizeof o->case_line, true, path, err);
+    if (st == AC_OK)
+        st = want_lengths(root, "seqlens_q", o->seqlens_q, sizeof o->seqlens_q, path, err);
+    if (st == AC_OK)
+        st = want_lengths(root, "seqlens_k", o->seqlens_k, sizeof o->seqlens_k, path, err);
+    if (st == AC_OK && (!cJSON_IsNumber(scale) || !isfinite(scale->valuedouble)))
+        st = ac_fail(err, AC_ERR_INPUT, "%s: \"scale\" must be a finite number", path);
+    if (st != AC_OK)
+        return st;
+    snprintf(o->scale, sizeof o->scale, "%.17g", scale->valuedouble);
+    if (!strcmp(o->mask, "none") || !strcmp(o->mask, "dense"))
+        o->mask[0] = '\0'; /* no window: the dense part, if any, is the file */
+    if (dense[0] && (strchr(dense, '/') || snprintf(o->mask_file, sizeof o->mask_file, "%s/%s", dir, dense) >=
+                                              (int)sizeof o->mask_file))
+        return ac_fail(err, AC_ERR_INPUT, "%s: \"dense_mask\" must name a file in %s", path, dir);
+    return AC_OK;
+}
+
+int ac_case_dir_options(const char *dir, ac_case_options *o, bool *found, ac_err *err)
+{
+    memset(o, 0, sizeof *o);
+    *found = false;
+    char path[AC_PATH_LEN], *text = NULL;
+    size_t len = 0;
+    if (snprintf(path, sizeof path, "%s/%s", dir, AC_CASE_JSON) >= (int)sizeof path)
+        return ac_fail(err, AC_ERR_INPUT, "%s: path too long", dir);
+    int st = ac_read_file(path, &text, &len, err);
+    if (st != AC_OK || !text)
+        return st;
+    *found = true;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsObject(root))
+        st = ac_fail(err, AC_ERR_INPUT, "%s: not a JSON object", path);
+    else if (!cJSON_IsString(format) || strcmp(format->valuestring, AC_CASE_FORMAT) != 0)
+        st = ac_fail(err, AC_ERR_INPUT, "%s: \"format\" must be \"%s\"", path, AC_CASE_FORMAT);
+    else
+        st = options_from(root, dir, path, o, err);
+    cJSON_Delete(root);
+    free(text);
+    return st;
+}
