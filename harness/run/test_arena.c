@@ -192,3 +192,61 @@ Test(harness_arena, canaries_report_exactly_the_bytes_changed)
         zeros += a[i] == 0;
     cr_assert_lt(zeros, 4, "not a zero fill");
 }
+
+/* A variant case: its arrays are inputs copied into the arena (the problem points at them),
+ * its outputs (keep mask, dSink, dBias) poisoned between guards, THD's sizes its packed rows. */
+Test(harness_arena, the_variants_arrays_are_inputs_and_their_gradients_guarded_outputs)
+{
+    ac_inputs in = make("v1 seed=5 b=3 hq=4 hkv=2 nq=20 nk=33 d=16 dv=8 dtype=f16 mask=causal-br "
+                        "seqlens-q=20,3,11 seqlens-k=33,0,17 layout=thd softcap=5 sinks=normal(0,1) alibi=paper:bh "
+                        "bias=normal(0,1):1h dropout=0.1");
+    ac_arena_layout l;
+    uint8_t *base = armed(&in, true, &l);
+    const ac_problem *p = &in.p;
+    cr_assert_eq(l.bytes[AC_BUF_Q], (uint64_t)34 * 4 * 16 * 2, "total_q 34 rows of Hq x d");
+    cr_assert_eq(l.bytes[AC_BUF_V], (uint64_t)50 * 2 * 8 * 2, "total_k 50 rows of Hkv x d_v");
+    cr_assert_eq(l.bytes[AC_BUF_O], (uint64_t)34 * 4 * 8 * 2);
+    cr_assert_eq(l.bytes[AC_BUF_DV], l.bytes[AC_BUF_V]);
+    cr_assert_eq(l.bytes[AC_BUF_LSE], (uint64_t)4 * 34 * 4, "(Hq, total_q) f32");
+    cr_assert_eq(l.bytes[AC_BUF_SEQLENS_Q], 0, "THD: cu_seqlens, no padded lengths");
+    cr_assert_eq(l.bytes[AC_BUF_CU_SEQLENS_K], 4 * sizeof(int));
+    cr_assert_eq(l.bytes[AC_BUF_SINKS], 4 * sizeof(float));
+    cr_assert_eq(l.bytes[AC_BUF_ALIBI], 3 * 4 * sizeof(float));
+    cr_assert_eq(l.bytes[AC_BUF_BIAS], (uint64_t)4 * 20 * 33 * 2, "(1, Hq, Nq, Nk) in f16");
+    cr_assert_eq(l.bytes[AC_BUF_DBIAS], l.bytes[AC_BUF_BIAS]);
+    cr_assert_eq(l.bytes[AC_BUF_DSINK], 4 * sizeof(float));
+    cr_assert_eq(l.bytes[AC_BUF_DROPOUT], ((uint64_t)3 * 4 * 20 * 33 + 7) / 8, "one bit a pair");
+    ac_problem q = ac_arena_problem(p, &l, base);
+    cr_assert_eq((const uint8_t *)q.cu_seqlens_q, base + l.off[AC_BUF_CU_SEQLENS_Q]);
+    cr_assert_eq(q.cu_seqlens_q[3], 34);
+    cr_assert_eq((const uint8_t *)q.sinks, base + l.off[AC_BUF_SINKS]);
+    cr_assert_eq(memcmp(q.sinks, p->sinks, 4 * sizeof(float)), 0);
+    cr_assert_eq((const uint8_t *)q.alibi_slopes, base + l.off[AC_BUF_ALIBI]);
+    cr_assert_eq(q.bias, base + l.off[AC_BUF_BIAS]);
+    cr_assert_eq(q.softcap, 5.0);
+    cr_assert_eq(q.head_dim_v, 8);
+    cr_assert(q.dropout_p == p->dropout_p && q.dropout_seed == p->dropout_seed && q.dropout_keep == NULL);
+    for (uint64_t i = 0; i < l.bytes[AC_BUF_DROPOUT]; i++)
+        cr_assert_eq(base[l.off[AC_BUF_DROPOUT] + i], AC_DROPOUT_POISON);
+    for (size_t i = 0; i < ac_bias_elems(p); i++)
+        cr_assert_eq(ac_bits_get(AC_F16, base + l.off[AC_BUF_DBIAS], i), ac_dtype_poison(AC_F16));
+    ac_problem stripped = *p;
+    ac_problem_strip_arrays(&stripped);
+    cr_assert(!stripped.sinks && !stripped.bias && !stripped.alibi_slopes && !stripped.cu_seqlens_q &&
+              !stripped.cu_seqlens_k && stripped.head_dim_v == 8 && stripped.sink_tokens == p->sink_tokens);
+    free(base);
+    ac_err err = {{0}};
+    /* one f16 past dBias's end, then the second slope changed */
+    cr_assert_eq(damage(&in, AC_BUF_DBIAS, (long)l.bytes[AC_BUF_DBIAS], (long)l.bytes[AC_BUF_DBIAS] + 2, &err),
+                 AC_KERNEL_FAULT);
+    cr_assert(strstr(err.msg, "past the end of dBias: elements end+0 to end+0 (dBias holds 2640 f16") != NULL, "%s",
+              err.msg);
+    cr_assert_eq(damage(&in, AC_BUF_ALIBI, 4, 5, &err), AC_KERNEL_FAULT);
+    cr_assert_str_eq(err.msg, "input-modified: backward changed 1 element of alibi_slopes, the first at element 1 "
+                              "(b=0 h=1)");
+    /* K's packed row 40 is sequence 2's key 7 (cu_seqlens_k 0, 33, 33, 50: sequence 1 has none) */
+    cr_assert_eq(damage(&in, AC_BUF_K, ((40 * 2 + 1) * 16 + 5) * 2, ((40 * 2 + 1) * 16 + 5) * 2 + 1, &err),
+                 AC_KERNEL_FAULT);
+    cr_assert(strstr(err.msg, "of K, the first at element 1301 (b=2 h=1 j=7 c=5)") != NULL, "%s", err.msg);
+    ac_inputs_free(&in);
+}
