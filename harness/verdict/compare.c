@@ -13,15 +13,15 @@
  * infinite and would hide the other elements.
  *
  * The walk runs in parallel (ref/parallel.h) in tasks of consecutive rows of
- * one (b, h), fixed by the problem, merged in walk order: see "the walk, in
- * tasks" below.  Only the tasks' list and partials are allocated. */
+ * one (b, h), fixed by the problem, merged in walk order: compare_walk.c.
+ * This file judges one element and one row into a task's partial, and merges
+ * and finishes the partials. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/verdict/compare.h"
 #include "harness/verdict/compare_internal.h"
-#include "ref/parallel.h"
 
 const char *ac_output_name(ac_output o)
 {
@@ -78,36 +78,9 @@ bool ac_is_poison(ac_dtype t, const void *buf, size_t i) { return ac_bits_get(t,
 
 /* ---- one element ------------------------------------------------------- */
 
-/* What every element of one comparison is judged with. */
-typedef struct {
-    ac_dtype t;        /* the dtype of the stored output (f32 for LSE and dSink, the bias's for dBias) */
-    double u;          /* its unit roundoff */
-    bool is_lse;
-    ac_tensor_kind kind; /* the output's shape: Q (dQ), K (dK), V (dV, d_v columns), O (O, d_v columns) */
-    double min_normal; /* of the stored dtype: the means below skip elements under it */
-    /* counting mode (ac_compare_count_over): elements over limit go to `over` */
-    ac_metrics *over;
-    double limit;
-    size_t *row_counts; /* per query row (key for dK/dV) */
-} judge;
-
-/* What one task of the walk finds; tasks are merged in walk order (merge()). */
-typedef struct {
-    double max_ulp, max_scaled, max_abs, naive_max_abs;
-    ac_where at_max_ulp, at_max_scaled;
-    double worst_ref, worst_got, worst_escale; /* at at_max_scaled */
-    size_t n_unwritten, n_unexpected_nan, n_overflow, n_lost_special, n_wrong_zero;
-    ac_where first_special;
-    double special_ref, special_got;
-    size_t masked_rows, masked_rows_zero, masked_rows_nan, masked_rows_lse_posinf;
-    double sum_ulp, sum_abs, sum_naive_abs, sum_escale;
-    size_t n_mag;  /* elements in the magnitudes */
-    size_t n_mean; /* ...of which in the means: |reference| >= min_normal */
-} partial;
-
 static const ac_where nowhere = {-1, -1, -1, -1};
 
-static void partial_init(partial *pt)
+void cmp_partial_init(cmp_partial *pt)
 {
     memset(pt, 0, sizeof *pt);
     pt->max_ulp = pt->max_scaled = -1.0; /* so the first element sets the place */
@@ -115,14 +88,14 @@ static void partial_init(partial *pt)
     pt->worst_ref = pt->worst_got = pt->worst_escale = NAN;
 }
 
-static size_t partial_specials(const partial *pt)
+static size_t partial_specials(const cmp_partial *pt)
 {
     return pt->n_unwritten + pt->n_unexpected_nan + pt->n_overflow + pt->n_lost_special + pt->n_wrong_zero;
 }
 
 typedef enum { EL_OK, EL_UNWRITTEN, EL_UNEXPECTED_NAN, EL_OVERFLOW, EL_LOST_SPECIAL, EL_WRONG_ZERO } el_class;
 
-static void note_special(partial *pt, el_class cls, ac_where w, double x, double y)
+static void note_special(cmp_partial *pt, el_class cls, ac_where w, double x, double y)
 {
     if (partial_specials(pt) == 0) {
         pt->first_special = w;
@@ -142,7 +115,7 @@ static void note_special(partial *pt, el_class cls, ac_where w, double x, double
 /* A non-finite reference: the kernel must give the same special value.  The
  * one reference non-finite value is LSE = -inf on a row with no visible key,
  * where +inf (FlashAttention 2) is an accepted convention too. */
-static el_class classify_special_ref(const judge *a, double x, double y)
+static el_class classify_special_ref(const cmp_judge *a, double x, double y)
 {
     if (isnan(x))
         return isnan(y) ? EL_OK : EL_LOST_SPECIAL;
@@ -164,7 +137,7 @@ static bool update_max(double err, double *max, ac_where *at, ac_where w)
 }
 
 /* Returns the element's scaled error (0 where E == 0). */
-static double add_magnitudes(const judge *a, partial *pt, ac_where w, double x, double y, double e,
+static double add_magnitudes(const cmp_judge *a, cmp_partial *pt, ac_where w, double x, double y, double e,
                              const double *naive_x)
 {
     double abs_err = fabs(y - x);
@@ -204,7 +177,7 @@ static double add_magnitudes(const judge *a, partial *pt, ac_where w, double x, 
 
 /* Classifies one element and feeds the statistics.  Returns its class; *scaled
  * its scaled error when it entered the magnitudes. */
-static el_class judge_element(const judge *a, partial *pt, ac_where w, uint32_t got_bits, double x, double e,
+static el_class judge_element(const cmp_judge *a, cmp_partial *pt, ac_where w, uint32_t got_bits, double x, double e,
                               const double *naive_x, double *scaled)
 {
     if (got_bits == ac_dtype_poison(a->t)) {
@@ -238,7 +211,7 @@ static el_class judge_element(const judge *a, partial *pt, ac_where w, uint32_t 
 }
 
 /* judge_element, and in counting mode the element's place when it is over the limit. */
-static el_class compare_element(const judge *a, partial *pt, ac_where w, uint32_t got_bits, double x, double e,
+static el_class compare_element(const cmp_judge *a, cmp_partial *pt, ac_where w, uint32_t got_bits, double x, double e,
                                 const double *naive_x)
 {
     double scaled = 0.0;
@@ -269,15 +242,11 @@ static bool row_has_visible_key(const ac_problem *p, int b, int h, int i)
     return false;
 }
 
-typedef struct {
-    const void *got;
-    const double *ref, *escale, *naive;
-} tensors;
 
 /* One row of a Q-like output or of LSE.  A row with no visible key is also
  * classified as a whole: "zero" when every element is +-0 (LSE: +-inf),
  * "nan" when any is NaN. */
-static void compare_q_row(const judge *a, partial *pt, const ac_problem *p, const tensors *tn, int b, int h, int i)
+void cmp_q_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int b, int h, int i)
 {
     bool masked = !row_has_visible_key(p, b, h, i);
     bool all_zero = true, any_nan = false, lse_posinf = false;
@@ -304,7 +273,7 @@ static void compare_q_row(const judge *a, partial *pt, const ac_problem *p, cons
     pt->masked_rows_lse_posinf += lse_posinf;
 }
 
-static void compare_k_row(const judge *a, partial *pt, const ac_problem *p, const tensors *tn, int b, int h_kv,
+void cmp_k_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int b, int h_kv,
                           int j)
 {
     size_t row = ac_tensor_index(p, a->kind, b, h_kv, j, 0);
@@ -319,7 +288,7 @@ static void compare_k_row(const judge *a, partial *pt, const ac_problem *p, cons
 /* dBias: the keys of row i of broadcast slice mb that some sequence b it
  * covers has (i < nq_b, j < nk_b): j < the largest such nk_b; elsewhere the
  * entry is padding of every sequence. */
-static int bias_row_keys(const ac_problem *p, int mb, int i)
+int cmp_bias_row_keys(const ac_problem *p, int mb, int i)
 {
     int keys = 0, b0 = p->bias_batch > 1 ? mb : 0, b1 = p->bias_batch > 1 ? mb + 1 : p->batch;
     for (int b = b0; b < b1; b++)
@@ -329,10 +298,10 @@ static int bias_row_keys(const ac_problem *p, int mb, int i)
 }
 
 /* Row i of dBias slice (mb, mh), at [mb, mh, i, j]. */
-static void compare_bias_row(const judge *a, partial *pt, const ac_problem *p, const tensors *tn, int mb, int mh,
+void cmp_bias_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int mb, int mh,
                              int i)
 {
-    int keys = bias_row_keys(p, mb, i);
+    int keys = cmp_bias_row_keys(p, mb, i);
     size_t row = ac_bias_index(p, mb, mh, i, 0);
     for (int j = 0; j < keys; j++) {
         ac_where w = {mb, mh, i, j};
@@ -342,84 +311,16 @@ static void compare_bias_row(const judge *a, partial *pt, const ac_problem *p, c
 }
 
 /* dSink: one value per query head, at [-1, h, -1, -1]. */
-static void compare_head(const judge *a, partial *pt, const tensors *tn, int h)
+void cmp_head(const cmp_judge *a, cmp_partial *pt, const cmp_tensors *tn, int h)
 {
     ac_where w = {-1, h, -1, -1};
     compare_element(a, pt, w, ac_bits_get(a->t, tn->got, (size_t)h), tn->ref[h], tn->escale[h],
                     tn->naive ? tn->naive + h : NULL);
 }
 
-/* ---- the walk, in tasks ----------------------------------------------------
- * The walk visits (b, h, row, col) in that order; it is cut into tasks of
- * consecutive rows of one (b, h), TASK_ELEMS elements or so each, a function
- * of the problem alone.  Each task fills its own partial, and the partials are
- * merged in walk order: maxima keep the first place in walk order on ties,
- * counts add, the first special is the earliest task's, sums add task after
- * task.  So the metrics do not depend on the thread count (the means differ
- * from one running sum over the whole walk in their last bits only).
- * Shapes: Q-like rows (O, LSE, dQ) of (b, h_q), K-like rows (dK, dV) of
- * (b, h_kv), dBias rows i of (mb, mh), and dSink's heads as the rows of one
- * span (Hq values: one task). */
-#define TASK_ELEMS 32768
+/* ---- partials: merged in walk order, finished into ac_metrics ---------------------- */
 
-typedef struct {
-    int b, h, row0, row1;
-} task_span;
-
-typedef enum { WALK_Q, WALK_K, WALK_BIAS, WALK_HEADS } walk_shape;
-
-/* The tensor shape of a Q-like or K-like output. */
-static ac_tensor_kind output_kind(ac_output which)
-{
-    switch (which) {
-    case AC_OUT_O: return AC_TENSOR_O;
-    case AC_OUT_DK: return AC_TENSOR_K;
-    case AC_OUT_DV: return AC_TENSOR_V;
-    default: return AC_TENSOR_Q;
-    }
-}
-
-static walk_shape shape_of(ac_output which)
-{
-    switch (which) {
-    case AC_OUT_DK: case AC_OUT_DV: return WALK_K;
-    case AC_OUT_DBIAS: return WALK_BIAS;
-    case AC_OUT_DSINK: return WALK_HEADS;
-    default: return WALK_Q;
-    }
-}
-
-typedef struct {
-    const judge *a;
-    const ac_problem *p;
-    const tensors *tn;
-    walk_shape shape;
-    const task_span *spans;
-    partial *parts;
-} walk_job;
-
-static void walk_task(const walk_job *j, const task_span *sp, partial *pt)
-{
-    for (int r = sp->row0; r < sp->row1; r++)
-        switch (j->shape) {
-        case WALK_K: compare_k_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r); break;
-        case WALK_BIAS: compare_bias_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r); break;
-        case WALK_HEADS: compare_head(j->a, pt, j->tn, r); break;
-        case WALK_Q: compare_q_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r); break;
-        }
-}
-
-static void walk_task_fn(void *ctx, size_t task, int worker)
-{
-    (void)worker;
-    const walk_job *j = ctx;
-    partial pt; /* on this worker's stack: neighbouring tasks' partials share cache lines */
-    partial_init(&pt);
-    walk_task(j, &j->spans[task], &pt);
-    j->parts[task] = pt;
-}
-
-static void merge(partial *into, const partial *from)
+void cmp_merge(cmp_partial *into, const cmp_partial *from)
 {
     if (from->max_ulp > into->max_ulp)
         into->max_ulp = from->max_ulp, into->at_max_ulp = from->at_max_ulp;
@@ -446,124 +347,6 @@ static void merge(partial *into, const partial *from)
     into->n_mag += from->n_mag, into->n_mean += from->n_mean;
 }
 
-/* Columns of a row of the walk. */
-static int walk_cols(const ac_problem *p, walk_shape shape, const judge *a)
-{
-    if (shape == WALK_BIAS)
-        return p->seqlen_k;
-    return shape == WALK_HEADS || a->is_lse ? 1 : ac_tensor_dim(p, a->kind);
-}
-
-/* Rows a task takes: TASK_ELEMS elements' worth, or what a test asks for. */
-static int task_rows(int cols, int requested)
-{
-    return requested > 0 ? requested : TASK_ELEMS / cols > 0 ? TASK_ELEMS / cols : 1;
-}
-
-/* Calls fn on every task of the walk, in walk order (fn NULL: counts them). */
-typedef void (*span_fn)(void *ctx, size_t index, const task_span *sp);
-
-/* The (b, h) slices of a shape and the rows of slice b. */
-static void walk_slices(const ac_problem *p, walk_shape shape, int *batches, int *heads)
-{
-    *batches = shape == WALK_HEADS ? 1 : shape == WALK_BIAS && p->bias_batch <= 1 ? 1
-             : shape == WALK_BIAS ? p->bias_batch : p->batch;
-    *heads = shape == WALK_HEADS ? 1 : shape == WALK_K ? p->heads_kv : shape == WALK_Q ? p->heads_q
-           : p->bias_heads > 1 ? p->bias_heads : 1;
-}
-
-static int walk_rows(const ac_problem *p, walk_shape shape, int b)
-{
-    switch (shape) {
-    case WALK_K: return ac_seqlen_k_of(p, b);
-    case WALK_BIAS: return p->seqlen_q; /* rows no sequence has hold no keys (bias_row_keys) */
-    case WALK_HEADS: return p->heads_q;
-    case WALK_Q: break;
-    }
-    return ac_seqlen_q_of(p, b);
-}
-
-static size_t for_each_span(const ac_problem *p, walk_shape shape, int rows_per_task, span_fn fn, void *ctx)
-{
-    int batches, heads;
-    walk_slices(p, shape, &batches, &heads);
-    size_t n = 0;
-    for (int b = 0; b < batches; b++) {
-        int rows = walk_rows(p, shape, b);
-        for (int h = 0; h < heads; h++)
-            for (int r0 = 0; r0 < rows; r0 += rows_per_task, n++) {
-                task_span sp = {b, h, r0, r0 + rows_per_task < rows ? r0 + rows_per_task : rows};
-                if (fn)
-                    fn(ctx, n, &sp);
-            }
-    }
-    return n;
-}
-
-static void store_span(void *ctx, size_t index, const task_span *sp) { ((task_span *)ctx)[index] = *sp; }
-
-typedef struct {
-    const walk_job *j;
-    partial *total;
-} serial_walk;
-
-static void walk_and_merge(void *ctx, size_t index, const task_span *sp)
-{
-    (void)index;
-    serial_walk *s = ctx;
-    partial pt;
-    partial_init(&pt);
-    walk_task(s->j, sp, &pt);
-    merge(s->total, &pt);
-}
-
-/* Walks every task on `workers` threads into *total.  With one worker (or
- * without memory for the per-task partials) the tasks run here, one after
- * another, each merged as it ends: the same result. */
-static void walk(const ac_inputs *in, ac_output which, const tensors *tn, const judge *a, int workers,
-                 int rows_per_task, partial *total)
-{
-    const ac_problem *p = &in->p;
-    walk_shape shape = shape_of(which);
-    int rows = task_rows(walk_cols(p, shape, a), rows_per_task);
-    walk_job j = {a, p, tn, shape, NULL, NULL};
-    size_t n = for_each_span(p, shape, rows, NULL, NULL);
-    task_span *spans = workers > 1 && n > 1 ? malloc(n * sizeof *spans) : NULL;
-    partial *parts = spans ? malloc(n * sizeof *parts) : NULL;
-    partial_init(total);
-    if (parts) {
-        for_each_span(p, shape, rows, store_span, spans);
-        j.spans = spans, j.parts = parts;
-        ref_parallel_for(workers, n, walk_task_fn, &j);
-        for (size_t t = 0; t < n; t++)
-            merge(total, &parts[t]);
-    } else {
-        serial_walk s = {&j, total};
-        for_each_span(p, shape, rows, walk_and_merge, &s);
-    }
-    free(spans), free(parts);
-}
-
-static size_t compared_elems(const ac_problem *p, ac_output which)
-{
-    walk_shape shape = shape_of(which);
-    int batches, heads;
-    walk_slices(p, shape, &batches, &heads);
-    if (shape == WALK_HEADS)
-        return (size_t)p->heads_q;
-    size_t n = 0;
-    for (int b = 0; b < batches; b++) {
-        if (shape == WALK_BIAS) {
-            for (int i = 0; i < p->seqlen_q; i++)
-                n += (size_t)heads * bias_row_keys(p, b, i);
-            continue;
-        }
-        size_t cols = which == AC_OUT_LSE ? 1 : (size_t)ac_tensor_dim(p, output_kind(which));
-        n += (size_t)heads * walk_rows(p, shape, b) * cols;
-    }
-    return n;
-}
-
 static double ratio(double kernel, double naive)
 {
     if (kernel == 0.0 && naive == 0.0)
@@ -572,7 +355,7 @@ static double ratio(double kernel, double naive)
 }
 
 /* The merged walk into m. */
-static void finish(const partial *pt, ac_metrics *m)
+void cmp_finish(const cmp_partial *pt, ac_metrics *m)
 {
     m->max_ulp = pt->max_ulp, m->at_max_ulp = pt->at_max_ulp;
     m->max_scaled = pt->max_scaled, m->at_max_scaled = pt->at_max_scaled;
@@ -602,84 +385,24 @@ static void finish(const partial *pt, ac_metrics *m)
     m->vs_naive_mean = ratio(m->mean_abs, m->naive_mean_abs);
 }
 
-static judge judge_for(const ac_inputs *in, ac_output which)
+/* The tensor shape of a Q-like or K-like output. */
+ac_tensor_kind cmp_output_kind(ac_output which)
 {
-    judge a = {.t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE,
-               .kind = output_kind(which)};
+    switch (which) {
+    case AC_OUT_O: return AC_TENSOR_O;
+    case AC_OUT_DK: return AC_TENSOR_K;
+    case AC_OUT_DV: return AC_TENSOR_V;
+    default: return AC_TENSOR_Q;
+    }
+}
+
+cmp_judge cmp_judge_for(const ac_inputs *in, ac_output which)
+{
+    cmp_judge a = {.t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE,
+               .kind = cmp_output_kind(which)};
     if (which == AC_OUT_DBIAS) /* stored like the bias */
         a.t = in->p.bias_dtype;
     a.u = ac_unit_roundoff(a.t);
     a.min_normal = ac_min_subnormal(a.t) / (2.0 * a.u);
     return a;
-}
-
-void compare_with(const ac_inputs *in, ac_output which, const void *got, const double *ref, const double *escale,
-                  const double *naive, int workers, int rows_per_task, ac_metrics *m)
-{
-    memset(m, 0, sizeof *m);
-    m->present = true;
-    m->has_naive = naive != NULL;
-    m->n_compared = compared_elems(&in->p, which);
-    judge a = judge_for(in, which);
-    tensors tn = {got, ref, escale, naive};
-    partial total;
-    walk(in, which, &tn, &a, workers, rows_per_task, &total);
-    finish(&total, m);
-}
-
-/* At least this many elements a worker: a thread start costs tens of microseconds. */
-#define MIN_ELEMS_PER_WORKER 65536
-
-void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
-                const double *escale, const double *naive, ac_metrics *m)
-{
-    int workers = 1;
-    if (ref_thread_count(&workers, NULL) != AC_OK)
-        workers = 1; /* a bad ATTNCHECK_THREADS is reported by the reference, which reads it first */
-    size_t useful = compared_elems(&in->p, which) / MIN_ELEMS_PER_WORKER;
-    if (useful < (size_t)workers)
-        workers = useful < 1 ? 1 : (int)useful;
-    compare_with(in, which, got, ref, escale, naive, workers, 0, m);
-}
-
-/* The rows with elements over budget: how many, their range, the first AC_DIAG_MAX_ROWS with counts. */
-static void list_rows(ac_metrics *m, const size_t *counts, int n_rows)
-{
-    m->n_rows_over = m->n_rows_listed = 0;
-    m->first_row_over = m->last_row_over = -1;
-    for (int r = 0; r < n_rows; r++) {
-        if (!counts[r])
-            continue;
-        if (m->n_rows_over++ == 0)
-            m->first_row_over = r;
-        m->last_row_over = r;
-        if (m->n_rows_listed < AC_DIAG_MAX_ROWS)
-            m->rows_over[m->n_rows_listed++] = (ac_row_count){r, counts[r]};
-    }
-}
-
-int ac_compare_count_over(const ac_inputs *in, ac_output which, const void *got, const double *ref,
-                          const double *escale, double limit, ac_metrics *m, ac_err *err)
-{
-    const ac_problem *p = &in->p;
-    walk_shape shape = shape_of(which);
-    int n_rows = shape == WALK_K ? p->seqlen_k : shape == WALK_HEADS ? 0 : p->seqlen_q;
-    int batches;
-    judge a = judge_for(in, which);
-    a.over = m;
-    a.limit = limit;
-    a.row_counts = calloc((size_t)n_rows + 1, sizeof(size_t));
-    if (!a.row_counts)
-        return ac_fail(err, AC_ERR_ENV, "diagnosis: out of memory for %d row counts", n_rows);
-    m->n_over = 0;
-    memset(m->over_per_head, 0, sizeof m->over_per_head);
-    walk_slices(p, shape, &batches, &m->n_heads);
-    if (shape == WALK_HEADS) /* dSink's values are its heads */
-        m->n_heads = p->heads_q;
-    tensors tn = {got, ref, escale, NULL};
-    partial thrown_away; /* the statistics of this second walk; the counts go to m */
-    walk(in, which, &tn, &a, 1, 0, &thrown_away); /* one worker: the counts are shared */
-    list_rows(m, a.row_counts, n_rows);
-    free(a.row_counts);
-    return AC_OK;
 }
