@@ -573,7 +573,7 @@ int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
     double elems = 2.0 * c->batch * ((double)c->heads_q * c->seqlen_q + (double)c->heads_kv * c->seqlen_k) *
                    c->head_dim;
     if (c->mask == AC_MASK_DENSE)
-        elems += (double)mask_slices(c) * c->seqlen_q * c->seqlen_k / 4; /* a keep draw is cheaper than an element */
+        elems += (double)mask_slices(c) * c->seqlen_q * c->seqlen_k / 4; /* a keep draw is cheaper */
     double useful = floor(elems / MIN_ELEMS_PER_WORKER);
     if (useful < workers)
         workers = useful < 1 ? 1 : (int)useful;

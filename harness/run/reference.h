@@ -102,7 +102,9 @@ void ac_reference_gen_cap(bool backward, ac_gen_cap *cap);
 /* A prior for one case's seconds (kernel excluded), from its sizes: the tier's
  * rate (cpu ~4e8 work units/s, measured on the 2-core CI machine; gpu ~5e11,
  * estimated from an H100's fp64 rate) on b*hq*visible pairs*(d + 12), tripled
- * with the backward, plus the MPFR certification's ~0.6 us per certified
+ * with the backward, times what the case's variants cost (a bias x4.2,
+ * softcap x2.4, dropout x2.3, ALiBi x1.6, sinks x1.1, added: measured against
+ * the plain twin), plus the MPFR certification's ~0.6 us per certified
  * (row, key) (measured).  campaign.c scales it by what it measures. */
 double ac_reference_seconds_prior(const ac_case *c, bool backward, int cert_rows);
 

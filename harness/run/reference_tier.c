@@ -328,11 +328,29 @@ static double visible_pairs(const ac_problem *problem, const ac_case *c)
     return pairs;
 }
 
+/* What a case's variants cost per unit of work, against its plain twin: measured
+ * `attncheck run --case 'v1 seed=5 b=1 hq=4 hkv=2 nq=1024 nk=1024 d=64 dtype=f16
+ * mask=none' --kernel cpu-flash` (backward, 2 cores) at 0.49 s, and with the
+ * variant: a (B, Hq) bias 2.04 s (dBias, its scale, visibility per pair), softcap
+ * 1.19 s (a tanh per score in every tier), dropout 1.11 s (the keep mask per pair,
+ * two more forwards for the seed checks), ALiBi 0.76 s, sinks 0.53 s. */
+static double variant_cost(const ac_case *c)
+{
+    double f = 1.0;
+    f += c->bias != AC_BIAS_NONE ? 3.2 : 0.0;
+    f += c->softcap > 0.0 ? 1.4 : 0.0;
+    f += c->dropout > 0.0 ? 1.3 : 0.0;
+    f += c->alibi != AC_ALIBI_NONE ? 0.6 : 0.0;
+    f += c->sinks != AC_SINKS_NONE ? 0.1 : 0.0;
+    return f;
+}
+
 double ac_reference_seconds_prior(const ac_case *c, bool backward, int cert_rows)
 {
     ac_problem p;
     problem_of(c, &p);
-    double work = (double)c->batch * c->heads_q * visible_pairs(&p, c) * (c->head_dim + 12) * (backward ? 3 : 1);
+    double work = (double)c->batch * c->heads_q * visible_pairs(&p, c) * (c->head_dim + 12) * (backward ? 3 : 1) *
+                  variant_cost(c);
     double rate = ac_reference_tier_for(&p, c->dtype, backward) == AC_REF_GPU ? GPU_UNITS_PER_S : CPU_UNITS_PER_S;
     double rows = fmin((double)cert_rows, (double)c->batch * c->heads_q * c->seqlen_q);
     return work / rate + rows * c->seqlen_k * MPFR_S_PER_ROW_KEY;

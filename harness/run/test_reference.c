@@ -85,6 +85,10 @@ Test(harness_reference, the_seconds_prior_grows_with_the_work_and_halves_with_ca
     cr_assert_float_eq(causal, 1024.0 * 1025 / 2 / (1024.0 * 1024), 1e-12, "only visible pairs count");
     double cert = ac_reference_seconds_prior(&c, false, 2) - ac_reference_seconds_prior(&c, false, 0);
     cr_assert_float_eq(cert, 2 * 2048 * 0.6e-6, 1e-12, "two certified rows of 2048 keys");
+    double plain = ac_reference_seconds_prior(&c, true, 0);
+    c.bias = AC_BIAS_NORMAL, c.dropout = 0.5;
+    cr_assert_float_eq(ac_reference_seconds_prior(&c, true, 0) / plain, 1.0 + 3.2 + 1.3, 1e-12,
+                       "a bias and dropout add what they cost");
     ac_reference_set_tier(AC_REF_AUTO);
 }
 
