@@ -315,8 +315,12 @@ static void vf_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dt
         vf_sink(p, h, &m, &l, &o_factor);
         const float *acc = w->acc + (size_t)r * d;
         size_t at = ac_o_index(p, b, h, i0 + r, 0);
-        for (int c = 0; c < d; c++)
-            cf_store_elem(t, a->o, at + c, l == 0.0f || o_factor == 0.0f ? 0.0f : acc[c] * o_factor / l);
+        bool twice = cp->mut == CF_PREC_O_ROUNDED_TWICE && t == AC_F16; /* the f16 numerator stored first */
+        for (int c = 0; c < d; c++) {
+            float num = acc[c] * o_factor;
+            cf_store_elem(t, a->o, at + c, l == 0.0f || o_factor == 0.0f ? 0.0f
+                                           : (twice ? cf_round_if_finite(t, num) : num) / l);
+        }
         float lse = l == 0.0f ? -INFINITY : m + logf(l);
         if (cp->mut == CF_MUT_SINK_NOT_IN_LSE && p->sinks) /* O normalised with the sink, LSE without it */
             lse = l_keys == 0.0f ? -INFINITY : m_keys + logf(l_keys);

@@ -264,7 +264,7 @@ def history(kernel: str, releases, keys, prefix: str) -> str:
     versions = [r.version for r in releases]
     fig = Figure(figsize=(12, 3.2), layout="constrained")
     axes = fig.subplots(1, 3)
-    markers = {"O": "o", "LSE": "s", "dQ": "^", "dK": "v", "dV": "D"}
+    markers = {"O": "o", "LSE": "s", "dQ": "^", "dK": "v", "dV": "D", "dSink": "P", "dBias": "X"}
     for key in [k for k in keys if k[0] == kernel]:
         _, dtype, output = key
         style = dict(color=DTYPE_COLOURS.get(dtype, "tab:gray"), marker=markers.get(output, "o"), markersize=3,
