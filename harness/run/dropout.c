@@ -1,6 +1,7 @@
 /* harness/run/dropout.c — a kernel's dropout keep mask: unpacked for the
  * reference, and checked for its statistics and its seed (dropout.h). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +38,16 @@ static mask_count count(const ac_problem *p, const uint8_t *keep, const uint8_t 
     return n;
 }
 
-static void fail(ac_result *r, const char *kind, const char *fmt, double a, double b, double c)
+static void fail(ac_result *r, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void fail(ac_result *r, const char *kind, const char *fmt, ...)
 {
     r->verdict = AC_VERDICT_FAIL;
     snprintf(r->kind, sizeof r->kind, "%s", kind);
-    snprintf(r->why, sizeof r->why, fmt, a, b, c);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->why, sizeof r->why, fmt, ap);
+    va_end(ap);
 }
 
 int ac_dropout_checks(const ac_problem *p, const uint8_t *keep, ac_dropout_rerun rerun, void *ctx, ac_result *r,
@@ -64,13 +70,13 @@ int ac_dropout_checks(const ac_problem *p, const uint8_t *keep, ac_dropout_rerun
     int st = rerun(ctx, p->dropout_seed, again, err);
     if (st == AC_OK && (n = count(p, keep, again)).differ > 0)
         fail(r, "dropout:not-reproducible", "dropout: the same seed drew another mask: %.0f of %.0f visible pairs "
-             "differ%.0s", (double)n.differ, (double)n.visible, 0.0);
+             "differ", (double)n.differ, (double)n.visible);
     bool enough = 2.0 * q * (1.0 - q) * (double)n.visible >= 20.0; /* P(no difference) < e^-20 */
     if (st == AC_OK && r->verdict != AC_VERDICT_FAIL && enough &&
         (st = rerun(ctx, p->dropout_seed ^ 0x9E3779B97F4A7C15ull, again, err)) == AC_OK &&
         count(p, keep, again).differ == 0)
         fail(r, "dropout:seed-ignored", "dropout: another seed drew the same mask on all %.0f visible pairs "
-             "(%.1f expected to differ)%.0s", (double)n.visible, 2.0 * q * (1.0 - q) * (double)n.visible, 0.0);
+             "(%.1f expected to differ)", (double)n.visible, 2.0 * q * (1.0 - q) * (double)n.visible);
     free(again);
     return st;
 }
