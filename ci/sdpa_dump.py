@@ -13,7 +13,7 @@ Writes q.npy k.npy v.npy o.npy do.npy dq.npy dk.npy dv.npy (and mask.npy with
 with --bias, alibi.npy with --alibi) in (B, H, S, d) order, C-contiguous,
 little-endian: f32 as <f4, f16 as <f2, bf16 as <u2 bit patterns (NumPy has no
 bfloat16; pass --dtype bf16 to attncheck).  Inputs are random normal in the
-dtype; dO too.  The attncheck command line that checks the dump is printed on
+dtype; dO too; with --softcap C, Q's std is C/2 so the scores reach the cap.  The attncheck command line that checks the dump is printed on
 stdout and saved as DIR/check.txt; with --wrong, DIR/check_wrong.txt holds one
 with a flag planted wrong (softcap C checked as 5C/3, the ALiBi slopes doubled,
 the bias doubled, another scale), which must fail; DIR/check.sh runs both.
@@ -197,12 +197,15 @@ def main(argv):
     dtype, descr = DTYPES[a.dtype]
     g = torch.Generator(device="cpu").manual_seed(a.seed)
 
-    def rand(*shape):
-        t = torch.randn(*shape, generator=g, dtype=torch.float32).to(dtype).to(a.device)
+    def rand(*shape, std=1.0):
+        t = (std * torch.randn(*shape, generator=g, dtype=torch.float32)).to(dtype).to(a.device)
         return t if a.no_backward else t.requires_grad_()
 
     try:
-        q, k, v = rand(a.b, a.hq, a.nq, a.d), rand(a.b, hkv, nk, a.d), rand(a.b, hkv, nk, a.d)
+        # With a softcap, Q is drawn with std C/2 so the scores (std C/2 at the default scale) reach the
+        # cap and tanh bends them: at std 1 a cap of 30 changes scores by ~1e-3 and is not tested.
+        q_std = a.softcap / 2 if a.softcap else 1.0
+        q, k, v = rand(a.b, a.hq, a.nq, a.d, std=q_std), rand(a.b, hkv, nk, a.d), rand(a.b, hkv, nk, a.d)
         d_o = torch.randn(a.b, a.hq, a.nq, a.d, generator=g).to(dtype).to(a.device)
     except (RuntimeError, AssertionError) as e:  # no such device: CUDA asked for on a machine without it
         sys.exit(f"sdpa_dump: device {a.device} is unavailable (torch {torch.__version__}: "
