@@ -3,7 +3,7 @@
 # Idempotent and quiet: does nothing when every package is there; fails loudly otherwise.
 set -euo pipefail
 packages=(build-essential pkg-config meson ninja-build libopenblas-dev libmpfr-dev libgmp-dev
-          libcriterion-dev libcjson-dev gcovr python3 python3-matplotlib python3-numpy python3-scipy nettle-dev)
+          libcriterion-dev libcjson-dev gcovr python3 python3-matplotlib python3-numpy python3-scipy nettle-dev clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
