@@ -140,16 +140,16 @@ template <int BMQ, int BN> struct acd_bwd_plan {
 
 // The backward's end for a thread's keys key and key + 8 of KV head hk: dK
 // times the softmax scale and dV, each rounded once to T.  Keys past Nk, the
-// padding of the last block, are not written.
+// padding of the last block, are not written (with THD: past the sequence's nk).
 template <typename T, int D>
-__device__ __forceinline__ void acd_store_dk_dv(const acd_params &p, T *dK, T *dV, int b, int hk, int key, int t,
+__device__ __forceinline__ void acd_store_dk_dv(const acd_params &p, T *dK, T *dV, int b, int hk, int key, int t, int nk,
                                                 const float (&dk)[D / 8][4], const float (&dv)[D / 8][4])
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int j = key + 8 * r;
-        if (j >= p.Nk) continue;
-        const long long at = b * p.k_sb + hk * p.k_sh + (long long)j * p.k_ss + 2 * t;
+        if (j >= acd_k_stored(p, nk)) continue;
+        const long long at = acd_k_base(p, b) + hk * p.k_sh + (long long)j * p.k_ss + 2 * t;
 #pragma unroll
         for (int n = 0; n < D / 8; ++n) {
             acd_tc<T>::store2(dK + at + n * 8, dk[n][2 * r] * p.scale, dk[n][2 * r + 1] * p.scale);

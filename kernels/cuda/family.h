@@ -19,6 +19,13 @@ enum {
 
 #define ACD_DTYPES ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
 #define ACD_LAYOUTS ((1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD))
+/* cuda-flash also reads packed THD sequences (cu_seqlens; common.cuh's acd_q_base). */
+#define ACD_FLASH_LAYOUTS (ACD_LAYOUTS | (1u << AC_LAYOUT_THD))
+/* The variants cuda-flash implements on every path (wgmma, mma.sync, CUDA
+ * cores), forward and backward: the score modifiers softcap and ALiBi
+ * (softmax.cuh's acd_score_mod) and learnable sinks (the forward's
+ * join_sink, the backward's bwd_dsink). */
+#define ACD_FLASH_VARIANTS (AC_VAR_SOFTCAP | AC_VAR_ALIBI | AC_VAR_SINKS)
 
 /* Tensor-core tiles are instantiated for 32, 64, 96 and 128 (flash_fwd.cu,
  * flash_bwd.cu; acd_tc_head_dim); d = 256, and f32 at every d, runs the
@@ -26,8 +33,8 @@ enum {
 #define ACD_CAPS_FLASH(bwd)                                                                             \
     {                                                                                                   \
         .dtypes = ACD_DTYPES, .head_dims = {32, 64, 96, 128, 256}, .n_head_dims = 5, .max_head_dim = 256, \
-        .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = (bwd),  \
-        .max_seqlen = 0,                                                                                \
+        .masks = AC_MASKCAP_ALL, .layouts = ACD_FLASH_LAYOUTS, .gqa = true, .varlen = true,             \
+        .backward = (bwd), .max_seqlen = 0, .variants = ACD_FLASH_VARIANTS,                             \
     }
 
 /* The roles a row can have; each build maps a role to its entry points.

@@ -29,15 +29,15 @@ __global__ void bwd_delta(acd_params p, const T *__restrict__ O, const T *__rest
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
-    if (row >= (long long)p.B * p.Hq * p.Nq) return;
-    const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
+    int b, h, i;
+    if (row >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, row, b, h, i)) return;
     float acc = 0.f;
     if (i < acd_nq(p, b)) {
-        const long long at = b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
+        const long long at = acd_q_offset(p, b, h, i);
         for (int c = lane; c < p.D; c += 32) acc = fmaf(acd_cvt<T>::to_f(dO[at + c]), acd_cvt<T>::to_f(O[at + c]), acc);
     }
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (lane == 0) Dv[row] = acc;
+    if (lane == 0) Dv[acd_row_index(p, b, h, i)] = acc;
 }
 
 template <typename T>
@@ -46,12 +46,42 @@ __global__ void bwd_dq_convert(acd_params p, const float *__restrict__ dQacc, T 
     const long long n = (long long)p.B * p.Hq * p.Nq * p.D;
     for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
         const int c = (int)(x % p.D);
-        const long long row = x / p.D;
-        const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
+        int b, h, i;
+        if (!acd_grid_row(p, x / p.D, b, h, i)) continue;
+        const long long at = acd_row_index(p, b, h, i) * p.D + c;
         // In double, so the tiny part's unscaling and the softmax scale round once.
-        const double dq = ((double)dQacc[x] + (double)dQacc[n + x] * (1.0 / ACD_DQ_TINY_SCALE)) * p.scale;
-        dQ[b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss + c] = acd_cvt<T>::from_f(__double2float_rn(dq));
+        const double dq = ((double)dQacc[at] + (double)dQacc[n + at] * (1.0 / ACD_DQ_TINY_SCALE)) * p.scale;
+        dQ[acd_q_offset(p, b, h, i) + c] = acd_cvt<T>::from_f(__double2float_rn(dq));
     }
+}
+
+// dSink_h = -sum_{b,i} exp(s_h - LSE_i) D_i (ref.h), one block per query head,
+// in double and in a fixed order (each thread its rows, then a fixed tree), so
+// it is deterministic; exp(s_h - LSE_i) is the sink's share of row i's
+// denominator.  Rows that see nothing have LSE = s_h and D = 0.
+constexpr int kDsinkThreads = 256;
+__global__ void __launch_bounds__(kDsinkThreads)
+bwd_dsink(acd_params p, const float *__restrict__ LSE, const float *__restrict__ Dv, float *__restrict__ dsink)
+{
+    __shared__ double part[kDsinkThreads];
+    const int h = blockIdx.x;
+    const double sink = p.sinks[h];
+    double acc = 0.0;
+    for (int b = 0; b < p.B; ++b) {
+        const int nq = acd_nq(p, b);
+        for (int i = threadIdx.x; i < nq; i += kDsinkThreads) {
+            const long long row = acd_row_index(p, b, h, i);
+            const float lse = LSE[row];
+            if (isfinite(lse)) acc += exp(sink - (double)lse) * (double)Dv[row];
+        }
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = kDsinkThreads / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) dsink[h] = (float)-part[0];
 }
 
 // A tile configuration of bwd_tc: kWarps warps of 16 keys each (a block owns
@@ -168,7 +198,7 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, kw = warp * 16;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * BN;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
-    const T *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh, *Vb = V + acd_k_base(p, b) + hk * p.k_sh;
 
     acd_load_tile<T, BN, D, NT>(sK, Kb, p.k_ss, j0, nk, tid);
     acd_load_tile<T, BN, D, NT>(sV, Vb, p.k_ss, j0, nk, tid);
@@ -180,8 +210,8 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const acd_bwd_plan<BMQ, BN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
-        acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + acd_q_base(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + acd_q_base(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
         acd_load_lse_d<BMQ>(sLse2 + stage * BMQ, sDd2 + stage * BMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
@@ -201,7 +231,7 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         float st[BMQ / 8][4], dpt[BMQ / 8][4];
         st_dpt_tc<T, Kt>(st, dpt, sK, sV, sQ, sdO, kw, lane);
         const uint32_t hidden = plan.hidden(p, b, h, i0, j0 + kw + g, t, nq, nk);
-        acd_bwd_p_ds_tile<T, BMQ>(st, dpt, sLse2 + stage * BMQ, sDd2 + stage * BMQ, hidden, p.scale_log2, t); // P^T, dS^T
+        acd_bwd_p_ds<T, BMQ>(st, dpt, sLse2 + stage * BMQ, sDd2 + stage * BMQ, hidden, p, b, h, i0, j0 + kw + g, t, nq, nk); // P^T, dS^T
         dv_dk_tc<T, Kt>(dv, dk, st, dpt, sQ, sdO, lane);
         // dS (queries x keys) to shared memory for dQ = dS K.
 #pragma unroll
@@ -214,7 +244,7 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         __syncthreads(); // this stage and sdS are rewritten by the next tiles
     }
     acd_cp_async_wait<0>();
-    acd_store_dk_dv<T, D>(p, dK, dV, b, hk, j0 + kw + g, t, dk, dv);
+    acd_store_dk_dv<T, D>(p, dK, dV, b, hk, j0 + kw + g, t, nk, dk, dv);
 }
 
 template <typename T, typename Kt>
@@ -266,6 +296,10 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
     else
         status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);
     if (status != AC_OK) return status;
+    if (p.sinks && a->dsink) {
+        bwd_dsink<<<p.Hq, kDsinkThreads, 0, stream>>>(p, a->lse, Dv, a->dsink);
+        ACD_CHECK_LAUNCH(err, "bwd_dsink");
+    }
     const long long n = rows * p.D;
     const unsigned blocks = (unsigned)std::min<long long>((n + 255) / 256, 65535LL * 16);
     bwd_dq_convert<T><<<blocks, 256, 0, stream>>>(p, dQacc, (T *)a->dq);
@@ -298,6 +332,10 @@ extern "C" int acd_flash_backward(const ac_problem *prob, ac_dtype t, const ac_b
     acd_staged st;
     int status = acd_stage(prob, ACD_MUT_NONE, &p, &st, err);
     if (status != AC_OK) return status;
+    if (p.sinks && !a->dsink) {
+        acd_unstage(&st);
+        return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: a problem with sinks needs the dsink output");
+    }
     void *ws = NULL;
     const size_t ws_bytes = acd_bwd_workspace_bytes(p);
     status = acd_ws_alloc(&ws, ws_bytes, err);

@@ -107,8 +107,8 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
     const int key = j0 + warp * 16 + g; // this thread's keys: key, key + 8
 
-    acd_load_tile_sw128<T, kBN, D, kNT>(sK, K + b * p.k_sb + hk * p.k_sh, p.k_ss, j0, nk, tid);
-    acd_load_tile_sw128<T, kBN, D, kNT>(sV, V + b * p.k_sb + hk * p.k_sh, p.k_ss, j0, nk, tid);
+    acd_load_tile_sw128<T, kBN, D, kNT>(sK, K + acd_k_base(p, b) + hk * p.k_sh, p.k_ss, j0, nk, tid);
+    acd_load_tile_sw128<T, kBN, D, kNT>(sV, V + acd_k_base(p, b) + hk * p.k_sh, p.k_ss, j0, nk, tid);
     acd_cp_async_commit();
 
     float dk[D / 8][4], dv[D / 8][4];
@@ -117,8 +117,8 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const acd_bwd_plan<kBMQ, kBN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
-        acd_load_tile_sw128<T, kBMQ, D, kNT>(sQ2 + stage * kQBytes, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_tile_sw128<T, kBMQ, D, kNT>(sdO2 + stage * kQBytes, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile_sw128<T, kBMQ, D, kNT>(sQ2 + stage * kQBytes, Q + acd_q_base(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile_sw128<T, kBMQ, D, kNT>(sdO2 + stage * kQBytes, dO + acd_q_base(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
         acd_load_lse_d<kBMQ>(sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
@@ -138,7 +138,7 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         float st[kBMQ / 8][4], dpt[kBMQ / 8][4];
         st_dpt_wg<T, D>(st, dpt, sK, sV, sQ, sdO, wg);
         const uint32_t hidden = plan.hidden(p, b, h, i0, key, t, nq, nk);
-        acd_bwd_p_ds_tile<T, kBMQ>(st, dpt, sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, hidden, p.scale_log2, t); // P^T, dS^T
+        acd_bwd_p_ds<T, kBMQ>(st, dpt, sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, hidden, p, b, h, i0, key, t, nq, nk); // P^T, dS^T
         uint32_t pa[kBMQ / 16][4], sa[kBMQ / 16][4];
 #pragma unroll
         for (int kq = 0; kq < kBMQ / 16; ++kq) {
@@ -161,7 +161,7 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         acd_dq_add_rows<T, D>(dQacc, p, b, h, i0 + (warp % 4) * 16 + g, c0, t, nq, dq);
     }
     acd_cp_async_wait<0>();
-    acd_store_dk_dv<T, D>(p, dK, dV, b, hk, key, t, dk, dv);
+    acd_store_dk_dv<T, D>(p, dK, dV, b, hk, key, t, nk, dk, dv);
 #elif defined(__CUDA_ARCH__)
     __trap(); // built without sm_90a's wgmma: never launched (acd_wgmma_usable)
 #endif

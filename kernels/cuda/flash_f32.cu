@@ -11,6 +11,28 @@
 
 namespace {
 
+// S' of a raw product s = (Q K^T)_ij in natural units, as cpu-flash computes it:
+// s times the f32 scale (one rounding), or with the modifiers ref.h's S'.
+__device__ __forceinline__ float acd_score_nat(const acd_params &p, float s, float slope, int i, int j, int nq, int nk,
+                                               float *dt = nullptr)
+{
+    float t = 1.f;
+    const float x = p.mods ? acd_score_mod(p, s, p.scale, p.softcap, slope, i + nk - nq - j, &t) : s * p.scale;
+    if (dt) *dt = t;
+    return x;
+}
+
+// exp(x - (lse + lse_lo)) for a modified score x (natural units, f32), with the
+// difference's rounding carried as acd_exp_shifted carries its own.
+__device__ __forceinline__ float acd_exp_shifted_mod(float x, float lse, float lse_lo)
+{
+    if (!isfinite(x) || !isfinite(lse)) return expf(x - lse);
+    const float d = __fsub_rn(x, lse), bb = __fsub_rn(d, x);
+    const float err = __fadd_rn(__fsub_rn(x, __fsub_rn(d, bb)), __fsub_rn(-lse, bb));
+    const float corr = err - lse_lo, e = expf(d);
+    return fabsf(corr) <= 0x1p-10f ? fmaf(e, corr, e) : e;
+}
+
 constexpr int kF32Rows = 4;   // query rows per warp (forward)
 constexpr int kF32Warps = 4;  // warps per block (forward)
 constexpr int kF32MaxCols = 8; // head dim <= 32 * 8
@@ -27,8 +49,9 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b), i0 = blockIdx.x * BM;
-    const T *Qb = Q + b * p.q_sb + h * p.q_sh;
-    const T *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const T *Qb = Q + acd_q_base(p, b) + h * p.q_sh;
+    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh, *Vb = V + acd_k_base(p, b) + hk * p.k_sh;
+    const float slope = acd_alibi_slope(p, b, h);
 
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, 32, nq, nk);
 
@@ -54,7 +77,7 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
             const int il = warp * kF32Rows + r, i = i0 + il, j = j0 + lane;
             float s = 0.f;
             for (int c = 0; c < D; ++c) s = fmaf(sQ[il * D + c], sK[lane * LDK + c], s);
-            s = acd_visible(p, b, h, i, j, nq, nk) ? s * p.scale : -INFINITY;
+            s = acd_visible(p, b, h, i, j, nq, nk) ? acd_score_nat(p, s, slope, i, j, nq, nk) : -INFINITY;
             // The online softmax of acd_softmax_row_in over a warp-wide row, in
             // base e with expf for P (kept in f32), as cpu-flash.
             float mx = s, alpha;
@@ -76,8 +99,9 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
 #pragma unroll
     for (int r = 0; r < kF32Rows; ++r) {
         const int i = i0 + warp * kF32Rows + r;
-        if (i >= p.Nq) continue;
-        const float inv = rows[r].inv_l();
+        if (i >= acd_q_stored(p, nq)) continue;
+        const float o_factor = p.sinks ? rows[r].join_sink(p.sinks[h]) : 1.f;
+        const float inv = rows[r].inv_l() * o_factor;
         T *Orow = O + acd_q_offset(p, b, h, i);
 #pragma unroll
         for (int k = 0; k < kF32MaxCols; ++k)
@@ -101,21 +125,23 @@ __global__ void bwd_f32_refine_lse(acd_params p, const T *__restrict__ Q, const 
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
-    if (row >= (long long)p.B * p.Hq * p.Nq) return;
-    const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
+    int b, h, i;
+    if (row >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, row, b, h, i)) return;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
-    const float lse = LSE[row];
+    const long long at = acd_row_index(p, b, h, i);
+    const float lse = i < nq ? LSE[at] : -INFINITY, slope = acd_alibi_slope(p, b, h);
     double sum = 0.0, top = 0.0;
     if (i < nq && isfinite(lse)) {
-        const T *q = Q + b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
-        const T *Kb = K + b * p.k_sb + (h / p.group) * p.k_sh;
+        const T *q = Q + acd_q_offset(p, b, h, i);
+        const T *Kb = K + acd_k_base(p, b) + (h / p.group) * p.k_sh;
         int lo, hi;
         acd_window(p, i, nq, nk, lo, hi);
         for (int j = max(lo, 0) + lane; j < min(hi, nk); j += 32) {
             if (!acd_visible(p, b, h, i, j, nq, nk)) continue;
             float s = 0.f;
             for (int c = 0; c < p.D; ++c) s = fmaf(acd_cvt<T>::to_f(q[c]), acd_cvt<T>::to_f(Kb[(long long)j * p.k_ss + c]), s);
-            const double x = (double)s * (double)p.scale;
+            // bwd_f32's S' (the same f32 chain); without modifiers exactly s scale
+            const double x = p.mods ? (double)acd_score_nat(p, s, slope, i, j, nq, nk) : (double)s * (double)p.scale;
             sum += exp(x - (double)lse);
             top = fmax(top, fabs(x));
         }
@@ -125,8 +151,9 @@ __global__ void bwd_f32_refine_lse(acd_params p, const T *__restrict__ Q, const 
         top = fmax(top, __shfl_xor_sync(0xffffffffu, top, off));
     }
     if (lane == 0) {
+        if (p.sinks && i < nq && isfinite(lse)) sum += exp((double)p.sinks[h] - (double)lse); // the sink's share
         const double r = sum > 0.0 ? log(sum) : 0.0;
-        lse_lo[row] = fabs(r) < 0x1p-12 && top < 0x1p40 ? (float)r : 0.f;
+        lse_lo[at] = fabs(r) < 0x1p-12 && top < 0x1p40 ? (float)r : 0.f;
     }
 }
 
@@ -145,7 +172,7 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
     float *sq = sdV + 32 * LDK, *sdo = sq + D;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * 32, j = j0 + lane;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
-    const T *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh, *Vb = V + acd_k_base(p, b) + hk * p.k_sh;
     for (int x = lane; x < 32 * D; x += 32) {
         int r = x / D, c = x % D;
         bool ok = j0 + r < nk;
@@ -158,7 +185,8 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
     int i_lo, i_hi; // query rows that can see keys [j0, j0 + 31]
     acd_bwd_query_rows(p, j0, 32, nq, nk, i_lo, i_hi);
     for (int h = hk * p.group; h < (hk + 1) * p.group; ++h) {
-        const T *Qb = Q + b * p.q_sb + h * p.q_sh, *dOb = dO + b * p.q_sb + h * p.q_sh;
+        const T *Qb = Q + acd_q_base(p, b) + h * p.q_sh, *dOb = dO + acd_q_base(p, b) + h * p.q_sh;
+        const float slope = acd_alibi_slope(p, b, h);
         for (int i = i_lo; i < i_hi; ++i) {
             for (int c = lane; c < D; c += 32) {
                 sq[c] = acd_cvt<T>::to_f(Qb[(long long)i * p.q_ss + c]);
@@ -173,8 +201,12 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
                 dp = fmaf(sdo[c], sV[lane * LDK + c], dp);
             }
             const bool vis = acd_visible(p, b, h, i, j, nq, nk) && lse != -INFINITY;
-            const acd_p_ds x = acd_recompute_p_ds(vis, [&] { return acd_exp_shifted(s, p.scale, lse, lse_rem); }, dp, dd);
-            const float pr = x.p, ds = x.ds;
+            float dt = 1.f;
+            const float xm = p.mods ? acd_score_nat(p, s, slope, i, j, nq, nk, &dt) : 0.f;
+            const acd_p_ds x = acd_recompute_p_ds(
+                vis, [&] { return p.mods ? acd_exp_shifted_mod(xm, lse, lse_rem) : acd_exp_shifted(s, p.scale, lse, lse_rem); },
+                dp, dd);
+            const float pr = x.p, ds = x.ds * dt;
             if (__any_sync(0xffffffffu, pr != 0.f)) {
                 for (int c = 0; c < D; ++c) {
                     sdV[lane * LDK + c] = fmaf(pr, sdo[c], sdV[lane * LDK + c]);
@@ -192,8 +224,8 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
     __syncwarp();
     for (int x = lane; x < 32 * D; x += 32) {
         int r = x / D, c = x % D;
-        if (j0 + r >= p.Nk) continue;
-        long long at = b * p.k_sb + hk * p.k_sh + (long long)(j0 + r) * p.k_ss + c;
+        if (j0 + r >= acd_k_stored(p, nk)) continue;
+        long long at = acd_k_base(p, b) + hk * p.k_sh + (long long)(j0 + r) * p.k_ss + c;
         dK[at] = acd_cvt<T>::from_f(sdK[r * LDK + c] * p.scale);
         dV[at] = acd_cvt<T>::from_f(sdV[r * LDK + c]);
     }

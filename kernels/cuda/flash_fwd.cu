@@ -100,9 +100,9 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
     // Heaviest tiles first: under a causal mask the last query tiles see the most keys.
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BM, iw = i0 + warp * Kt::kWarpRows;
-    const T *Qb = Q + b * p.q_sb + h * p.q_sh;
-    const T *Kb = K + b * p.k_sb + hk * p.k_sh;
-    const T *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const T *Qb = Q + acd_q_base(p, b) + h * p.q_sh;
+    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh;
+    const T *Vb = V + acd_k_base(p, b) + hk * p.k_sh;
     // The K/V tiles these rows can see; tiles outside the window are skipped.
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, BN, nq, nk);
 
@@ -142,7 +142,7 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         const bool tile_full = span.full(j0, BN, nk);
 #pragma unroll
         for (int mr = 0; mr < MR; ++mr) {
-            acd_scores_to_log2<BN>(s[mr], p.scale_log2);
+            acd_scores_tile<BN>(s[mr], p, b, h, iw + mr * 16 + g, j0, t, nq, nk);
             if (!tile_full) acd_mask_tile<BN>(s[mr], p, b, h, iw + mr * 16 + g, j0, t, nq, nk);
         }
 #pragma unroll
@@ -158,7 +158,7 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     }
     acd_cp_async_wait<0>();
 #pragma unroll
-    for (int mr = 0; mr < MR; ++mr) acd_fwd_epilogue<T, D>(p, O, LSE, b, h, iw + mr * 16 + g, t, o[mr], rows[mr]);
+    for (int mr = 0; mr < MR; ++mr) acd_fwd_epilogue<T, D>(p, O, LSE, b, h, iw + mr * 16 + g, t, nq, o[mr], rows[mr]);
 }
 
 template <typename T, typename Kt>

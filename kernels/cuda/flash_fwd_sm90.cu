@@ -72,9 +72,9 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
     // Heaviest tiles first: under a causal mask the last query tiles see the most keys.
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BM, iw = i0 + wg * 64 + warp * 16;
-    const T *Qb = Q + b * p.q_sb + h * p.q_sh;
-    const T *Kb = K + b * p.k_sb + hk * p.k_sh;
-    const T *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const T *Qb = Q + acd_q_base(p, b) + h * p.q_sh;
+    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh;
+    const T *Vb = V + acd_k_base(p, b) + hk * p.k_sh;
     // The K/V tiles these rows can see; tiles outside the window are skipped.
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, BN, nq, nk);
 
@@ -123,7 +123,7 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         }
         acd_wg_hold(s);
 
-        acd_scores_to_log2<BN>(s, p.scale_log2);
+        acd_scores_tile<BN>(s, p, b, h, iw + g, j0, t, nq, nk);
         if (!span.full(j0, BN, nk)) acd_mask_tile<BN>(s, p, b, h, iw + g, j0, t, nq, nk);
         float alpha[2];
         acd_softmax_tile<BN>(rows, s, alpha);
@@ -144,7 +144,7 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         acd_wg_hold(o);
         acd_wg_hold(pf);
     }
-    acd_fwd_epilogue<T, D>(p, O, LSE, b, h, iw + g, t, o, rows);
+    acd_fwd_epilogue<T, D>(p, O, LSE, b, h, iw + g, t, nq, o, rows);
 #elif defined(__CUDA_ARCH__)
     __trap(); // built without sm_90a's wgmma: never launched (acd_wgmma_usable)
 #endif
