@@ -33,8 +33,8 @@ __global__ void bwd_delta(acd_params p, const T *__restrict__ O, const T *__rest
     if (row >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, row, b, h, i)) return;
     float acc = 0.f;
     if (i < acd_nq(p, b)) {
-        const long long at = acd_q_offset(p, b, h, i);
-        for (int c = lane; c < p.D; c += 32) acc = fmaf(acd_cvt<T>::to_f(dO[at + c]), acd_cvt<T>::to_f(O[at + c]), acc);
+        const long long at = acd_o_offset(p, b, h, i);
+        for (int c = lane; c < p.Dv; c += 32) acc = fmaf(acd_cvt<T>::to_f(dO[at + c]), acd_cvt<T>::to_f(O[at + c]), acc);
     }
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) Dv[acd_row_index(p, b, h, i)] = acc;
@@ -158,7 +158,7 @@ __device__ __forceinline__ void dv_dk_tc(float (&dv)[Kt::kHeadDim / 8][4], float
 
 // dQ = dS K for the tile, added into dQacc: dS (queries x keys, through shared
 // memory, since a warp holds dS^T) by the warps' row and column groups.
-template <typename T, typename Kt>
+template <typename T, typename Kt, bool kVar>
 __device__ __forceinline__ void dq_tc(float *dQacc, const acd_params &p, const T *sdS, const T *sK, int b, int h, int i0,
                                       int nq, int warp, int lane)
 {
@@ -178,10 +178,10 @@ __device__ __forceinline__ void dq_tc(float *dQacc, const acd_params &p, const T
             acd_tc<T>::mma(dq[2 * dn + 1], sa, kf[2], kf[3]);
         }
     }
-    acd_dq_add_rows<T, D>(dQacc, p, b, h, i0 + rg * 16 + lane / 4, c0, lane % 4, nq, dq);
+    acd_dq_add_rows<T, D, kVar>(dQacc, p, b, h, i0 + rg * 16 + lane / 4, c0, lane % 4, nq, dq);
 }
 
-template <typename T, typename Kt>
+template <typename T, typename Kt, bool kVar>
 __global__ void __launch_bounds__(Kt::kThreads)
 bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
@@ -197,8 +197,9 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, kw = warp * 16;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * BN;
-    const int nq = acd_nq(p, b), nk = acd_nk(p, b);
-    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh, *Vb = V + acd_k_base(p, b) + hk * p.k_sh;
+    const int nq = acd_nq<kVar>(p, b), nk = acd_nk<kVar>(p, b);
+    // V, dO and dV like K and Q: d_v = d on the tensor cores
+    const T *Kb = K + acd_k_base<kVar>(p, b) + hk * p.k_sh, *Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh;
 
     acd_load_tile<T, BN, D, NT>(sK, Kb, p.k_ss, j0, nk, tid);
     acd_load_tile<T, BN, D, NT>(sV, Vb, p.k_ss, j0, nk, tid);
@@ -210,9 +211,9 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const acd_bwd_plan<BMQ, BN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
-        acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + acd_q_base(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + acd_q_base(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_lse_d<BMQ>(sLse2 + stage * BMQ, sDd2 + stage * BMQ, LSE, Dv, p, b, h, i0, nq, tid);
+        acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_lse_d<BMQ, kVar>(sLse2 + stage * BMQ, sDd2 + stage * BMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
     if (plan.count > 0) load_q_tile(0);
@@ -231,7 +232,7 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         float st[BMQ / 8][4], dpt[BMQ / 8][4];
         st_dpt_tc<T, Kt>(st, dpt, sK, sV, sQ, sdO, kw, lane);
         const uint32_t hidden = plan.hidden(p, b, h, i0, j0 + kw + g, t, nq, nk);
-        acd_bwd_p_ds<T, BMQ>(st, dpt, sLse2 + stage * BMQ, sDd2 + stage * BMQ, hidden, p, b, h, i0, j0 + kw + g, t, nq, nk); // P^T, dS^T
+        acd_bwd_p_ds<T, BMQ, kVar>(st, dpt, sLse2 + stage * BMQ, sDd2 + stage * BMQ, hidden, p, b, h, i0, j0 + kw + g, t, nq, nk); // P^T, dS^T
         dv_dk_tc<T, Kt>(dv, dk, st, dpt, sQ, sdO, lane);
         // dS (queries x keys) to shared memory for dQ = dS K.
 #pragma unroll
@@ -240,23 +241,30 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
             for (int e = 0; e < 4; ++e)
                 sdS[(n * 8 + 2 * t + (e & 1)) * LDS + kw + g + (e >= 2 ? 8 : 0)] = acd_tc<T>::from_f(dpt[n][e]);
         __syncthreads();
-        dq_tc<T, Kt>(dQacc, p, sdS, sK, b, h, i0, nq, warp, lane);
+        dq_tc<T, Kt, kVar>(dQacc, p, sdS, sK, b, h, i0, nq, warp, lane);
         __syncthreads(); // this stage and sdS are rewritten by the next tiles
     }
     acd_cp_async_wait<0>();
-    acd_store_dk_dv<T, D>(p, dK, dV, b, hk, j0 + kw + g, t, nk, dk, dv);
+    acd_store_dk_dv<T, D, kVar>(p, dK, dV, b, hk, j0 + kw + g, t, nk, dk, dv);
+}
+
+template <typename T, typename Kt, bool kVar>
+int launch_bwd_tc_var(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+{
+    const size_t smem = Kt::template smem_bytes<T>();
+    ACD_CHECK(err, cudaFuncSetAttribute(bwd_tc<T, Kt, kVar>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nk + Kt::kBlockN - 1) / Kt::kBlockN, p.Hkv, p.B);
+    bwd_tc<T, Kt, kVar><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
+                                                       a->lse, Dv, dQacc, (T *)a->dk, (T *)a->dv);
+    ACD_CHECK_LAUNCH(err, "bwd_tc");
+    return AC_OK;
 }
 
 template <typename T, typename Kt>
 int launch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
 {
-    const size_t smem = Kt::template smem_bytes<T>();
-    ACD_CHECK(err, cudaFuncSetAttribute(bwd_tc<T, Kt>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((p.Nk + Kt::kBlockN - 1) / Kt::kBlockN, p.Hkv, p.B);
-    bwd_tc<T, Kt><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
-                                                       a->lse, Dv, dQacc, (T *)a->dk, (T *)a->dv);
-    ACD_CHECK_LAUNCH(err, "bwd_tc");
-    return AC_OK;
+    return acd_variant_kernel(p) ? launch_bwd_tc_var<T, Kt, true>(p, a, Dv, dQacc, stream, err)
+                                 : launch_bwd_tc_var<T, Kt, false>(p, a, Dv, dQacc, stream, err);
 }
 
 // Tile configurations per head dim (head dim, query rows per tile, warps).
@@ -289,7 +297,7 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
     int status;
     if constexpr (sizeof(T) == 4)
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
-    else if (!acd_tc_head_dim(p.D)) // no tensor-core tiles: the CUDA-core path (d <= 256)
+    else if (!acd_tc_head_dim(p.D) || p.Dv != p.D) // no tensor-core tiles: the CUDA-core path (d, d_v <= 256)
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
     else if (acd_wgmma_usable(p.D)) // Hopper, d = 64, 128: flash_bwd_sm90.cu
         status = acd_bwd_wgmma<T>(p, a, Dv, dQacc, stream, err);

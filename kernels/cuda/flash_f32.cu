@@ -44,13 +44,13 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
 {
     constexpr int BM = kF32Rows * kF32Warps;
     extern __shared__ float smf[];
-    const int D = p.D, LDK = D + 1;
-    float *sK = smf, *sV = sK + 32 * LDK, *sQ = sV + 32 * LDK; // sQ: BM x D
+    const int D = p.D, DV = p.Dv, LDK = D + 1, LDV = DV + 1;
+    float *sK = smf, *sV = sK + 32 * LDK, *sQ = sV + 32 * LDV; // sQ: BM x D
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b), i0 = blockIdx.x * BM;
     const T *Qb = Q + acd_q_base(p, b) + h * p.q_sh;
-    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh, *Vb = V + acd_k_base(p, b) + hk * p.k_sh;
+    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh, *Vb = V + acd_v_base(p, b) + hk * p.v_sh;
     const float slope = acd_alibi_slope(p, b, h);
 
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, 32, nq, nk);
@@ -67,9 +67,11 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
         if (p.mutant != ACD_MUT_RACE) __syncthreads(); // the previous tile is consumed
         for (int x = tid; x < 32 * D; x += blockDim.x) {
             int r = x / D, c = x % D;
-            bool ok = j0 + r < nk;
-            sK[r * LDK + c] = ok ? acd_cvt<T>::to_f(Kb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
-            sV[r * LDK + c] = ok ? acd_cvt<T>::to_f(Vb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
+            sK[r * LDK + c] = j0 + r < nk ? acd_cvt<T>::to_f(Kb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
+        }
+        for (int x = tid; x < 32 * DV; x += blockDim.x) {
+            int r = x / DV, c = x % DV;
+            sV[r * LDV + c] = j0 + r < nk ? acd_cvt<T>::to_f(Vb[(long long)(j0 + r) * p.v_ss + c]) : 0.f;
         }
         __syncthreads();
 #pragma unroll
@@ -92,7 +94,7 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
                 const float pb = __shfl_sync(0xffffffffu, pj, jj);
 #pragma unroll
                 for (int k = 0; k < kF32MaxCols; ++k)
-                    if (lane + 32 * k < D) o[r][k] = fmaf(pb, sV[jj * LDK + lane + 32 * k], o[r][k]);
+                    if (lane + 32 * k < DV) o[r][k] = fmaf(pb, sV[jj * LDV + lane + 32 * k], o[r][k]);
             }
         }
     }
@@ -102,10 +104,10 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
         if (i >= acd_q_stored(p, nq)) continue;
         const float o_factor = p.sinks ? rows[r].join_sink(p.sinks[h]) : 1.f;
         const float inv = rows[r].inv_l() * o_factor;
-        T *Orow = O + acd_q_offset(p, b, h, i);
+        T *Orow = O + acd_o_offset(p, b, h, i);
 #pragma unroll
         for (int k = 0; k < kF32MaxCols; ++k)
-            if (lane + 32 * k < D) Orow[lane + 32 * k] = acd_cvt<T>::from_f(o[r][k] * inv);
+            if (lane + 32 * k < DV) Orow[lane + 32 * k] = acd_cvt<T>::from_f(o[r][k] * inv);
         if (lane == 0) LSE[acd_row_index(p, b, h, i)] = rows[r].lse();
     }
 }
@@ -167,39 +169,37 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
         const float *__restrict__ lse_lo, float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
 {
     extern __shared__ float smf[];
-    const int D = p.D, LDK = D + 1, lane = threadIdx.x;
-    float *sK = smf, *sV = sK + 32 * LDK, *sdK = sV + 32 * LDK, *sdV = sdK + 32 * LDK;
-    float *sq = sdV + 32 * LDK, *sdo = sq + D;
+    const int D = p.D, DV = p.Dv, LDK = D + 1, LDV = DV + 1, lane = threadIdx.x;
+    float *sK = smf, *sV = sK + 32 * LDK, *sdK = sV + 32 * LDV, *sdV = sdK + 32 * LDK;
+    float *sq = sdV + 32 * LDV, *sdo = sq + D;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * 32, j = j0 + lane;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
-    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh, *Vb = V + acd_k_base(p, b) + hk * p.k_sh;
+    const T *Kb = K + acd_k_base(p, b) + hk * p.k_sh, *Vb = V + acd_v_base(p, b) + hk * p.v_sh;
     for (int x = lane; x < 32 * D; x += 32) {
         int r = x / D, c = x % D;
-        bool ok = j0 + r < nk;
-        sK[r * LDK + c] = ok ? acd_cvt<T>::to_f(Kb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
-        sV[r * LDK + c] = ok ? acd_cvt<T>::to_f(Vb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
+        sK[r * LDK + c] = j0 + r < nk ? acd_cvt<T>::to_f(Kb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
         sdK[r * LDK + c] = 0.f;
-        sdV[r * LDK + c] = 0.f;
+    }
+    for (int x = lane; x < 32 * DV; x += 32) {
+        int r = x / DV, c = x % DV;
+        sV[r * LDV + c] = j0 + r < nk ? acd_cvt<T>::to_f(Vb[(long long)(j0 + r) * p.v_ss + c]) : 0.f;
+        sdV[r * LDV + c] = 0.f;
     }
     __syncwarp();
     int i_lo, i_hi; // query rows that can see keys [j0, j0 + 31]
     acd_bwd_query_rows(p, j0, 32, nq, nk, i_lo, i_hi);
     for (int h = hk * p.group; h < (hk + 1) * p.group; ++h) {
-        const T *Qb = Q + acd_q_base(p, b) + h * p.q_sh, *dOb = dO + acd_q_base(p, b) + h * p.q_sh;
+        const T *Qb = Q + acd_q_base(p, b) + h * p.q_sh, *dOb = dO + acd_o_base(p, b) + h * p.o_sh;
         const float slope = acd_alibi_slope(p, b, h);
         for (int i = i_lo; i < i_hi; ++i) {
-            for (int c = lane; c < D; c += 32) {
-                sq[c] = acd_cvt<T>::to_f(Qb[(long long)i * p.q_ss + c]);
-                sdo[c] = acd_cvt<T>::to_f(dOb[(long long)i * p.q_ss + c]);
-            }
+            for (int c = lane; c < D; c += 32) sq[c] = acd_cvt<T>::to_f(Qb[(long long)i * p.q_ss + c]);
+            for (int c = lane; c < DV; c += 32) sdo[c] = acd_cvt<T>::to_f(dOb[(long long)i * p.o_ss + c]);
             __syncwarp();
             const long long row = acd_row_index(p, b, h, i);
             const float lse = LSE[row], dd = Dv[row], lse_rem = lse_lo[row];
             float s = 0.f, dp = 0.f;
-            for (int c = 0; c < D; ++c) {
-                s = fmaf(sq[c], sK[lane * LDK + c], s);
-                dp = fmaf(sdo[c], sV[lane * LDK + c], dp);
-            }
+            for (int c = 0; c < D; ++c) s = fmaf(sq[c], sK[lane * LDK + c], s);
+            for (int c = 0; c < DV; ++c) dp = fmaf(sdo[c], sV[lane * LDV + c], dp);
             const bool vis = acd_visible(p, b, h, i, j, nq, nk) && lse != -INFINITY;
             float dt = 1.f;
             const float xm = p.mods ? acd_score_nat(p, s, slope, i, j, nq, nk, &dt) : 0.f;
@@ -208,10 +208,8 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
                 dp, dd);
             const float pr = x.p, ds = x.ds * dt;
             if (__any_sync(0xffffffffu, pr != 0.f)) {
-                for (int c = 0; c < D; ++c) {
-                    sdV[lane * LDK + c] = fmaf(pr, sdo[c], sdV[lane * LDK + c]);
-                    sdK[lane * LDK + c] = fmaf(ds, sq[c], sdK[lane * LDK + c]);
-                }
+                for (int c = 0; c < DV; ++c) sdV[lane * LDV + c] = fmaf(pr, sdo[c], sdV[lane * LDV + c]);
+                for (int c = 0; c < D; ++c) sdK[lane * LDK + c] = fmaf(ds, sq[c], sdK[lane * LDK + c]);
                 for (int c = lane; c < D; c += 32) {
                     float acc = 0.f;
                     for (int jj = 0; jj < 32; ++jj) acc = fmaf(__shfl_sync(0xffffffffu, ds, jj), sK[jj * LDK + c], acc);
@@ -225,19 +223,31 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
     for (int x = lane; x < 32 * D; x += 32) {
         int r = x / D, c = x % D;
         if (j0 + r >= acd_k_stored(p, nk)) continue;
-        long long at = acd_k_base(p, b) + hk * p.k_sh + (long long)(j0 + r) * p.k_ss + c;
-        dK[at] = acd_cvt<T>::from_f(sdK[r * LDK + c] * p.scale);
-        dV[at] = acd_cvt<T>::from_f(sdV[r * LDK + c]);
+        dK[acd_k_base(p, b) + hk * p.k_sh + (long long)(j0 + r) * p.k_ss + c] = acd_cvt<T>::from_f(sdK[r * LDK + c] * p.scale);
+    }
+    for (int x = lane; x < 32 * DV; x += 32) {
+        int r = x / DV, c = x % DV;
+        if (j0 + r >= acd_k_stored(p, nk)) continue;
+        dV[acd_v_base(p, b) + hk * p.v_sh + (long long)(j0 + r) * p.v_ss + c] = acd_cvt<T>::from_f(sdV[r * LDV + c]);
     }
 }
 
 } // namespace
 
+// d and d_v within the kernels' 32 x kF32MaxCols columns per lane.
+static int f32_dims_ok(const acd_params &p, ac_err *err)
+{
+    if (p.D > 32 * kF32MaxCols || p.Dv > 32 * kF32MaxCols)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-flash (CUDA cores): head_dim %d, d_v %d (at most %d)", p.D, p.Dv, 32 * kF32MaxCols);
+    return AC_OK;
+}
+
 template <typename T> int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    if (p.D > 32 * kF32MaxCols) return ac_fail(err, AC_ERR_INPUT, "cuda-flash (CUDA cores): head_dim %d > %d", p.D, 32 * kF32MaxCols);
+    if (f32_dims_ok(p, err) != AC_OK) return AC_ERR_INPUT;
     constexpr int BM = kF32Rows * kF32Warps;
-    const size_t smem = sizeof(float) * ((size_t)64 * (p.D + 1) + (size_t)BM * p.D);
+    // K and V (32 keys, pitches D + 1 and d_v + 1), then Q
+    const size_t smem = sizeof(float) * ((size_t)32 * (p.D + 1) + (size_t)32 * (p.Dv + 1) + (size_t)BM * p.D);
     ACD_CHECK(err, cudaFuncSetAttribute(fwd_f32<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nq + BM - 1) / BM, p.Hq, p.B);
     fwd_f32<T><<<grid, kF32Warps * 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
@@ -248,11 +258,12 @@ template <typename T> int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a,
 template <typename T>
 int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc, cudaStream_t stream, ac_err *err)
 {
-    if (p.D > 32 * kF32MaxCols) return ac_fail(err, AC_ERR_INPUT, "cuda-flash (CUDA cores): head_dim %d > %d", p.D, 32 * kF32MaxCols);
+    if (f32_dims_ok(p, err) != AC_OK) return AC_ERR_INPUT;
     const long long rows = (long long)p.B * p.Hq * p.Nq;
     bwd_f32_refine_lse<T><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, (const T *)a->q, (const T *)a->k, a->lse, lse_lo);
     ACD_CHECK_LAUNCH(err, "bwd_f32_refine_lse");
-    const size_t smem = sizeof(float) * ((size_t)128 * (p.D + 1) + 2 * (size_t)p.D);
+    // K, V, dK, dV (32 rows each, pitches D + 1 and d_v + 1), then a row of Q and of dO
+    const size_t smem = sizeof(float) * ((size_t)64 * (p.D + 1) + (size_t)64 * (p.Dv + 1) + (size_t)p.D + p.Dv);
     ACD_CHECK(err, cudaFuncSetAttribute(bwd_f32<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nk + 31) / 32, p.Hkv, p.B);
     bwd_f32<T><<<grid, 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,

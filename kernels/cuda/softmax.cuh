@@ -62,16 +62,14 @@ template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) 
 // dominates a row, the LSE is off by a further ulp of that score, which put
 // f32 LSE at 2.68x the naive mean error on the H100 (issue 13, fixture in
 // fixtures/gpu-found.cases; docs/cuda-f32-lse.md has the measurement).
-// unit: a natural-log score times it is in the base's units; exp_diff(a, b):
-// Base::exp(a - b) (base e: with the difference's rounding carried, below).
+// exp_diff(a, b): Base::exp(a - b) (base e: with the difference's rounding
+// carried, below), for the sink's join.
 struct acd_base2 {
-    static constexpr float unit = ACD_LOG2E;
     static __device__ __forceinline__ float exp(float x) { return exp2f(x); }
     static __device__ __forceinline__ float exp_diff(float a, float b) { return exp2f(a - b); }
     static __device__ __forceinline__ float lse(float m, float l) { return acd_lse(m, l); }
 };
 struct acd_base_e {
-    static constexpr float unit = 1.f;
     static __device__ __forceinline__ float exp(float x) { return expf(x); }
     // exp(a - b) with the difference's rounding error (an exact two-sum) carried
     // to first order, as cpu-flash's exp_diff: the sink rescales a whole f32 row,
@@ -153,11 +151,11 @@ __device__ __forceinline__ float acd_alibi_slope(const acd_params &p, int b, int
     return p.alibi ? p.alibi[(p.alibi_batch > 1 ? b : 0) * p.Hq + h] : 0.f;
 }
 
-// S' of a raw product acc = (Q K^T)_ij in the units unit of a softmax base
-// (log2 e: base 2; 1: base e): softcap c tanh(acc scale / c) with the scale
-// folded into the tanh's argument as FlashAttention and cpu-flash do (cap_u =
-// c unit), else acc scale_u; then ALiBi's slope_u |dist|, dist = i + nk - nq - j
-// (bottom-right aligned).  *dt gets dT/dS = 1 - tanh^2 (1 without softcap),
+// S' of a raw product acc = (Q K^T)_ij in a softmax base's units (scale_u,
+// cap_u, slope_u: the scale, c and the slope, times log2 e for base 2):
+// softcap cap_u tanh(acc scale / c), the scale folded into the tanh's argument
+// (softcap_pre) as FlashAttention and cpu-flash do, else acc scale_u; then
+// minus ALiBi's slope_u |dist|, dist = i + nk - nq - j (bottom-right aligned).  *dt gets dT/dS = 1 - tanh^2 (1 without softcap),
 // the backward's factor of dS.  tanhf, not tanh.approx: its 2^-11 relative
 // error would sit in every S' above the f32 rounding the error scales allow.
 __device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, float scale_u, float cap_u, float slope_u,
@@ -197,11 +195,14 @@ __device__ __forceinline__ void acd_scores_mod_log2(float (&s)[N / 8][4], const 
 
 // The forward's scores of a tensor-core tile to log2 units, with the
 // modifiers when the problem has any (the plain path is acd_scores_to_log2's).
-template <int N>
+// kVar: the kernel's variants instantiation (acd_variant_kernel); the plain
+// one compiles without the modifiers' code, which cost fwd_wg 72-96 bytes of
+// spill when it was only a runtime branch.
+template <int N, bool kVar>
 __device__ __forceinline__ void acd_scores_tile(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row, int j0, int t,
                                                 int nq, int nk)
 {
-    if (p.mods)
+    if (kVar && p.mods)
         acd_scores_mod_log2<N>(s, p, b, h, row, j0, t, nq, nk);
     else
         acd_scores_to_log2<N>(s, p.scale_log2);
@@ -246,7 +247,7 @@ template <int D> __device__ __forceinline__ void acd_rescale_rows(float (&o)[D /
 // kernel: l summed over the quad, the sink joined (with sinks), O = acc / l
 // rounded once to T, and the LSE (lane t = 0).  Rows past Nq, the padding of
 // the last tile, are not written (with THD: past the sequence's nq).
-template <typename T, int D>
+template <typename T, int D, bool kVar>
 __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, float *LSE, int b, int h, int row, int t, int nq,
                                                  const float (&o)[D / 8][4], const acd_softmax_row (&rows)[2])
 {
@@ -255,14 +256,14 @@ __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, floa
         acd_softmax_row fin = rows[r];
         fin.l += __shfl_xor_sync(0xffffffffu, fin.l, 1);
         fin.l += __shfl_xor_sync(0xffffffffu, fin.l, 2);
-        const float o_factor = p.sinks ? fin.join_sink(p.sinks[h] * ACD_LOG2E) : 1.f;
+        const float o_factor = kVar && p.sinks ? fin.join_sink(p.sinks[h] * ACD_LOG2E) : 1.f;
         const float inv = fin.inv_l() * o_factor;
         const int i = row + 8 * r;
-        if (i >= acd_q_stored(p, nq)) continue;
-        T *Orow = O + acd_q_offset(p, b, h, i);
+        if (i >= acd_q_stored<kVar>(p, nq)) continue;
+        T *Orow = O + acd_q_offset<kVar>(p, b, h, i); // O like Q: d_v = d on the tensor cores
 #pragma unroll
         for (int n = 0; n < D / 8; ++n) acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-        if (t == 0) LSE[acd_row_index(p, b, h, i)] = fin.lse();
+        if (t == 0) LSE[acd_row_index<kVar>(p, b, h, i)] = fin.lse();
     }
 }
 
@@ -331,13 +332,13 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], f
 }
 
 // The backward's P^T and dS^T of a tensor-core tile, with the modifiers when
-// the problem has any.
-template <typename T, int BMQ>
+// the problem has any (kVar: as acd_scores_tile's).
+template <typename T, int BMQ, bool kVar>
 __device__ __forceinline__ void acd_bwd_p_ds(float (&st)[BMQ / 8][4], float (&dpt)[BMQ / 8][4], const float *sLse, const float *sDd,
                                              uint32_t hidden, const acd_params &p, int b, int h, int i0, int key, int t, int nq,
                                              int nk)
 {
-    if (p.mods)
+    if (kVar && p.mods)
         acd_bwd_p_ds_tile_mod<T, BMQ>(st, dpt, sLse, sDd, hidden, p, b, h, i0, key, t, nq, nk);
     else
         acd_bwd_p_ds_tile<T, BMQ>(st, dpt, sLse, sDd, hidden, p.scale_log2, t);

@@ -46,6 +46,15 @@ int acd_stage(const ac_problem *p, int mutant, acd_params *dp, acd_staged *st, a
         d.q_sb = (long long)d.Nq * d.Hq * D; d.q_sh = D; d.q_ss = (long long)d.Hq * D;
         d.k_sb = (long long)d.Nk * d.Hkv * D; d.k_sh = D; d.k_ss = (long long)d.Hkv * D;
     }
+    d.Dv = ac_head_dim_v(p);
+    const long long Dv = d.Dv;
+    if (p->layout == AC_LAYOUT_BHSD) {
+        d.o_sb = (long long)d.Hq * d.Nq * Dv; d.o_sh = (long long)d.Nq * Dv; d.o_ss = Dv;
+        d.v_sb = (long long)d.Hkv * d.Nk * Dv; d.v_sh = (long long)d.Nk * Dv; d.v_ss = Dv;
+    } else {
+        d.o_sb = (long long)d.Nq * d.Hq * Dv; d.o_sh = Dv; d.o_ss = (long long)d.Hq * Dv;
+        d.v_sb = (long long)d.Nk * d.Hkv * Dv; d.v_sh = Dv; d.v_ss = (long long)d.Hkv * Dv;
+    }
     d.scale = (float)p->scale;
     d.scale_log2 = (float)(p->scale * 1.4426950408889634);
     d.windowed = p->windowed;

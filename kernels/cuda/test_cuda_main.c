@@ -28,6 +28,7 @@ typedef struct {
     double softcap;
     int alibi;
     bool sinks;
+    int dv; /* d_v, 0: d */
 } tcase;
 
 enum { N_OUT = 6 };   /* O, LSE (abs err), dQ, dK, dV, dSink */
@@ -87,17 +88,18 @@ static void *from_device(const void *dev, size_t bytes)
 /* Max |y - x| / (u E) over the compared elements of a Q-like (q_like) or K-like tensor. */
 static char g_worst[256]; /* where the last scaled_max found its worst element */
 
-static double scaled_max(const ac_problem *p, ac_dtype t, bool q_like, const void *got, const double *ref,
+static double scaled_max(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const void *got, const double *ref,
                          const double *e, size_t *n_bad)
 {
     double u = ac_unit_roundoff(t), worst = 0.0;
-    int heads = q_like ? p->heads_q : p->heads_kv;
+    bool q_like = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
+    int heads = q_like ? p->heads_q : p->heads_kv, dim = ac_tensor_dim(p, kind);
     for (int b = 0; b < p->batch; b++) {
         int len = q_like ? ac_seqlen_q_of(p, b) : ac_seqlen_k_of(p, b);
         for (int h = 0; h < heads; h++)
             for (int s = 0; s < len; s++)
-                for (int c = 0; c < p->head_dim; c++) {
-                    size_t at = q_like ? ac_q_index(p, b, h, s, c) : ac_kv_index(p, b, h, s, c);
+                for (int c = 0; c < dim; c++) {
+                    size_t at = ac_tensor_index(p, kind, b, h, s, c);
                     double y;
                     ac_load(t, (const char *)got + at * ac_dtype_size(t), 1, &y);
                     if (!isfinite(y)) { (*n_bad)++; continue; }
@@ -173,6 +175,7 @@ static void set_thd(ac_problem *p, int *cu_q, int *cu_k)
 static void set_variants(ac_problem *p, const tcase *tc, float *slopes, float *sinks)
 {
     p->softcap = tc->softcap;
+    p->head_dim_v = tc->dv;
     if (tc->alibi) {
         p->alibi_batch = tc->alibi == 2 ? p->batch : 1;
         for (int b = 0; b < p->alibi_batch; b++)
@@ -241,48 +244,49 @@ static int run_case(const tcase *tc, tresult *res)
     ac_err err;
     if (ac_problem_validate(&p, 0, &err) != AC_OK) { fprintf(stderr, "bad case: %s\n", err.msg); return 2; }
     size_t nq_el = ac_q_elems(&p), nk_el = ac_kv_elems(&p), nl = ac_lse_elems(&p), es = ac_dtype_size(tc->t);
+    size_t no_el = ac_o_elems(&p), nv_el = ac_v_elems(&p); /* d_v columns */
     void *q, *kk, *v, *d_o;
     double *qd, *kd, *vd, *dod;
     fill_random(tc->t, nq_el, &q, &qd);
     fill_random(tc->t, nk_el, &kk, &kd);
-    fill_random(tc->t, nk_el, &v, &vd);
-    fill_random(tc->t, nq_el, &d_o, &dod);
-    void *Qd = to_device(q, nq_el * es), *Kd = to_device(kk, nk_el * es), *Vd = to_device(v, nk_el * es);
-    void *Od = to_device(NULL, nq_el * es), *Ld = to_device(NULL, nl * sizeof(float));
+    fill_random(tc->t, nv_el, &v, &vd);
+    fill_random(tc->t, no_el, &d_o, &dod);
+    void *Qd = to_device(q, nq_el * es), *Kd = to_device(kk, nk_el * es), *Vd = to_device(v, nv_el * es);
+    void *Od = to_device(NULL, no_el * es), *Ld = to_device(NULL, nl * sizeof(float));
     ac_fwd_args fa = {.q = Qd, .k = Kd, .v = Vd, .o = Od, .lse = Ld};
     int st = k->forward(k, &p, tc->t, &fa, &err);
     if (st != AC_OK) { fprintf(stderr, "%s forward: %s\n", k->name, err.msg); return st; }
-    void *o = from_device(Od, nq_el * es);
+    void *o = from_device(Od, no_el * es);
     float *lse = from_device(Ld, nl * sizeof(float));
-    double *ro = malloc(nq_el * sizeof(double)), *rl = malloc(nl * sizeof(double)), *eo = malloc(nq_el * sizeof(double));
+    double *ro = malloc(no_el * sizeof(double)), *rl = malloc(nl * sizeof(double)), *eo = malloc(no_el * sizeof(double));
     double *rdq = NULL, *rdk = NULL, *rdv = NULL, *edq = NULL, *edk = NULL, *edv = NULL, *delta = NULL;
     if (ref_forward_fp64(&p, qd, kd, vd, ro, rl, &err) != AC_OK) { fprintf(stderr, "ref: %s\n", err.msg); return 3; }
     bool bwd = tc->backward && k->backward;
     if (bwd) {
-        rdq = malloc(nq_el * 8); rdk = malloc(nk_el * 8); rdv = malloc(nk_el * 8);
-        edq = malloc(nq_el * 8); edk = malloc(nk_el * 8); edv = malloc(nk_el * 8); delta = malloc(nl * 8);
+        rdq = malloc(nq_el * 8); rdk = malloc(nk_el * 8); rdv = malloc(nv_el * 8);
+        edq = malloc(nq_el * 8); edk = malloc(nk_el * 8); edv = malloc(nv_el * 8); delta = malloc(nl * 8);
         if (ref_backward_fp64(&p, qd, kd, vd, ro, rl, dod, rdq, rdk, rdv, delta, &err) != AC_OK) { fprintf(stderr, "ref bwd: %s\n", err.msg); return 3; }
     }
     if (ref_error_scales(&p, tc->t, qd, kd, vd, ro, rl, bwd ? dod : NULL, eo, edq, edk, edv, &err) != AC_OK) {
         fprintf(stderr, "scales: %s\n", err.msg);
         return 3;
     }
-    res->max_scaled[0] = scaled_max(&p, tc->t, true, o, ro, eo, &res->n_bad);
+    res->max_scaled[0] = scaled_max(&p, tc->t, AC_TENSOR_O, o, ro, eo, &res->n_bad);
     snprintf(res->worst[0], sizeof res->worst[0], "%s", g_worst);
     res->max_scaled[1] = lse_max(&p, lse, rl, &res->n_bad);
     if (bwd) {
-        void *DOd = to_device(d_o, nq_el * es), *dQd = to_device(NULL, nq_el * es);
-        void *dKd = to_device(NULL, nk_el * es), *dVd = to_device(NULL, nk_el * es);
+        void *DOd = to_device(d_o, no_el * es), *dQd = to_device(NULL, nq_el * es);
+        void *dKd = to_device(NULL, nk_el * es), *dVd = to_device(NULL, nv_el * es);
         float *dSd = p.sinks ? to_device(NULL, p.heads_q * sizeof(float)) : NULL;
         ac_bwd_args ba = {.q = Qd, .k = Kd, .v = Vd, .o = Od, .d_o = DOd, .lse = Ld, .dq = dQd, .dk = dKd, .dv = dVd, .dsink = dSd};
         st = k->backward(k, &p, tc->t, &ba, &err);
         if (st != AC_OK) { fprintf(stderr, "%s backward: %s\n", k->name, err.msg); return st; }
-        void *dq = from_device(dQd, nq_el * es), *dk = from_device(dKd, nk_el * es), *dv = from_device(dVd, nk_el * es);
-        res->max_scaled[2] = scaled_max(&p, tc->t, true, dq, rdq, edq, &res->n_bad);
+        void *dq = from_device(dQd, nq_el * es), *dk = from_device(dKd, nk_el * es), *dv = from_device(dVd, nv_el * es);
+        res->max_scaled[2] = scaled_max(&p, tc->t, AC_TENSOR_Q, dq, rdq, edq, &res->n_bad);
         snprintf(res->worst[2], sizeof res->worst[2], "%s", g_worst);
-        res->max_scaled[3] = scaled_max(&p, tc->t, false, dk, rdk, edk, &res->n_bad);
+        res->max_scaled[3] = scaled_max(&p, tc->t, AC_TENSOR_K, dk, rdk, edk, &res->n_bad);
         snprintf(res->worst[3], sizeof res->worst[3], "%s", g_worst);
-        res->max_scaled[4] = scaled_max(&p, tc->t, false, dv, rdv, edv, &res->n_bad);
+        res->max_scaled[4] = scaled_max(&p, tc->t, AC_TENSOR_V, dv, rdv, edv, &res->n_bad);
         snprintf(res->worst[4], sizeof res->worst[4], "%s", g_worst);
         if (dSd) {
             float *ds = from_device(dSd, p.heads_q * sizeof(float));
@@ -315,19 +319,28 @@ static int variant_cases(tcase *c)
             const int d = dims[di];
             const ac_layout lay = (ac_layout)((ti + di) % 3);
             /* softcap 30 (Grok) on scores ~N(0, d) scaled: mostly linear; softcap 0.5 saturates */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 150, 200, d, lay, M_CAUSAL_BR, true, true, false, 30.0, 0, false};
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 97, 130, d, AC_LAYOUT_BHSD, M_NONE, false, true, false, 0.5, 0, false};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 150, 200, d, lay, M_CAUSAL_BR, true, true, false, 30.0, 0, false, 0};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 97, 130, d, AC_LAYOUT_BHSD, M_NONE, false, true, false, 0.5, 0, false, 0};
             /* ALiBi (Hq) with nq < nk (bottom-right distances), (B, Hq) with nq > nk and a window */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 1, 70, 190, d, lay, M_NONE, true, true, false, 0.0, 1, false};
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 140, 90, d, AC_LAYOUT_BSHD, M_WINDOW, false, true, false, 0.0, 2, false};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 1, 70, 190, d, lay, M_NONE, true, true, false, 0.0, 1, false, 0};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 140, 90, d, AC_LAYOUT_BSHD, M_WINDOW, false, true, false, 0.0, 2, false, 0};
             /* sinks with fully masked rows (dense mask) and with causal-br nq > nk (rows seeing nothing) */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 130, 150, d, lay, M_DENSE, false, true, false, 0.0, 0, true};
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 160, 70, d, AC_LAYOUT_BHSD, M_CAUSAL_BR, true, true, false, 0.0, 0, true};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 130, 150, d, lay, M_DENSE, false, true, false, 0.0, 0, true, 0};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 160, 70, d, AC_LAYOUT_BHSD, M_CAUSAL_BR, true, true, false, 0.0, 0, true, 0};
             /* all three at once, packed THD */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 4, 2, 120, 150, d, AC_LAYOUT_THD, M_CAUSAL_BR, true, true, false, 5.0, 2, true};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 4, 2, 120, 150, d, AC_LAYOUT_THD, M_CAUSAL_BR, true, true, false, 5.0, 2, true, 0};
             /* packed THD without variants, a dense mask per (b, h) */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 90, 110, d, AC_LAYOUT_THD, M_DENSE, true, true, false, 0.0, 0, false};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 90, 110, d, AC_LAYOUT_THD, M_DENSE, true, true, false, 0.0, 0, false, 0};
         }
+    /* d_v != d_qk (the CUDA-core kernels): MLA's 192/128 causal-br with MQA, 128/96
+     * across a 64-key edge with a window, 256/128 packed THD with every
+     * modifier, and d = 192 alone (claimed with it) */
+    for (int ti = 0; ti < 3; ti++) {
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 1, 4, 1, 70, 70, 192, AC_LAYOUT_BSHD, M_CAUSAL_BR, false, true, false, 0.0, 0, false, 128};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 65, 129, 128, AC_LAYOUT_BHSD, M_WINDOW, true, true, false, 0.0, 0, false, 96};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 60, 90, 256, AC_LAYOUT_THD, M_CAUSAL_BR, true, true, false, 5.0, 1, true, 128};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 2, 80, 100, 192, AC_LAYOUT_BHSD, M_DENSE, false, true, false, 0.0, 0, false, 0};
+    }
     return n;
 }
 
@@ -348,18 +361,18 @@ int main(int argc, char **argv)
     for (int ti = 0; ti < 2; ti++)
         for (int di = 0; di < 4; di++)
             for (int m = M_NONE; m <= M_DENSE; m++)
-                cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 157 + 40 * m, 211 + 30 * di, dims[di], (ac_layout)((m + di) % 2), (mask_kind)m, false, true, false, 0.0, 0, false};
+                cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 157 + 40 * m, 211 + 30 * di, dims[di], (ac_layout)((m + di) % 2), (mask_kind)m, false, true, false, 0.0, 0, false, 0};
     for (int ti = 0; ti < 2; ti++) {
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 3, 4, 1, 300, 190, 64, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false, 0.0, 0, false};
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 6, 3, 129, 129, 128, AC_LAYOUT_BHSD, M_WINDOW, true, true, false, 0.0, 0, false};
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 1, 77, 64, AC_LAYOUT_BHSD, M_NONE, false, true, false, 0.0, 0, false};
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 1, 513, 64, 128, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false, 0.0, 0, false};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 3, 4, 1, 300, 190, 64, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false, 0.0, 0, false, 0};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 6, 3, 129, 129, 128, AC_LAYOUT_BHSD, M_WINDOW, true, true, false, 0.0, 0, false, 0};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 1, 77, 64, AC_LAYOUT_BHSD, M_NONE, false, true, false, 0.0, 0, false, 0};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 1, 513, 64, 128, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false, 0.0, 0, false, 0};
         /* B * Hq * Nq odd: the backward's dQ accumulator once sat at an odd float
          * offset and its float2 atomics faulted (found by the fuzzer) */
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 3, 3, 5, 5, 96, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false, 0.0, 0, false};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 3, 3, 5, 5, 96, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false, 0.0, 0, false, 0};
         /* d = 256: the CUDA-core path on f16/bf16 storage */
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 97, 130, 256, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false, 0.0, 0, false};
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 64, 64, 256, AC_LAYOUT_BHSD, M_DENSE, false, true, false, 0.0, 0, false};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 97, 130, 256, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false, 0.0, 0, false, 0};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 64, 64, 256, AC_LAYOUT_BHSD, M_DENSE, false, true, false, 0.0, 0, false, 0};
     }
     /* One visible key per row: O = V's row exactly.  d = 128 is fwd_tc's only
      * tile with two m-tiles per warp (with ACD_NO_WGMMA=1 on Hopper); nvcc left
@@ -368,18 +381,18 @@ int main(int argc, char **argv)
     for (int ti = 0; ti < 2; ti++)
         for (int di = 0; di < 4; di++)
             for (int m = M_KEY_WINDOW; m <= M_KEY_DENSE; m++)
-                cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 161, 150, dims[di], (ac_layout)(di % 2), (mask_kind)m, false, false, false, 0.0, 0, false};
+                cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 161, 150, dims[di], (ac_layout)(di % 2), (mask_kind)m, false, false, false, 0.0, 0, false, 0};
     const int fdims[] = {32, 64, 128, 80};
     for (int di = 0; di < 3; di++)
         for (int m = M_NONE; m <= M_DENSE; m++)
-            cases[n++] = (tcase){"cuda-flash", AC_F32, 2, 4, 2, 133 + 20 * m, 170, fdims[di], (ac_layout)(m % 2), (mask_kind)m, m == M_CAUSAL_BR, true, false, 0.0, 0, false};
+            cases[n++] = (tcase){"cuda-flash", AC_F32, 2, 4, 2, 133 + 20 * m, 170, fdims[di], (ac_layout)(m % 2), (mask_kind)m, m == M_CAUSAL_BR, true, false, 0.0, 0, false, 0};
     for (int t = 0; t < 3; t++)
         for (int m = M_NONE; m <= M_DENSE; m++)
-            cases[n++] = (tcase){"cuda-naive", (ac_dtype)t, 2, 4, 2, 140, 190, 64 + 32 * (m % 2), (ac_layout)(m % 2), (mask_kind)m, m == M_WINDOW, false, false, 0.0, 0, false};
+            cases[n++] = (tcase){"cuda-naive", (ac_dtype)t, 2, 4, 2, 140, 190, 64 + 32 * (m % 2), (ac_layout)(m % 2), (mask_kind)m, m == M_WINDOW, false, false, 0.0, 0, false, 0};
     n += variant_cases(cases + n);
-    cases[n++] = (tcase){"cuda-flash-mutant-causal-skip", AC_F16, 1, 2, 2, 200, 200, 64, AC_LAYOUT_BHSD, M_CAUSAL_TL, false, false, true, 0.0, 0, false};
-    cases[n++] = (tcase){"cuda-flash-mutant-tail-unmasked", AC_BF16, 1, 2, 2, 150, 150, 64, AC_LAYOUT_BHSD, M_NONE, false, false, true, 0.0, 0, false};
-    cases[n++] = (tcase){"cuda-flash-mutant-race", AC_F16, 2, 8, 8, 512, 2048, 128, AC_LAYOUT_BHSD, M_NONE, false, false, false, 0.0, 0, false};
+    cases[n++] = (tcase){"cuda-flash-mutant-causal-skip", AC_F16, 1, 2, 2, 200, 200, 64, AC_LAYOUT_BHSD, M_CAUSAL_TL, false, false, true, 0.0, 0, false, 0};
+    cases[n++] = (tcase){"cuda-flash-mutant-tail-unmasked", AC_BF16, 1, 2, 2, 150, 150, 64, AC_LAYOUT_BHSD, M_NONE, false, false, true, 0.0, 0, false, 0};
+    cases[n++] = (tcase){"cuda-flash-mutant-race", AC_F16, 2, 8, 8, 512, 2048, 128, AC_LAYOUT_BHSD, M_NONE, false, false, false, 0.0, 0, false, 0};
 
     int failures = 0;
     printf("%-30s %-5s %-9s %-4s %-22s %9s %9s %9s %9s %9s %9s %5s\n", "kernel", "dtype", "mask", "lay", "b hq hkv nq nk d",
@@ -410,8 +423,8 @@ int main(int argc, char **argv)
         char shape[64];
         snprintf(shape, sizeof shape, "%d %d %d %d %d %d%s", tc->b, tc->hq, tc->hkv, tc->nq, tc->nk, tc->d, tc->varlen ? " vl" : "");
         char var[64];
-        snprintf(var, sizeof var, "%s%s%s%s", tc->softcap != 0.0 ? " softcap" : "", tc->alibi == 1 ? " alibi" : "",
-                 tc->alibi == 2 ? " alibi:bh" : "", tc->sinks ? " sinks" : "");
+        snprintf(var, sizeof var, "%s%s%s%s%s", tc->softcap != 0.0 ? " softcap" : "", tc->alibi == 1 ? " alibi" : "",
+                 tc->alibi == 2 ? " alibi:bh" : "", tc->sinks ? " sinks" : "", tc->dv ? " dv" : "");
         printf("%-30s %-5s %-9s %-4s %-22s %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %5zu %s%s\n", tc->kernel, ac_dtype_name(tc->t),
                mask_name[tc->mask], ac_layout_name(tc->layout), shape, r.max_scaled[0], r.max_scaled[1], r.max_scaled[2],
                r.max_scaled[3], r.max_scaled[4], r.max_scaled[5], r.n_bad, verdict, var);
