@@ -350,10 +350,17 @@ int main(int argc, char **argv)
 {
     ac_err why;
     if (!ac_cuda_present(&why)) { fprintf(stderr, "attncheck-test-cuda: %s\n", why.msg); return 3; }
-    /* attncheck-test-cuda [--small] [KERNEL-SUBSTRING] | --bench [bench options] */
+    /* attncheck-test-cuda [--small] [--variants] [KERNEL] | --bench [bench options]
+     * --small: short sequences, for compute-sanitizer; --variants: only the
+     * cases with a variant (softcap, ALiBi, sinks, d_v, THD) */
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) return ac_cuda_bench(argc - 2, argv + 2);
-    bool small = argc > 1 && strcmp(argv[1], "--small") == 0; /* for compute-sanitizer */
-    const char *only = argc > 1 + small ? argv[1 + small] : NULL;
+    bool small = false, variants_only = false;
+    const char *only = NULL;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--small") == 0) small = true;
+        else if (strcmp(argv[a], "--variants") == 0) variants_only = true;
+        else only = argv[a];
+    }
     static tcase cases[768];
     int n = 0;
     const int dims[] = {32, 64, 96, 128};
@@ -400,6 +407,7 @@ int main(int argc, char **argv)
     for (int x = 0; x < n; x++) {
         const tcase *tc = &cases[x];
         if (only && strcmp(tc->kernel, only) != 0) continue;
+        if (variants_only && !(tc->softcap != 0.0 || tc->alibi || tc->sinks || tc->dv || tc->layout == AC_LAYOUT_THD)) continue;
         tcase sc = *tc;
         if (small) {
             sc.nq = sc.nq < 96 ? sc.nq : 96;
