@@ -29,7 +29,12 @@ typedef struct {
     int alibi;
     bool sinks;
     int dv; /* d_v, 0: d */
+    /* Negative controls: the reference told another problem than the kernel
+     * (W_SOFTCAP: the softcap 1.5 times the kernel's; W_NO_SINKS: no sinks),
+     * as a kernel with that bug would look; the gate must fail them. */
+    int wrong;
 } tcase;
+enum { W_NONE, W_SOFTCAP, W_NO_SINKS };
 
 enum { N_OUT = 6 };   /* O, LSE (abs err), dQ, dK, dV, dSink */
 typedef struct {
@@ -243,6 +248,9 @@ static int run_case(const tcase *tc, tresult *res)
     set_variants(&p, tc, slopes, sinks);
     ac_err err;
     if (ac_problem_validate(&p, 0, &err) != AC_OK) { fprintf(stderr, "bad case: %s\n", err.msg); return 2; }
+    ac_problem pr = p; /* the reference's problem: p but for a negative control */
+    if (tc->wrong == W_SOFTCAP) pr.softcap = 1.5 * p.softcap;
+    if (tc->wrong == W_NO_SINKS) pr.sinks = NULL;
     size_t nq_el = ac_q_elems(&p), nk_el = ac_kv_elems(&p), nl = ac_lse_elems(&p), es = ac_dtype_size(tc->t);
     size_t no_el = ac_o_elems(&p), nv_el = ac_v_elems(&p); /* d_v columns */
     void *q, *kk, *v, *d_o;
@@ -260,14 +268,14 @@ static int run_case(const tcase *tc, tresult *res)
     float *lse = from_device(Ld, nl * sizeof(float));
     double *ro = malloc(no_el * sizeof(double)), *rl = malloc(nl * sizeof(double)), *eo = malloc(no_el * sizeof(double));
     double *rdq = NULL, *rdk = NULL, *rdv = NULL, *edq = NULL, *edk = NULL, *edv = NULL, *delta = NULL;
-    if (ref_forward_fp64(&p, qd, kd, vd, ro, rl, &err) != AC_OK) { fprintf(stderr, "ref: %s\n", err.msg); return 3; }
+    if (ref_forward_fp64(&pr, qd, kd, vd, ro, rl, &err) != AC_OK) { fprintf(stderr, "ref: %s\n", err.msg); return 3; }
     bool bwd = tc->backward && k->backward;
     if (bwd) {
         rdq = malloc(nq_el * 8); rdk = malloc(nk_el * 8); rdv = malloc(nv_el * 8);
         edq = malloc(nq_el * 8); edk = malloc(nk_el * 8); edv = malloc(nv_el * 8); delta = malloc(nl * 8);
-        if (ref_backward_fp64(&p, qd, kd, vd, ro, rl, dod, rdq, rdk, rdv, delta, &err) != AC_OK) { fprintf(stderr, "ref bwd: %s\n", err.msg); return 3; }
+        if (ref_backward_fp64(&pr, qd, kd, vd, ro, rl, dod, rdq, rdk, rdv, delta, &err) != AC_OK) { fprintf(stderr, "ref bwd: %s\n", err.msg); return 3; }
     }
-    if (ref_error_scales(&p, tc->t, qd, kd, vd, ro, rl, bwd ? dod : NULL, eo, edq, edk, edv, &err) != AC_OK) {
+    if (ref_error_scales(&pr, tc->t, qd, kd, vd, ro, rl, bwd ? dod : NULL, eo, edq, edk, edv, &err) != AC_OK) {
         fprintf(stderr, "scales: %s\n", err.msg);
         return 3;
     }
@@ -288,13 +296,13 @@ static int run_case(const tcase *tc, tresult *res)
         snprintf(res->worst[3], sizeof res->worst[3], "%s", g_worst);
         res->max_scaled[4] = scaled_max(&p, tc->t, AC_TENSOR_V, dv, rdv, edv, &res->n_bad);
         snprintf(res->worst[4], sizeof res->worst[4], "%s", g_worst);
-        if (dSd) {
+        if (dSd && pr.sinks) {
             float *ds = from_device(dSd, p.heads_q * sizeof(float));
-            res->max_scaled[5] = dsink_max(&p, tc->t, ds, qd, kd, ro, rl, dod, delta, eo, &res->n_bad);
+            res->max_scaled[5] = dsink_max(&pr, tc->t, ds, qd, kd, ro, rl, dod, delta, eo, &res->n_bad);
             snprintf(res->worst[5], sizeof res->worst[5], "%s", g_worst);
             free(ds);
-            ac_dev_free(dSd);
         }
+        ac_dev_free(dSd);
         free(dq); free(dk); free(dv);
         ac_dev_free(DOd); ac_dev_free(dQd); ac_dev_free(dKd); ac_dev_free(dVd);
     }
@@ -319,28 +327,33 @@ static int variant_cases(tcase *c)
             const int d = dims[di];
             const ac_layout lay = (ac_layout)((ti + di) % 3);
             /* softcap 30 (Grok) on scores ~N(0, d) scaled: mostly linear; softcap 0.5 saturates */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 150, 200, d, lay, M_CAUSAL_BR, true, true, false, 30.0, 0, false, 0};
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 97, 130, d, AC_LAYOUT_BHSD, M_NONE, false, true, false, 0.5, 0, false, 0};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 150, 200, d, lay, M_CAUSAL_BR, true, true, false, 30.0, 0, false, 0, W_NONE};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 97, 130, d, AC_LAYOUT_BHSD, M_NONE, false, true, false, 0.5, 0, false, 0, W_NONE};
             /* ALiBi (Hq) with nq < nk (bottom-right distances), (B, Hq) with nq > nk and a window */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 1, 70, 190, d, lay, M_NONE, true, true, false, 0.0, 1, false, 0};
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 140, 90, d, AC_LAYOUT_BSHD, M_WINDOW, false, true, false, 0.0, 2, false, 0};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 1, 70, 190, d, lay, M_NONE, true, true, false, 0.0, 1, false, 0, W_NONE};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 140, 90, d, AC_LAYOUT_BSHD, M_WINDOW, false, true, false, 0.0, 2, false, 0, W_NONE};
             /* sinks with fully masked rows (dense mask) and with causal-br nq > nk (rows seeing nothing) */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 130, 150, d, lay, M_DENSE, false, true, false, 0.0, 0, true, 0};
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 160, 70, d, AC_LAYOUT_BHSD, M_CAUSAL_BR, true, true, false, 0.0, 0, true, 0};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 130, 150, d, lay, M_DENSE, false, true, false, 0.0, 0, true, 0, W_NONE};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 160, 70, d, AC_LAYOUT_BHSD, M_CAUSAL_BR, true, true, false, 0.0, 0, true, 0, W_NONE};
             /* all three at once, packed THD */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 4, 2, 120, 150, d, AC_LAYOUT_THD, M_CAUSAL_BR, true, true, false, 5.0, 2, true, 0};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 4, 2, 120, 150, d, AC_LAYOUT_THD, M_CAUSAL_BR, true, true, false, 5.0, 2, true, 0, W_NONE};
             /* packed THD without variants, a dense mask per (b, h) */
-            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 90, 110, d, AC_LAYOUT_THD, M_DENSE, true, true, false, 0.0, 0, false, 0};
+            c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 90, 110, d, AC_LAYOUT_THD, M_DENSE, true, true, false, 0.0, 0, false, 0, W_NONE};
         }
     /* d_v != d_qk (the CUDA-core kernels): MLA's 192/128 causal-br with MQA, 128/96
      * across a 64-key edge with a window, 256/128 packed THD with every
      * modifier, and d = 192 alone (claimed with it) */
     for (int ti = 0; ti < 3; ti++) {
-        c[n++] = (tcase){"cuda-flash", tdt[ti], 1, 4, 1, 70, 70, 192, AC_LAYOUT_BSHD, M_CAUSAL_BR, false, true, false, 0.0, 0, false, 128};
-        c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 65, 129, 128, AC_LAYOUT_BHSD, M_WINDOW, true, true, false, 0.0, 0, false, 96};
-        c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 60, 90, 256, AC_LAYOUT_THD, M_CAUSAL_BR, true, true, false, 5.0, 1, true, 128};
-        c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 2, 80, 100, 192, AC_LAYOUT_BHSD, M_DENSE, false, true, false, 0.0, 0, false, 0};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 1, 4, 1, 70, 70, 192, AC_LAYOUT_BSHD, M_CAUSAL_BR, false, true, false, 0.0, 0, false, 128, W_NONE};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 1, 65, 129, 128, AC_LAYOUT_BHSD, M_WINDOW, true, true, false, 0.0, 0, false, 96, W_NONE};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 3, 2, 2, 60, 90, 256, AC_LAYOUT_THD, M_CAUSAL_BR, true, true, false, 5.0, 1, true, 128, W_NONE};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 2, 2, 2, 80, 100, 192, AC_LAYOUT_BHSD, M_DENSE, false, true, false, 0.0, 0, false, 0, W_NONE};
     }
+    /* Negative controls on the tensor cores (d = 128: wgmma on Hopper) and the CUDA cores:
+     * softcap 5 checked as 7.5 (f32: 30 as 45), sinks left out of the reference */
+    c[n++] = (tcase){"cuda-flash", AC_F16, 2, 4, 2, 150, 200, 128, AC_LAYOUT_BHSD, M_CAUSAL_BR, false, true, true, 5.0, 0, false, 0, W_SOFTCAP};
+    c[n++] = (tcase){"cuda-flash", AC_BF16, 2, 4, 2, 150, 200, 64, AC_LAYOUT_BSHD, M_NONE, false, true, true, 0.0, 0, true, 0, W_NO_SINKS};
+    c[n++] = (tcase){"cuda-flash", AC_F32, 2, 2, 2, 90, 100, 64, AC_LAYOUT_THD, M_CAUSAL_BR, true, true, true, 30.0, 0, false, 0, W_SOFTCAP};
     return n;
 }
 
@@ -368,18 +381,18 @@ int main(int argc, char **argv)
     for (int ti = 0; ti < 2; ti++)
         for (int di = 0; di < 4; di++)
             for (int m = M_NONE; m <= M_DENSE; m++)
-                cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 157 + 40 * m, 211 + 30 * di, dims[di], (ac_layout)((m + di) % 2), (mask_kind)m, false, true, false, 0.0, 0, false, 0};
+                cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 157 + 40 * m, 211 + 30 * di, dims[di], (ac_layout)((m + di) % 2), (mask_kind)m, false, true, false, 0.0, 0, false, 0, W_NONE};
     for (int ti = 0; ti < 2; ti++) {
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 3, 4, 1, 300, 190, 64, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false, 0.0, 0, false, 0};
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 6, 3, 129, 129, 128, AC_LAYOUT_BHSD, M_WINDOW, true, true, false, 0.0, 0, false, 0};
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 1, 77, 64, AC_LAYOUT_BHSD, M_NONE, false, true, false, 0.0, 0, false, 0};
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 1, 513, 64, 128, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false, 0.0, 0, false, 0};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 3, 4, 1, 300, 190, 64, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false, 0.0, 0, false, 0, W_NONE};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 6, 3, 129, 129, 128, AC_LAYOUT_BHSD, M_WINDOW, true, true, false, 0.0, 0, false, 0, W_NONE};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 1, 77, 64, AC_LAYOUT_BHSD, M_NONE, false, true, false, 0.0, 0, false, 0, W_NONE};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 1, 513, 64, 128, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false, 0.0, 0, false, 0, W_NONE};
         /* B * Hq * Nq odd: the backward's dQ accumulator once sat at an odd float
          * offset and its float2 atomics faulted (found by the fuzzer) */
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 3, 3, 5, 5, 96, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false, 0.0, 0, false, 0};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 3, 3, 5, 5, 96, AC_LAYOUT_BSHD, M_CAUSAL_TL, false, true, false, 0.0, 0, false, 0, W_NONE};
         /* d = 256: the CUDA-core path on f16/bf16 storage */
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 97, 130, 256, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false, 0.0, 0, false, 0};
-        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 64, 64, 256, AC_LAYOUT_BHSD, M_DENSE, false, true, false, 0.0, 0, false, 0};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 97, 130, 256, AC_LAYOUT_BSHD, M_CAUSAL_BR, true, true, false, 0.0, 0, false, 0, W_NONE};
+        cases[n++] = (tcase){"cuda-flash", tdt[ti], 1, 2, 2, 64, 64, 256, AC_LAYOUT_BHSD, M_DENSE, false, true, false, 0.0, 0, false, 0, W_NONE};
     }
     /* One visible key per row: O = V's row exactly.  d = 128 is fwd_tc's only
      * tile with two m-tiles per warp (with ACD_NO_WGMMA=1 on Hopper); nvcc left
@@ -388,18 +401,18 @@ int main(int argc, char **argv)
     for (int ti = 0; ti < 2; ti++)
         for (int di = 0; di < 4; di++)
             for (int m = M_KEY_WINDOW; m <= M_KEY_DENSE; m++)
-                cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 161, 150, dims[di], (ac_layout)(di % 2), (mask_kind)m, false, false, false, 0.0, 0, false, 0};
+                cases[n++] = (tcase){"cuda-flash", tdt[ti], 2, 4, 2, 161, 150, dims[di], (ac_layout)(di % 2), (mask_kind)m, false, false, false, 0.0, 0, false, 0, W_NONE};
     const int fdims[] = {32, 64, 128, 80};
     for (int di = 0; di < 3; di++)
         for (int m = M_NONE; m <= M_DENSE; m++)
-            cases[n++] = (tcase){"cuda-flash", AC_F32, 2, 4, 2, 133 + 20 * m, 170, fdims[di], (ac_layout)(m % 2), (mask_kind)m, m == M_CAUSAL_BR, true, false, 0.0, 0, false, 0};
+            cases[n++] = (tcase){"cuda-flash", AC_F32, 2, 4, 2, 133 + 20 * m, 170, fdims[di], (ac_layout)(m % 2), (mask_kind)m, m == M_CAUSAL_BR, true, false, 0.0, 0, false, 0, W_NONE};
     for (int t = 0; t < 3; t++)
         for (int m = M_NONE; m <= M_DENSE; m++)
-            cases[n++] = (tcase){"cuda-naive", (ac_dtype)t, 2, 4, 2, 140, 190, 64 + 32 * (m % 2), (ac_layout)(m % 2), (mask_kind)m, m == M_WINDOW, false, false, 0.0, 0, false, 0};
+            cases[n++] = (tcase){"cuda-naive", (ac_dtype)t, 2, 4, 2, 140, 190, 64 + 32 * (m % 2), (ac_layout)(m % 2), (mask_kind)m, m == M_WINDOW, false, false, 0.0, 0, false, 0, W_NONE};
     n += variant_cases(cases + n);
-    cases[n++] = (tcase){"cuda-flash-mutant-causal-skip", AC_F16, 1, 2, 2, 200, 200, 64, AC_LAYOUT_BHSD, M_CAUSAL_TL, false, false, true, 0.0, 0, false, 0};
-    cases[n++] = (tcase){"cuda-flash-mutant-tail-unmasked", AC_BF16, 1, 2, 2, 150, 150, 64, AC_LAYOUT_BHSD, M_NONE, false, false, true, 0.0, 0, false, 0};
-    cases[n++] = (tcase){"cuda-flash-mutant-race", AC_F16, 2, 8, 8, 512, 2048, 128, AC_LAYOUT_BHSD, M_NONE, false, false, false, 0.0, 0, false, 0};
+    cases[n++] = (tcase){"cuda-flash-mutant-causal-skip", AC_F16, 1, 2, 2, 200, 200, 64, AC_LAYOUT_BHSD, M_CAUSAL_TL, false, false, true, 0.0, 0, false, 0, W_NONE};
+    cases[n++] = (tcase){"cuda-flash-mutant-tail-unmasked", AC_BF16, 1, 2, 2, 150, 150, 64, AC_LAYOUT_BHSD, M_NONE, false, false, true, 0.0, 0, false, 0, W_NONE};
+    cases[n++] = (tcase){"cuda-flash-mutant-race", AC_F16, 2, 8, 8, 512, 2048, 128, AC_LAYOUT_BHSD, M_NONE, false, false, false, 0.0, 0, false, 0, W_NONE};
 
     int failures = 0;
     printf("%-30s %-5s %-9s %-4s %-22s %9s %9s %9s %9s %9s %9s %5s\n", "kernel", "dtype", "mask", "lay", "b hq hkv nq nk d",
