@@ -363,15 +363,18 @@ int main(int argc, char **argv)
 {
     ac_err why;
     if (!ac_cuda_present(&why)) { fprintf(stderr, "attncheck-test-cuda: %s\n", why.msg); return 3; }
-    /* attncheck-test-cuda [--small] [--variants] [KERNEL] | --bench [bench options]
-     * --small: short sequences, for compute-sanitizer; --variants: only the
-     * cases with a variant (softcap, ALiBi, sinks, d_v, THD) */
+    /* attncheck-test-cuda [--small] [--variants|--plain] [KERNEL] | --bench [bench options]
+     * --small: short sequences, for compute-sanitizer (variant cases then f16 at
+     * d = 128, bf16 and f32 at d = 64, d_v and the controls: every kernel, fewer cases);
+     * --variants: only the cases with a variant (softcap, ALiBi, sinks, d_v, THD);
+     * --plain: only the others */
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) return ac_cuda_bench(argc - 2, argv + 2);
-    bool small = false, variants_only = false;
+    bool small = false, variants_only = false, plain_only = false;
     const char *only = NULL;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--small") == 0) small = true;
         else if (strcmp(argv[a], "--variants") == 0) variants_only = true;
+        else if (strcmp(argv[a], "--plain") == 0) plain_only = true;
         else only = argv[a];
     }
     static tcase cases[768];
@@ -420,7 +423,11 @@ int main(int argc, char **argv)
     for (int x = 0; x < n; x++) {
         const tcase *tc = &cases[x];
         if (only && strcmp(tc->kernel, only) != 0) continue;
-        if (variants_only && !(tc->softcap != 0.0 || tc->alibi || tc->sinks || tc->dv || tc->layout == AC_LAYOUT_THD)) continue;
+        const bool variant = tc->softcap != 0.0 || tc->alibi || tc->sinks || tc->dv || tc->layout == AC_LAYOUT_THD;
+        if ((variants_only && !variant) || (plain_only && variant)) continue;
+        const bool small_pick = (tc->t == AC_F16 && tc->d == 128) || (tc->t == AC_BF16 && tc->d == 64) ||
+                                (tc->t == AC_F32 && tc->d == 64) || tc->dv || tc->wrong;
+        if (small && variant && !small_pick) continue;
         tcase sc = *tc;
         if (small) {
             sc.nq = sc.nq < 96 ? sc.nq : 96;
