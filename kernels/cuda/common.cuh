@@ -27,11 +27,14 @@ struct acd_params {
     int mask_batch, mask_heads;
     int mutant;
     // Variants (ref/variants.h): score modifiers, sinks, the packed THD layout.
-    int mods;                       // softcap or ALiBi on: acd_score_mods runs
+    int mods;                       // softcap, ALiBi or a bias on: acd_score_mod runs
     float softcap, softcap_pre;     // c (0: off) and scale / c: T = c tanh(acc scale / c)
     const float *alibi;             // device (alibi_batch, Hq) slopes, or null
     int alibi_batch;
     const float *sinks;             // device (Hq) sink logits, or null
+    const void *bias;               // device (bias_batch, bias_heads, Nq, Nk) additive bias, or null
+    int bias_dtype, bias_batch, bias_heads; // ac_dtype of its elements; 1 or B, 1 or Hq
+    float *dbias_acc;               // the backward's f32 dBias sums (shaped like the bias), or null
     int thd;                        // layout THD: rows through cu_q, cu_k; LSE (Hq, total_q)
     const int *cu_q, *cu_k;         // device (B + 1) offsets, THD only
     long long total_q;
@@ -44,7 +47,8 @@ struct acd_staged {
     size_t mask_bytes, lens_bytes;
     int *cu_q, *cu_k; // the variants' arrays
     float *sinks, *alibi;
-    size_t cu_bytes, sinks_bytes, alibi_bytes;
+    void *bias;
+    size_t cu_bytes, sinks_bytes, alibi_bytes, bias_bytes;
 };
 int acd_stage(const ac_problem *p, int mutant, acd_params *dp, acd_staged *st, ac_err *err);
 void acd_unstage(acd_staged *st);

@@ -22,12 +22,13 @@ enum {
 /* cuda-flash also reads packed THD sequences (cu_seqlens; common.cuh's acd_q_base). */
 #define ACD_FLASH_LAYOUTS (ACD_LAYOUTS | (1u << AC_LAYOUT_THD))
 /* The variants cuda-flash implements, forward and backward: on every path
- * (wgmma, mma.sync, CUDA cores) the score modifiers softcap and ALiBi
- * (softmax.cuh's acd_score_mod) and learnable sinks (the forward's
- * join_sink, the backward's bwd_dsink); d_v != d_qk on the CUDA-core kernels
+ * (wgmma, mma.sync, CUDA cores) the score modifiers softcap, ALiBi and an
+ * additive bias with dBias (softmax.cuh's acd_score_mod; dBias by f32 atomics,
+ * bwd_dbias_convert) and learnable sinks (the forward's join_sink, the
+ * backward's bwd_dsink); d_v != d_qk on the CUDA-core kernels
  * only (flash_f32.cu), for the (d_qk, d_v) pairs of ACD_DV_PAIRS: DeepSeek
  * MLA's 192/128 and two more. */
-#define ACD_FLASH_VARIANTS (AC_VAR_SOFTCAP | AC_VAR_ALIBI | AC_VAR_SINKS | AC_VAR_DV)
+#define ACD_FLASH_VARIANTS (AC_VAR_SOFTCAP | AC_VAR_ALIBI | AC_VAR_SINKS | AC_VAR_DV | AC_VAR_BIAS)
 #define ACD_DV_PAIRS .dv_pairs = {{192, 128}, {128, 96}, {256, 128}}, .n_dv_pairs = 3
 
 /* Tensor-core tiles are instantiated for 32, 64, 96 and 128 (flash_fwd.cu,

@@ -84,6 +84,16 @@ bwd_dsink(acd_params p, const float *__restrict__ LSE, const float *__restrict__
     if (threadIdx.x == 0) dsink[h] = (float)-part[0];
 }
 
+// dBias in the bias's dtype from its f32 sums, each rounded once.
+__global__ void bwd_dbias_convert(const float *__restrict__ acc, void *__restrict__ dbias, long long n, int dtype)
+{
+    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
+        if (dtype == AC_F16) static_cast<__half *>(dbias)[x] = __float2half_rn(acc[x]);
+        else if (dtype == AC_BF16) static_cast<__nv_bfloat16 *>(dbias)[x] = __float2bfloat16_rn(acc[x]);
+        else static_cast<float *>(dbias)[x] = acc[x];
+    }
+}
+
 // A tile configuration of bwd_tc: kWarps warps of 16 keys each (a block owns
 // kBlockN = 16 kWarps keys of one KV head), query tiles of kBlockQ rows.  For
 // dQ = dS K the warps split into kRowGroups of 16 query rows x kColGroups of
@@ -340,15 +350,29 @@ extern "C" int acd_flash_backward(const ac_problem *prob, ac_dtype t, const ac_b
     acd_staged st;
     int status = acd_stage(prob, ACD_MUT_NONE, &p, &st, err);
     if (status != AC_OK) return status;
-    if (p.sinks && !a->dsink) {
+    if ((p.sinks && !a->dsink) || (p.bias && !a->dbias)) {
         acd_unstage(&st);
-        return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: a problem with sinks needs the dsink output");
+        return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: a problem with %s needs the %s output",
+                       p.sinks && !a->dsink ? "sinks" : "a bias", p.sinks && !a->dsink ? "dsink" : "dbias");
     }
-    void *ws = NULL;
-    const size_t ws_bytes = acd_bwd_workspace_bytes(p);
+    void *ws = NULL, *dbias_acc = NULL;
+    const size_t ws_bytes = acd_bwd_workspace_bytes(p), n_bias = ac_bias_elems(prob);
     status = acd_ws_alloc(&ws, ws_bytes, err);
+    if (status == AC_OK && p.bias) { // dBias's f32 sums, zeroed
+        status = acd_ws_alloc(&dbias_acc, sizeof(float) * n_bias, err);
+        if (status == AC_OK && cudaMemset(dbias_acc, 0, sizeof(float) * n_bias) != cudaSuccess)
+            status = ac_fail(err, AC_ERR_ENV, "cudaMemset of dBias's sums failed");
+        p.dbias_acc = (float *)dbias_acc;
+    }
     if (status == AC_OK) status = acd_flash_backward_async(p, t, a, ws, 0, err);
+    if (status == AC_OK && p.bias) {
+        const unsigned blocks = (unsigned)std::min<size_t>((n_bias + 255) / 256, 65535);
+        bwd_dbias_convert<<<blocks, 256>>>(p.dbias_acc, a->dbias, (long long)n_bias, p.bias_dtype);
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) status = ac_fail(err, AC_ERR_ENV, "launch of bwd_dbias_convert failed: %s", cudaGetErrorString(e));
+    }
     if (status == AC_OK) status = ac_dev_sync(err);
+    acd_ws_free(dbias_acc, sizeof(float) * n_bias);
     acd_ws_free(ws, ws_bytes);
     acd_unstage(&st);
     return status;

@@ -13,11 +13,12 @@ namespace {
 
 // S' of a raw product s = (Q K^T)_ij in natural units, as cpu-flash computes it:
 // s times the f32 scale (one rounding), or with the modifiers ref.h's S'.
-__device__ __forceinline__ float acd_score_nat(const acd_params &p, float s, float slope, int i, int j, int nq, int nk,
-                                               float *dt = nullptr)
+__device__ __forceinline__ float acd_score_nat(const acd_params &p, float s, float slope, int b, int h, int i, int j, int nq,
+                                               int nk, float *dt = nullptr)
 {
     float t = 1.f;
-    const float x = p.mods ? acd_score_mod(p, s, p.scale, p.softcap, slope, i + nk - nq - j, &t) : s * p.scale;
+    const float x =
+        p.mods ? acd_score_mod(p, s, p.scale, p.softcap, slope, i + nk - nq - j, acd_bias_at(p, b, h, i, j), 1.f, &t) : s * p.scale;
     if (dt) *dt = t;
     return x;
 }
@@ -79,7 +80,7 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
             const int il = warp * kF32Rows + r, i = i0 + il, j = j0 + lane;
             float s = 0.f;
             for (int c = 0; c < D; ++c) s = fmaf(sQ[il * D + c], sK[lane * LDK + c], s);
-            s = acd_visible(p, b, h, i, j, nq, nk) ? acd_score_nat(p, s, slope, i, j, nq, nk) : -INFINITY;
+            s = acd_visible(p, b, h, i, j, nq, nk) ? acd_score_nat(p, s, slope, b, h, i, j, nq, nk) : -INFINITY;
             // The online softmax of acd_softmax_row_in over a warp-wide row, in
             // base e with expf for P (kept in f32), as cpu-flash.
             float mx = s, alpha;
@@ -143,7 +144,8 @@ __global__ void bwd_f32_refine_lse(acd_params p, const T *__restrict__ Q, const 
             float s = 0.f;
             for (int c = 0; c < p.D; ++c) s = fmaf(acd_cvt<T>::to_f(q[c]), acd_cvt<T>::to_f(Kb[(long long)j * p.k_ss + c]), s);
             // bwd_f32's S' (the same f32 chain); without modifiers exactly s scale
-            const double x = p.mods ? (double)acd_score_nat(p, s, slope, i, j, nq, nk) : (double)s * (double)p.scale;
+            const double x = p.mods ? (double)acd_score_nat(p, s, slope, b, h, i, j, nq, nk) : (double)s * (double)p.scale;
+            if (x == -INFINITY) continue; // a -inf bias: hidden
             sum += exp(x - (double)lse);
             top = fmax(top, fabs(x));
         }
@@ -202,10 +204,11 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
             for (int c = 0; c < DV; ++c) dp = fmaf(sdo[c], sV[lane * LDV + c], dp);
             const bool vis = acd_visible(p, b, h, i, j, nq, nk) && lse != -INFINITY;
             float dt = 1.f;
-            const float xm = p.mods ? acd_score_nat(p, s, slope, i, j, nq, nk, &dt) : 0.f;
+            const float xm = p.mods ? acd_score_nat(p, s, slope, b, h, i, j, nq, nk, &dt) : 0.f;
             const acd_p_ds x = acd_recompute_p_ds(
                 vis, [&] { return p.mods ? acd_exp_shifted_mod(xm, lse, lse_rem) : acd_exp_shifted(s, p.scale, lse, lse_rem); },
                 dp, dd);
+            if (p.dbias_acc && vis && x.ds != 0.f) atomicAdd(p.dbias_acc + acd_bias_index(p, b, h, i, j), x.ds); // dS', before t'
             const float pr = x.p, ds = x.ds * dt;
             if (__any_sync(0xffffffffu, pr != 0.f)) {
                 for (int c = 0; c < DV; ++c) sdV[lane * LDV + c] = fmaf(pr, sdo[c], sdV[lane * LDV + c]);

@@ -151,15 +151,33 @@ __device__ __forceinline__ float acd_alibi_slope(const acd_params &p, int b, int
     return p.alibi ? p.alibi[(p.alibi_batch > 1 ? b : 0) * p.Hq + h] : 0.f;
 }
 
+// The bias's entry of (b, h, i, j), widened exactly to f32 (0 without a bias;
+// -inf hides the pair), and its index (dBias is shaped like the bias).
+// Entries past the extents (padding of a tile, hidden anyway) read 0.
+__device__ __forceinline__ long long acd_bias_index(const acd_params &p, int b, int h, int i, int j)
+{
+    const int mb = p.bias_batch > 1 ? b : 0, mh = p.bias_heads > 1 ? h : 0;
+    return (((long long)mb * p.bias_heads + mh) * p.Nq + i) * p.Nk + j;
+}
+__device__ __forceinline__ float acd_bias_at(const acd_params &p, int b, int h, int i, int j)
+{
+    if (!p.bias || i >= p.Nq || j >= p.Nk) return 0.f;
+    const long long at = acd_bias_index(p, b, h, i, j);
+    if (p.bias_dtype == AC_F16) return __half2float(static_cast<const __half *>(p.bias)[at]);
+    if (p.bias_dtype == AC_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p.bias)[at]);
+    return static_cast<const float *>(p.bias)[at];
+}
+
 // S' of a raw product acc = (Q K^T)_ij in a softmax base's units (scale_u,
-// cap_u, slope_u: the scale, c and the slope, times log2 e for base 2):
-// softcap cap_u tanh(acc scale / c), the scale folded into the tanh's argument
-// (softcap_pre) as FlashAttention and cpu-flash do, else acc scale_u; then
-// minus ALiBi's slope_u |dist|, dist = i + nk - nq - j (bottom-right aligned).  *dt gets dT/dS = 1 - tanh^2 (1 without softcap),
+// cap_u, slope_u: the scale, c and the slope, times log2 e for base 2; unit:
+// log2 e or 1): softcap cap_u tanh(acc scale / c), the scale folded into the
+// tanh's argument (softcap_pre) as FlashAttention and cpu-flash do, else acc
+// scale_u; then minus ALiBi's slope_u |dist|, dist = i + nk - nq - j
+// (bottom-right aligned); then plus the bias (last, as ref.h), one rounding.  *dt gets dT/dS = 1 - tanh^2 (1 without softcap),
 // the backward's factor of dS.  tanhf, not tanh.approx: its 2^-11 relative
 // error would sit in every S' above the f32 rounding the error scales allow.
 __device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, float scale_u, float cap_u, float slope_u,
-                                               int dist, float *dt)
+                                               int dist, float bias, float unit, float *dt)
 {
     float x;
     if (p.softcap != 0.f) {
@@ -170,7 +188,8 @@ __device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, f
         x = acc * scale_u;
         *dt = 1.f;
     }
-    return slope_u != 0.f ? fmaf(-slope_u, (float)abs(dist), x) : x;
+    if (slope_u != 0.f) x = fmaf(-slope_u, (float)abs(dist), x);
+    return p.bias ? fmaf(bias, unit, x) : x;
 }
 
 // A tensor-core tile of raw scores (this thread's rows row, row + 8, keys j0 +
@@ -182,13 +201,15 @@ __device__ __forceinline__ void acd_scores_mod_log2(float (&s)[N / 8][4], const 
     const float slope = acd_alibi_slope(p, b, h) * ACD_LOG2E, cap = p.softcap * ACD_LOG2E;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const int diag = row + 8 * r + nk - nq - j0 - 2 * t;
+        const int i = row + 8 * r, diag = i + nk - nq - j0 - 2 * t;
 #pragma unroll
         for (int n = 0; n < N / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 float dt;
-                s[n][2 * r + e] = acd_score_mod(p, s[n][2 * r + e], p.scale_log2, cap, slope, diag - 8 * n - e, &dt);
+                const float bias = acd_bias_at(p, b, h, i, j0 + 8 * n + 2 * t + e);
+                s[n][2 * r + e] =
+                    acd_score_mod(p, s[n][2 * r + e], p.scale_log2, cap, slope, diag - 8 * n - e, bias, ACD_LOG2E, &dt);
             }
     }
 }
@@ -308,7 +329,9 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile(float (&st)[BMQ / 8][4], float
 
 // acd_bwd_p_ds_tile with the score modifiers (p.mods): S'^T recomputed from
 // the raw S^T (entry [n][e]: query i0 + 8n + 2t + e % 2, key key + 8 (e / 2))
-// as the forward computed it, and dS = P (dP - D) (1 - tanh^2) for a softcap.
+// as the forward computed it, and dS = P (dP - D) (1 - tanh^2) for a softcap;
+// with a bias, dS' = P (dP - D) (before the softcap's factor) is added into
+// dBias's f32 sums (atomics: broadcast entries gather several (b, h)).
 template <typename T, int BMQ>
 __device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], float (&dpt)[BMQ / 8][4], const float *sLse,
                                                       const float *sDd, uint32_t hidden, const acd_params &p, int b, int h,
@@ -324,8 +347,12 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], f
             const float lse = sLse[il];
             const bool vis = lse != -INFINITY && !((hidden >> (4 * n + e)) & 1u);
             float dt;
-            const float x = acd_score_mod(p, st[n][e], p.scale_log2, cap, slope, diag + 8 * n + (e & 1) - 8 * (e >> 1), &dt);
+            const int i = i0 + il, j = key + 8 * (e >> 1);
+            const float bias = acd_bias_at(p, b, h, i, j);
+            const float x = acd_score_mod(p, st[n][e], p.scale_log2, cap, slope, diag + 8 * n + (e & 1) - 8 * (e >> 1), bias,
+                                          ACD_LOG2E, &dt);
             const acd_p_ds r = acd_recompute_p_ds(vis, [&] { return acd_exp2_p<T>(x - lse * ACD_LOG2E); }, dpt[n][e], sDd[il]);
+            if (p.dbias_acc && vis && r.ds != 0.f) atomicAdd(p.dbias_acc + acd_bias_index(p, b, h, i, j), r.ds);
             st[n][e] = r.p;
             dpt[n][e] = r.ds * dt;
         }

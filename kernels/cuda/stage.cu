@@ -13,7 +13,7 @@ template <typename E> static int stage_array(const E *host, size_t n, E **dev, s
     return status == AC_OK ? ac_dev_upload(*dev, host, *bytes, err) : status;
 }
 
-// The variants' arrays: cu_seqlens (THD), sinks, ALiBi slopes.
+// The variants' arrays: cu_seqlens (THD), sinks, ALiBi slopes, the bias.
 static int stage_variants(const ac_problem *p, acd_params *d, acd_staged *st, ac_err *err)
 {
     const size_t cu_n = d->thd ? (size_t)d->B + 1 : 0;
@@ -22,6 +22,12 @@ static int stage_variants(const ac_problem *p, acd_params *d, acd_staged *st, ac
     if (status == AC_OK) status = stage_array(p->sinks, (size_t)d->Hq, &st->sinks, &st->sinks_bytes, err);
     if (status == AC_OK)
         status = stage_array(p->alibi_slopes, (size_t)d->alibi_batch * d->Hq, &st->alibi, &st->alibi_bytes, err);
+    if (status == AC_OK && p->bias) {
+        st->bias_bytes = ac_bias_elems(p) * ac_dtype_size(p->bias_dtype);
+        status = acd_ws_alloc(&st->bias, st->bias_bytes, err);
+        if (status == AC_OK) status = ac_dev_upload(st->bias, p->bias, st->bias_bytes, err);
+    }
+    d->bias = st->bias;
     d->cu_q = st->cu_q;
     d->cu_k = st->cu_k;
     d->sinks = st->sinks;
@@ -67,7 +73,10 @@ int acd_stage(const ac_problem *p, int mutant, acd_params *dp, acd_staged *st, a
     d.softcap = (float)p->softcap;
     d.softcap_pre = p->softcap != 0.0 ? (float)(p->scale / p->softcap) : 0.f;
     d.alibi_batch = p->alibi_batch > 1 ? p->alibi_batch : 1;
-    d.mods = p->softcap != 0.0 || p->alibi_slopes;
+    d.mods = p->softcap != 0.0 || p->alibi_slopes || p->bias;
+    d.bias_dtype = (int)p->bias_dtype;
+    d.bias_batch = p->bias_batch > 1 ? p->bias_batch : 1;
+    d.bias_heads = p->bias_heads > 1 ? p->bias_heads : 1;
     d.thd = p->layout == AC_LAYOUT_THD;
     d.total_q = d.thd ? p->cu_seqlens_q[d.B] : 0;
     int status = AC_OK;
@@ -106,5 +115,6 @@ void acd_unstage(acd_staged *st)
     acd_ws_free(st->cu_k, st->cu_bytes);
     acd_ws_free(st->sinks, st->sinks_bytes);
     acd_ws_free(st->alibi, st->alibi_bytes);
+    acd_ws_free(st->bias, st->bias_bytes);
     *st = acd_staged{};
 }

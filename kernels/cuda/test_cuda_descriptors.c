@@ -59,7 +59,7 @@ Test(cuda_kernels, flash_claims_what_it_was_built_for)
     cr_assert_eq(k->caps.dtypes, (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16));
     cr_assert(k->caps.gqa && k->caps.varlen);
     cr_assert_eq(k->caps.layouts, (unsigned)AC_LAYOUTS_ALL);
-    cr_assert_eq(k->caps.variants, (unsigned)(AC_VAR_SOFTCAP | AC_VAR_ALIBI | AC_VAR_SINKS | AC_VAR_DV));
+    cr_assert_eq(k->caps.variants, (unsigned)(AC_VAR_SOFTCAP | AC_VAR_ALIBI | AC_VAR_SINKS | AC_VAR_DV | AC_VAR_BIAS));
     int pairs[][2] = {{192, 128}, {128, 96}, {256, 128}}; /* d_v != d_qk on the CUDA cores */
     cr_assert_eq(k->caps.n_dv_pairs, 3);
     for (int i = 0; i < 3; i++)
