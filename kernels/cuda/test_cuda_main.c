@@ -1,7 +1,8 @@
 /* kernels/cuda/test_cuda_main.c — attncheck-test-cuda: runs the CUDA kernels
- * on fresh random inputs (every shape, mask, layout and dtype they claim, in
- * small sizes) against the fp64 reference, with poisoned outputs, and prints
- * the max scaled error |y - x| / (u E) per output.  Exit 1 on any error past
+ * on fresh random inputs (every shape, mask, layout, dtype and variant they
+ * claim, in small sizes) against the fp64 reference, with poisoned outputs, and
+ * prints the max scaled error |y - x| / (u E) per output (dSink and dBias
+ * included).  Exit 1 on any error past
  * the budget, on a NaN/unwritten element, or when a mutant goes unnoticed
  * (the race mutant is only reported: a race need not fire). */
 #include <math.h>
