@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
-# kernels/cuda/variants-gpu.sh [BUILD_DIR] — cuda-flash's variants (softcap,
-# ALiBi, sinks, d_v, packed THD) on a GPU, from the repository root with a CUDA
-# build (default build-cuda).  Logs and a summary go under $OUT (default
-# ./gpu-out/variants).  No step needs more than a few minutes on an H100.
+# kernels/cuda/variants-gpu.sh [DIR] — cuda-flash's variants (softcap, ALiBi,
+# bias, sinks, d_v, packed THD) on a GPU.  DIR: a CUDA build tree (default
+# build-cuda under the repository root) or a bundle (ci/make-bundle.sh, with
+# this script and variants.cases copied to its kernels/cuda/).  Logs and a
+# summary go under $OUT (default ./gpu-out/variants).  No step needs more than a
+# few minutes on an H100.
 #   SEED, CASES  the fuzz campaign (default 1, 2000)
 #   STEPS        steps to run (default "test corpus fuzz sanitize bench")
 # Exit status: 0 when every step passed, else the first failure's.
 set -uo pipefail
-build=${1:-build-cuda}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd) # the repository, or the bundle
+dir=$(cd "${1:-$root/build-cuda}" && pwd)
 OUT=${OUT:-$PWD/gpu-out/variants}
 SEED=${SEED:-1}
 CASES=${CASES:-2000}
 mkdir -p "$OUT"
-export ATTNCHECK_SOURCE_DIR=${ATTNCHECK_SOURCE_DIR:-$PWD} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-8}
+export ATTNCHECK_SOURCE_DIR=${ATTNCHECK_SOURCE_DIR:-$root} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-8}
+[ -f "$root/budgets.txt" ] && export ATTNCHECK_BUDGETS=${ATTNCHECK_BUDGETS:-$root/budgets.txt}
 [ -d /usr/local/cuda/bin ] && export PATH="$PATH:/usr/local/cuda/bin"
-ac=$build/harness/attncheck
-tc=$build/kernels/cuda/attncheck-test-cuda
+[ -d "$dir/lib" ] && export LD_LIBRARY_PATH="$dir/lib:${LD_LIBRARY_PATH:-}"
+find_bin() { # name: a bundle's top level, else its place in a build tree
+    for p in "$dir/$1" "$dir/harness/$1" "$dir/kernels/cuda/$1"; do
+        [ -x "$p" ] && { echo "$p"; return 0; }
+    done
+    echo "variants-gpu: no $1 under $dir" >&2
+    return 1
+}
+ac=$(find_bin attncheck) || exit 2
+tc=$(find_bin attncheck-test-cuda) || exit 2
 status=0
 step() { # name command...: runs it, log in $OUT/name.txt
     local name=$1
@@ -31,8 +44,8 @@ for s in ${STEPS:-test corpus fuzz sanitize bench}; do
         step test-wgmma "$tc" --variants cuda-flash
         step test-mma-sync env ACD_NO_WGMMA=1 "$tc" --variants cuda-flash ;;
     corpus) # the variant corpora through the harness's comparator and gate
-        for f in kernels/cuda/variants.cases fixtures/variants.cases; do
-            n=$(basename "$f" .cases)
+        for f in "$here/variants.cases" "$root/fixtures/variants.cases"; do
+            n=$(basename "$(dirname "$f")")-$(basename "$f" .cases) # cuda-variants, fixtures-variants
             step "run-$n" "$ac" run "$f" --kernel cuda-flash
             step "run-$n-mma-sync" env ACD_NO_WGMMA=1 "$ac" run "$f" --kernel cuda-flash
         done ;;
