@@ -71,13 +71,13 @@ __device__ __forceinline__ void acd_dq_add_row(float *acc, long long elems, long
 // The backward's LSE and D of query rows [i0, i0 + BMQ) of head h into shared
 // memory (threads tid < BMQ, one row each, joining the caller's cp.async
 // group); rows past the sequence end get LSE = -inf (they see nothing), D = 0.
-template <int BMQ>
+template <int BMQ, bool kVar>
 __device__ __forceinline__ void acd_load_lse_d(float *sLse, float *sDd, const float *LSE, const float *Dv, const acd_params &p,
                                                int b, int h, int i0, int nq, int tid)
 {
     if (tid >= BMQ) return;
     const int i = i0 + tid;
-    const long long row = acd_row_index(p, b, h, i);
+    const long long row = acd_row_index<kVar>(p, b, h, i);
     if (i < nq) {
         acd_cp_async4_to(acd_smem_addr(sLse + tid), LSE + row);
         acd_cp_async4_to(acd_smem_addr(sDd + tid), Dv + row);
@@ -90,7 +90,7 @@ __device__ __forceinline__ void acd_load_lse_d(float *sLse, float *sDd, const fl
 // A thread's dQ rows row and row + 8 of query head h: columns c0 + 8n + 2t +
 // {0, 1} of the accumulator tile dq added into dQacc, whose rows are
 // D floats; rows past the sequence end are skipped.
-template <typename T, int D, int N>
+template <typename T, int D, bool kVar, int N>
 __device__ __forceinline__ void acd_dq_add_rows(float *dQacc, const acd_params &p, int b, int h, int row, int c0, int t, int nq,
                                                 const float (&dq)[N][4])
 {
@@ -98,7 +98,7 @@ __device__ __forceinline__ void acd_dq_add_rows(float *dQacc, const acd_params &
     for (int r = 0; r < 2; ++r) {
         const int i = row + 8 * r;
         if (i >= nq) continue;
-        acd_dq_add_row<T, N>(dQacc, acd_dq_elems(p), acd_row_index(p, b, h, i) * D + c0 + 2 * t, dq, r);
+        acd_dq_add_row<T, N>(dQacc, acd_dq_elems(p), acd_row_index<kVar>(p, b, h, i) * D + c0 + 2 * t, dq, r);
     }
 }
 
@@ -140,16 +140,16 @@ template <int BMQ, int BN> struct acd_bwd_plan {
 
 // The backward's end for a thread's keys key and key + 8 of KV head hk: dK
 // times the softmax scale and dV, each rounded once to T.  Keys past Nk, the
-// padding of the last block, are not written.
-template <typename T, int D>
-__device__ __forceinline__ void acd_store_dk_dv(const acd_params &p, T *dK, T *dV, int b, int hk, int key, int t,
+// padding of the last block, are not written (with THD: past the sequence's nk).
+template <typename T, int D, bool kVar>
+__device__ __forceinline__ void acd_store_dk_dv(const acd_params &p, T *dK, T *dV, int b, int hk, int key, int t, int nk,
                                                 const float (&dk)[D / 8][4], const float (&dv)[D / 8][4])
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int j = key + 8 * r;
-        if (j >= p.Nk) continue;
-        const long long at = b * p.k_sb + hk * p.k_sh + (long long)j * p.k_ss + 2 * t;
+        if (j >= acd_k_stored<kVar>(p, nk)) continue;
+        const long long at = acd_k_base<kVar>(p, b) + hk * p.k_sh + (long long)j * p.k_ss + 2 * t; // dV's too: d_v = d
 #pragma unroll
         for (int n = 0; n < D / 8; ++n) {
             acd_tc<T>::store2(dK + at + n * 8, dk[n][2 * r] * p.scale, dk[n][2 * r + 1] * p.scale);

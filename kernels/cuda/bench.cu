@@ -1,9 +1,11 @@
 // kernels/cuda/bench.cu — `attncheck bench`: forward and backward TFLOP/s of
 // cuda-flash (FLOPs 4 B H Nq Nk d forward, 2.5x that backward, halved for
-// causal) and fused vs naive time and peak device memory.  Times are medians
+// causal), optionally with variants (--variant), and fused vs naive time and
+// peak device memory.  Times are medians
 // of CUDA-event timings after warm-up, on random (never zero) inputs, with the
 // L2 flushed before every timed run.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,13 +36,64 @@ int l2_flush_run(const l2_flush &f, ac_err *err)
     return AC_OK;
 }
 
+// --variant LIST (comma-separated: softcap=C, alibi, sinks): the speed table's
+// problems use these variants, for their cost against a run without.
+struct bench_variants {
+    double softcap = 0.0;
+    bool alibi = false, sinks = false;
+};
+
 struct bench_opts {
     bool quick = false;
     int reps = 10;
     int only_d = 0;          // --d N
     int only_dtype = -1;     // --dtype f16|bf16
+    int only_n = 0;          // --n N
+    bench_variants var;
     l2_flush flush;
 };
+
+// "softcap=30,alibi,sinks" into v; false naming nothing it knows.
+bool parse_variants(const char *list, bench_variants *v)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = nullptr, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(nullptr, ",", &save)) {
+        if (!strncmp(tok, "softcap=", 8)) {
+            char *end = nullptr;
+            v->softcap = strtod(tok + 8, &end);
+            if (*end || !(v->softcap > 0.0)) return false;
+        } else if (!strcmp(tok, "alibi")) {
+            v->alibi = true;
+        } else if (!strcmp(tok, "sinks")) {
+            v->sinks = true;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+// The variants' host arrays for H heads (acd_stage copies them): ALiBi's
+// geometric slopes 2^(-8 (h + 1) / H), sinks 1 + h / H.
+struct variant_arrays {
+    std::vector<float> slopes, sinks;
+};
+void apply_variants(const bench_variants &v, int H, ac_problem *pr, variant_arrays *arr)
+{
+    pr->softcap = v.softcap;
+    if (v.alibi) {
+        arr->slopes.resize(H);
+        for (int h = 0; h < H; ++h) arr->slopes[h] = powf(2.f, -8.f * (h + 1) / H);
+        pr->alibi_slopes = arr->slopes.data();
+        pr->alibi_batch = 1;
+    }
+    if (v.sinks) {
+        arr->sinks.resize(H);
+        for (int h = 0; h < H; ++h) arr->sinks[h] = 1.f + (float)h / H;
+        pr->sinks = arr->sinks.data();
+    }
+}
 
 template <typename T> __device__ T cvt(float x);
 template <> __device__ __half cvt<__half>(float x) { return __float2half_rn(x); }
@@ -154,6 +207,8 @@ ac_problem make_problem(int B, int H, int N, int d, bool causal)
 int bench_speed(const bench_opts &o, ac_err *err)
 {
     printf("\n## cuda-flash TFLOP/s (B = 16384/N, H = 2048/d, FLOPs 4BHN^2d fwd, 2.5x bwd, /2 causal)\n");
+    if (o.var.softcap > 0.0 || o.var.alibi || o.var.sinks)
+        printf("# variants: softcap %g, alibi %s, sinks %s\n", o.var.softcap, o.var.alibi ? "on" : "off", o.var.sinks ? "on" : "off");
     printf("%-4s %-5s %4s %6s %6s %3s %3s %10s %9s\n", "dir", "dtype", "d", "causal", "N", "B", "H", "ms", "TFLOP/s");
     const ac_dtype dts[] = {AC_F16, AC_BF16};
     const int dims[] = {64, 128};
@@ -163,24 +218,29 @@ int bench_speed(const bench_opts &o, ac_err *err)
                 for (int N = 512; N <= 16384; N *= 2) {
                     if (o.quick && N != 1024 && N != 8192) continue;
                     if ((o.only_d && d != o.only_d) || (o.only_dtype >= 0 && (int)t != o.only_dtype)) continue;
+                    if (o.only_n && N != o.only_n) continue;
                     const int B = 16384 / N, H = 2048 / d;
                     ac_problem pr = make_problem(B, H, N, d, causal);
+                    variant_arrays arr;
+                    apply_variants(o.var, H, &pr, &arr);
                     acd_params p;
                     acd_staged st;
                     int s = acd_stage(&pr, ACD_MUT_NONE, &p, &st, err);
                     if (s != AC_OK) return s;
                     tensors x;
                     if ((s = alloc_tensors(pr, t, true, x, err)) != AC_OK) return s;
-                    void *ws = nullptr;
+                    void *ws = nullptr, *dsink = nullptr;
                     const size_t ws_bytes = acd_bwd_workspace_bytes(p);
                     if ((s = ac_dev_alloc(&ws, ws_bytes, err)) != AC_OK) return s;
+                    if (pr.sinks && (s = ac_dev_alloc(&dsink, sizeof(float) * H, err)) != AC_OK) return s;
                     ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse, NULL}; /* no dropout mask */
-                    ac_bwd_args ba = {x.q, x.k, x.v, x.o, x.d_o, x.lse, x.dq, x.dk, x.dv, NULL, NULL}; /* no dsink, dbias */
+                    ac_bwd_args ba = {x.q, x.k, x.v, x.o, x.d_o, x.lse, x.dq, x.dk, x.dv, (float *)dsink, NULL}; /* no dbias */
                     double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0), ms_f = 0, ms_b = 0;
                     s = time_median(o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
                     if (s == AC_OK) s = time_median(o, [&] { return acd_flash_backward_async(p, t, &ba, ws, 0, err); }, &ms_b, err);
                     if (s == AC_OK) s = ac_dev_sync(err);
                     ac_dev_free(ws);
+                    ac_dev_free(dsink);
                     free_tensors(x);
                     acd_unstage(&st);
                     if (s != AC_OK) return s;
@@ -251,6 +311,13 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
         else if (!strcmp(argv[i], "--memory-only")) speed = false;
         else if (!strcmp(argv[i], "bench")) continue;
         else if (!strcmp(argv[i], "--d") && i + 1 < argc) o.only_d = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc) o.only_n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
+            if (!parse_variants(argv[++i], &o.var)) {
+                fprintf(stderr, "attncheck bench: unknown --variant '%s' (a list of softcap=C, alibi, sinks)\n", argv[i]);
+                return AC_ERR_INPUT;
+            }
+        }
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             ac_dtype t;
             ++i;
@@ -261,7 +328,8 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
             o.only_dtype = (int)t;
         }
         else {
-            fprintf(stderr, "attncheck bench: unknown option '%s' (--quick, --speed-only, --memory-only, --d N, --dtype T)\n", argv[i]);
+            fprintf(stderr, "attncheck bench: unknown option '%s' (--quick, --speed-only, --memory-only, --d N, --dtype T, --n N, "
+                            "--variant softcap=C,alibi,sinks)\n", argv[i]);
             return AC_ERR_INPUT;
         }
     }

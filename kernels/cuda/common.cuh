@@ -18,12 +18,26 @@
 struct acd_params {
     int B, Hq, Hkv, Nq, Nk, D, group;
     long long q_sb, q_sh, q_ss, k_sb, k_sh, k_ss;
+    int Dv;                         // d_v: V, O, dO, dV (D otherwise); d_v != D runs the CUDA-core kernels
+    long long o_sb, o_sh, o_ss, v_sb, v_sh, v_ss; // O-like and V-like strides (the Q and K ones when Dv == D)
     float scale, scale_log2;
     int windowed, wl, wr, align_br; // wl, wr < 0: unbounded side
     const int *seqlens_q, *seqlens_k; // device copies or null
     const unsigned char *mask;        // device copy or null
     int mask_batch, mask_heads;
     int mutant;
+    // Variants (ref/variants.h): score modifiers, sinks, the packed THD layout.
+    int mods;                       // softcap, ALiBi or a bias on: acd_score_mod runs
+    float softcap, softcap_pre;     // c (0: off) and scale / c: T = c tanh(acc scale / c)
+    const float *alibi;             // device (alibi_batch, Hq) slopes, or null
+    int alibi_batch;
+    const float *sinks;             // device (Hq) sink logits, or null
+    const void *bias;               // device (bias_batch, bias_heads, Nq, Nk) additive bias, or null
+    int bias_dtype, bias_batch, bias_heads; // ac_dtype of its elements; 1 or B, 1 or Hq
+    float *dbias_acc;               // the backward's f32 dBias sums (shaped like the bias), or null
+    int thd;                        // layout THD: rows through cu_q, cu_k; LSE (Hq, total_q)
+    const int *cu_q, *cu_k;         // device (B + 1) offsets, THD only
+    long long total_q;
 };
 
 // Host side: strides from the layout, mask and seqlens copied to the device.
@@ -31,20 +45,68 @@ struct acd_staged {
     int *seqlens_q, *seqlens_k;
     unsigned char *mask;
     size_t mask_bytes, lens_bytes;
+    int *cu_q, *cu_k; // the variants' arrays
+    float *sinks, *alibi;
+    void *bias;
+    size_t cu_bytes, sinks_bytes, alibi_bytes, bias_bytes;
 };
 int acd_stage(const ac_problem *p, int mutant, acd_params *dp, acd_staged *st, ac_err *err);
 void acd_unstage(acd_staged *st);
 
-__device__ __forceinline__ int acd_nq(const acd_params &p, int b) { return p.seqlens_q ? p.seqlens_q[b] : p.Nq; }
-__device__ __forceinline__ int acd_nk(const acd_params &p, int b) { return p.seqlens_k ? p.seqlens_k[b] : p.Nk; }
-
-// Row i of query head h of batch b in the (B, Hq, Nq) arrays: LSE, D, dQ's rows.
-__device__ __forceinline__ long long acd_row_index(const acd_params &p, int b, int h, int i) { return ((long long)b * p.Hq + h) * p.Nq + i; }
-// Its offset (elements) in Q, O, dO and dQ.
-__device__ __forceinline__ long long acd_q_offset(const acd_params &p, int b, int h, int i)
+// Sequence b's lengths: THD's from cu_seqlens, else seqlens or the extent.
+// kThd = false (the tensor-core kernels' plain instantiation) compiles the
+// THD branch of these helpers out.
+template <bool kThd = true> __device__ __forceinline__ int acd_nq(const acd_params &p, int b)
 {
-    return b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
+    return kThd && p.thd ? p.cu_q[b + 1] - p.cu_q[b] : p.seqlens_q ? p.seqlens_q[b] : p.Nq;
 }
+template <bool kThd = true> __device__ __forceinline__ int acd_nk(const acd_params &p, int b)
+{
+    return kThd && p.thd ? p.cu_k[b + 1] - p.cu_k[b] : p.seqlens_k ? p.seqlens_k[b] : p.Nk;
+}
+// Where sequence b starts (elements) in Q-like and K-like tensors: THD packs
+// the sequences back to back (row cu[b] onward), the others stride by batch.
+template <bool kThd = true> __device__ __forceinline__ long long acd_q_base(const acd_params &p, int b) { return kThd && p.thd ? p.cu_q[b] * p.q_ss : b * p.q_sb; }
+template <bool kThd = true> __device__ __forceinline__ long long acd_k_base(const acd_params &p, int b) { return kThd && p.thd ? p.cu_k[b] * p.k_ss : b * p.k_sb; }
+__device__ __forceinline__ long long acd_o_base(const acd_params &p, int b) { return p.thd ? p.cu_q[b] * p.o_ss : b * p.o_sb; }
+__device__ __forceinline__ long long acd_v_base(const acd_params &p, int b) { return p.thd ? p.cu_k[b] * p.v_ss : b * p.v_sb; }
+// Rows of sequence b that exist in memory, and may be written: the padded
+// extent, or with THD the sequence's own (past it lies the next sequence).
+template <bool kThd = true> __device__ __forceinline__ int acd_q_stored(const acd_params &p, int nq) { return kThd && p.thd ? nq : p.Nq; }
+template <bool kThd = true> __device__ __forceinline__ int acd_k_stored(const acd_params &p, int nk) { return kThd && p.thd ? nk : p.Nk; }
+
+// Row i of query head h of batch b in the LSE-like arrays: LSE, D, dQ's rows;
+// (B, Hq, Nq), or with THD (Hq, total_q) as FlashAttention's varlen LSE.
+template <bool kThd = true> __device__ __forceinline__ long long acd_row_index(const acd_params &p, int b, int h, int i)
+{
+    return kThd && p.thd ? h * p.total_q + p.cu_q[b] + i : ((long long)b * p.Hq + h) * p.Nq + i;
+}
+// Its offset (elements) in Q, O, dO and dQ.
+template <bool kThd = true> __device__ __forceinline__ long long acd_q_offset(const acd_params &p, int b, int h, int i)
+{
+    return acd_q_base<kThd>(p, b) + h * p.q_sh + (long long)i * p.q_ss;
+}
+// Row i of query head h of batch b in O and dO (d_v columns).
+__device__ __forceinline__ long long acd_o_offset(const acd_params &p, int b, int h, int i)
+{
+    return acd_o_base(p, b) + h * p.o_sh + (long long)i * p.o_ss;
+}
+// The (b, h, i) of virtual row x of the (B, Hq, Nq) grid the row-wise kernels
+// walk; false where i is past sequence b's stored rows (padding of the grid).
+__device__ __forceinline__ bool acd_grid_row(const acd_params &p, long long x, int &b, int &h, int &i)
+{
+    i = (int)(x % p.Nq);
+    h = (int)((x / p.Nq) % p.Hq);
+    b = (int)(x / ((long long)p.Nq * p.Hq));
+    return i < acd_q_stored(p, acd_nq(p, b));
+}
+
+// Whether the tensor-core kernels run their variants instantiation (kVar =
+// true: score modifiers, sinks, THD): the plain one compiles none of their
+// code (the helpers above take kThd = kVar), keeping the register budget the
+// kernels were tuned for; as runtime branches the variants cost fwd_wg 52-96
+// bytes of spill and fwd_tc at d = 128 60.  d_v != d runs the CUDA cores.
+inline bool acd_variant_kernel(const acd_params &p) { return p.mods || p.sinks || p.thd; }
 
 // ---- dtype traits: packing and the tensor-core product ----
 template <typename T> struct acd_tc;

@@ -19,15 +19,28 @@ enum {
 
 #define ACD_DTYPES ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
 #define ACD_LAYOUTS ((1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD))
+/* cuda-flash also reads packed THD sequences (cu_seqlens; common.cuh's acd_q_base). */
+#define ACD_FLASH_LAYOUTS (ACD_LAYOUTS | (1u << AC_LAYOUT_THD))
+/* The variants cuda-flash implements, forward and backward: on every path
+ * (wgmma, mma.sync, CUDA cores) the score modifiers softcap, ALiBi and an
+ * additive bias with dBias (softmax.cuh's acd_score_mod; dBias by f32 atomics,
+ * bwd_dbias_convert) and learnable sinks (the forward's join_sink, the
+ * backward's bwd_dsink); d_v != d_qk on the CUDA-core kernels
+ * only (flash_f32.cu), for the (d_qk, d_v) pairs of ACD_DV_PAIRS: DeepSeek
+ * MLA's 192/128 and two more. */
+#define ACD_FLASH_VARIANTS (AC_VAR_SOFTCAP | AC_VAR_ALIBI | AC_VAR_SINKS | AC_VAR_DV | AC_VAR_BIAS)
+#define ACD_DV_PAIRS .dv_pairs = {{192, 128}, {128, 96}, {256, 128}}, .n_dv_pairs = 3
 
 /* Tensor-core tiles are instantiated for 32, 64, 96 and 128 (flash_fwd.cu,
- * flash_bwd.cu; acd_tc_head_dim); d = 256, and f32 at every d, runs the
- * CUDA-core kernels of flash_f32.cu.  One list serves every dtype. */
+ * flash_bwd.cu; acd_tc_head_dim); d = 192 (MLA's d_qk) and 256, and f32 at
+ * every d, run the CUDA-core kernels of flash_f32.cu.  One list serves every
+ * dtype. */
 #define ACD_CAPS_FLASH(bwd)                                                                             \
     {                                                                                                   \
-        .dtypes = ACD_DTYPES, .head_dims = {32, 64, 96, 128, 256}, .n_head_dims = 5, .max_head_dim = 256, \
-        .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = (bwd),  \
-        .max_seqlen = 0,                                                                                \
+        .dtypes = ACD_DTYPES, .head_dims = {32, 64, 96, 128, 192, 256}, .n_head_dims = 6,                \
+        .max_head_dim = 256,                                                                            \
+        .masks = AC_MASKCAP_ALL, .layouts = ACD_FLASH_LAYOUTS, .gqa = true, .varlen = true,             \
+        .backward = (bwd), .max_seqlen = 0, .variants = ACD_FLASH_VARIANTS, ACD_DV_PAIRS,               \
     }
 
 /* The roles a row can have; each build maps a role to its entry points.

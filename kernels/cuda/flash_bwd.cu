@@ -29,15 +29,15 @@ __global__ void bwd_delta(acd_params p, const T *__restrict__ O, const T *__rest
 {
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
-    if (row >= (long long)p.B * p.Hq * p.Nq) return;
-    const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
+    int b, h, i;
+    if (row >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, row, b, h, i)) return;
     float acc = 0.f;
     if (i < acd_nq(p, b)) {
-        const long long at = b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss;
-        for (int c = lane; c < p.D; c += 32) acc = fmaf(acd_cvt<T>::to_f(dO[at + c]), acd_cvt<T>::to_f(O[at + c]), acc);
+        const long long at = acd_o_offset(p, b, h, i);
+        for (int c = lane; c < p.Dv; c += 32) acc = fmaf(acd_cvt<T>::to_f(dO[at + c]), acd_cvt<T>::to_f(O[at + c]), acc);
     }
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (lane == 0) Dv[row] = acc;
+    if (lane == 0) Dv[acd_row_index(p, b, h, i)] = acc;
 }
 
 template <typename T>
@@ -46,11 +46,51 @@ __global__ void bwd_dq_convert(acd_params p, const float *__restrict__ dQacc, T 
     const long long n = (long long)p.B * p.Hq * p.Nq * p.D;
     for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
         const int c = (int)(x % p.D);
-        const long long row = x / p.D;
-        const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
+        int b, h, i;
+        if (!acd_grid_row(p, x / p.D, b, h, i)) continue;
+        const long long at = acd_row_index(p, b, h, i) * p.D + c;
         // In double, so the tiny part's unscaling and the softmax scale round once.
-        const double dq = ((double)dQacc[x] + (double)dQacc[n + x] * (1.0 / ACD_DQ_TINY_SCALE)) * p.scale;
-        dQ[b * p.q_sb + h * p.q_sh + (long long)i * p.q_ss + c] = acd_cvt<T>::from_f(__double2float_rn(dq));
+        const double dq = ((double)dQacc[at] + (double)dQacc[n + at] * (1.0 / ACD_DQ_TINY_SCALE)) * p.scale;
+        dQ[acd_q_offset(p, b, h, i) + c] = acd_cvt<T>::from_f(__double2float_rn(dq));
+    }
+}
+
+// dSink_h = -sum_{b,i} exp(s_h - LSE_i) D_i (ref.h), one block per query head,
+// in double and in a fixed order (each thread its rows, then a fixed tree), so
+// it is deterministic; exp(s_h - LSE_i) is the sink's share of row i's
+// denominator.  Rows that see nothing have LSE = s_h and D = 0.
+constexpr int kDsinkThreads = 256;
+__global__ void __launch_bounds__(kDsinkThreads)
+bwd_dsink(acd_params p, const float *__restrict__ LSE, const float *__restrict__ Dv, float *__restrict__ dsink)
+{
+    __shared__ double part[kDsinkThreads];
+    const int h = blockIdx.x;
+    const double sink = p.sinks[h];
+    double acc = 0.0;
+    for (int b = 0; b < p.B; ++b) {
+        const int nq = acd_nq(p, b);
+        for (int i = threadIdx.x; i < nq; i += kDsinkThreads) {
+            const long long row = acd_row_index(p, b, h, i);
+            const float lse = LSE[row];
+            if (isfinite(lse)) acc += exp(sink - (double)lse) * (double)Dv[row];
+        }
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = kDsinkThreads / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) dsink[h] = (float)-part[0];
+}
+
+// dBias in the bias's dtype from its f32 sums, each rounded once.
+__global__ void bwd_dbias_convert(const float *__restrict__ acc, void *__restrict__ dbias, long long n, int dtype)
+{
+    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
+        if (dtype == AC_F16) static_cast<__half *>(dbias)[x] = __float2half_rn(acc[x]);
+        else if (dtype == AC_BF16) static_cast<__nv_bfloat16 *>(dbias)[x] = __float2bfloat16_rn(acc[x]);
+        else static_cast<float *>(dbias)[x] = acc[x];
     }
 }
 
@@ -128,7 +168,7 @@ __device__ __forceinline__ void dv_dk_tc(float (&dv)[Kt::kHeadDim / 8][4], float
 
 // dQ = dS K for the tile, added into dQacc: dS (queries x keys, through shared
 // memory, since a warp holds dS^T) by the warps' row and column groups.
-template <typename T, typename Kt>
+template <typename T, typename Kt, bool kVar>
 __device__ __forceinline__ void dq_tc(float *dQacc, const acd_params &p, const T *sdS, const T *sK, int b, int h, int i0,
                                       int nq, int warp, int lane)
 {
@@ -148,10 +188,10 @@ __device__ __forceinline__ void dq_tc(float *dQacc, const acd_params &p, const T
             acd_tc<T>::mma(dq[2 * dn + 1], sa, kf[2], kf[3]);
         }
     }
-    acd_dq_add_rows<T, D>(dQacc, p, b, h, i0 + rg * 16 + lane / 4, c0, lane % 4, nq, dq);
+    acd_dq_add_rows<T, D, kVar>(dQacc, p, b, h, i0 + rg * 16 + lane / 4, c0, lane % 4, nq, dq);
 }
 
-template <typename T, typename Kt>
+template <typename T, typename Kt, bool kVar>
 __global__ void __launch_bounds__(Kt::kThreads)
 bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
@@ -167,8 +207,9 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, kw = warp * 16;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * BN;
-    const int nq = acd_nq(p, b), nk = acd_nk(p, b);
-    const T *Kb = K + b * p.k_sb + hk * p.k_sh, *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const int nq = acd_nq<kVar>(p, b), nk = acd_nk<kVar>(p, b);
+    // V, dO and dV like K and Q: d_v = d on the tensor cores
+    const T *Kb = K + acd_k_base<kVar>(p, b) + hk * p.k_sh, *Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh;
 
     acd_load_tile<T, BN, D, NT>(sK, Kb, p.k_ss, j0, nk, tid);
     acd_load_tile<T, BN, D, NT>(sV, Vb, p.k_ss, j0, nk, tid);
@@ -180,9 +221,9 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const acd_bwd_plan<BMQ, BN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
-        acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_lse_d<BMQ>(sLse2 + stage * BMQ, sDd2 + stage * BMQ, LSE, Dv, p, b, h, i0, nq, tid);
+        acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_lse_d<BMQ, kVar>(sLse2 + stage * BMQ, sDd2 + stage * BMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
     if (plan.count > 0) load_q_tile(0);
@@ -201,7 +242,7 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         float st[BMQ / 8][4], dpt[BMQ / 8][4];
         st_dpt_tc<T, Kt>(st, dpt, sK, sV, sQ, sdO, kw, lane);
         const uint32_t hidden = plan.hidden(p, b, h, i0, j0 + kw + g, t, nq, nk);
-        acd_bwd_p_ds_tile<T, BMQ>(st, dpt, sLse2 + stage * BMQ, sDd2 + stage * BMQ, hidden, p.scale_log2, t); // P^T, dS^T
+        acd_bwd_p_ds<T, BMQ, kVar>(st, dpt, sLse2 + stage * BMQ, sDd2 + stage * BMQ, hidden, p, b, h, i0, j0 + kw + g, t, nq, nk); // P^T, dS^T
         dv_dk_tc<T, Kt>(dv, dk, st, dpt, sQ, sdO, lane);
         // dS (queries x keys) to shared memory for dQ = dS K.
 #pragma unroll
@@ -210,23 +251,30 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
             for (int e = 0; e < 4; ++e)
                 sdS[(n * 8 + 2 * t + (e & 1)) * LDS + kw + g + (e >= 2 ? 8 : 0)] = acd_tc<T>::from_f(dpt[n][e]);
         __syncthreads();
-        dq_tc<T, Kt>(dQacc, p, sdS, sK, b, h, i0, nq, warp, lane);
+        dq_tc<T, Kt, kVar>(dQacc, p, sdS, sK, b, h, i0, nq, warp, lane);
         __syncthreads(); // this stage and sdS are rewritten by the next tiles
     }
     acd_cp_async_wait<0>();
-    acd_store_dk_dv<T, D>(p, dK, dV, b, hk, j0 + kw + g, t, dk, dv);
+    acd_store_dk_dv<T, D, kVar>(p, dK, dV, b, hk, j0 + kw + g, t, nk, dk, dv);
+}
+
+template <typename T, typename Kt, bool kVar>
+int launch_bwd_tc_var(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+{
+    const size_t smem = Kt::template smem_bytes<T>();
+    ACD_CHECK(err, cudaFuncSetAttribute(bwd_tc<T, Kt, kVar>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nk + Kt::kBlockN - 1) / Kt::kBlockN, p.Hkv, p.B);
+    bwd_tc<T, Kt, kVar><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
+                                                       a->lse, Dv, dQacc, (T *)a->dk, (T *)a->dv);
+    ACD_CHECK_LAUNCH(err, "bwd_tc");
+    return AC_OK;
 }
 
 template <typename T, typename Kt>
 int launch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
 {
-    const size_t smem = Kt::template smem_bytes<T>();
-    ACD_CHECK(err, cudaFuncSetAttribute(bwd_tc<T, Kt>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((p.Nk + Kt::kBlockN - 1) / Kt::kBlockN, p.Hkv, p.B);
-    bwd_tc<T, Kt><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
-                                                       a->lse, Dv, dQacc, (T *)a->dk, (T *)a->dv);
-    ACD_CHECK_LAUNCH(err, "bwd_tc");
-    return AC_OK;
+    return acd_variant_kernel(p) ? launch_bwd_tc_var<T, Kt, true>(p, a, Dv, dQacc, stream, err)
+                                 : launch_bwd_tc_var<T, Kt, false>(p, a, Dv, dQacc, stream, err);
 }
 
 // Tile configurations per head dim (head dim, query rows per tile, warps).
@@ -259,13 +307,17 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
     int status;
     if constexpr (sizeof(T) == 4)
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
-    else if (!acd_tc_head_dim(p.D)) // no tensor-core tiles: the CUDA-core path (d <= 256)
+    else if (!acd_tc_head_dim(p.D) || p.Dv != p.D) // no tensor-core tiles: the CUDA-core path (d, d_v <= 256)
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
     else if (acd_wgmma_usable(p.D)) // Hopper, d = 64, 128: flash_bwd_sm90.cu
         status = acd_bwd_wgmma<T>(p, a, Dv, dQacc, stream, err);
     else
         status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);
     if (status != AC_OK) return status;
+    if (p.sinks && a->dsink) {
+        bwd_dsink<<<p.Hq, kDsinkThreads, 0, stream>>>(p, a->lse, Dv, a->dsink);
+        ACD_CHECK_LAUNCH(err, "bwd_dsink");
+    }
     const long long n = rows * p.D;
     const unsigned blocks = (unsigned)std::min<long long>((n + 255) / 256, 65535LL * 16);
     bwd_dq_convert<T><<<blocks, 256, 0, stream>>>(p, dQacc, (T *)a->dq);
@@ -298,11 +350,29 @@ extern "C" int acd_flash_backward(const ac_problem *prob, ac_dtype t, const ac_b
     acd_staged st;
     int status = acd_stage(prob, ACD_MUT_NONE, &p, &st, err);
     if (status != AC_OK) return status;
-    void *ws = NULL;
-    const size_t ws_bytes = acd_bwd_workspace_bytes(p);
+    if ((p.sinks && !a->dsink) || (p.bias && !a->dbias)) {
+        acd_unstage(&st);
+        return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: a problem with %s needs the %s output",
+                       p.sinks && !a->dsink ? "sinks" : "a bias", p.sinks && !a->dsink ? "dsink" : "dbias");
+    }
+    void *ws = NULL, *dbias_acc = NULL;
+    const size_t ws_bytes = acd_bwd_workspace_bytes(p), n_bias = ac_bias_elems(prob);
     status = acd_ws_alloc(&ws, ws_bytes, err);
+    if (status == AC_OK && p.bias) { // dBias's f32 sums, zeroed
+        status = acd_ws_alloc(&dbias_acc, sizeof(float) * n_bias, err);
+        if (status == AC_OK && cudaMemset(dbias_acc, 0, sizeof(float) * n_bias) != cudaSuccess)
+            status = ac_fail(err, AC_ERR_ENV, "cudaMemset of dBias's sums failed");
+        p.dbias_acc = (float *)dbias_acc;
+    }
     if (status == AC_OK) status = acd_flash_backward_async(p, t, a, ws, 0, err);
+    if (status == AC_OK && p.bias) {
+        const unsigned blocks = (unsigned)std::min<size_t>((n_bias + 255) / 256, 65535);
+        bwd_dbias_convert<<<blocks, 256>>>(p.dbias_acc, a->dbias, (long long)n_bias, p.bias_dtype);
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) status = ac_fail(err, AC_ERR_ENV, "launch of bwd_dbias_convert failed: %s", cudaGetErrorString(e));
+    }
     if (status == AC_OK) status = ac_dev_sync(err);
+    acd_ws_free(dbias_acc, sizeof(float) * n_bias);
     acd_ws_free(ws, ws_bytes);
     acd_unstage(&st);
     return status;

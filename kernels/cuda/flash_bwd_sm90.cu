@@ -88,7 +88,7 @@ __device__ __forceinline__ int dq_issue(float (&dq)[8][4], uint32_t sdS, uint32_
     return c0;
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kVar>
 __global__ void __launch_bounds__(kNT, 1)
 bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
@@ -104,11 +104,12 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 
     const int tid = threadIdx.x, wg = tid / 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * kBN;
-    const int nq = acd_nq(p, b), nk = acd_nk(p, b);
+    const int nq = acd_nq<kVar>(p, b), nk = acd_nk<kVar>(p, b);
     const int key = j0 + warp * 16 + g; // this thread's keys: key, key + 8
 
-    acd_load_tile_sw128<T, kBN, D, kNT>(sK, K + b * p.k_sb + hk * p.k_sh, p.k_ss, j0, nk, tid);
-    acd_load_tile_sw128<T, kBN, D, kNT>(sV, V + b * p.k_sb + hk * p.k_sh, p.k_ss, j0, nk, tid);
+    // V, dO and dV like K and Q: d_v = d on the tensor cores
+    acd_load_tile_sw128<T, kBN, D, kNT>(sK, K + acd_k_base<kVar>(p, b) + hk * p.k_sh, p.k_ss, j0, nk, tid);
+    acd_load_tile_sw128<T, kBN, D, kNT>(sV, V + acd_k_base<kVar>(p, b) + hk * p.k_sh, p.k_ss, j0, nk, tid);
     acd_cp_async_commit();
 
     float dk[D / 8][4], dv[D / 8][4];
@@ -117,9 +118,9 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const acd_bwd_plan<kBMQ, kBN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
-        acd_load_tile_sw128<T, kBMQ, D, kNT>(sQ2 + stage * kQBytes, Q + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_tile_sw128<T, kBMQ, D, kNT>(sdO2 + stage * kQBytes, dO + b * p.q_sb + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_lse_d<kBMQ>(sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, LSE, Dv, p, b, h, i0, nq, tid);
+        acd_load_tile_sw128<T, kBMQ, D, kNT>(sQ2 + stage * kQBytes, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile_sw128<T, kBMQ, D, kNT>(sdO2 + stage * kQBytes, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_lse_d<kBMQ, kVar>(sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
     if (plan.count > 0) load_q_tile(0);
@@ -138,7 +139,7 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         float st[kBMQ / 8][4], dpt[kBMQ / 8][4];
         st_dpt_wg<T, D>(st, dpt, sK, sV, sQ, sdO, wg);
         const uint32_t hidden = plan.hidden(p, b, h, i0, key, t, nq, nk);
-        acd_bwd_p_ds_tile<T, kBMQ>(st, dpt, sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, hidden, p.scale_log2, t); // P^T, dS^T
+        acd_bwd_p_ds<T, kBMQ, kVar>(st, dpt, sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, hidden, p, b, h, i0, key, t, nq, nk); // P^T, dS^T
         uint32_t pa[kBMQ / 16][4], sa[kBMQ / 16][4];
 #pragma unroll
         for (int kq = 0; kq < kBMQ / 16; ++kq) {
@@ -158,26 +159,33 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         acd_wg_hold(dv);
         acd_wg_hold(pa);
         acd_wg_hold(sa);
-        acd_dq_add_rows<T, D>(dQacc, p, b, h, i0 + (warp % 4) * 16 + g, c0, t, nq, dq);
+        acd_dq_add_rows<T, D, kVar>(dQacc, p, b, h, i0 + (warp % 4) * 16 + g, c0, t, nq, dq);
     }
     acd_cp_async_wait<0>();
-    acd_store_dk_dv<T, D>(p, dK, dV, b, hk, key, t, dk, dv);
+    acd_store_dk_dv<T, D, kVar>(p, dK, dV, b, hk, key, t, nk, dk, dv);
 #elif defined(__CUDA_ARCH__)
     __trap(); // built without sm_90a's wgmma: never launched (acd_wgmma_usable)
 #endif
 }
 
-template <typename T, int D>
-int launch_bwd_wg(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+template <typename T, int D, bool kVar>
+int launch_bwd_wg_var(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
 {
     // K, V; two stages of Q and dO; dS; two stages of LSE and D; alignment slack.
     const size_t smem = sizeof(T) * ((size_t)(2 * kBN + 4 * kBMQ) * D + (size_t)kBMQ * kBN) + 4 * sizeof(float) * kBMQ + 1024;
-    ACD_CHECK(err, cudaFuncSetAttribute(bwd_wg<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    ACD_CHECK(err, cudaFuncSetAttribute(bwd_wg<T, D, kVar>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nk + kBN - 1) / kBN, p.Hkv, p.B);
-    bwd_wg<T, D><<<grid, kNT, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o, a->lse, Dv,
+    bwd_wg<T, D, kVar><<<grid, kNT, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o, a->lse, Dv,
                                              dQacc, (T *)a->dk, (T *)a->dv);
     ACD_CHECK_LAUNCH(err, "bwd_wg");
     return AC_OK;
+}
+
+template <typename T, int D>
+int launch_bwd_wg(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+{
+    return acd_variant_kernel(p) ? launch_bwd_wg_var<T, D, true>(p, a, Dv, dQacc, stream, err)
+                                 : launch_bwd_wg_var<T, D, false>(p, a, Dv, dQacc, stream, err);
 }
 
 } // namespace

@@ -84,7 +84,7 @@ __device__ __forceinline__ void pv_tc(float (&o)[Kt::kMTiles][Kt::kHeadDim / 8][
     }
 }
 
-template <typename T, typename Kt>
+template <typename T, typename Kt, bool kVar>
 __global__ void __launch_bounds__(Kt::kThreads)
 fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        T *__restrict__ O, float *__restrict__ LSE)
@@ -97,12 +97,12 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-    const int nq = acd_nq(p, b), nk = acd_nk(p, b);
+    const int nq = acd_nq<kVar>(p, b), nk = acd_nk<kVar>(p, b);
     // Heaviest tiles first: under a causal mask the last query tiles see the most keys.
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BM, iw = i0 + warp * Kt::kWarpRows;
-    const T *Qb = Q + b * p.q_sb + h * p.q_sh;
-    const T *Kb = K + b * p.k_sb + hk * p.k_sh;
-    const T *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const T *Qb = Q + acd_q_base<kVar>(p, b) + h * p.q_sh;
+    const T *Kb = K + acd_k_base<kVar>(p, b) + hk * p.k_sh;
+    const T *Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh; // V like K: d_v = d on the tensor cores
     // The K/V tiles these rows can see; tiles outside the window are skipped.
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, BN, nq, nk);
 
@@ -142,7 +142,7 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         const bool tile_full = span.full(j0, BN, nk);
 #pragma unroll
         for (int mr = 0; mr < MR; ++mr) {
-            acd_scores_to_log2<BN>(s[mr], p.scale_log2);
+            acd_scores_tile<BN, kVar>(s[mr], p, b, h, iw + mr * 16 + g, j0, t, nq, nk);
             if (!tile_full) acd_mask_tile<BN>(s[mr], p, b, h, iw + mr * 16 + g, j0, t, nq, nk);
         }
 #pragma unroll
@@ -158,18 +158,24 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     }
     acd_cp_async_wait<0>();
 #pragma unroll
-    for (int mr = 0; mr < MR; ++mr) acd_fwd_epilogue<T, D>(p, O, LSE, b, h, iw + mr * 16 + g, t, o[mr], rows[mr]);
+    for (int mr = 0; mr < MR; ++mr) acd_fwd_epilogue<T, D, kVar>(p, O, LSE, b, h, iw + mr * 16 + g, t, nq, o[mr], rows[mr]);
+}
+
+template <typename T, typename Kt, bool kVar>
+int launch_tc_var(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+{
+    const size_t smem = Kt::template smem_bytes<T>();
+    ACD_CHECK(err, cudaFuncSetAttribute(fwd_tc<T, Kt, kVar>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nq + Kt::kBlockM - 1) / Kt::kBlockM, p.Hq, p.B);
+    fwd_tc<T, Kt, kVar><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    ACD_CHECK_LAUNCH(err, "fwd_tc");
+    return AC_OK;
 }
 
 template <typename T, typename Kt>
 int launch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    const size_t smem = Kt::template smem_bytes<T>();
-    ACD_CHECK(err, cudaFuncSetAttribute(fwd_tc<T, Kt>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((p.Nq + Kt::kBlockM - 1) / Kt::kBlockM, p.Hq, p.B);
-    fwd_tc<T, Kt><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
-    ACD_CHECK_LAUNCH(err, "fwd_tc");
-    return AC_OK;
+    return acd_variant_kernel(p) ? launch_tc_var<T, Kt, true>(p, a, stream, err) : launch_tc_var<T, Kt, false>(p, a, stream, err);
 }
 
 // Tile configurations per head dim (head dim, warps, m-tiles per warp, keys
@@ -186,6 +192,7 @@ int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, 
     // The race mutant stays on mma.sync: compute-sanitizer's racecheck does not see
     // wgmma's shared-memory reads (async proxy), so with the barrier gone there it
     // reported 0 hazards; ldmatrix's reads it does see.
+    if (p.Dv != p.D) return acd_fwd_f32<T>(p, a, stream, err); // d_v != d_qk: the CUDA-core path
     if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D)) return acd_fwd_wgmma<T>(p, a, stream, err);
     switch (p.D) {
     case 32: return launch_tc<T, fwd_tc_d32>(p, a, stream, err);

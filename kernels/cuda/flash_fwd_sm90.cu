@@ -55,7 +55,7 @@ __device__ __forceinline__ void qk_issue(float (&s)[BN / 8][4], uint64_t dq0, ui
     acd_wg_commit();
 }
 
-template <typename T, typename Kt>
+template <typename T, typename Kt, bool kVar>
 __global__ void __launch_bounds__(Kt::kThreads, Kt::kMinBlocks)
 fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
        T *__restrict__ O, float *__restrict__ LSE)
@@ -69,12 +69,12 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-    const int nq = acd_nq(p, b), nk = acd_nk(p, b);
+    const int nq = acd_nq<kVar>(p, b), nk = acd_nk<kVar>(p, b);
     // Heaviest tiles first: under a causal mask the last query tiles see the most keys.
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BM, iw = i0 + wg * 64 + warp * 16;
-    const T *Qb = Q + b * p.q_sb + h * p.q_sh;
-    const T *Kb = K + b * p.k_sb + hk * p.k_sh;
-    const T *Vb = V + b * p.k_sb + hk * p.k_sh;
+    const T *Qb = Q + acd_q_base<kVar>(p, b) + h * p.q_sh;
+    const T *Kb = K + acd_k_base<kVar>(p, b) + hk * p.k_sh;
+    const T *Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh; // V like K: d_v = d on the tensor cores
     // The K/V tiles these rows can see; tiles outside the window are skipped.
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, BN, nq, nk);
 
@@ -123,7 +123,7 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         }
         acd_wg_hold(s);
 
-        acd_scores_to_log2<BN>(s, p.scale_log2);
+        acd_scores_tile<BN, kVar>(s, p, b, h, iw + g, j0, t, nq, nk);
         if (!span.full(j0, BN, nk)) acd_mask_tile<BN>(s, p, b, h, iw + g, j0, t, nq, nk);
         float alpha[2];
         acd_softmax_tile<BN>(rows, s, alpha);
@@ -144,21 +144,27 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         acd_wg_hold(o);
         acd_wg_hold(pf);
     }
-    acd_fwd_epilogue<T, D>(p, O, LSE, b, h, iw + g, t, o, rows);
+    acd_fwd_epilogue<T, D, kVar>(p, O, LSE, b, h, iw + g, t, nq, o, rows);
 #elif defined(__CUDA_ARCH__)
     __trap(); // built without sm_90a's wgmma: never launched (acd_wgmma_usable)
 #endif
 }
 
+template <typename T, typename Kt, bool kVar>
+int launch_wg_var(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+{
+    const size_t smem = Kt::template smem_bytes<T>();
+    ACD_CHECK(err, cudaFuncSetAttribute(fwd_wg<T, Kt, kVar>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nq + Kt::kBlockM - 1) / Kt::kBlockM, p.Hq, p.B);
+    fwd_wg<T, Kt, kVar><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    ACD_CHECK_LAUNCH(err, "fwd_wg");
+    return AC_OK;
+}
+
 template <typename T, typename Kt>
 int launch_wg(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    const size_t smem = Kt::template smem_bytes<T>();
-    ACD_CHECK(err, cudaFuncSetAttribute(fwd_wg<T, Kt>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((p.Nq + Kt::kBlockM - 1) / Kt::kBlockM, p.Hq, p.B);
-    fwd_wg<T, Kt><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
-    ACD_CHECK_LAUNCH(err, "fwd_wg");
-    return AC_OK;
+    return acd_variant_kernel(p) ? launch_wg_var<T, Kt, true>(p, a, stream, err) : launch_wg_var<T, Kt, false>(p, a, stream, err);
 }
 
 // Tile configurations (head dim, keys per K/V tile, warpgroups, blocks per SM),

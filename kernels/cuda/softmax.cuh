@@ -62,12 +62,25 @@ template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) 
 // dominates a row, the LSE is off by a further ulp of that score, which put
 // f32 LSE at 2.68x the naive mean error on the H100 (issue 13, fixture in
 // fixtures/gpu-found.cases; docs/cuda-f32-lse.md has the measurement).
+// exp_diff(a, b): Base::exp(a - b) (base e: with the difference's rounding
+// carried, below), for the sink's join.
 struct acd_base2 {
     static __device__ __forceinline__ float exp(float x) { return exp2f(x); }
+    static __device__ __forceinline__ float exp_diff(float a, float b) { return exp2f(a - b); }
     static __device__ __forceinline__ float lse(float m, float l) { return acd_lse(m, l); }
 };
 struct acd_base_e {
     static __device__ __forceinline__ float exp(float x) { return expf(x); }
+    // exp(a - b) with the difference's rounding error (an exact two-sum) carried
+    // to first order, as cpu-flash's exp_diff: the sink rescales a whole f32 row,
+    // which must not err by u |a - b| (a sink 20 above the scores).
+    static __device__ __forceinline__ float exp_diff(float a, float b)
+    {
+        if (!isfinite(a) || !isfinite(b)) return expf(a - b);
+        const float x = __fsub_rn(a, b), bb = __fsub_rn(x, a);
+        const float err = __fadd_rn(__fsub_rn(a, __fsub_rn(x, bb)), __fsub_rn(-b, bb)), e = expf(x);
+        return fmaf(e, err, e);
+    }
     static __device__ __forceinline__ float lse(float m, float l) { return m + logf(l); }
 };
 
@@ -102,6 +115,18 @@ template <typename Base> struct acd_softmax_row_in {
     // Closes the tile: tile_sum is the row's sum of Base::exp(s - shift) over it.
     __device__ __forceinline__ void add(float alpha, float tile_sum) { l = l * alpha + tile_sum; }
 
+    // A learnable sink s (in the base's units) joins the finished row's
+    // denominator, with no value: m' = max(m, s), l' = l e^(m - m') + e^(s - m')
+    // (FlashAttention-3's epilogue; cpu-flash's vf_sink).  Returns the factor
+    // e^(m - m') of what O summed (0 for a row that saw nothing: O = 0, LSE = s).
+    __device__ __forceinline__ float join_sink(float sink)
+    {
+        const float m_new = fmaxf(m, sink), o_factor = m == -INFINITY ? 0.f : Base::exp_diff(m, m_new);
+        l = l * o_factor + Base::exp_diff(sink, m_new);
+        m = m_new;
+        return o_factor;
+    }
+
     // After the last tile, l summed over the whole row: the factor of O, and
     // the LSE in natural log.  A row that saw nothing gives O = 0, LSE = -inf.
     __device__ __forceinline__ float inv_l() const { return l > 0.f ? 1.f / l : 0.f; }
@@ -116,6 +141,92 @@ template <int N> __device__ __forceinline__ void acd_scores_to_log2(float (&s)[N
     for (int n = 0; n < N / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+}
+
+// ---- the score modifiers (ref.h's ac_score_mod: softcap, then ALiBi) ----
+
+// ALiBi's slope of (b, h) (0 without ALiBi): slopes (Hq) or (B, Hq).
+__device__ __forceinline__ float acd_alibi_slope(const acd_params &p, int b, int h)
+{
+    return p.alibi ? p.alibi[(p.alibi_batch > 1 ? b : 0) * p.Hq + h] : 0.f;
+}
+
+// The bias's entry of (b, h, i, j), widened exactly to f32 (0 without a bias;
+// -inf hides the pair), and its index (dBias is shaped like the bias).
+// Entries past the extents (padding of a tile, hidden anyway) read 0.
+__device__ __forceinline__ long long acd_bias_index(const acd_params &p, int b, int h, int i, int j)
+{
+    const int mb = p.bias_batch > 1 ? b : 0, mh = p.bias_heads > 1 ? h : 0;
+    return (((long long)mb * p.bias_heads + mh) * p.Nq + i) * p.Nk + j;
+}
+__device__ __forceinline__ float acd_bias_at(const acd_params &p, int b, int h, int i, int j)
+{
+    if (!p.bias || i >= p.Nq || j >= p.Nk) return 0.f;
+    const long long at = acd_bias_index(p, b, h, i, j);
+    if (p.bias_dtype == AC_F16) return __half2float(static_cast<const __half *>(p.bias)[at]);
+    if (p.bias_dtype == AC_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p.bias)[at]);
+    return static_cast<const float *>(p.bias)[at];
+}
+
+// S' of a raw product acc = (Q K^T)_ij in a softmax base's units (scale_u,
+// cap_u, slope_u: the scale, c and the slope, times log2 e for base 2; unit:
+// log2 e or 1): softcap cap_u tanh(acc scale / c), the scale folded into the
+// tanh's argument (softcap_pre) as FlashAttention and cpu-flash do, else acc
+// scale_u; then minus ALiBi's slope_u |dist|, dist = i + nk - nq - j
+// (bottom-right aligned); then plus the bias (last, as ref.h), one rounding.  *dt gets dT/dS = 1 - tanh^2 (1 without softcap),
+// the backward's factor of dS.  tanhf, not tanh.approx: its 2^-11 relative
+// error would sit in every S' above the f32 rounding the error scales allow.
+__device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, float scale_u, float cap_u, float slope_u,
+                                               int dist, float bias, float unit, float *dt)
+{
+    float x;
+    if (p.softcap != 0.f) {
+        const float y = tanhf(acc * p.softcap_pre);
+        x = cap_u * y;
+        *dt = fmaf(-y, y, 1.f);
+    } else {
+        x = acc * scale_u;
+        *dt = 1.f;
+    }
+    if (slope_u != 0.f) x = fmaf(-slope_u, (float)abs(dist), x);
+    return p.bias ? fmaf(bias, unit, x) : x;
+}
+
+// A tensor-core tile of raw scores (this thread's rows row, row + 8, keys j0 +
+// 8n + 2t + {0, 1}) to S' in log2 units: acd_scores_to_log2 with the modifiers.
+template <int N>
+__device__ __forceinline__ void acd_scores_mod_log2(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row, int j0,
+                                                    int t, int nq, int nk)
+{
+    const float slope = acd_alibi_slope(p, b, h) * ACD_LOG2E, cap = p.softcap * ACD_LOG2E;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int i = row + 8 * r, diag = i + nk - nq - j0 - 2 * t;
+#pragma unroll
+        for (int n = 0; n < N / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float dt;
+                const float bias = acd_bias_at(p, b, h, i, j0 + 8 * n + 2 * t + e);
+                s[n][2 * r + e] =
+                    acd_score_mod(p, s[n][2 * r + e], p.scale_log2, cap, slope, diag - 8 * n - e, bias, ACD_LOG2E, &dt);
+            }
+    }
+}
+
+// The forward's scores of a tensor-core tile to log2 units, with the
+// modifiers when the problem has any (the plain path is acd_scores_to_log2's).
+// kVar: the kernel's variants instantiation (acd_variant_kernel); the plain
+// one compiles without the modifiers' code, which cost fwd_wg 72-96 bytes of
+// spill when it was only a runtime branch.
+template <int N, bool kVar>
+__device__ __forceinline__ void acd_scores_tile(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row, int j0, int t,
+                                                int nq, int nk)
+{
+    if (kVar && p.mods)
+        acd_scores_mod_log2<N>(s, p, b, h, row, j0, t, nq, nk);
+    else
+        acd_scores_to_log2<N>(s, p.scale_log2);
 }
 
 // The online softmax of a tensor-core accumulator tile of N keys (common.cuh:
@@ -154,10 +265,11 @@ template <int D> __device__ __forceinline__ void acd_rescale_rows(float (&o)[D /
 }
 
 // The forward's end for a thread's rows row and row + 8 of a tensor-core
-// kernel: l summed over the quad, O = acc / l rounded once to T, and the LSE
-// (lane t = 0).  Rows past Nq, the padding of the last tile, are not written.
-template <typename T, int D>
-__device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, float *LSE, int b, int h, int row, int t,
+// kernel: l summed over the quad, the sink joined (with sinks), O = acc / l
+// rounded once to T, and the LSE (lane t = 0).  Rows past Nq, the padding of
+// the last tile, are not written (with THD: past the sequence's nq).
+template <typename T, int D, bool kVar>
+__device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, float *LSE, int b, int h, int row, int t, int nq,
                                                  const float (&o)[D / 8][4], const acd_softmax_row (&rows)[2])
 {
 #pragma unroll
@@ -165,13 +277,14 @@ __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, floa
         acd_softmax_row fin = rows[r];
         fin.l += __shfl_xor_sync(0xffffffffu, fin.l, 1);
         fin.l += __shfl_xor_sync(0xffffffffu, fin.l, 2);
-        const float inv = fin.inv_l();
+        const float o_factor = kVar && p.sinks ? fin.join_sink(p.sinks[h] * ACD_LOG2E) : 1.f;
+        const float inv = fin.inv_l() * o_factor;
         const int i = row + 8 * r;
-        if (i >= p.Nq) continue;
-        T *Orow = O + acd_q_offset(p, b, h, i);
+        if (i >= acd_q_stored<kVar>(p, nq)) continue;
+        T *Orow = O + acd_q_offset<kVar>(p, b, h, i); // O like Q: d_v = d on the tensor cores
 #pragma unroll
         for (int n = 0; n < D / 8; ++n) acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-        if (t == 0) LSE[acd_row_index(p, b, h, i)] = fin.lse();
+        if (t == 0) LSE[acd_row_index<kVar>(p, b, h, i)] = fin.lse();
     }
 }
 
@@ -212,4 +325,48 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile(float (&st)[BMQ / 8][4], float
             st[n][e] = x.p;
             dpt[n][e] = x.ds;
         }
+}
+
+// acd_bwd_p_ds_tile with the score modifiers (p.mods): S'^T recomputed from
+// the raw S^T (entry [n][e]: query i0 + 8n + 2t + e % 2, key key + 8 (e / 2))
+// as the forward computed it, and dS = P (dP - D) (1 - tanh^2) for a softcap;
+// with a bias, dS' = P (dP - D) (before the softcap's factor) is added into
+// dBias's f32 sums (atomics: broadcast entries gather several (b, h)).
+template <typename T, int BMQ>
+__device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], float (&dpt)[BMQ / 8][4], const float *sLse,
+                                                      const float *sDd, uint32_t hidden, const acd_params &p, int b, int h,
+                                                      int i0, int key, int t, int nq, int nk)
+{
+    const float slope = acd_alibi_slope(p, b, h) * ACD_LOG2E, cap = p.softcap * ACD_LOG2E;
+    const int diag = i0 + 2 * t + nk - nq - key;
+#pragma unroll
+    for (int n = 0; n < BMQ / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int il = n * 8 + 2 * t + (e & 1);
+            const float lse = sLse[il];
+            const bool vis = lse != -INFINITY && !((hidden >> (4 * n + e)) & 1u);
+            float dt;
+            const int i = i0 + il, j = key + 8 * (e >> 1);
+            const float bias = acd_bias_at(p, b, h, i, j);
+            const float x = acd_score_mod(p, st[n][e], p.scale_log2, cap, slope, diag + 8 * n + (e & 1) - 8 * (e >> 1), bias,
+                                          ACD_LOG2E, &dt);
+            const acd_p_ds r = acd_recompute_p_ds(vis, [&] { return acd_exp2_p<T>(x - lse * ACD_LOG2E); }, dpt[n][e], sDd[il]);
+            if (p.dbias_acc && vis && r.ds != 0.f) atomicAdd(p.dbias_acc + acd_bias_index(p, b, h, i, j), r.ds);
+            st[n][e] = r.p;
+            dpt[n][e] = r.ds * dt;
+        }
+}
+
+// The backward's P^T and dS^T of a tensor-core tile, with the modifiers when
+// the problem has any (kVar: as acd_scores_tile's).
+template <typename T, int BMQ, bool kVar>
+__device__ __forceinline__ void acd_bwd_p_ds(float (&st)[BMQ / 8][4], float (&dpt)[BMQ / 8][4], const float *sLse, const float *sDd,
+                                             uint32_t hidden, const acd_params &p, int b, int h, int i0, int key, int t, int nq,
+                                             int nk)
+{
+    if (kVar && p.mods)
+        acd_bwd_p_ds_tile_mod<T, BMQ>(st, dpt, sLse, sDd, hidden, p, b, h, i0, key, t, nq, nk);
+    else
+        acd_bwd_p_ds_tile<T, BMQ>(st, dpt, sLse, sDd, hidden, p.scale_log2, t);
 }

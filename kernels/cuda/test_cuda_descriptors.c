@@ -50,17 +50,25 @@ Test(cuda_kernels, flash_claims_what_it_was_built_for)
     const ac_kernel *k = find_cuda("cuda-flash");
     cr_assert_not_null(k);
     cr_assert(k->caps.backward && k->backward);
-    cr_assert_eq(k->caps.n_head_dims, 5);
-    int want[] = {32, 64, 96, 128, 256}; /* 256 on the CUDA cores */
-    for (int i = 0; i < 5; i++)
+    cr_assert_eq(k->caps.n_head_dims, 6);
+    int want[] = {32, 64, 96, 128, 192, 256}; /* 192 and 256 on the CUDA cores */
+    for (int i = 0; i < 6; i++)
         cr_assert_eq(k->caps.head_dims[i], want[i]);
     cr_assert_eq(k->caps.max_head_dim, 256);
     cr_assert_eq(k->caps.masks, (unsigned)AC_MASKCAP_ALL);
     cr_assert_eq(k->caps.dtypes, (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16));
     cr_assert(k->caps.gqa && k->caps.varlen);
+    cr_assert_eq(k->caps.layouts, (unsigned)AC_LAYOUTS_ALL);
+    cr_assert_eq(k->caps.variants, (unsigned)(AC_VAR_SOFTCAP | AC_VAR_ALIBI | AC_VAR_SINKS | AC_VAR_DV | AC_VAR_BIAS));
+    int pairs[][2] = {{192, 128}, {128, 96}, {256, 128}}; /* d_v != d_qk on the CUDA cores */
+    cr_assert_eq(k->caps.n_dv_pairs, 3);
+    for (int i = 0; i < 3; i++)
+        cr_assert(k->caps.dv_pairs[i][0] == pairs[i][0] && k->caps.dv_pairs[i][1] == pairs[i][1]);
     const ac_kernel *naive = find_cuda("cuda-naive");
     cr_assert_not_null(naive);
     cr_assert(!naive->caps.backward && naive->backward == NULL);
+    cr_assert_eq(naive->caps.variants, 0u);
+    cr_assert(!(naive->caps.layouts & (1u << AC_LAYOUT_THD)));
 }
 
 /* Both builds claim the same: a build without CUDA lists what a CUDA build
@@ -75,7 +83,8 @@ Test(cuda_kernels, mutants_claim_the_forward_of_flash)
         const ac_caps *a = &k->caps, *b = &flash->caps;
         cr_assert(a->dtypes == b->dtypes && a->n_head_dims == b->n_head_dims && a->max_head_dim == b->max_head_dim &&
                       a->masks == b->masks && a->layouts == b->layouts && a->gqa == b->gqa && a->varlen == b->varlen &&
-                      a->max_seqlen == b->max_seqlen && !a->backward,
+                      a->max_seqlen == b->max_seqlen && a->variants == b->variants && a->n_dv_pairs == b->n_dv_pairs &&
+                      !a->backward,
                   "%s claims other than cuda-flash's forward", k->name);
         cr_assert_arr_eq(a->head_dims, b->head_dims, sizeof a->head_dims, "%s", k->name);
     }
