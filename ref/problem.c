@@ -53,6 +53,8 @@ int ac_stored_rows(const ac_problem *p, int b, bool q_side)
 {
     if (p->layout == AC_LAYOUT_THD)
         return q_side ? ac_seqlen_q_of(p, b) : ac_seqlen_k_of(p, b);
+    if (!q_side && p->page_size > 0) /* pages hold the sequence's keys, nothing past them */
+        return ac_seqlen_k_of(p, b);
     return q_side ? p->seqlen_q : p->seqlen_k;
 }
 
@@ -109,6 +111,8 @@ static bool q_side(ac_tensor_kind kind) { return kind == AC_TENSOR_Q || kind == 
 size_t ac_tensor_elems(const ac_problem *p, ac_tensor_kind kind)
 {
     size_t heads = q_side(kind) ? (size_t)p->heads_q : (size_t)p->heads_kv, d = (size_t)ac_tensor_dim(p, kind);
+    if (p->page_size > 0 && !q_side(kind)) /* the pages (num_pages, P, Hkv, d) */
+        return (size_t)p->num_pages * (size_t)p->page_size * heads * d;
     if (p->layout == AC_LAYOUT_THD)
         return thd_total(p, q_side(kind)) * heads * d;
     return (size_t)p->batch * heads * (size_t)(q_side(kind) ? p->seqlen_q : p->seqlen_k) * d;
@@ -118,6 +122,8 @@ size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, i
 {
     size_t d = (size_t)ac_tensor_dim(p, kind);
     int heads = q_side(kind) ? p->heads_q : p->heads_kv, seqlen = q_side(kind) ? p->seqlen_q : p->seqlen_k;
+    if (p->page_size > 0 && !q_side(kind)) /* through the block table */
+        return (ac_paged_row(p, b, s) * heads + h) * d + c;
     if (p->layout == AC_LAYOUT_THD) { /* sequence b's rows start at cu_seqlens[b] */
         const int *cu = q_side(kind) ? p->cu_seqlens_q : p->cu_seqlens_k;
         return (((size_t)cu[b] + s) * heads + h) * d + c;

@@ -120,6 +120,45 @@ int reference_certify(const ac_inputs *in, int cert_rows, ac_reference *r, ac_er
                        in->c.seed, AC_DEFAULT_MPFR_PREC, &r->cert, err);
 }
 
+/* A paged case's reference reads K and V through the block table once: its
+ * paged widenings gathered into the contiguous twin (ref/paged.c), on which
+ * every stage below runs unchanged.  *view is in itself when not paged. */
+static int unpaged_view(const ac_inputs *in, ac_inputs *view, ac_err *err)
+{
+    *view = *in;
+    if (!ac_problem_paged(&in->p))
+        return AC_OK;
+    view->p = ac_problem_unpaged(&in->p);
+    size_t nk = ac_kv_elems(&view->p), nv = ac_v_elems(&view->p);
+    view->kd = malloc(nk * sizeof(double) + 1), view->vd = malloc(nv * sizeof(double) + 1);
+    if (!view->kd || !view->vd) {
+        free(view->kd), free(view->vd);
+        return ac_fail(err, AC_ERR_ENV, "reference: out of memory gathering the paged K and V (%zu elements)", nk);
+    }
+    ac_paged_gather(&in->p, AC_TENSOR_K, in->kd, view->kd);
+    ac_paged_gather(&in->p, AC_TENSOR_V, in->vd, view->vd);
+    return AC_OK;
+}
+
+static int make_tier(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err)
+{
+    if (backward && ac_problem_paged(&in->p))
+        return ac_fail(err, AC_ERR_INPUT, "reference: a paged KV cache is forward only");
+    ac_inputs view;
+    int status = unpaged_view(in, &view, err);
+    if (status != AC_OK)
+        return status;
+    r->info.tier = ac_reference_tier_for(&view.p, view.c.dtype, backward);
+    status = alloc_reference(&view.p, backward, r, err);
+    if (status == AC_OK && r->info.tier == AC_REF_GPU)
+        status = reference_make_gpu(&view, backward, cert_rows, r, err);
+    else if (status == AC_OK)
+        status = make_all(&view, backward, cert_rows, r, err);
+    if (view.kd != in->kd)
+        free(view.kd), free(view.vd);
+    return status;
+}
+
 int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err)
 {
     memset(r, 0, sizeof *r);
@@ -128,12 +167,7 @@ int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_refe
     if (cert_rows < 0)
         return ac_fail(err, AC_ERR_INPUT, "reference: cert_rows must be >= 0, got %d", cert_rows);
     r->has_backward = backward;
-    r->info.tier = ac_reference_tier_for(&in->p, in->c.dtype, backward);
-    int status = alloc_reference(&in->p, backward, r, err);
-    if (status == AC_OK && r->info.tier == AC_REF_GPU)
-        status = reference_make_gpu(in, backward, cert_rows, r, err);
-    else if (status == AC_OK)
-        status = make_all(in, backward, cert_rows, r, err);
+    int status = make_tier(in, backward, cert_rows, r, err);
     if (status != AC_OK)
         ac_reference_free(r);
     return status;
