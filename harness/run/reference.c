@@ -121,31 +121,14 @@ int reference_certify(const ac_inputs *in, int cert_rows, ac_reference *r, ac_er
 }
 
 /* A paged case's reference reads K and V through the block table once: its
- * paged widenings gathered into the contiguous twin (ref/paged.c), on which
- * every stage below runs unchanged.  *view is in itself when not paged. */
-static int unpaged_view(const ac_inputs *in, ac_inputs *view, ac_err *err)
-{
-    *view = *in;
-    if (!ac_problem_paged(&in->p))
-        return AC_OK;
-    view->p = ac_problem_unpaged(&in->p);
-    size_t nk = ac_kv_elems(&view->p), nv = ac_v_elems(&view->p);
-    view->kd = malloc(nk * sizeof(double) + 1), view->vd = malloc(nv * sizeof(double) + 1);
-    if (!view->kd || !view->vd) {
-        free(view->kd), free(view->vd);
-        return ac_fail(err, AC_ERR_ENV, "reference: out of memory gathering the paged K and V (%zu elements)", nk);
-    }
-    ac_paged_gather(&in->p, AC_TENSOR_K, in->kd, view->kd);
-    ac_paged_gather(&in->p, AC_TENSOR_V, in->vd, view->vd);
-    return AC_OK;
-}
-
+ * paged widenings gathered into the contiguous twin (ac_inputs_unpaged), on
+ * which every stage below runs unchanged. */
 static int make_tier(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err)
 {
     if (backward && ac_problem_paged(&in->p))
         return ac_fail(err, AC_ERR_INPUT, "reference: a paged KV cache is forward only");
     ac_inputs view;
-    int status = unpaged_view(in, &view, err);
+    int status = ac_inputs_unpaged(in, &view, err);
     if (status != AC_OK)
         return status;
     r->info.tier = ac_reference_tier_for(&view.p, view.c.dtype, backward);
@@ -154,8 +137,7 @@ static int make_tier(const ac_inputs *in, bool backward, int cert_rows, ac_refer
         status = reference_make_gpu(&view, backward, cert_rows, r, err);
     else if (status == AC_OK)
         status = make_all(&view, backward, cert_rows, r, err);
-    if (view.kd != in->kd)
-        free(view.kd), free(view.vd);
+    ac_inputs_unpaged_free(in, &view);
     return status;
 }
 
