@@ -131,7 +131,8 @@ static int make_tier(const ac_inputs *in, bool backward, int cert_rows, ac_refer
     int status = ac_inputs_unpaged(in, &view, err);
     if (status != AC_OK)
         return status;
-    r->info.tier = ac_reference_tier_for(&view.p, view.c.dtype, backward);
+    /* the gpu tier uploads the dtype bits, which stay the pages: a paged case takes the cpu tier */
+    r->info.tier = ac_problem_paged(&in->p) ? AC_REF_CPU : ac_reference_tier_for(&view.p, view.c.dtype, backward);
     status = alloc_reference(&view.p, backward, r, err);
     if (status == AC_OK && r->info.tier == AC_REF_GPU)
         status = reference_make_gpu(&view, backward, cert_rows, r, err);
