@@ -243,6 +243,9 @@ static const cli_option options[] = {
     STRING("--cu-seqlens-k", "FILE|LIST", C_FILES, cu_seqlens_k, "--layout thd: the B + 1 row offsets of k's sequences"),
     STRING("--seqlens-q", "FILE|LIST", C_FILES, seqlens_q, "per-sequence query lengths (padding beyond is ignored)"),
     STRING("--seqlens-k", "FILE|LIST", C_FILES, seqlens_k, "per-sequence key lengths"),
+    STRING("--block-table", "FILE", C_FILES, block_table,
+           "a paged KV cache: the (B, max_pages) int32 page ids; k, v are then (num_pages, P, Hkv, d)"),
+    NUMBER("--page-size", OPT_INT, C_FILES, page_size, 1, 1 << 20, "--block-table: keys per page (P)"),
     STRING("--scale", "S", C_FILES, scale, "softmax scale (default 1/sqrt(d) as f32)"),
     STRING("--lse-base", "e|2", C_FILES, lse_base, "the base of lse (default e)"),
     /* the variants (ref/variants.h; harness/cli/check_variants.c) */

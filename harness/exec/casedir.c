@@ -288,6 +288,25 @@ static int want_lengths(const cJSON *root, const char *key, char *out, size_t le
     return AC_OK;
 }
 
+/* "page_size" and "block_table" (a file in dir), both or neither. */
+static int paged_from(const cJSON *root, const char *dir, const char *path, ac_case_options *o, ac_err *err)
+{
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(root, "page_size");
+    char table[64];
+    int st = want_string(root, "block_table", table, sizeof table, true, path, err);
+    if (st != AC_OK || !table[0])
+        return st;
+    if (!cJSON_IsNumber(size) || size->valuedouble != floor(size->valuedouble) || size->valuedouble < 1 ||
+        size->valuedouble > (1 << 20))
+        return ac_fail(err, AC_ERR_INPUT, "%s: \"page_size\" must be a whole number in 1..%d with a block table", path,
+                       1 << 20);
+    if (strchr(table, '/') || snprintf(o->block_table_file, sizeof o->block_table_file, "%s/%s", dir, table) >=
+                                  (int)sizeof o->block_table_file)
+        return ac_fail(err, AC_ERR_INPUT, "%s: \"block_table\" must name a file in %s", path, dir);
+    o->page_size = (int)size->valuedouble;
+    return AC_OK;
+}
+
 static int options_from(const cJSON *root, const char *dir, const char *path, ac_case_options *o, ac_err *err)
 {
     const cJSON *scale = cJSON_GetObjectItemCaseSensitive(root, "scale");
@@ -310,6 +329,9 @@ static int options_from(const cJSON *root, const char *dir, const char *path, ac
     if (st != AC_OK)
         return st;
     snprintf(o->scale, sizeof o->scale, "%.17g", scale->valuedouble);
+    st = paged_from(root, dir, path, o, err);
+    if (st != AC_OK)
+        return st;
     if (!strcmp(o->mask, "none") || !strcmp(o->mask, "dense"))
         o->mask[0] = '\0'; /* no window: the dense part, if any, is the file */
     if (dense[0] && (strchr(dense, '/') || snprintf(o->mask_file, sizeof o->mask_file, "%s/%s", dir, dense) >=
