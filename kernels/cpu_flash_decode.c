@@ -193,11 +193,12 @@ static void write_row(const cpu_flash_params *cp, const ac_problem *p, ac_dtype 
     float m = w->m[0], l = w->l[0], o_factor;
     cf_sink_join(p, h, &m, &l, &o_factor);
     size_t at = ac_o_index(p, b, h, i, 0);
+    bool twice = cp->mut == CF_PREC_O_ROUNDED_TWICE && t == AC_F16; /* the f16 numerator stored first */
     for (int c = 0; c < d_v; c++) {
         float num = w->acc[c] * o_factor;
-        cf_store_elem(t, a->o, at + c, l == 0.0f || o_factor == 0.0f ? 0.0f : num / l);
+        cf_store_elem(t, a->o, at + c,
+                      l == 0.0f || o_factor == 0.0f ? 0.0f : (twice ? cf_round_if_finite(t, num) : num) / l);
     }
-    (void)cp;
     a->lse[ac_lse_index(p, b, h, i)] = l == 0.0f ? -INFINITY : m + logf(l);
 }
 
