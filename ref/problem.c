@@ -319,6 +319,8 @@ static int validate_mask(const ac_problem *p, ac_err *err)
  *   K-like: k, v likewise; dk, dv, their scales and the naive dk, dv: 80 bytes;
  *   LSE-like: the kernel's lse (4), the fp64 lse, D, E_lse, naive lse: 36 bytes;
  *   the dense mask, when there is one: Nq * Nk bytes per (mask batch, mask head);
+ *   a paged cache: its pages' bits and widenings (12 bytes an element) beside the
+ *     contiguous twin the K-like bytes above count;
  *   variants: d_v != d gives V, O, dO, dV (half of the Q-like and K-like bytes)
  *     d_v columns; dropout's keep mask 1 byte per (b, h, i, j) and its bits;
  *     a bias and dBias 32 bytes per bias element (the inputs', the kernel's,
@@ -400,7 +402,10 @@ double ac_problem_working_set(const ac_problem *p, int workers)
     double mask = p->dense_mask ? (double)p->mask_batch * p->mask_heads * pairs : 0;
     double dropout = p->dropout_p > 0.0 ? WS_DROPOUT_BYTES * p->batch * p->heads_q * pairs : 0;
     double bias = p->bias ? WS_BIAS_BYTES * fmax(1, p->bias_batch) * fmax(1, p->bias_heads) * pairs : 0;
-    return WS_PROCESS_BYTES + WS_Q_BYTES * q + WS_KV_BYTES * kv + WS_LSE_BYTES * nl + mask + dropout + bias +
+    /* a paged cache: the pages (dtype bits and widenings, 12 bytes an element) beside the contiguous twin */
+    double pages = p->page_size > 0 ? 12.0 * p->num_pages * p->page_size * p->heads_kv * (p->head_dim + ac_head_dim_v(p))
+                                    : 0;
+    return WS_PROCESS_BYTES + WS_Q_BYTES * q + WS_KV_BYTES * kv + WS_LSE_BYTES * nl + mask + dropout + bias + pages +
            stage_peak(p, workers);
 }
 

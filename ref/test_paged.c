@@ -186,3 +186,14 @@ Test(ref_paged, bad_fields_are_named)
         free_case(&c);
     }
 }
+
+/* The memory a paged case needs counts its pages beside the contiguous twin. */
+Test(ref_paged, the_working_set_counts_the_pages)
+{
+    pg_case c;
+    make_case(&c, 6);
+    ac_problem twin = ac_problem_unpaged(&c.paged);
+    double pages = 12.0 * 10 * 4 * 2 * (8 + 6);
+    cr_assert_eq(ac_problem_working_set(&c.paged, 1) - ac_problem_working_set(&twin, 1), pages);
+    free_case(&c);
+}
