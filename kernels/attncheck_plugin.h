@@ -97,6 +97,8 @@ extern "C" {
 #define ATTNCHECK_VARIANT_BIAS (1u << 4)    /* problem2.bias, ...; the backward writes bwd_args.dbias */
 #define ATTNCHECK_VARIANT_SINK_TOKENS (1u << 5) /* problem2.sink_tokens */
 #define ATTNCHECK_VARIANT_DROPOUT (1u << 6) /* problem2.dropout_p, dropout_seed; the forward writes fwd_args.dropout_mask */
+#define ATTNCHECK_VARIANT_PAGED (1u << 7)   /* problem2.page_size, num_pages, pages_per_seq, block_table: K, V in pages */
+#define ATTNCHECK_VARIANT_SPLIT (1u << 8)   /* problem2.num_splits >= 2: split-KV with a combine step */
 #define ATTNCHECK_MAX_DV_PAIRS 8
 
 #define ATTNCHECK_MEM_HOST 0
@@ -172,6 +174,14 @@ typedef struct {
                                          softmax, kept ones times 1 / (1 - p) (LSE the softmax's) */
     uint64_t dropout_seed;            /* the seed of the plugin's own random numbers: the same seed must draw the
                                          same mask (the backward too), another seed another one */
+    /* ATTNCHECK_VARIANT_PAGED (forward only; check ATTNCHECK_HAS_FIELD): fwd_args.k and .v are pages
+       (num_pages, page_size, Hkv, d) (V: d_v); key j of sequence b is row j % page_size of page
+       block_table[b * pages_per_seq + j / page_size]; seqlens_k gives nk_b; layout bhsd or bshd for Q, O.
+       Slots past nk_b and pages no sequence uses hold NaN. page_size 0: contiguous K, V */
+    int32_t page_size, num_pages, pages_per_seq;
+    const int32_t *block_table;       /* (B, pages_per_seq) page ids (host memory, like seqlens) */
+    int32_t num_splits;               /* ATTNCHECK_VARIANT_SPLIT: S >= 2 key ranges, combined; 0: the kernel's choice,
+                                         1: no split (a hint: the result is the same attention) */
 } attncheck_problem2;
 
 /* ABI 2: whether a struct (problem2, fwd_args, bwd_args) as attncheck passed it

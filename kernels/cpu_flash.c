@@ -429,6 +429,8 @@ int cf_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_
     int st = cf_check_call(self, p, t, false, err);
     if (st != AC_OK)
         return st;
+    if (cf_decode_path(p)) /* cpu_flash_decode.c: a paged KV cache, split-KV */
+        return cf_forward_decode(self, p, t, a, err);
     if (cf_variant_path(p)) /* cpu_flash_var.c */
         return cf_forward_variants(self, p, t, a, err);
     fwd_work w;

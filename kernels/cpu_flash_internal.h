@@ -37,6 +37,13 @@ typedef enum {
     CF_MUT_BIAS_WRONG_AXIS,      /* the bias's broadcast axes swapped: batch b reads head row b, head h batch row h */
     CF_MUT_SINK_TOKENS_OFF_BY_ONE, /* sink tokens: the first k + 1 keys kept past the window, not k */
     CF_MUT_DROPOUT_NO_RESCALE,   /* dropout: kept P not multiplied by 1 / (1 - p) */
+    /* the split-KV decode path's (cpu_flash_decode.c) */
+    CF_MUT_COMBINE_NO_RESCALE,   /* the combine sums the splits' partials without rescaling them to the common max */
+    CF_MUT_EMPTY_SPLIT_NAN,      /* an empty split's partial normalised anyway: O_s = 0/0, LSE_s = -inf - -inf (NaN) */
+    CF_MUT_SPLIT_OFF_BY_ONE,     /* every split but the last runs one key past its boundary (a key counted twice) */
+    CF_MUT_PAGE_SIZE_WRONG,      /* the block table read as if pages held 2P keys (entry j / 2P, slot j % P) */
+    CF_MUT_LAST_PAGE_SLOTS,      /* whole pages loaded, the last page's unused slots (NaN) not masked */
+    CF_MUT_LATER_SEQ_UNWRITTEN,  /* the grid one sequence short: the last sequence's O and LSE never written */
     CF_MUT_COUNT,                /* the planted bugs end here */
     /* Precision losses meant to stay inside every budget (cpu_flash_precision.c):
      * the baseline comparison (attncheck prove --baseline) must flag them. */
@@ -126,6 +133,20 @@ float cf_dropout_scale(const cpu_flash_params *cp, const ac_problem *p);
 void cf_bias_rows(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int *mb, int *mh);
 /* The scale and the softcap alone, on n scores (cf_score_mods' first step). */
 void cf_score_softcap(const cpu_flash_params *cp, const ac_problem *p, int n, float *s, float *slope);
+
+/* The sink joins a finished row (cpu_flash_var.c): m' = max(m, s_h), l' = l exp(m - m')
+ * + exp(s_h - m'); *o_factor gets exp(m - m') (1 without sinks). */
+void cf_sink_join(const ac_problem *p, int h, float *m, float *l, float *o_factor);
+
+/* ---- the split-KV decode path (cpu_flash_decode.c) ----
+ * A paged KV cache, or a split hint of 2 or more, without dropout: cf_forward
+ * hands the problem to cf_forward_decode (the backward keeps its path: a
+ * paged problem is forward only, and the split is the forward's). */
+static inline bool cf_decode_path(const ac_problem *p)
+{
+    return (p->page_size > 0 || p->num_splits >= 2) && p->dropout_p == 0.0;
+}
+int cf_forward_decode(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
 
 /* Problems with variants or the packed THD layout take cpu_flash_var*.c's path. */
 static inline bool cf_variant_path(const ac_problem *p)

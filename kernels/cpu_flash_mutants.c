@@ -25,6 +25,8 @@ static const cpu_flash_params mutant_params[CF_MUT_COUNT] = {
     PARAMS(CF_MUT_CU_SEQLENS_LATE),    PARAMS(CF_MUT_ALIBI_TOP_LEFT),
     PARAMS(CF_MUT_BIAS_WRONG_AXIS),    PARAMS(CF_MUT_SINK_TOKENS_OFF_BY_ONE),
     PARAMS(CF_MUT_DROPOUT_NO_RESCALE),
+    PARAMS(CF_MUT_COMBINE_NO_RESCALE), PARAMS(CF_MUT_EMPTY_SPLIT_NAN),   PARAMS(CF_MUT_SPLIT_OFF_BY_ONE),
+    PARAMS(CF_MUT_PAGE_SIZE_WRONG),    PARAMS(CF_MUT_LAST_PAGE_SLOTS),   PARAMS(CF_MUT_LATER_SEQ_UNWRITTEN),
 };
 
 static const ac_kernel mutants[] = {
@@ -84,6 +86,18 @@ static const ac_kernel mutants[] = {
            "sink tokens: the first k + 1 keys kept visible past the window's left edge instead of k"),
     MUTANT(CF_MUT_DROPOUT_NO_RESCALE, "dropout-no-rescale",
            "dropout: the kept P not rescaled by 1 / (1 - p) (O and the gradients shrink by 1 - p)"),
+    MUTANT(CF_MUT_COMBINE_NO_RESCALE, "combine-no-rescale",
+           "split-KV: the combine sums the splits' partial O and l without rescaling each to the common max"),
+    MUTANT(CF_MUT_EMPTY_SPLIT_NAN, "empty-split-nan",
+           "split-KV: an empty split's partial normalised anyway, its -inf LSE turned to NaN (0/0, -inf - -inf)"),
+    MUTANT(CF_MUT_SPLIT_OFF_BY_ONE, "split-off-by-one",
+           "split-KV: each split boundary off by one key (the next split's first key counted twice)"),
+    MUTANT(CF_MUT_PAGE_SIZE_WRONG, "page-size-wrong",
+           "paged KV: the page index computed with the wrong page size (entry j / 2P, slot j % P)"),
+    MUTANT(CF_MUT_LAST_PAGE_SLOTS, "last-page-slots",
+           "paged KV: whole pages read, the last page's unused slots past nk not masked"),
+    MUTANT(CF_MUT_LATER_SEQ_UNWRITTEN, "later-seq-unwritten",
+           "decode: the grid one sequence short, the last sequence's output rows never written"),
 };
 
 size_t cf_mutant_kernels(const ac_kernel **out, size_t max)

@@ -12,7 +12,7 @@
  *   sink tokens: the first k keys visible past the window's left edge
  *     (cf_sink_token_ranges, cf_mask_sink_gap);
  *   sinks: the online softmax runs over the keys, and the sink joins each
- *     finished row (vf_sink), in the denominator and LSE, with no value in O;
+ *     finished row (cf_sink_join), in the denominator and LSE, with no value in O;
  *   d_v: V's rows, the accumulator and O have d_v columns (cf_load_kind);
  *   the THD layout: rows addressed through cu_seqlens (cf_load_kind,
  *     ac_tensor_index for the stores).
@@ -294,7 +294,7 @@ static float exp_diff(float a, float b)
 /* The sink joins a finished row (as FlashAttention-3's learnable sinks do, in
  * the epilogue): m' = max(m, s_h), l' = l exp(m - m') + exp(s_h - m'), and O
  * is acc exp(m - m') / l'.  *o_factor gets exp(m - m') (1 without a sink). */
-static void vf_sink(const ac_problem *p, int h, float *m, float *l, float *o_factor)
+void cf_sink_join(const ac_problem *p, int h, float *m, float *l, float *o_factor)
 {
     *o_factor = 1.0f;
     if (!p->sinks)
@@ -312,7 +312,7 @@ static void vf_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dt
     int d = ac_head_dim_v(p); /* O rows */
     for (int r = 0; r < rows; r++) {
         float l_keys = w->l[r], m_keys = w->m[r], l = l_keys, m = m_keys, o_factor;
-        vf_sink(p, h, &m, &l, &o_factor);
+        cf_sink_join(p, h, &m, &l, &o_factor);
         const float *acc = w->acc + (size_t)r * d;
         size_t at = ac_o_index(p, b, h, i0 + r, 0);
         bool twice = cp->mut == CF_PREC_O_ROUNDED_TWICE && t == AC_F16; /* the f16 numerator stored first */

@@ -68,6 +68,22 @@ static int ref_forward(const ac_kernel *self, const ac_problem *p_in, ac_dtype t
     return st0;
 }
 
+/* A paged cache's K and V read through the block table into the contiguous twin's layout. */
+static bool gather_pages(const ac_problem *p, double **k, double **v)
+{
+    ac_problem twin = ac_problem_unpaged(p);
+    double *kc = malloc(ac_kv_elems(&twin) * sizeof(double) + 1), *vc = malloc(ac_v_elems(&twin) * sizeof(double) + 1);
+    if (!kc || !vc) {
+        free(kc), free(vc);
+        return false;
+    }
+    ac_paged_gather(p, AC_TENSOR_K, *k, kc);
+    ac_paged_gather(p, AC_TENSOR_V, *v, vc);
+    free(*k), free(*v);
+    *k = kc, *v = vc;
+    return true;
+}
+
 static int ref_forward_keep(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
 {
     int st = ac_kernel_supports(self, p, t, false, err);
@@ -81,7 +97,12 @@ static int ref_forward_keep(const ac_kernel *self, const ac_problem *p, ac_dtype
     ac_load(t, a->q, nq, b[0]);
     ac_load(t, a->k, nkv, b[1]);
     ac_load(t, a->v, nv, b[2]);
-    st = ref_forward_fp64(p, b[0], b[1], b[2], b[3], b[4], err);
+    ac_problem twin = ac_problem_unpaged(p);
+    if (ac_problem_paged(p) && !gather_pages(p, &b[1], &b[2])) {
+        free_all(b, 5);
+        return ac_fail(err, AC_ERR_ENV, "ref-fp64: out of memory");
+    }
+    st = ref_forward_fp64(&twin, b[0], b[1], b[2], b[3], b[4], err);
     if (st == AC_OK) {
         ac_store(t, b[3], no, a->o);
         for (size_t i = 0; i < nl; i++)

@@ -53,6 +53,8 @@ int ac_stored_rows(const ac_problem *p, int b, bool q_side)
 {
     if (p->layout == AC_LAYOUT_THD)
         return q_side ? ac_seqlen_q_of(p, b) : ac_seqlen_k_of(p, b);
+    if (!q_side && p->page_size > 0) /* pages hold the sequence's keys, nothing past them */
+        return ac_seqlen_k_of(p, b);
     return q_side ? p->seqlen_q : p->seqlen_k;
 }
 
@@ -109,6 +111,8 @@ static bool q_side(ac_tensor_kind kind) { return kind == AC_TENSOR_Q || kind == 
 size_t ac_tensor_elems(const ac_problem *p, ac_tensor_kind kind)
 {
     size_t heads = q_side(kind) ? (size_t)p->heads_q : (size_t)p->heads_kv, d = (size_t)ac_tensor_dim(p, kind);
+    if (p->page_size > 0 && !q_side(kind)) /* the pages (num_pages, P, Hkv, d) */
+        return (size_t)p->num_pages * (size_t)p->page_size * heads * d;
     if (p->layout == AC_LAYOUT_THD)
         return thd_total(p, q_side(kind)) * heads * d;
     return (size_t)p->batch * heads * (size_t)(q_side(kind) ? p->seqlen_q : p->seqlen_k) * d;
@@ -118,6 +122,8 @@ size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, i
 {
     size_t d = (size_t)ac_tensor_dim(p, kind);
     int heads = q_side(kind) ? p->heads_q : p->heads_kv, seqlen = q_side(kind) ? p->seqlen_q : p->seqlen_k;
+    if (p->page_size > 0 && !q_side(kind)) /* through the block table */
+        return (ac_paged_row(p, b, s) * heads + h) * d + c;
     if (p->layout == AC_LAYOUT_THD) { /* sequence b's rows start at cu_seqlens[b] */
         const int *cu = q_side(kind) ? p->cu_seqlens_q : p->cu_seqlens_k;
         return (((size_t)cu[b] + s) * heads + h) * d + c;
@@ -313,6 +319,8 @@ static int validate_mask(const ac_problem *p, ac_err *err)
  *   K-like: k, v likewise; dk, dv, their scales and the naive dk, dv: 80 bytes;
  *   LSE-like: the kernel's lse (4), the fp64 lse, D, E_lse, naive lse: 36 bytes;
  *   the dense mask, when there is one: Nq * Nk bytes per (mask batch, mask head);
+ *   a paged cache: its pages' bits and widenings (12 bytes an element) beside the
+ *     contiguous twin the K-like bytes above count;
  *   variants: d_v != d gives V, O, dO, dV (half of the Q-like and K-like bytes)
  *     d_v columns; dropout's keep mask 1 byte per (b, h, i, j) and its bits;
  *     a bias and dBias 32 bytes per bias element (the inputs', the kernel's,
@@ -394,7 +402,10 @@ double ac_problem_working_set(const ac_problem *p, int workers)
     double mask = p->dense_mask ? (double)p->mask_batch * p->mask_heads * pairs : 0;
     double dropout = p->dropout_p > 0.0 ? WS_DROPOUT_BYTES * p->batch * p->heads_q * pairs : 0;
     double bias = p->bias ? WS_BIAS_BYTES * fmax(1, p->bias_batch) * fmax(1, p->bias_heads) * pairs : 0;
-    return WS_PROCESS_BYTES + WS_Q_BYTES * q + WS_KV_BYTES * kv + WS_LSE_BYTES * nl + mask + dropout + bias +
+    /* a paged cache: the pages (dtype bits and widenings, 12 bytes an element) beside the contiguous twin */
+    double pages = p->page_size > 0 ? 12.0 * p->num_pages * p->page_size * p->heads_kv * (p->head_dim + ac_head_dim_v(p))
+                                    : 0;
+    return WS_PROCESS_BYTES + WS_Q_BYTES * q + WS_KV_BYTES * kv + WS_LSE_BYTES * nl + mask + dropout + bias + pages +
            stage_peak(p, workers);
 }
 

@@ -168,6 +168,22 @@ typedef struct {
     uint64_t dropout_seed;            /* the kernel's seed for its random numbers */
     const uint8_t *dropout_keep;      /* (B, Hq, Nq, Nk) 1 = kept, 0 = dropped: the mask the kernel drew, the
                                          reference tiers' input; NULL when a kernel is called */
+    /* ---- paged KV cache and split-KV decode (ref/paged.c; 0 / NULL: off) ----
+     * Paged: K and V a kernel reads are pages (num_pages, page_size, Hkv, d) (V: d_v),
+     * vLLM's and FlashAttention's k_cache; key j of sequence b is row j % page_size
+     * of page block_table[b * pages_per_seq + j / page_size] (ac_kv_index says so).
+     * Needs seqlens_k (nk_b <= pages_per_seq * page_size) and layout bhsd or bshd
+     * (Q, O, LSE as usual, seqlen_k the extent of the contiguous twin the
+     * reference reads: ac_problem_unpaged, ac_paged_gather).  Forward only.
+     * Slots past nk_b in a sequence's last page, and pages no table entry in use
+     * names, are not part of the problem (attncheck fills them with NaN). */
+    int page_size;                    /* P >= 1: paged; 0: contiguous K, V */
+    int num_pages;                    /* pages in the cache, >= 1 when paged */
+    int pages_per_seq;                /* the block table's row length (max_pages_per_seq) */
+    const int *block_table;           /* (B, pages_per_seq) int32 page ids in 0..num_pages-1; entries past
+                                         ceil(nk_b / P) are not read */
+    int num_splits;                   /* split-KV hint, the math unchanged: S >= 1 key ranges combined;
+                                         0: the kernel's own choice (auto) */
 } ac_problem;
 
 #define AC_MAX_HEAD_DIM 512
@@ -252,6 +268,19 @@ size_t ac_o_elems(const ac_problem *p);                         /* O, dO */
 size_t ac_v_elems(const ac_problem *p);                         /* V, dV */
 size_t ac_o_index(const ac_problem *p, int b, int h, int i, int c);
 size_t ac_v_index(const ac_problem *p, int b, int h_kv, int j, int c);
+
+/* ---- paged KV (ref/paged.c) ----
+ * Whether p is paged; the same problem with contiguous K, V (BHSD/BSHD extent
+ * seqlen_k, no table: what the reference tiers read); K-like (kind AC_TENSOR_K
+ * or AC_TENSOR_V) paged storage of p gathered into that twin's layout, keys
+ * j >= nk_b NaN (padding); and its inverse, which writes only the slots in use
+ * (sequences sharing a page write the same values there). */
+bool ac_problem_paged(const ac_problem *p);
+ac_problem ac_problem_unpaged(const ac_problem *p);
+void ac_paged_gather(const ac_problem *p, ac_tensor_kind kind, const double *paged, double *contig);
+void ac_paged_scatter(const ac_problem *p, ac_tensor_kind kind, const double *contig, double *paged);
+/* The storage row (page * page_size + slot) of key j of sequence b. */
+size_t ac_paged_row(const ac_problem *p, int b, int j);
 
 /* ---- fp64 reference (OpenBLAS) -------------------------------------------
  * S = scale * Q K^T and O = P V through cblas_dgemm, per (b, h), in blocks of

@@ -51,6 +51,10 @@ unsigned ac_problem_variants(const ac_problem *p)
         used |= AC_VAR_SINK_TOKENS;
     if (p->dropout_p > 0.0)
         used |= AC_VAR_DROPOUT;
+    if (p->page_size > 0)
+        used |= AC_VAR_PAGED;
+    if (p->num_splits >= 2)
+        used |= AC_VAR_SPLIT;
     return used;
 }
 
@@ -176,6 +180,8 @@ int ref_variants_validate(const ac_problem *p, ac_err *err)
     if (!(p->dropout_p >= 0.0 && p->dropout_p < 1.0))
         return ac_fail(err, AC_ERR_INPUT, "dropout_p: must be in [0, 1), got %g", p->dropout_p);
     int st = validate_bias(p, err);
+    if (st == AC_OK)
+        st = ref_paged_validate(p, err);
     if (st != AC_OK)
         return st;
     for (int h = 0; p->sinks && h < p->heads_q; h++)

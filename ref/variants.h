@@ -28,7 +28,9 @@
     X(ALIBI,   "alibi",   3,   "ALiBi (S' -= slope |i + nk - nq - j|, slopes (Hq) or (B, Hq))")  \
     X(BIAS,    "bias",    4,   "an additive bias (1|B, 1|Hq, Nq, Nk), f32 or the dtype, and dBias")   \
     X(SINK_TOKENS, "sink-tokens", 5, "sink tokens (the first k keys visible past a window's left edge)") \
-    X(DROPOUT, "dropout", 6,   "dropout on P (keep / (1 - p)); the kernel returns its keep mask")
+    X(DROPOUT, "dropout", 6,   "dropout on P (keep / (1 - p)); the kernel returns its keep mask") \
+    X(PAGED,   "paged",   7,   "a paged KV cache (pages of page_size keys read through a block table)") \
+    X(SPLIT,   "split",   8,   "split-KV with num_splits >= 2 key ranges and a combine step")
 
 typedef enum {
 #define AC_VARIANT_ENUM_(id, name, bit, what) AC_VARIANT_##id,

@@ -10,6 +10,9 @@
 /* The variant fields of p: AC_OK or AC_ERR_INPUT naming the field. */
 int ref_variants_validate(const ac_problem *p, ac_err *err);
 
+/* The paged fields and num_splits (ref/paged.c): AC_OK or AC_ERR_INPUT naming the field. */
+int ref_paged_validate(const ac_problem *p, ac_err *err);
+
 /* AC_ERR_INPUT naming who when the problem drops out without a keep mask. */
 int ref_dropout_check(const ac_problem *p, const char *who, ac_err *err);
 

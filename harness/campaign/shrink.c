@@ -331,9 +331,42 @@ static int edit_variants(const ac_case *cur, int i, ac_case *cand)
     }
 }
 
+/* The paged KV cache and the splits, simplest first: no paging; the table in
+ * order (no shared or spare pages); fewer, larger pages (P doubled, up to nk);
+ * one split in a paged case (from S >= 2 or auto), no split hint in a
+ * contiguous one (only downhill: a case never gains a field it did not need). */
+static int edit_paged(const ac_case *cur, int i, ac_case *cand)
+{
+    *cand = *cur;
+    switch (i) {
+    case 0:
+        if (cur->kv_page_size == 0)
+            return 0;
+        cand->kv_page_size = 0, cand->kv_contig = false;
+        return 1;
+    case 1:
+        if (cur->kv_page_size == 0 || cur->kv_contig)
+            return 0;
+        cand->kv_contig = true;
+        return 1;
+    case 2:
+        if (cur->kv_page_size == 0 || cur->kv_page_size >= cur->seqlen_k ||
+            2 * cur->kv_page_size > AC_CASE_MAX_PAGE_SIZE)
+            return 0;
+        cand->kv_page_size = 2 * cur->kv_page_size;
+        return 1;
+    case 3: /* paged: one split; contiguous: no hint (its decode path is the split's) */
+        if (cur->kv_page_size == 0 ? cur->num_splits == 0 : cur->num_splits == 1)
+            return 0;
+        cand->num_splits = cur->kv_page_size == 0 ? 0 : 1;
+        return 1;
+    default: return -1;
+    }
+}
+
 static const edit_fn edits[] = {
     edit_batch, edit_drop_seqlens, edit_heads, edit_seqlen_q, edit_seqlen_k, edit_head_dim,
-    edit_mask, edit_mask_details, edit_dist, edit_layout_scale, edit_variants, edit_seed,
+    edit_mask, edit_mask_details, edit_dist, edit_layout_scale, edit_variants, edit_paged, edit_seed,
 };
 
 /* ---- the greedy loop ------------------------------------------------------- */

@@ -317,6 +317,8 @@ static const case_field fields[] = {
     VARIANT_FIELD("maskdims", maskdims),
     VARIANT_FIELD("sinktokens", sinktokens),
     VARIANT_FIELD("dropout", dropout),
+    VARIANT_FIELD("kv", kv), /* the paged KV cache and split-KV: case_paged.c */
+    VARIANT_FIELD("splits", splits),
 };
 enum { N_FIELDS = (int)(sizeof fields / sizeof fields[0]) };
 

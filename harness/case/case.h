@@ -6,7 +6,7 @@
  * fixed order; optional fields are printed only when not at their default.
  * Parse -> format round-trips byte for byte for every line format produces.
  * Grammar (one row per field in case.c's table): v1 seed b hq hkv nq nk d dtype mask [maskrows] [seqlens-q]
- * [seqlens-k] layout dist scale [dv] [softcap] [sinks] [alibi] [bias] [maskdims] [sinktokens] [dropout], with
+ * [seqlens-k] layout dist scale [dv] [softcap] [sinks] [alibi] [bias] [maskdims] [sinktokens] [dropout] [kv] [splits], with
  *   mask = none | causal-tl | causal-br | window-tl(L,R) | window-br(L,R) | dense(KEEP)
  *          (the kinds of ref/mask_kinds.h; L, R integers >= 0 or inf; KEEP in (0,1]);
  *   maskrows = FRAC in [0,1] (dense only)
@@ -23,6 +23,10 @@
  *   sinktokens = K >= 1  (with window-tl/br(L,R), L finite: the first K keys stay visible
  *            past the window's left edge, StreamingLLM's attention sinks)
  *   dropout = P in (0,1)  (dropout on P after the softmax; the kernel's seed from the case seed)
+ *   kv = paged(P) | paged(P,contig)  (a paged KV cache of P keys a page, layout bhsd/bshd, no dropout:
+ *            the block table drawn from the case seed, shuffled, with shared prefix pages and spare
+ *            pages; contig: pages in order, none shared or spare; lengths seqlens-k, else nk each)
+ *   splits = S | auto  (split-KV hint: S >= 1 key ranges; auto, the default, is not printed)
  *   maskdims = 1h | b1 | bh  (mask=dense only: the mask's own (B, Hq) dimensions, each
  *            (b, h) slice drawn like the (1, 1) mask; absent: (1, 1, Nq, Nk))
  * The parser also takes fields in any order and extra blanks, and defaults a
@@ -133,7 +137,13 @@ typedef struct {
     bool mask_per_batch, mask_per_head; /* maskdims=1h|b1|bh: a dense mask (1|B, 1|Hq, Nq, Nk) */
     int sink_tokens;               /* sinktokens=K: with window-*(L,R), L finite, the first K keys stay visible */
     double dropout;                /* dropout=P: P in (0, 1), the kernel's seed drawn from the case seed */
+    /* ---- paged KV cache and split-KV (case_paged.c), optional; 0 = off ---- */
+    int kv_page_size;              /* kv=paged(P): K, V in pages of P keys, 1..AC_CASE_MAX_PAGE_SIZE; 0: contiguous */
+    bool kv_contig;                /* kv=paged(P,contig): the table in order, no shared or spare pages */
+    int num_splits;                /* splits=S: S >= 1 split-KV key ranges; 0 (absent, or splits=auto): the kernel's */
 } ac_case;
+#define AC_CASE_MAX_PAGE_SIZE 4096
+#define AC_CASE_MAX_SPLITS 1024
 
 /* ---- the mask of a case (masks.c: one row per kind of ref/mask_kinds.h) ----
  * A value "window-br(8,0)": the kind's spelling, then its parameters if it

@@ -62,6 +62,8 @@ CASE_VARIANT_FIELD_FNS(bias)
 CASE_VARIANT_FIELD_FNS(maskdims)
 CASE_VARIANT_FIELD_FNS(sinktokens)
 CASE_VARIANT_FIELD_FNS(dropout)
+CASE_VARIANT_FIELD_FNS(kv) /* case_paged.c */
+CASE_VARIANT_FIELD_FNS(splits)
 #undef CASE_VARIANT_FIELD_FNS
 
 /* ---- mask kinds (masks.c) ------------------------------------------------------- */

@@ -18,6 +18,8 @@
  *   sinktokens 30% of the windows with a finite left edge: K = 1, 4, 64 (a
  *            tile), L + 1 (reaching into the window) or 1..128;
  *   dropout  10% (none with dist huge()): p = 0.1 40, 0.5 30, 0.9 15 (most of P dropped), 0.01 15;
+ *   kv=paged 12% (not with THD or dropout): gen_draw_paging;
+ *   splits   60% of the paged cases, 8% of the others: gen_draw_splits;
  *   maskdims half the dense masks (of any kernel claiming them): 1h, b1, bh
  *            alike, so a kernel reading batch 0's (or head 0's) mask for all fails;
  *   negative scales 5% of every kernel's cases: the drawn scale negated (the
@@ -161,6 +163,27 @@ static void draw_thd(case_rng *r, const ac_caps *caps, ac_case *c)
     draw_lens(r, c->batch, c->seqlen_k, c->seqlens_k);
 }
 
+/* A paged KV cache: page sizes 1, 2, 4, .., 256 alike; the table in order 10%
+ * of the time.  The lengths stay the plain draw's (the decode profile draws
+ * its own batches of unequal lengths). */
+void gen_draw_paging(case_rng *r, ac_case *c)
+{
+    c->kv_page_size = 1 << case_rng_int(r, 0, 8);
+    c->kv_contig = case_rng_int(r, 0, 9) == 0;
+}
+
+/* A split count: 1, 2, 3, 4, 8, or more splits than the longest sequence has
+ * key tiles of 64 (empty splits), alike. */
+int gen_draw_splits(case_rng *r, const ac_case *c)
+{
+    static const int counts[] = {1, 2, 3, 4, 8};
+    int k = case_rng_int(r, 0, 5);
+    if (k < 5)
+        return counts[k];
+    int tiles = (c->seqlen_k + 63) / 64 + case_rng_int(r, 1, 3);
+    return tiles < AC_CASE_MAX_SPLITS ? tiles : AC_CASE_MAX_SPLITS;
+}
+
 /* What every kernel gets, claims or not: dense masks of every broadcast shape
  * and negative scales (the contract never excluded them). */
 static void draw_mask_dims_and_sign(uint64_t campaign_seed, uint64_t index, ac_case *c)
@@ -182,7 +205,7 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
 {
     case_rng r;
     draw_mask_dims_and_sign(campaign_seed, index, c);
-    if (caps->layouts & (1u << AC_LAYOUT_THD)) {
+    if ((caps->layouts & (1u << AC_LAYOUT_THD)) && c->kv_page_size == 0) { /* the decode profile pages first */
         r = variant_stream(campaign_seed, index, STREAM_THD);
         if (chance(&r, 12))
             draw_thd(&r, caps, c);
@@ -216,7 +239,7 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
     if (caps->variants & AC_VAR_DROPOUT) {
         r = variant_stream(campaign_seed, index, AC_VARIANT_DROPOUT);
         /* not with huge(): dP / (1 - p) up to 100 times larger, and the dS a kernel rounds to f16 overflows */
-        if (chance(&r, 10) && c->dist != AC_DIST_HUGE)
+        if (chance(&r, 10) && c->dist != AC_DIST_HUGE && c->kv_page_size == 0)
             draw_dropout(&r, c);
     }
     if (caps->variants & AC_VAR_SINKS) {
@@ -225,6 +248,16 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
          * the dtype that huge values keep representable overflows f16 */
         if (chance(&r, 15) && c->dist != AC_DIST_HUGE)
             draw_sinks(&r, c);
+    }
+    if ((caps->variants & AC_VAR_PAGED) && c->kv_page_size == 0 && c->layout != AC_LAYOUT_THD && c->dropout == 0.0) {
+        r = variant_stream(campaign_seed, index, AC_VARIANT_PAGED);
+        if (chance(&r, 12))
+            gen_draw_paging(&r, c);
+    }
+    if ((caps->variants & AC_VAR_SPLIT) && c->num_splits == 0) {
+        r = variant_stream(campaign_seed, index, AC_VARIANT_SPLIT);
+        if (chance(&r, c->kv_page_size ? 60 : 8))
+            c->num_splits = gen_draw_splits(&r, c);
     }
 }
 
@@ -242,5 +275,5 @@ bool case_variants_any(const ac_case *c)
 {
     return c->layout == AC_LAYOUT_THD || (c->head_dim_v > 0 && c->head_dim_v != c->head_dim) || c->softcap > 0.0 ||
            c->sinks != AC_SINKS_NONE || c->alibi != AC_ALIBI_NONE || c->bias != AC_BIAS_NONE || c->sink_tokens > 0 ||
-           c->dropout > 0.0;
+           c->dropout > 0.0 || c->kv_page_size > 0 || c->num_splits >= 2;
 }

@@ -12,6 +12,11 @@
  * their own, so the plain part of every case is what it was before variants
  * existed (a kernel claiming none gets exactly the old stream). */
 void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c);
+/* A paged KV cache for c (page size, table order, lengths), and a split count:
+ * the default profile's draws (12% of a paging kernel's cases) and the decode
+ * profile's (generate_decode.c). */
+void gen_draw_paging(case_rng *r, ac_case *c);
+int gen_draw_splits(case_rng *r, const ac_case *c);
 /* After the work cap (which may halve d): a d_v no longer one of the
  * kernel's (d_qk, d_v) pairs is dropped. */
 void case_variants_after_cap(const ac_caps *caps, ac_case *c);

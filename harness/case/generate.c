@@ -91,7 +91,7 @@ int gen_pick_le(case_rng *r, const int *vals, int n, int max, int fallback)
 
 int ac_gen_max_seqlen(const ac_gen *g)
 {
-    int def = g->profile == AC_PROFILE_LONG ? AC_GEN_LONG_MAX_SEQLEN : AC_GEN_DEFAULT_MAX_SEQLEN;
+    int def = g->profile == AC_PROFILE_DEFAULT ? AC_GEN_DEFAULT_MAX_SEQLEN : AC_GEN_LONG_MAX_SEQLEN;
     int m = g->max_seqlen > 0 ? g->max_seqlen : def;
     if (g->caps.max_seqlen > 0 && g->caps.max_seqlen < m)
         m = g->caps.max_seqlen;
@@ -342,7 +342,8 @@ void gen_apply_cap(const ac_gen *g, ac_case *c)
 
 /* ---- the stream ------------------------------------------------------------------- */
 
-static const char *const profile_names[] = {[AC_PROFILE_DEFAULT] = "default", [AC_PROFILE_LONG] = "long"};
+static const char *const profile_names[] = {[AC_PROFILE_DEFAULT] = "default", [AC_PROFILE_LONG] = "long",
+                                            [AC_PROFILE_DECODE] = "decode"};
 
 const char *ac_profile_name(ac_profile p)
 {
@@ -356,7 +357,7 @@ int ac_profile_parse(const char *name, ac_profile *out, ac_err *err)
             *out = (ac_profile)i;
             return AC_OK;
         }
-    return ac_fail(err, AC_ERR_INPUT, "--profile: unknown profile '%s' (default, long)", name ? name : "");
+    return ac_fail(err, AC_ERR_INPUT, "--profile: unknown profile '%s' (default, long, decode)", name ? name : "");
 }
 
 void ac_gen_init(ac_gen *g, uint64_t campaign_seed, const ac_caps *caps)
@@ -409,6 +410,8 @@ int ac_gen_case_at(const ac_gen *g, uint64_t index, ac_case *out, ac_err *err)
     c.layout = layouts ? (ac_layout)uniform_bit(&r, layouts) : AC_LAYOUT_BHSD;
     if (g->profile == AC_PROFILE_LONG)
         gen_long_shape(&r, g, mw, &c);
+    else if (g->profile == AC_PROFILE_DECODE)
+        gen_decode_shape(&r, g, mw, &c);
     else
         draw_default_shape(&r, g, mw, &c);
     if (g->caps.varlen)

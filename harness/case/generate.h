@@ -17,6 +17,8 @@ typedef enum {
     AC_PROFILE_DEFAULT = 0, /* small shapes, edges, every input distribution */
     AC_PROFILE_LONG,        /* 2k..128k contexts: powers of two and +-1, tile-edge remainders,
                              * GQA, decode-like Nq << Nk, tensors crossing 2^31 elements */
+    AC_PROFILE_DECODE,      /* serving decode: Nq 1..16, Nk 1..128k, batches of very unequal lengths,
+                             * GQA packing, paged KV caches and split-KV (generate_decode.c) */
 } ac_profile;
 /* "default" / "long" -> AC_OK, else AC_ERR_INPUT naming the choices. */
 int ac_profile_parse(const char *name, ac_profile *out, ac_err *err);

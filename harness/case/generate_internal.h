@@ -24,5 +24,9 @@ void gen_apply_cap(const ac_gen *g, ac_case *c);
 
 /* The long profile's lengths, batch, heads, head dim and mask (generate_long.c). */
 void gen_long_shape(case_rng *r, const ac_gen *g, const int mw[AC_MASK_KIND_COUNT], ac_case *c);
+/* A long-context length in lo..hi: a power of two (+-1), a tile-edge remainder, or uniform. */
+int gen_long_length(case_rng *r, int lo, int hi);
+/* The decode profile's shape, paging and splits (generate_decode.c). */
+void gen_decode_shape(case_rng *r, const ac_gen *g, const int mw[AC_MASK_KIND_COUNT], ac_case *c);
 
 #endif

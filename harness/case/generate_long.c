@@ -59,7 +59,7 @@ static int tile_remainder(case_rng *r, int lo, int hi)
     return case_rng_int(r, m_lo, m_hi) * tile + rem;
 }
 
-static int long_length(case_rng *r, int lo, int hi)
+int gen_long_length(case_rng *r, int lo, int hi)
 {
     static const int w[] = {30, 25, 25, 20};
     switch (case_rng_pick(r, w, COUNT(w))) {
@@ -167,9 +167,9 @@ void gen_long_shape(case_rng *r, const ac_gen *g, const int mw[AC_MASK_KIND_COUN
     if (shape == SHAPE_CROSS31 && cross31_shape(r, g, mw, c))
         return;
     *c = before; /* what the refused 2^31 shape drew is dropped */
-    c->seqlen_k = long_length(r, lo, hi);
+    c->seqlen_k = gen_long_length(r, lo, hi);
     c->seqlen_q = shape == SHAPE_DECODE ? decode_rows(r, c->seqlen_k)
-                  : shape == SHAPE_APART ? long_length(r, lo, hi) : c->seqlen_k;
+                  : shape == SHAPE_APART ? gen_long_length(r, lo, hi) : c->seqlen_k;
     c->batch = batches[case_rng_pick(r, wb, COUNT(wb))];
     long_heads(r, g->caps.gqa, c);
     c->head_dim = long_head_dim(r, &g->caps);

@@ -70,8 +70,10 @@ static int case_dir_options(const ac_cli *o, ac_cli *eff, ac_case_options *co, a
     int st = ac_case_dir_options(o->path, co, &found, err);
     if (st != AC_OK || !found)
         return st;
-    const char *given[] = {o->dtype, o->layout, o->mask, o->mask_file, o->seqlens_q, o->seqlens_k, o->scale};
-    const char *names[] = {"--dtype", "--layout", "--mask", "--mask-file", "--seqlens-q", "--seqlens-k", "--scale"};
+    const char *given[] = {o->dtype, o->layout, o->mask, o->mask_file, o->seqlens_q, o->seqlens_k, o->scale,
+                           o->block_table};
+    const char *names[] = {"--dtype", "--layout", "--mask", "--mask-file", "--seqlens-q", "--seqlens-k", "--scale",
+                           "--block-table"};
     for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
         if (given[i])
             return ac_fail(err, AC_ERR_INPUT, "%s/%s already gives the problem (%s); drop %s", o->path, AC_CASE_JSON,
@@ -81,6 +83,8 @@ static int case_dir_options(const ac_cli *o, ac_cli *eff, ac_case_options *co, a
     eff->mask_file = co->mask_file[0] ? co->mask_file : NULL;
     eff->seqlens_q = co->seqlens_q[0] ? co->seqlens_q : NULL;
     eff->seqlens_k = co->seqlens_k[0] ? co->seqlens_k : NULL;
+    eff->block_table = co->block_table_file[0] ? co->block_table_file : NULL;
+    eff->page_size = co->page_size ? co->page_size : o->page_size;
     return AC_OK;
 }
 
@@ -485,7 +489,7 @@ static int input_files(const ac_cli *o, char (*paths)[AC_PATH_LEN], int max)
     else
         snprintf(paths[n++], AC_PATH_LEN, "%s", o->path);
     const char *extra[] = {o->mask_file, o->seqlens_q, o->seqlens_k, o->cu_seqlens_q, o->cu_seqlens_k,
-                           o->sinks, o->alibi, o->bias, o->dropout_mask};
+                           o->sinks, o->alibi, o->bias, o->dropout_mask, o->block_table};
     for (size_t i = 0; i < sizeof extra / sizeof extra[0] && n < max; i++)
         if (extra[i])
             snprintf(paths[n++], AC_PATH_LEN, "%s", extra[i]);

@@ -306,6 +306,8 @@ static int build_problem(const ac_cli *o, const dims *d, ac_inputs *in, ac_err *
     if (st == AC_OK)
         st = ac_check_variants(o, in, err); /* check_variants.c */
     if (st == AC_OK)
+        ac_check_paged_problem(d, in); /* check_paged.c */
+    if (st == AC_OK)
         st = ac_problem_validate(&in->p, 0, err);
     return st;
 }
@@ -338,10 +340,14 @@ int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err
     memset(in, 0, sizeof *in);
     dims d;
     bool bshd = o->layout && !strcmp(o->layout, "bshd"), thd = o->layout && !strcmp(o->layout, "thd");
+    bool paged = o->block_table || o->page_size;
     if (o->layout && !bshd && !thd && strcmp(o->layout, "bhsd"))
         return ac_fail(err, AC_ERR_INPUT, "--layout: '%s' is not bhsd, bshd or thd", o->layout);
     int st = pick_dtype(f, o->dtype, &d.dtype, err);
-    if (st == AC_OK) /* THD: packed (total, H, d) tensors and cu_seqlens (check_thd.c) */
+    d.page_size = 0;
+    if (st == AC_OK && paged) /* a paged cache: k, v in pages and the block table (check_paged.c) */
+        st = ac_check_paged_shapes(o, f, &d, in, err);
+    else if (st == AC_OK) /* THD: packed (total, H, d) tensors and cu_seqlens (check_thd.c) */
         st = thd ? ac_check_thd_shapes(o, f, &d, in, err) : check_shapes(f, bshd, &d, err);
     if (st == AC_OK)
         st = build_problem(o, &d, in, err);

@@ -25,6 +25,7 @@ typedef struct {
     int b, hq, hkv, nq, nk, d;
     int d_v; /* v's last dimension: o, do and dv have it too (d_v != d: the dv variant) */
     ac_dtype dtype;
+    int page_size, num_pages, pages_per_seq; /* --page-size, --block-table: k, v are pages (check_paged.c) */
 } dims;
 
 bool ac_check_ends_with(const char *s, const char *tail);
@@ -47,6 +48,12 @@ int ac_check_variant_files(const tensor_files *f, const ac_inputs *in, ac_err *e
 int ac_check_thd_shapes(const ac_cli *o, const tensor_files *f, dims *d, ac_inputs *in, ac_err *err);
 /* The THD problem from what ac_check_thd_shapes read (nothing for the padded layouts). */
 int ac_check_thd_problem(ac_inputs *in);
+/* check_paged.c: --page-size P and --block-table FILE: k, v are pages
+ * (num_pages, P, Hkv, d) (V: d_v), the table (B, pages_per_seq) i32/i64 is read
+ * into in->block_table, --seqlens-k is required; nk is pages_per_seq * P. */
+int ac_check_paged_shapes(const ac_cli *o, const tensor_files *f, dims *d, ac_inputs *in, ac_err *err);
+/* The paged problem from what ac_check_paged_shapes read (nothing when not paged). */
+void ac_check_paged_problem(const dims *d, ac_inputs *in);
 /* The shapes the reference writes O and LSE with: q's with v's head dim; (B, Hq, Nq) or THD's (Hq, total_q). */
 void ac_check_out_shapes(const ac_inputs *in, const tensor_files *f, ac_tensor *o_shape, ac_tensor *lse_shape);
 /* " softcap=30 ...": the variants in effect, for check's header line ("" when none). */

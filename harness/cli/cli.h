@@ -89,6 +89,8 @@ typedef struct {
     /* check, reference: the variants (harness/cli/check_variants.c) */
     const char *softcap, *sinks, *alibi, *bias, *sink_tokens, *dropout_p, *dropout_mask;
     const char *cu_seqlens_q, *cu_seqlens_k; /* --layout thd */
+    const char *block_table;          /* --block-table FILE: a paged KV cache (check_paged.c) */
+    int page_size;                    /* --page-size P; 0: not given */
 } ac_cli;
 
 /* Parses the options of subcommand argv[0] ("fuzz", "check", ...) from

@@ -21,7 +21,8 @@ static int write_case(const ac_cli *o, const ac_inputs *in, ac_err *err)
     if (mkdir(o->out, 0755) != 0 && errno != EEXIST)
         return ac_fail(err, AC_ERR_INPUT, "--out %s: cannot create the directory: %s", o->out, strerror(errno));
     ac_case_files cf = {.p = &in->p, .dtype = in->c.dtype, .case_line = line, .q = in->q, .k = in->k, .v = in->v,
-                        .d_o = in->d_o, .out_dir = o->out};
+                        .d_o = ac_problem_paged(&in->p) ? NULL : in->d_o, /* paged: forward only */
+                        .out_dir = o->out};
     int st = ac_case_dir_write(o->out, &cf, err);
     if (st != AC_OK)
         return st;

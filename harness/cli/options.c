@@ -205,12 +205,13 @@ static const cli_option options[] = {
     STRING("--mask-file", "FILE", C_FILES, mask_file,
            "boolean keep-mask (Nq,Nk) or (1|B, 1|Hq, Nq, Nk), .npy or .safetensors (with --mask: both apply)"),
     NUMBER("--max-seqlen", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, max_seqlen, 1, AC_GEN_MAX_SEQLEN,
-           "cap on nq and nk (default 512; --profile long: 131072)"),
+           "cap on nq and nk (default 512; --profile long or decode: 131072)"),
     NUMBER("--min-seqlen", OPT_INT, AC_CMD_FUZZ, min_seqlen, 1, AC_GEN_MAX_SEQLEN,
            "floor on the drawn nq and nk (default 1; --profile long: 2048, decode-like nq excepted)"),
-    CUSTOM("--profile", "default|long", AC_CMD_FUZZ, apply_profile,
+    CUSTOM("--profile", "default|long|decode", AC_CMD_FUZZ, apply_profile,
            "what the shapes are weighted toward: default (small shapes, edges), long (2k..128k contexts, "
-           "powers of two and +-1, tile-edge remainders, GQA, decode-like Nq << Nk, 2^31-element tensors)"),
+           "powers of two and +-1, tile-edge remainders, GQA, decode-like Nq << Nk, 2^31-element tensors), "
+           "decode (Nq 1..16, Nk 1..128k, batches of unequal lengths, paged caches, split-KV)"),
     NUMBER("--jobs", OPT_INT, AC_CMD_FUZZ, jobs, 1, 256,
            "cases run at once, each worker a process (default: the CPUs, fewer when memory is short); the "
            "results do not depend on it"),
@@ -243,6 +244,9 @@ static const cli_option options[] = {
     STRING("--cu-seqlens-k", "FILE|LIST", C_FILES, cu_seqlens_k, "--layout thd: the B + 1 row offsets of k's sequences"),
     STRING("--seqlens-q", "FILE|LIST", C_FILES, seqlens_q, "per-sequence query lengths (padding beyond is ignored)"),
     STRING("--seqlens-k", "FILE|LIST", C_FILES, seqlens_k, "per-sequence key lengths"),
+    STRING("--block-table", "FILE", C_FILES, block_table,
+           "a paged KV cache: the (B, max_pages) int32 page ids; k, v are then (num_pages, P, Hkv, d)"),
+    NUMBER("--page-size", OPT_INT, C_FILES, page_size, 1, 1 << 20, "--block-table: keys per page (P)"),
     STRING("--scale", "S", C_FILES, scale, "softmax scale (default 1/sqrt(d) as f32)"),
     STRING("--lse-base", "e|2", C_FILES, lse_base, "the base of lse (default e)"),
     /* the variants (ref/variants.h; harness/cli/check_variants.c) */

@@ -13,7 +13,7 @@
 #include "harness/files/files.h"
 
 static const char *const known_fields[] = {"name", "description", "dtypes", "head_dims", "max_head_dim", "masks",
-                                           "layouts", "gqa", "varlen", "backward", "max_seqlen"};
+                                           "layouts", "gqa", "varlen", "backward", "max_seqlen", "paged", "split"};
 enum { N_FIELDS = (int)(sizeof known_fields / sizeof known_fields[0]) };
 
 typedef struct {
@@ -36,7 +36,7 @@ static int check_fields(const cJSON *root, const where *w)
             i++;
         if (i == N_FIELDS)
             return ac_fail(w->err, AC_ERR_INPUT, "%s: unknown field \"%s\" (fields: name, description, dtypes, "
-                           "head_dims or max_head_dim, masks, layouts, gqa, varlen, backward, max_seqlen)",
+                           "head_dims or max_head_dim, masks, layouts, gqa, varlen, backward, max_seqlen, paged, split)",
                            w->label, f->string);
     }
     return AC_OK;
@@ -203,6 +203,12 @@ static int caps_from(const cJSON *root, ac_caps *c, char *name, size_t name_len,
         st = flag(root, "varlen", &c->varlen, w);
     if (st == AC_OK)
         st = flag(root, "backward", &c->backward, w);
+    bool paged = false, split = false; /* a paged KV cache (k, v as pages, block_table.npy); split-KV hints */
+    if (st == AC_OK)
+        st = flag(root, "paged", &paged, w);
+    if (st == AC_OK)
+        st = flag(root, "split", &split, w);
+    c->variants = (paged ? (unsigned)AC_VAR_PAGED : 0u) | (split ? (unsigned)AC_VAR_SPLIT : 0u);
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "max_seqlen");
     if (st == AC_OK && ms)
         st = integer(ms, "max_seqlen", 0, 1 << 30, &c->max_seqlen, w);

@@ -26,6 +26,12 @@ static ac_tfile_dtype file_dtype(ac_dtype t)
 /* A Q-like (heads_q, seqlen_q) or K-like (heads_kv, seqlen_k) tensor in the problem's layout. */
 static ac_tensor shaped(const ac_problem *p, bool q_like, ac_tfile_dtype t, const void *data)
 {
+    if (!q_like && p->page_size > 0) { /* a paged cache: (num_pages, page_size, heads_kv, head_dim) */
+        ac_tensor x = {.dtype = t, .ndim = 4, .data = (void *)data,
+                       .shape = {p->num_pages, p->page_size, p->heads_kv, p->head_dim}};
+        x.n_elems = (size_t)p->num_pages * (size_t)p->page_size * (size_t)p->heads_kv * (size_t)p->head_dim;
+        return x;
+    }
     int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
     ac_tensor x = {.dtype = t, .ndim = 4, .data = (void *)data};
     bool bshd = p->layout == AC_LAYOUT_BSHD;
@@ -104,6 +110,18 @@ static void add_mask(cJSON *o, const ac_problem *p)
     cJSON_AddItemToObject(o, "dense_mask", p->dense_mask ? cJSON_CreateString("mask.npy") : cJSON_CreateNull());
 }
 
+/* The paged KV cache: k.npy, v.npy are then the pages (num_pages, page_size,
+ * heads_kv, head_dim), block_table.npy (batch, pages_per_seq) int32; and the
+ * split hint (0: the kernel's choice). */
+static void add_paged(cJSON *o, const ac_problem *p)
+{
+    cJSON_AddNumberToObject(o, "page_size", p->page_size);
+    cJSON_AddNumberToObject(o, "num_pages", p->num_pages);
+    cJSON_AddItemToObject(o, "block_table",
+                          p->page_size > 0 ? cJSON_CreateString("block_table.npy") : cJSON_CreateNull());
+    cJSON_AddNumberToObject(o, "num_splits", p->num_splits);
+}
+
 static char *problem_json(const ac_case_files *cf)
 {
     const ac_problem *p = cf->p;
@@ -123,6 +141,7 @@ static char *problem_json(const ac_case_files *cf)
     add_mask(o, p);
     add_lengths(o, "seqlens_q", p->seqlens_q, p->batch);
     add_lengths(o, "seqlens_k", p->seqlens_k, p->batch);
+    add_paged(o, p);
     /* a backward call: inputs with the kernel's own o, lse; gen: do too, every output wanted */
     static const char *const all_in[] = {"q", "k", "v", "do", "o", "lse"};
     static const char *const all_out[] = {"o", "lse", "dq", "dk", "dv"};
@@ -175,6 +194,12 @@ int ac_case_dir_write(const char *dir, const ac_case_files *cf, ac_err *err)
                        .shape = {p->mask_batch, p->mask_heads, p->seqlen_q, p->seqlen_k}};
         m.n_elems = (size_t)p->mask_batch * (size_t)p->mask_heads * (size_t)p->seqlen_q * (size_t)p->seqlen_k;
         st = write_npy(dir, "mask", &m, err);
+    }
+    if (st == AC_OK && p->page_size > 0) {
+        ac_tensor bt = {.dtype = AC_TF_I32, .ndim = 2, .data = (void *)p->block_table,
+                        .shape = {p->batch, p->pages_per_seq}};
+        bt.n_elems = (size_t)p->batch * (size_t)p->pages_per_seq;
+        st = write_npy(dir, "block_table", &bt, err);
     }
     return st == AC_OK ? write_json(dir, cf, err) : st;
 }
@@ -263,6 +288,25 @@ static int want_lengths(const cJSON *root, const char *key, char *out, size_t le
     return AC_OK;
 }
 
+/* "page_size" and "block_table" (a file in dir), both or neither. */
+static int paged_from(const cJSON *root, const char *dir, const char *path, ac_case_options *o, ac_err *err)
+{
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(root, "page_size");
+    char table[64];
+    int st = want_string(root, "block_table", table, sizeof table, true, path, err);
+    if (st != AC_OK || !table[0])
+        return st;
+    if (!cJSON_IsNumber(size) || size->valuedouble != floor(size->valuedouble) || size->valuedouble < 1 ||
+        size->valuedouble > (1 << 20))
+        return ac_fail(err, AC_ERR_INPUT, "%s: \"page_size\" must be a whole number in 1..%d with a block table", path,
+                       1 << 20);
+    if (strchr(table, '/') || snprintf(o->block_table_file, sizeof o->block_table_file, "%s/%s", dir, table) >=
+                                  (int)sizeof o->block_table_file)
+        return ac_fail(err, AC_ERR_INPUT, "%s: \"block_table\" must name a file in %s", path, dir);
+    o->page_size = (int)size->valuedouble;
+    return AC_OK;
+}
+
 static int options_from(const cJSON *root, const char *dir, const char *path, ac_case_options *o, ac_err *err)
 {
     const cJSON *scale = cJSON_GetObjectItemCaseSensitive(root, "scale");
@@ -285,6 +329,9 @@ static int options_from(const cJSON *root, const char *dir, const char *path, ac
     if (st != AC_OK)
         return st;
     snprintf(o->scale, sizeof o->scale, "%.17g", scale->valuedouble);
+    st = paged_from(root, dir, path, o, err);
+    if (st != AC_OK)
+        return st;
     if (!strcmp(o->mask, "none") || !strcmp(o->mask, "dense"))
         o->mask[0] = '\0'; /* no window: the dense part, if any, is the file */
     if (dense[0] && (strchr(dense, '/') || snprintf(o->mask_file, sizeof o->mask_file, "%s/%s", dir, dense) >=

@@ -70,6 +70,8 @@ typedef struct {
     char seqlens_q[4096], seqlens_k[4096]; /* "" when absent */
     char mask_file[4200];                  /* "" when absent */
     char case_line[1024];                  /* "" when absent */
+    char block_table_file[4200];           /* a paged cache: DIR/block_table.npy; "" when absent */
+    int page_size;                         /* 0 when absent */
 } ac_case_options;
 /* AC_OK and *found = false when dir has no problem.json; AC_ERR_INPUT naming
  * the field when it is there but wrong. */

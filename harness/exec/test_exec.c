@@ -192,6 +192,48 @@ Test(harness_exec, a_case_directory_holds_the_exact_inputs_and_the_problem)
     call_free(&c);
 }
 
+/* A paged case: k.npy and v.npy are the pages, block_table.npy the table, and
+ * problem.json says so; a caps file claims paging with "paged". */
+Test(harness_exec, a_paged_case_directory_holds_the_pages_and_the_block_table)
+{
+    call c;
+    call_make(&c, "v1 seed=9 b=2 hq=4 hkv=2 nq=2 nk=40 d=8 dtype=bf16 mask=causal-br seqlens-k=40,3 "
+                  "layout=bshd dist=normal(0,2) scale=auto kv=paged(8) splits=3");
+    ac_case_files cf = {.p = &c.in.p, .dtype = AC_BF16, .case_line = "LINE", .q = c.in.q, .k = c.in.k,
+                        .v = c.in.v, .out_dir = "/somewhere"};
+    ac_err err = {{0}};
+    cr_assert_eq(ac_case_dir_write(dir, &cf, &err), AC_OK, "%s", err.msg);
+    ac_tensor k, bt;
+    cr_assert_eq(ac_npy_read(path_of("k.npy"), "k", &k, &err), AC_OK, "%s", err.msg);
+    int64_t pages[4] = {c.in.p.num_pages, 8, 2, 8};
+    cr_assert_arr_eq(k.shape, pages, sizeof pages);
+    cr_assert_arr_eq(k.data, c.in.k, ac_kv_elems(&c.in.p) * 2, "the very bits of the pages");
+    cr_assert_eq(ac_npy_read(path_of("block_table.npy"), "block_table", &bt, &err), AC_OK, "%s", err.msg);
+    int64_t table[2] = {2, 5};
+    cr_assert_eq(bt.dtype, AC_TF_I32);
+    cr_assert_arr_eq(bt.shape, table, sizeof table);
+    cr_assert_arr_eq(bt.data, c.in.p.block_table, 10 * sizeof(int));
+    ac_tensor_free(&k), ac_tensor_free(&bt);
+    char *json = NULL;
+    size_t len = 0;
+    cr_assert_eq(ac_read_file(path_of("problem.json"), &json, &len, &err), AC_OK, "%s", err.msg);
+    cr_assert(strstr(json, "\"page_size\":\t8") && strstr(json, "\"num_splits\":\t3") &&
+              strstr(json, "\"block_table\":\t\"block_table.npy\""), "%s", json);
+    free(json);
+    ac_caps caps;
+    char name[64];
+    const char *claims = "{\"dtypes\": [\"bf16\"], \"max_head_dim\": 64, \"masks\": [\"none\"], "
+                         "\"layouts\": [\"bhsd\"], \"paged\": true, \"split\": true}";
+    cr_assert_eq(ac_exec_caps_parse(claims, strlen(claims), "caps", &caps, name, sizeof name, &err), AC_OK, "%s",
+                 err.msg);
+    cr_assert_eq(caps.variants, (unsigned)(AC_VAR_PAGED | AC_VAR_SPLIT));
+    const char *bad = "{\"dtypes\": [\"bf16\"], \"max_head_dim\": 64, \"masks\": [\"none\"], "
+                      "\"layouts\": [\"bhsd\"], \"paged\": 1}";
+    cr_assert_eq(ac_exec_caps_parse(bad, strlen(bad), "caps", &caps, name, sizeof name, &err), AC_ERR_INPUT);
+    cr_assert(strstr(err.msg, "\"paged\" must be true or false"), "%s", err.msg);
+    call_free(&c);
+}
+
 /* ---- what a command can do wrong --------------------------------------------------------------- */
 
 typedef struct {

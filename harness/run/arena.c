@@ -9,7 +9,7 @@
 
 static const char *const buf_names[AC_BUF_COUNT] = {
     "Q", "K", "V", "dO", "seqlens_q", "seqlens_k", "mask", "cu_seqlens_q", "cu_seqlens_k", "sinks", "alibi_slopes",
-    "bias", "O", "LSE", "dropout_mask", "dQ", "dK", "dV", "dSink", "dBias",
+    "bias", "block_table", "O", "LSE", "dropout_mask", "dQ", "dK", "dV", "dSink", "dBias",
 };
 
 const char *ac_buf_name(ac_buf b) { return (unsigned)b < AC_BUF_COUNT ? buf_names[b] : "?"; }
@@ -58,6 +58,7 @@ void ac_arena_plan(const ac_inputs *in, bool backward, ac_arena_layout *l)
     l->bytes[AC_BUF_SINKS] = p->sinks ? sizeof(float) * heads : 0;
     l->bytes[AC_BUF_ALIBI] = p->alibi_slopes ? sizeof(float) * heads * (p->alibi_batch > 1 ? batch : 1) : 0;
     l->bytes[AC_BUF_BIAS] = bias_bytes;
+    l->bytes[AC_BUF_BLOCK_TABLE] = p->block_table ? sizeof(int) * batch * (uint64_t)p->pages_per_seq : 0;
     l->bytes[AC_BUF_O] = no * os;
     l->bytes[AC_BUF_LSE] = ac_lse_elems(p) * sizeof(float);
     l->bytes[AC_BUF_DROPOUT] = p->dropout_p > 0.0 ? (ac_dropout_elems(p) + 7) / 8 : 0; /* one bit a pair */
@@ -85,7 +86,8 @@ static const void *input_source(const ac_inputs *in, ac_buf b)
 {
     const ac_problem *p = &in->p;
     const void *src[AC_BUF_FIRST_OUTPUT] = {in->q, in->k, in->v, in->d_o, p->seqlens_q, p->seqlens_k, p->dense_mask,
-                                            p->cu_seqlens_q, p->cu_seqlens_k, p->sinks, p->alibi_slopes, p->bias};
+                                            p->cu_seqlens_q, p->cu_seqlens_k, p->sinks, p->alibi_slopes, p->bias,
+                                            p->block_table};
     return b < AC_BUF_FIRST_OUTPUT ? src[b] : NULL;
 }
 
@@ -112,6 +114,7 @@ ac_problem ac_arena_problem(const ac_problem *p, const ac_arena_layout *l, uint8
     q.sinks = at_or_null(l, AC_BUF_SINKS, base);
     q.alibi_slopes = at_or_null(l, AC_BUF_ALIBI, base);
     q.bias = at_or_null(l, AC_BUF_BIAS, base);
+    q.block_table = at_or_null(l, AC_BUF_BLOCK_TABLE, base);
     q.dropout_keep = NULL;
     return q;
 }
@@ -122,6 +125,7 @@ void ac_problem_strip_arrays(ac_problem *p)
     p->dense_mask = p->dropout_keep = NULL;
     p->sinks = p->alibi_slopes = NULL;
     p->bias = NULL;
+    p->block_table = NULL;
 }
 
 /* ---- canaries ---------------------------------------------------------------- */

@@ -408,7 +408,7 @@ void ac_inputs_free(ac_inputs *in)
         return;
     free(in->q), free(in->k), free(in->v), free(in->d_o);
     free(in->qd), free(in->kd), free(in->vd), free(in->d_od);
-    free(in->seqlens_q), free(in->seqlens_k), free(in->dense_mask);
+    free(in->seqlens_q), free(in->seqlens_k), free(in->dense_mask), free(in->block_table);
     inputs_variants_free(in);
     memset(in, 0, sizeof *in);
 }
@@ -546,10 +546,12 @@ int inputs_make_workers(const ac_case *c, ac_inputs *in, int workers, ac_err *er
         st = draw_all(in, workers, err);
     if (st == AC_OK)
         st = inputs_variants_draw(in, err); /* inputs_variants.c: after the tensors (sinks=over reads them) */
+    if (st == AC_OK) /* after every draw, so the values inside the lengths are those of any earlier attncheck */
+        ac_inputs_nan_padding(in);
+    if (st == AC_OK)
+        st = ac_inputs_page(in, err); /* inputs_paged.c: kv=paged(P), splits */
     if (st != AC_OK)
         ac_inputs_free(in);
-    else /* after every draw, so the values inside the lengths are those of any earlier attncheck */
-        ac_inputs_nan_padding(in);
     return st;
 }
 

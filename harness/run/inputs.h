@@ -24,6 +24,8 @@ typedef struct {
     void *bias;                     /* (1|B, 1|Hq, Nq, Nk) additive bias, bits of p.bias_dtype */
     uint8_t *dropout_keep;          /* check's --dropout-mask: (B, Hq, Nq, Nk) 1 = kept */
     int *cu_seqlens_q, *cu_seqlens_k; /* (B + 1) THD row offsets */
+    /* kv=paged(P) (run/inputs_paged.c): k, v, kd, vd are then the pages (num_pages, P, Hkv, d) */
+    int *block_table;               /* (B, pages_per_seq) page ids, owned; p points at it */
 } ac_inputs;
 
 /* Validates c (ac_case_validate, then ac_problem_validate with the default memory
@@ -39,6 +41,18 @@ typedef struct {
 bool ac_inputs_mask_fits(const ac_case *c);
 int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err);
 void ac_inputs_free(ac_inputs *in);
+/* kv=paged(P): the contiguous K, V just drawn moved into pages through a block
+ * table drawn from the case seed (shuffled, shared prefix pages, spare pages;
+ * in order with kv=paged(P,contig)); every slot no sequence uses is NaN.  Sets
+ * the problem's paged fields and num_splits (run/inputs_paged.c).  Done by
+ * ac_inputs_make. */
+int ac_inputs_page(ac_inputs *in, ac_err *err);
+/* What the reference tiers read of a paged case: *view is a shallow copy of
+ * *in with the contiguous twin problem (ac_problem_unpaged) and K, V widenings
+ * gathered through the block table (its own, freed by ac_inputs_unpaged_free;
+ * the dtype bits k, v stay the pages).  Not paged: *view = *in, nothing owned. */
+int ac_inputs_unpaged(const ac_inputs *in, ac_inputs *view, ac_err *err);
+void ac_inputs_unpaged_free(const ac_inputs *in, ac_inputs *view);
 /* Varlen padding: rows i >= nq_b of Q and dO, keys j >= nk_b of K and V
  * become NaN (bits and widenings), so a kernel that lets padding reach a sum
  * produces NaN and fails unexpected-nan (xformers' nanify_oob_seqlen).  The

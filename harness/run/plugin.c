@@ -51,12 +51,14 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 _Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP && ATTNCHECK_VARIANT_SINKS == AC_VAR_SINKS &&
                ATTNCHECK_VARIANT_DV == AC_VAR_DV && ATTNCHECK_VARIANT_ALIBI == AC_VAR_ALIBI &&
                    ATTNCHECK_VARIANT_BIAS == AC_VAR_BIAS && ATTNCHECK_VARIANT_SINK_TOKENS == AC_VAR_SINK_TOKENS &&
-                   ATTNCHECK_VARIANT_DROPOUT == AC_VAR_DROPOUT,
+                   ATTNCHECK_VARIANT_DROPOUT == AC_VAR_DROPOUT &&
+                   ATTNCHECK_VARIANT_PAGED == AC_VAR_PAGED && ATTNCHECK_VARIANT_SPLIT == AC_VAR_SPLIT,
                "variant bits");
 _Static_assert(ATTNCHECK_MAX_DV_PAIRS == AC_MAX_DV_PAIRS, "d_v pairs");
 #define ABI_V2_VARIANTS \
     (ATTNCHECK_VARIANT_SOFTCAP | ATTNCHECK_VARIANT_SINKS | ATTNCHECK_VARIANT_DV | ATTNCHECK_VARIANT_ALIBI | \
-     ATTNCHECK_VARIANT_BIAS | ATTNCHECK_VARIANT_SINK_TOKENS | ATTNCHECK_VARIANT_DROPOUT)
+     ATTNCHECK_VARIANT_BIAS | ATTNCHECK_VARIANT_SINK_TOKENS | ATTNCHECK_VARIANT_DROPOUT | ATTNCHECK_VARIANT_PAGED | \
+     ATTNCHECK_VARIANT_SPLIT)
 
 /* The errbuf a plugin writes into: PLUGIN_ERRBUF bytes (its errbuf_len) with a
  * guard zone of canaries after it, so a plugin that writes past errbuf_len
@@ -125,6 +127,8 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .bias_batch = p->bias ? (p->bias_batch > 1 ? p->bias_batch : 1) : 0,
         .bias_heads = p->bias ? (p->bias_heads > 1 ? p->bias_heads : 1) : 0,
         .sink_tokens = p->sink_tokens, .dropout_p = p->dropout_p, .dropout_seed = p->dropout_seed,
+        .page_size = p->page_size, .num_pages = p->num_pages, .pages_per_seq = p->pages_per_seq,
+        .block_table = (const int32_t *)p->block_table, .num_splits = p->num_splits,
     };
 }
 

@@ -120,6 +120,28 @@ int reference_certify(const ac_inputs *in, int cert_rows, ac_reference *r, ac_er
                        in->c.seed, AC_DEFAULT_MPFR_PREC, &r->cert, err);
 }
 
+/* A paged case's reference reads K and V through the block table once: its
+ * paged widenings gathered into the contiguous twin (ac_inputs_unpaged), on
+ * which every stage below runs unchanged. */
+static int make_tier(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err)
+{
+    if (backward && ac_problem_paged(&in->p))
+        return ac_fail(err, AC_ERR_INPUT, "reference: a paged KV cache is forward only");
+    ac_inputs view;
+    int status = ac_inputs_unpaged(in, &view, err);
+    if (status != AC_OK)
+        return status;
+    /* the gpu tier uploads the dtype bits, which stay the pages: a paged case takes the cpu tier */
+    r->info.tier = ac_problem_paged(&in->p) ? AC_REF_CPU : ac_reference_tier_for(&view.p, view.c.dtype, backward);
+    status = alloc_reference(&view.p, backward, r, err);
+    if (status == AC_OK && r->info.tier == AC_REF_GPU)
+        status = reference_make_gpu(&view, backward, cert_rows, r, err);
+    else if (status == AC_OK)
+        status = make_all(&view, backward, cert_rows, r, err);
+    ac_inputs_unpaged_free(in, &view);
+    return status;
+}
+
 int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err)
 {
     memset(r, 0, sizeof *r);
@@ -128,12 +150,7 @@ int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_refe
     if (cert_rows < 0)
         return ac_fail(err, AC_ERR_INPUT, "reference: cert_rows must be >= 0, got %d", cert_rows);
     r->has_backward = backward;
-    r->info.tier = ac_reference_tier_for(&in->p, in->c.dtype, backward);
-    int status = alloc_reference(&in->p, backward, r, err);
-    if (status == AC_OK && r->info.tier == AC_REF_GPU)
-        status = reference_make_gpu(in, backward, cert_rows, r, err);
-    else if (status == AC_OK)
-        status = make_all(in, backward, cert_rows, r, err);
+    int status = make_tier(in, backward, cert_rows, r, err);
     if (status != AC_OK)
         ac_reference_free(r);
     return status;

@@ -288,7 +288,8 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in_case, const ac_bud
                       ac_result *r, ac_err *err)
 {
     ac_inputs ref_in = *in_case, *in = &ref_in; /* a view; with dropout the reference's gets the kernel's mask */
-    bool backward = o->backward && k->caps.backward && k->backward != NULL;
+    /* a paged KV cache is a decode-time layout: forward only */
+    bool backward = o->backward && k->caps.backward && k->backward != NULL && !ac_problem_paged(&in->p);
     int st = ac_kernel_supports(k, &in->p, in->c.dtype, backward, err);
     if (st != AC_OK) {
         r->unsupported = true;

@@ -141,11 +141,17 @@ static int o_passes_under(const ac_inputs *in, const ac_problem *alt, const void
     int st = o && lse && e ? AC_OK : ac_fail(err, AC_ERR_ENV, "diagnosis: out of memory");
     ac_inputs other = *in; /* shallow: the same tensors under another problem */
     other.p = *alt;
+    ac_inputs flat = *in; /* a paged cache: the K, V the reference reads, gathered */
+    ac_problem alt_flat = ac_problem_unpaged(alt);
     if (st == AC_OK)
-        st = ref_forward_fp64(alt, in->qd, in->kd, in->vd, o, lse, err);
+        st = ac_inputs_unpaged(in, &flat, err);
     if (st == AC_OK)
-        st = ref_error_scales(alt, in->c.dtype, in->qd, in->kd, in->vd, o, lse, NULL, e, NULL, NULL, NULL, err);
+        st = ref_forward_fp64(&alt_flat, in->qd, flat.kd, flat.vd, o, lse, err);
+    if (st == AC_OK)
+        st = ref_error_scales(&alt_flat, in->c.dtype, in->qd, flat.kd, flat.vd, o, lse, NULL, e, NULL, NULL, NULL,
+                              err);
     *ok = st == AC_OK && passes(&other, AC_OUT_O, got_o, o, e, limit, worst);
+    ac_inputs_unpaged_free(in, &flat);
     free(o), free(lse), free(e);
     return st;
 }
