@@ -58,4 +58,7 @@ cp "$src"/ci/*.sh "$src"/ci/*.py "$bundle/ci/" 2>/dev/null || true
 for f in "$src"/budgets*.txt; do [ -f "$f" ] && cp "$f" "$bundle/"; done
 [ -d "$src/fixtures" ] && cp -r "$src/fixtures" "$bundle/fixtures"
 [ -d "$src/ci/slurm" ] && cp -r "$src/ci/slurm" "$bundle/ci/"
+# The CUDA kernels' own GPU scripts and corpora (kernels/cuda/variants-gpu.sh finds the bundle's top level).
+mkdir -p "$bundle/kernels/cuda"
+cp "$src"/kernels/cuda/*.sh "$src"/kernels/cuda/*.cases "$bundle/kernels/cuda/" 2>/dev/null || true
 echo "bundle: $bundle ($(du -sh "$bundle" | cut -f1)); libs: $(ls "$bundle/lib" | tr '\n' ' ')"
