@@ -7,31 +7,8 @@
 #include "common.cuh"
 #include "mask.cuh"
 
-// dQ is summed over K/V blocks with global atomics, and PTX's atom/red.add.f32
-// flush subnormal operands and results to zero: a dQ below 2^-126 (f32 and bf16
-// inputs near the smallest normal) came back as 0 (found by the fuzzer; the CPU
-// emulation, summing in plain f32, passed the same cases).  So a partial sum
-// below 2^-90 goes, scaled by 2^64, into a second accumulator right after the
-// first, where it is normal; the conversion adds the two.  Where dQ is normal this
-// costs one compare.  What the first sum can still lose is a result that cancels
-// below 2^-126 from terms >= 2^-90: under 2^-36 of the terms, far below f32's
-// own rounding of them.
-#define ACD_DQ_TINY 0x1p-90f
-#define ACD_DQ_TINY_SCALE 0x1p64f
-
+// dQ's sums keep their subnormals: acd_dq_add and its twin accumulator (common.cuh).
 __device__ __forceinline__ long long acd_dq_elems(const acd_params &p) { return (long long)p.B * p.Hq * p.Nq * p.D; }
-
-// 0 < |v| < 2^-90 (ACD_DQ_TINY, biased exponent 37) as one unsigned compare on
-// the magnitude's bits; 0, NaN and Inf stay with the plain sum.
-__device__ __forceinline__ bool acd_dq_is_tiny(float v) { return (__float_as_uint(v) & 0x7fffffffu) - 1u < (37u << 23) - 1u; }
-
-__device__ __forceinline__ void acd_dq_add(float *acc, long long elems, long long at, float v)
-{
-    if (acd_dq_is_tiny(v))
-        atomicAdd(acc + elems + at, v * ACD_DQ_TINY_SCALE);
-    else
-        atomicAdd(acc + at, v);
-}
 
 // Two neighbours (at even), plain: one 8-byte atomic on sm_90.
 __device__ __forceinline__ void acd_dq_add2_plain(float *acc, long long at, float a, float b)

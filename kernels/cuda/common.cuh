@@ -34,11 +34,37 @@ struct acd_params {
     const float *sinks;             // device (Hq) sink logits, or null
     const void *bias;               // device (bias_batch, bias_heads, Nq, Nk) additive bias, or null
     int bias_dtype, bias_batch, bias_heads; // ac_dtype of its elements; 1 or B, 1 or Hq
-    float *dbias_acc;               // the backward's f32 dBias sums (shaped like the bias), or null
+    float *dbias_acc;               // the backward's f32 dBias sums (shaped like the bias), then their
+    long long dbias_elems;          // subnormal-keeping twin at dbias_acc + dbias_elems (acd_dq_add); or null
     int thd;                        // layout THD: rows through cu_q, cu_k; LSE (Hq, total_q)
     const int *cu_q, *cu_k;         // device (B + 1) offsets, THD only
     long long total_q;
 };
+
+// dQ is summed over K/V blocks with global atomics, and PTX's atom/red.add.f32
+// flush subnormal operands and results to zero: a dQ below 2^-126 (f32 and bf16
+// inputs near the smallest normal) came back as 0 (found by the fuzzer; the CPU
+// emulation, summing in plain f32, passed the same cases).  So a partial sum
+// below 2^-90 goes, scaled by 2^64, into a second accumulator right after the
+// first, where it is normal; the conversion adds the two.  Where dQ is normal this
+// costs one compare.  What the first sum can still lose is a result that cancels
+// below 2^-126 from terms >= 2^-90: under 2^-36 of the terms, far below f32's
+// own rounding of them.  dBias's f32 sums (softmax.cuh, flash_f32.cu) go through
+// the same acd_dq_add, with their twin at dbias_acc + dbias_elems.
+#define ACD_DQ_TINY 0x1p-90f
+#define ACD_DQ_TINY_SCALE 0x1p64f
+
+// 0 < |v| < 2^-90 (ACD_DQ_TINY, biased exponent 37) as one unsigned compare on
+// the magnitude's bits; 0, NaN and Inf stay with the plain sum.
+__device__ __forceinline__ bool acd_dq_is_tiny(float v) { return (__float_as_uint(v) & 0x7fffffffu) - 1u < (37u << 23) - 1u; }
+
+__device__ __forceinline__ void acd_dq_add(float *acc, long long elems, long long at, float v)
+{
+    if (acd_dq_is_tiny(v))
+        atomicAdd(acc + elems + at, v * ACD_DQ_TINY_SCALE);
+    else
+        atomicAdd(acc + at, v);
+}
 
 // Host side: strides from the layout, mask and seqlens copied to the device.
 struct acd_staged {

@@ -84,13 +84,15 @@ bwd_dsink(acd_params p, const float *__restrict__ LSE, const float *__restrict__
     if (threadIdx.x == 0) dsink[h] = (float)-part[0];
 }
 
-// dBias in the bias's dtype from its f32 sums, each rounded once.
+// dBias in the bias's dtype from its f32 sums and their subnormal twin (acd_dq_add),
+// added in double and rounded once.
 __global__ void bwd_dbias_convert(const float *__restrict__ acc, void *__restrict__ dbias, long long n, int dtype)
 {
     for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
-        if (dtype == AC_F16) static_cast<__half *>(dbias)[x] = __float2half_rn(acc[x]);
-        else if (dtype == AC_BF16) static_cast<__nv_bfloat16 *>(dbias)[x] = __float2bfloat16_rn(acc[x]);
-        else static_cast<float *>(dbias)[x] = acc[x];
+        const double v = (double)acc[x] + (double)acc[n + x] * (1.0 / ACD_DQ_TINY_SCALE);
+        if (dtype == AC_F16) static_cast<__half *>(dbias)[x] = __double2half(v);
+        else if (dtype == AC_BF16) static_cast<__nv_bfloat16 *>(dbias)[x] = __double2bfloat16(v);
+        else static_cast<float *>(dbias)[x] = (float)v;
     }
 }
 
@@ -358,11 +360,12 @@ extern "C" int acd_flash_backward(const ac_problem *prob, ac_dtype t, const ac_b
     void *ws = NULL, *dbias_acc = NULL;
     const size_t ws_bytes = acd_bwd_workspace_bytes(p), n_bias = ac_bias_elems(prob);
     status = acd_ws_alloc(&ws, ws_bytes, err);
-    if (status == AC_OK && p.bias) { // dBias's f32 sums, zeroed
-        status = acd_ws_alloc(&dbias_acc, sizeof(float) * n_bias, err);
-        if (status == AC_OK && cudaMemset(dbias_acc, 0, sizeof(float) * n_bias) != cudaSuccess)
+    if (status == AC_OK && p.bias) { // dBias's f32 sums and their subnormal twin, zeroed
+        status = acd_ws_alloc(&dbias_acc, 2 * sizeof(float) * n_bias, err);
+        if (status == AC_OK && cudaMemset(dbias_acc, 0, 2 * sizeof(float) * n_bias) != cudaSuccess)
             status = ac_fail(err, AC_ERR_ENV, "cudaMemset of dBias's sums failed");
         p.dbias_acc = (float *)dbias_acc;
+        p.dbias_elems = (long long)n_bias;
     }
     if (status == AC_OK) status = acd_flash_backward_async(p, t, a, ws, 0, err);
     if (status == AC_OK && p.bias) {
@@ -372,7 +375,7 @@ extern "C" int acd_flash_backward(const ac_problem *prob, ac_dtype t, const ac_b
         if (e != cudaSuccess) status = ac_fail(err, AC_ERR_ENV, "launch of bwd_dbias_convert failed: %s", cudaGetErrorString(e));
     }
     if (status == AC_OK) status = ac_dev_sync(err);
-    acd_ws_free(dbias_acc, sizeof(float) * n_bias);
+    acd_ws_free(dbias_acc, 2 * sizeof(float) * n_bias);
     acd_ws_free(ws, ws_bytes);
     acd_unstage(&st);
     return status;

@@ -208,7 +208,7 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
             const acd_p_ds x = acd_recompute_p_ds(
                 vis, [&] { return p.mods ? acd_exp_shifted_mod(xm, lse, lse_rem) : acd_exp_shifted(s, p.scale, lse, lse_rem); },
                 dp, dd);
-            if (p.dbias_acc && vis && x.ds != 0.f) atomicAdd(p.dbias_acc + acd_bias_index(p, b, h, i, j), x.ds); // dS', before t'
+            if (p.dbias_acc && vis && x.ds != 0.f) acd_dq_add(p.dbias_acc, p.dbias_elems, acd_bias_index(p, b, h, i, j), x.ds); // dS', before t'
             const float pr = x.p, ds = x.ds * dt;
             if (__any_sync(0xffffffffu, pr != 0.f)) {
                 for (int c = 0; c < DV; ++c) sdV[lane * LDV + c] = fmaf(pr, sdo[c], sdV[lane * LDV + c]);

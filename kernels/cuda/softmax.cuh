@@ -352,7 +352,7 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], f
             const float x = acd_score_mod(p, st[n][e], p.scale_log2, cap, slope, diag + 8 * n + (e & 1) - 8 * (e >> 1), bias,
                                           ACD_LOG2E, &dt);
             const acd_p_ds r = acd_recompute_p_ds(vis, [&] { return acd_exp2_p<T>(x - lse * ACD_LOG2E); }, dpt[n][e], sDd[il]);
-            if (p.dbias_acc && vis && r.ds != 0.f) atomicAdd(p.dbias_acc + acd_bias_index(p, b, h, i, j), r.ds);
+            if (p.dbias_acc && vis && r.ds != 0.f) acd_dq_add(p.dbias_acc, p.dbias_elems, acd_bias_index(p, b, h, i, j), r.ds);
             st[n][e] = r.p;
             dpt[n][e] = r.ds * dt;
         }
