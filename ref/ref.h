@@ -48,9 +48,14 @@ int ac_fail(ac_err *err, int status, const char *fmt, ...) __attribute__((format
  * One table (ref/dtype.c) holds every format: name, storage width, precision,
  * exponent range, the poison pattern and the dtype its kernels write.  Storage
  * is the raw bit pattern (uint32_t for f32, uint16_t for f16/bf16), read and
- * written only through ac_bits_get / ac_bits_put.  Room is left for fp8
- * (e4m3, e5m2): an enum value and a table row (docs/DESIGN.md, "Adding a dtype"). */
-typedef enum { AC_F32 = 0, AC_F16 = 1, AC_BF16 = 2, AC_DTYPE_COUNT } ac_dtype;
+ * written only through ac_bits_get / ac_bits_put (uint8_t for e4m3/e5m2).
+ * fp8 inputs come with descale factors (ac_problem's fp8 fields) and their
+ * kernels write bf16 or f16 (the case's out=). */
+typedef enum { AC_F32 = 0, AC_F16 = 1, AC_BF16 = 2, AC_E4M3 = 3, AC_E5M2 = 4, AC_DTYPE_COUNT } ac_dtype;
+/* The 16- and 32-bit dtypes, what kernels claimed before fp8 (the generator's plain draw). */
+#define AC_DTYPES_WIDE ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
+#define AC_DTYPES_FP8 ((1u << AC_E4M3) | (1u << AC_E5M2))
+bool ac_dtype_is_fp8(ac_dtype t); /* e4m3, e5m2: inputs only, with descale factors (issue 17) */
 
 const char *ac_dtype_name(ac_dtype t);                /* "f32", "f16", "bf16" */
 int ac_dtype_parse(const char *name, ac_dtype *out);  /* AC_OK or AC_ERR_INPUT */
@@ -62,7 +67,8 @@ double ac_min_subnormal(ac_dtype t);                  /* eta: 2^-149, 2^-24, 2^-
 double ac_max_finite(ac_dtype t);                     /* 65504 for f16 */
 
 double ac_widen(ac_dtype t, uint32_t bits);  /* exact */
-uint32_t ac_narrow(ac_dtype t, double x);    /* round to nearest even, subnormals, overflow to +-Inf, NaN stays NaN */
+uint32_t ac_narrow(ac_dtype t, double x);    /* round to nearest even, subnormals, overflow to +-Inf, NaN stays NaN;
+                                                fp8: OCP satfinite, overflow and Inf give +-max (ref/dtype.c) */
 double ac_round(ac_dtype t, double x);       /* ac_widen(t, ac_narrow(t, x)) */
 /* The ulp of x's binade in dtype t, floored at the subnormal spacing.
  * Finite x beyond the largest finite value use the last binade's ulp; NaN/Inf give NaN. */
