@@ -174,6 +174,14 @@ typedef struct {
     uint64_t dropout_seed;            /* the kernel's seed for its random numbers */
     const uint8_t *dropout_keep;      /* (B, Hq, Nq, Nk) 1 = kept, 0 = dropped: the mask the kernel drew, the
                                          reference tiers' input; NULL when a kernel is called */
+    /* ---- fp8 inputs (issue 17, ref/fp8.c): fp8_out 0 (AC_F32) = not fp8 ---- */
+    ac_dtype fp8_out;                 /* O's dtype, AC_BF16 or AC_F16, when Q, K, V are e4m3/e5m2 */
+    ac_dtype fp8_p;                   /* P's format before the P V product, as the kernel declares it:
+                                         AC_E4M3/AC_E5M2 (row-max scaled, ac_fp8_p_round) or AC_BF16/AC_F16 */
+    int descale_rows;                 /* the descale factors' granularity: AC_DESCALE_TENSOR, _HEAD, or N > 0
+                                         rows of a head per factor (ac_descale_index) */
+    const float *descale_q, *descale_k, *descale_v; /* f32, ac_descale_count(p, Q/K/V) each: input = code * factor
+                                         (the reference tiers read the products and ignore these) */
 } ac_problem;
 
 #define AC_MAX_HEAD_DIM 512
@@ -258,6 +266,28 @@ size_t ac_o_elems(const ac_problem *p);                         /* O, dO */
 size_t ac_v_elems(const ac_problem *p);                         /* V, dV */
 size_t ac_o_index(const ac_problem *p, int b, int h, int i, int c);
 size_t ac_v_index(const ac_problem *p, int b, int h_kv, int j, int c);
+
+/* ---- fp8 (ref/fp8.c) -------------------------------------------------------
+ * Q, K, V stored in e4m3/e5m2 with f32 descale factors: the inputs are
+ * x * descale, exact in double (4 or 3 significand bits times 24), and every
+ * reference tier reads those products.  Granularity: one factor per tensor,
+ * per (batch, kv head) (FlashAttention-3's q/k/v_descale: Q's heads of a GQA
+ * group share theirs), or per block of N rows of a head (Q: of a query head). */
+#define AC_DESCALE_TENSOR 0
+#define AC_DESCALE_HEAD (-1)
+bool ac_problem_is_fp8(const ac_problem *p);
+size_t ac_descale_count(const ac_problem *p, ac_tensor_kind kind);       /* Q, K or V */
+size_t ac_descale_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s); /* h: the tensor's head */
+/* P's row-max recipe: a kernel that declares P in fp8 format fmt rounds
+ * sigma * exp(S_ij - m_i) to fmt (satfinite), m_i its running row max and
+ * sigma >= AC_FP8_P_SIGMA_MIN (FlashAttention-3: 2^8, from exp2's max offset 8;
+ * 448 maps the max onto e4m3's largest value), and divides by sigma * l_i at
+ * the end.  The error scale allows the rounding at that format and its
+ * subnormal floor at sigma = AC_FP8_P_SIGMA_MIN; the naive baseline and
+ * cpu-flash use AC_FP8_P_SIGMA. */
+#define AC_FP8_P_SIGMA_MIN 256.0
+#define AC_FP8_P_SIGMA 448.0
+float ac_fp8_p_round(ac_dtype fmt, float p_scaled); /* p_scaled = sigma exp(S - m), in fmt, as a float */
 
 /* ---- fp64 reference (OpenBLAS) -------------------------------------------
  * S = scale * Q K^T and O = P V through cblas_dgemm, per (b, h), in blocks of
@@ -354,6 +384,11 @@ int ref_param_error_scales(const ac_problem *p, ac_dtype t, const double *lse, c
  * dtype-t values; it is the denominator of the vs-naive ratio. */
 int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
                       const double *v, double *o, double *lse, ac_err *err);
+/* fp8 problems (ref_naive_forward hands them here; no backward): S in f32 from
+ * the exact inputs, softmax in f32, P rounded to the declared format with the
+ * row-max scale AC_FP8_P_SIGMA (ref/naive_fp8.c), P V in f32, O rounded to fp8_out. */
+int ref_naive_forward_fp8(const ac_problem *p, const double *q, const double *k, const double *v, double *o,
+                          double *lse, ac_err *err);
 int ref_naive_backward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
                        const double *v, const double *o, const double *lse, const double *d_o,
                        double *dq, double *dk, double *dv, ac_err *err);

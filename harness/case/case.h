@@ -133,6 +133,10 @@ typedef struct {
     bool mask_per_batch, mask_per_head; /* maskdims=1h|b1|bh: a dense mask (1|B, 1|Hq, Nq, Nk) */
     int sink_tokens;               /* sinktokens=K: with window-*(L,R), L finite, the first K keys stay visible */
     double dropout;                /* dropout=P: P in (0, 1), the kernel's seed drawn from the case seed */
+    /* ---- fp8 (dtype e4m3/e5m2 only; case_fp8.c): printed with every fp8 line, never with another ---- */
+    ac_dtype out_dtype;            /* out=bf16|f16: O's dtype (default bf16) */
+    int descale_rows;              /* descale=tensor|head|block(N): AC_DESCALE_TENSOR, _HEAD or N rows */
+    ac_dtype p_dtype;              /* p=e4m3|e5m2|bf16|f16: P's format before P V, as the kernel declares (e4m3) */
 } ac_case;
 
 /* ---- the mask of a case (masks.c: one row per kind of ref/mask_kinds.h) ----
@@ -154,7 +158,7 @@ ac_mask_kind ac_case_mask_top_left(ac_mask_kind k);
 int ac_mask_filter_parse(const char *list, unsigned *kinds, ac_err *err);
 
 /* The dtype of the outputs (O, dQ, dK, dV) a kernel writes for case c: its
- * dtype's ac_dtype_output (c->dtype is the inputs' dtype). */
+ * dtype's ac_dtype_output (c->dtype is the inputs' dtype), or out= for fp8. */
 ac_dtype ac_case_out_dtype(const ac_case *c);
 
 /* The number grammar of case lines, also read by the CLI's options and the

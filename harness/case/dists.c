@@ -123,7 +123,8 @@ static draw_bounds bounds_of(const ac_case *c, double need, double scale)
  * so it is refused here rather than reported as the kernel's failure. */
 static int draws_fit(const ac_case *c, double need, ac_err *err)
 {
-    double top = ac_max_finite(c->dtype), f32_top = ac_max_finite(AC_F32);
+    /* fp8 inputs are scaled into the format by their descale factors (run/inputs_fp8.c) */
+    double f32_top = ac_max_finite(AC_F32), top = ac_dtype_is_fp8(c->dtype) ? f32_top : ac_max_finite(c->dtype);
     double scale = c->scale_auto ? (double)(float)(1.0 / sqrt((double)c->head_dim)) : c->scale;
     const char *dt = ac_dtype_name(c->dtype);
     char line[80];
@@ -158,5 +159,8 @@ int case_dist_validate(const ac_case *c, ac_err *err)
     if (!isfinite(a) || !isfinite(b))
         return ac_fail(err, AC_ERR_INPUT, "dist: %s parameters must be finite", name);
     int st = dist_params_ok(c, &need, err);
+    if (st == AC_OK && c->dist == AC_DIST_DOMINANT && ac_dtype_is_fp8(c->dtype))
+        return ac_fail(err, AC_ERR_INPUT, "dist: dominant() plants its key in the dtype, not as an fp8 code times "
+                       "a descale factor; not with dtype=%s", ac_dtype_name(c->dtype));
     return st == AC_OK ? draws_fit(c, need, err) : st;
 }

@@ -24,6 +24,9 @@ typedef struct {
     void *bias;                     /* (1|B, 1|Hq, Nq, Nk) additive bias, bits of p.bias_dtype */
     uint8_t *dropout_keep;          /* check's --dropout-mask: (B, Hq, Nq, Nk) 1 = kept */
     int *cu_seqlens_q, *cu_seqlens_k; /* (B + 1) THD row offsets */
+    /* fp8 (run/inputs_fp8.c): f32 descale factors, ac_descale_count(p, Q/K/V) each; the
+     * widenings qd, kd, vd are code * descale.  NULL for other dtypes. */
+    float *descale_q, *descale_k, *descale_v;
 } ac_inputs;
 
 /* Validates c (ac_case_validate, then ac_problem_validate with the default memory
