@@ -28,6 +28,7 @@ typedef enum {
     FP8_MUT_V_DESCALE_TWICE, /* V's descale applied to the partial sums twice */
     FP8_MUT_TRUNCATE,       /* P rounded to e4m3 toward zero, not to nearest */
     FP8_MUT_P_E5M2,         /* P rounded to e5m2 though e4m3 is declared */
+    FP8_MUT_P_UNSCALED,     /* P~ rounded to e4m3 as it is (sigma 1): weights below 2^-10 of the row max flush to 0 */
 } fp8_mutant;
 
 typedef struct {
@@ -61,7 +62,7 @@ static float sigma_of(const fp8_params *fp)
 {
     if (!ac_dtype_is_fp8(fp->p_fmt))
         return 1.0f;
-    return fp->mut == FP8_MUT_P_CLAMP ? 4096.0f : (float)AC_FP8_P_SIGMA;
+    return fp->mut == FP8_MUT_P_CLAMP ? 4096.0f : fp->mut == FP8_MUT_P_UNSCALED ? 1.0f : (float)AC_FP8_P_SIGMA;
 }
 
 typedef struct {
@@ -207,6 +208,9 @@ static const ac_kernel fp8_kernels[] = {
                "P rounded to e4m3 toward zero instead of to nearest even"),
     FP8_KERNEL("cpu-flash-fp8-mutant-p-e5m2", AC_E4M3, FP8_MUT_P_E5M2,
                "P rounded to e5m2 though e4m3 is declared"),
+    FP8_KERNEL("cpu-flash-fp8-mutant-p-unscaled", AC_E4M3, FP8_MUT_P_UNSCALED,
+               "P rounded to e4m3 without the row-max scale: weights below e4m3's smallest subnormal (2^-9 of the "
+               "row max) flush to zero"),
 };
 
 size_t ac_cpu_flash_fp8_kernels(const ac_kernel **out, size_t max)
