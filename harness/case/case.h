@@ -56,6 +56,7 @@ typedef enum {
     AC_DIST_DOMINANT,   /* one key per row dominates by a margin a */
     AC_DIST_HUGE,       /* magnitudes near the dtype's overflow (fraction a of its max) */
     AC_DIST_TINY,       /* magnitudes near the dtype's underflow */
+    AC_DIST_FA3,        /* FlashAttention-3's fp8 accuracy setup: N(0,1) plus N(0,S^2) with probability P */
     AC_DIST_COUNT
 } ac_dist_kind;
 /* What each distribution draws exactly (run/inputs.c); dO is normal(0,1) throughout:
@@ -67,6 +68,8 @@ typedef enum {
  *     in [0.5,1] / (scale d), t_j = SLOPE (j+1) / nk), so S_ij = scale d a_i t_j grows
  *     with j from ~0 to ~SLOPE in every row; V normal(0,1).
  *   equal(): K rows identical within each (b, kv head); Q, V normal(0,1).
+ *   fa3(P,S): every element of Q, K and V normal(0,1), plus normal(0,S) with probability P:
+ *     FlashAttention-3's fp8 setup (N(0,1) with 0.1% large outliers, fa3(0.001,10)).
  *   dominant(MARGIN): one key j* per (b, kv head) whose score beats every other
  *     key's, in every row, by >= MARGIN (Q_i0 = sign(scale), K_j* = (beta, 0, ..)).
  *   huge(FRAC) and tiny() have two modes, picked by the case seed (ac_dist_mode):

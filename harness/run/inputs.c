@@ -119,6 +119,10 @@ static double draw_plain(const ac_case *c, rng *r)
         return unif(r) < c->dist_b ? x * AC_OUTLIER_FACTOR : x;
     }
     case AC_DIST_NORMAL: return c->dist_a + c->dist_b * gauss(r);
+    case AC_DIST_FA3: { /* the outlier's draw only when it happens: P of the elements */
+        double x = gauss(r);
+        return unif(r) < c->dist_a ? x + c->dist_b * gauss(r) : x;
+    }
     default: return gauss(r);
     }
 }
@@ -193,7 +197,7 @@ static double draw_value(const draw_ctx *x, slice_state *ss, rng *r, int b, int 
         /* outliers in Q and K (heavy-tailed scores, as LLM activations have); V
          * with a heavy tail too would push dQ = scale dS K past f16's range */
         return x->r == ROLE_V ? x->c->dist_a * gauss(r) : draw_plain(x->c, r);
-    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: return draw_plain(x->c, r);
+    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: case AC_DIST_FA3: return draw_plain(x->c, r);
     default: return gauss(r);
     }
 }

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/harness.h"
@@ -325,4 +326,36 @@ Test(harness_fp8, naive_baseline_follows_the_declared_recipe)
     cr_assert(worst > 0.05 && worst <= 4.0, "the naive baseline's max scaled error %g", worst);
     ac_reference_free(&ref);
     ac_inputs_free(&in);
+}
+
+/* FlashAttention-3's setup, fa3(0.001,10), per-tensor and per-head: the RMSE
+ * the peers use comes with every fp8 record and in the summary, the kernel's
+ * and the naive baseline's (the latter the same recipe: alike). */
+Test(harness_fp8, rmse_is_reported_beside_the_verdict_on_fa3_outliers)
+{
+    ac_summary s;
+    memset(&s, 0, sizeof s);
+    static const char *const grains[] = {"tensor", "head"};
+    for (int g = 0; g < 2; g++) {
+        char line[256];
+        snprintf(line, sizeof line, "v1 seed=9 b=1 hq=2 hkv=2 nq=64 nk=256 d=64 dtype=e4m3 out=bf16 descale=%s "
+                 "p=e4m3 dist=fa3(0.001,10)", grains[g]);
+        ac_result r = run_line("cpu-flash-fp8", line);
+        cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s: %s", line, r.why);
+        const ac_metrics *m = &r.m[AC_OUT_O];
+        cr_assert(m->rmse > 0.0 && m->rmse <= m->max_abs && m->rmse >= m->mean_abs * 0.5, "rmse %g", m->rmse);
+        cr_assert(m->naive_rmse > 0.5 * m->rmse && m->naive_rmse < 2.0 * m->rmse, "naive %g, kernel %g",
+                  m->naive_rmse, m->rmse);
+        ac_summary_add(&s, &r);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    ac_summary_print(f, "cpu-flash-fp8", &s);
+    fclose(f);
+    cr_assert(strstr(text, "e4m3 O RMSE (not gated; the largest of a case): kernel ") != NULL, "%s", text);
+    free(text);
+    ac_case c = parse("v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=e4m3 dist=fa3(0.001,10)");
+    cr_assert(c.dist == AC_DIST_FA3 && c.dist_a == 0.001 && c.dist_b == 10.0);
 }
