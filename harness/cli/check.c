@@ -81,6 +81,10 @@ static int case_dir_options(const ac_cli *o, ac_cli *eff, ac_case_options *co, a
     eff->mask_file = co->mask_file[0] ? co->mask_file : NULL;
     eff->seqlens_q = co->seqlens_q[0] ? co->seqlens_q : NULL;
     eff->seqlens_k = co->seqlens_k[0] ? co->seqlens_k : NULL;
+    if (co->descale[0][0] && !o->descale_q && !o->descale_k && !o->descale_v) { /* fp8's factors */
+        eff->descale_q = co->descale[0], eff->descale_k = co->descale[1], eff->descale_v = co->descale[2];
+        eff->descale_block = co->descale_block[0] ? co->descale_block : o->descale_block;
+    }
     return AC_OK;
 }
 

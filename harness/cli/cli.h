@@ -89,6 +89,7 @@ typedef struct {
     /* check, reference: the variants (harness/cli/check_variants.c) */
     const char *softcap, *sinks, *alibi, *bias, *sink_tokens, *dropout_p, *dropout_mask;
     const char *cu_seqlens_q, *cu_seqlens_k; /* --layout thd */
+    const char *descale_q, *descale_k, *descale_v, *descale_block; /* fp8 inputs (harness/cli/check_fp8.c) */
 } ac_cli;
 
 /* Parses the options of subcommand argv[0] ("fuzz", "check", ...) from

@@ -146,11 +146,11 @@ static char *problem_json(const ac_case_files *cf)
     /* a backward call: inputs with the kernel's own o, lse; gen: do too, every output wanted */
     static const char *const all_in[] = {"q", "k", "v", "do", "o", "lse"};
     static const char *const all_out[] = {"o", "lse", "dq", "dk", "dv"};
-    add_names(o, "inputs", all_in, cf->backward ? 6 : cf->d_o ? 4 : 3);
+    add_names(o, "inputs", all_in, cf->backward ? 6 : cf->d_o && !ac_problem_is_fp8(p) ? 4 : 3);
     if (cf->backward)
         add_names(o, "want", all_out + 2, 3);
-    else
-        add_names(o, "want", all_out, cf->d_o ? 5 : 2);
+    else /* fp8 is forward only */
+        add_names(o, "want", all_out, cf->d_o && !ac_problem_is_fp8(p) ? 5 : 2);
     cJSON_AddStringToObject(o, "out", cf->out_dir ? cf->out_dir : "");
     cJSON_AddStringToObject(o, "lse", "f32, natural log, shape (batch, heads_q, seqlen_q) in every layout");
     char *text = cJSON_Print(o);
@@ -181,7 +181,7 @@ int ac_case_dir_write(const char *dir, const ac_case_files *cf, ac_err *err)
         st = write_npy(dir, "k", &k, err);
     if (st == AC_OK)
         st = write_npy(dir, "v", &v, err);
-    if (st == AC_OK && cf->d_o) {
+    if (st == AC_OK && cf->d_o && !ac_problem_is_fp8(p)) { /* fp8 is forward only */
         ac_tensor d_o = shaped(p, true, in_t, cf->d_o);
         st = write_npy(dir, "do", &d_o, err);
     }
@@ -211,7 +211,13 @@ static int write_descales(const char *dir, const ac_problem *p, ac_err *err)
         if (!arr[i])
             return ac_fail(err, AC_ERR_INPUT, "%s: an fp8 problem without its %s factors", dir, names[i]);
         size_t n = ac_descale_count(p, kinds[i]);
+        int64_t heads = kinds[i] == AC_TENSOR_Q ? p->heads_q : p->heads_kv;
+        /* shaped as check reads them: (1), (B, Hkv), (B, H, blocks) */
         ac_tensor t = {.dtype = AC_TF_F32, .ndim = 1, .shape = {(int64_t)n}, .n_elems = n, .data = (void *)arr[i]};
+        if (p->descale_rows == AC_DESCALE_HEAD)
+            t.ndim = 2, t.shape[0] = p->batch, t.shape[1] = p->heads_kv;
+        else if (p->descale_rows > 0)
+            t.ndim = 3, t.shape[0] = p->batch, t.shape[1] = heads, t.shape[2] = (int64_t)n / (p->batch * heads);
         st = write_npy(dir, names[i], &t, err);
     }
     return st;
@@ -323,6 +329,16 @@ static int options_from(const cJSON *root, const char *dir, const char *path, ac
     if (st != AC_OK)
         return st;
     snprintf(o->scale, sizeof o->scale, "%.17g", scale->valuedouble);
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "descale_files"), *grain =
+        cJSON_GetObjectItemCaseSensitive(root, "descale");
+    for (int i = 0; cJSON_IsArray(files) && i < 3; i++) { /* fp8: the factors beside the tensors */
+        const cJSON *name = cJSON_GetArrayItem(files, i);
+        if (!cJSON_IsString(name) || strchr(name->valuestring, '/') ||
+            snprintf(o->descale[i], sizeof o->descale[i], "%s/%s", dir, name->valuestring) >= (int)sizeof o->descale[i])
+            return ac_fail(err, AC_ERR_INPUT, "%s: \"descale_files\" must name three files in %s", path, dir);
+    }
+    if (cJSON_IsNumber(grain) && grain->valuedouble >= 16 && grain->valuedouble <= 65536)
+        snprintf(o->descale_block, sizeof o->descale_block, "%d", (int)grain->valuedouble);
     if (!strcmp(o->mask, "none") || !strcmp(o->mask, "dense"))
         o->mask[0] = '\0'; /* no window: the dense part, if any, is the file */
     if (dense[0] && (strchr(dense, '/') || snprintf(o->mask_file, sizeof o->mask_file, "%s/%s", dir, dense) >=

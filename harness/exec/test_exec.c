@@ -207,7 +207,8 @@ Test(harness_exec, an_fp8_case_directory_holds_codes_descales_and_the_recipe)
     cr_assert_eq(v.dtype, AC_TF_U8, "fp8 travels as |u1 codes");
     cr_assert_arr_eq(v.data, c.in.v, ac_kv_elems(&c.in.p), "the very codes of the inputs");
     cr_assert_eq(ac_npy_read(path_of("descale_k.npy"), "descale_k", &dk, &err), AC_OK, "%s", err.msg);
-    cr_assert(dk.dtype == AC_TF_F32 && dk.ndim == 1 && dk.shape[0] == 2 * 2 * 3, "(b, kv head, 3 blocks of 32)");
+    cr_assert(dk.dtype == AC_TF_F32 && dk.ndim == 3 && dk.shape[0] == 2 && dk.shape[1] == 2 && dk.shape[2] == 3,
+              "(b, kv head, 3 blocks of 32)");
     cr_assert_arr_eq(dk.data, c.in.descale_k, dk.n_elems * sizeof(float));
     ac_tensor_free(&v);
     ac_tensor_free(&dk);
