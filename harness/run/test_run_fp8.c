@@ -359,3 +359,32 @@ Test(harness_fp8, rmse_is_reported_beside_the_verdict_on_fa3_outliers)
     ac_case c = parse("v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=e4m3 dist=fa3(0.001,10)");
     cr_assert(c.dist == AC_DIST_FA3 && c.dist_a == 0.001 && c.dist_b == 10.0);
 }
+
+/* The descale factors sit in the kernel's arena as inputs: a kernel that
+ * changes one fails input-modified, naming the buffer and the factor. */
+static int descale_writing_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a,
+                                   ac_err *err)
+{
+    const ac_kernel *base = ac_kernel_find("cpu-flash-fp8");
+    int st = base->forward(base, p, t, a, err);
+    ((float *)p->descale_v)[1] *= 2.0f; /* after the fact: the outputs are right, the input is not */
+    (void)self;
+    return st;
+}
+
+Test(harness_fp8, a_kernel_that_changes_a_descale_factor_fails_input_modified)
+{
+    ac_kernel k = *ac_kernel_find("cpu-flash-fp8");
+    k.name = "cpu-flash-fp8-descale-writer";
+    k.forward = descale_writing_forward;
+    ac_case c = parse("v1 seed=3 b=1 hq=2 hkv=2 nq=16 nk=40 d=8 dtype=e4m3 descale=head");
+    ac_budgets b;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_budgets_load(ac_budgets_default_path(), &b, &err), AC_OK, "%s", err.msg);
+    ac_run_opts o = {.backward = false, .cert_rows = 0};
+    ac_result r;
+    cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(r.verdict, AC_VERDICT_FAIL);
+    cr_assert_str_eq(r.kind, "kernel:input-modified", "%s", r.why);
+    cr_assert(strstr(r.why, "descale_v") != NULL && strstr(r.why, "factor 1") != NULL, "%s", r.why);
+}
