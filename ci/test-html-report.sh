@@ -4,7 +4,8 @@
 #      from Debian (quiet, idempotent: nothing happens when they are there);
 #   2. builds attncheck if needed (ci/build.sh; BUILD_DIR and MESON_ARGS respected);
 #   3. makes real inputs with it: a cpu-flash fuzz campaign, a mutant that fails
-#      (so the failures section has entries) and a small prove run;
+#      (so the failures section has entries) and a small prove run (100 cases a mutant:
+#      cpu-flash-fp8-mutant-p-unscaled needs 52);
 #   4. runs the report script's unit tests (reports/tests), then its bad-input
 #      path on a real record cut short;
 #   5. builds the report from those inputs plus the H100 bench and PyTorch files;
@@ -55,7 +56,7 @@ rc=0
 "$a" fuzz --kernel cpu-flash-mutant-no-rescale-o --seed 1 --cases 30 --json "$out/mutant.jsonl" --quiet \
   >"$out/mutant.log" || rc=$?
 [ "$rc" -eq 1 ] || { cat "$out/mutant.log"; echo "the mutant campaign gave exit $rc, expected 1 (caught)" >&2; exit 1; }
-"$a" prove --seed 1 --cases 50 --clean-cases 50 --json "$out/prove.jsonl" --quiet >"$out/prove.log" ||
+"$a" prove --seed 1 --cases 100 --clean-cases 50 --json "$out/prove.jsonl" --quiet >"$out/prove.log" ||
   { cat "$out/prove.log"; exit 1; }
 wc -l "$out"/*.jsonl
 

@@ -27,7 +27,7 @@ step "unit tests (Criterion)"
 "$b/attncheck-tests" --jobs=2
 
 step "fixtures: the regression corpus"
-for k in cpu-flash cpu-flash-128x64 ref-fp64; do
+for k in cpu-flash cpu-flash-128x64 ref-fp64 cpu-flash-fp8; do
   "$b/harness/attncheck" run fixtures --kernel "$k" --quiet >"$b/fixtures-$k.log" ||
     { cat "$b/fixtures-$k.log"; exit 1; }
   echo "fixtures on $k: $(grep -m1 ' cases, ' "$b/fixtures-$k.log")"
@@ -42,6 +42,8 @@ step "fuzz gate"
   --seed 3 --cases 200 --quiet
 "$b/harness/attncheck" fuzz --plugin "$b/plugins/libattncheck-example-plugin-v2.so" --kernel example-flash-cpu-v2 \
   --seed 4 --cases 100 --quiet
+"$b/harness/attncheck" fuzz --kernel cpu-flash-fp8 --seed 17 --cases 300 --quiet
+"$b/harness/attncheck" fuzz --kernel cpu-flash-fp8-pbf16 --seed 18 --cases 150 --quiet
 
 step "kernels that are not C: --exec and --exec-persistent"
 # The PyTorch example needs torch: PyPI's wheel is 5.4 GB with CUDA's libraries (103 s to

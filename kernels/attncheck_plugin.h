@@ -72,6 +72,13 @@ extern "C" {
 #define ATTNCHECK_DTYPE_F32 0
 #define ATTNCHECK_DTYPE_F16 1
 #define ATTNCHECK_DTYPE_BF16 2
+/* ABI 2 only: fp8 inputs (OCP e4m3 FN, e5m2; one byte each) with f32 descale factors
+ * (problem2.descale_*); O is written in problem2.out_dtype (BF16 or F16), LSE in f32;
+ * forward only.  A plugin claiming them sets fp8_p in its descriptor. */
+#define ATTNCHECK_DTYPE_E4M3 3
+#define ATTNCHECK_DTYPE_E5M2 4
+#define ATTNCHECK_DESCALE_TENSOR 0
+#define ATTNCHECK_DESCALE_HEAD (-1) /* one factor per (b, kv head); Q's heads of a group share it */
 
 /* layouts: bit (1u << ATTNCHECK_LAYOUT_*) in caps.layouts */
 #define ATTNCHECK_LAYOUT_BHSD 0
@@ -182,6 +189,12 @@ typedef struct {
     const int32_t *block_table;       /* (B, pages_per_seq) page ids (host memory, like seqlens) */
     int32_t num_splits;               /* ATTNCHECK_VARIANT_SPLIT: S >= 2 key ranges, combined; 0: the kernel's choice,
                                          1: no split (a hint: the result is the same attention) */
+    /* ---- fp8 (fwd_args.dtype ATTNCHECK_DTYPE_E4M3/E5M2; otherwise 0 / NULL) ---- */
+    int32_t out_dtype;                /* O's dtype: ATTNCHECK_DTYPE_BF16 or F16 (0 when not fp8: O in dtype) */
+    int32_t p_dtype;                  /* P's format before P V, the one the plugin declares (fp8_p) */
+    int32_t descale_rows;             /* ATTNCHECK_DESCALE_TENSOR, _HEAD, or N > 0: one factor per N rows of a
+                                         head (Q: of a query head), index ((b H + h) ceil(S / N) + s / N) */
+    const float *descale_q, *descale_k, *descale_v; /* f32 factors, host memory: input = code * factor */
 } attncheck_problem2;
 
 /* ABI 2: whether a struct (problem2, fwd_args, bwd_args) as attncheck passed it
@@ -244,6 +257,9 @@ typedef struct {
     /* ATTNCHECK_VARIANT_DV: the (d_qk, d_v) pairs it takes; 0 pairs: any d_v the head-dim caps allow */
     int32_t n_dv_pairs;
     int32_t dv_pairs[ATTNCHECK_MAX_DV_PAIRS][2];
+    /* fp8 dtypes claimed: the format the forward rounds P to before P V (ATTNCHECK_DTYPE_E4M3, row-max
+       scaled so the running max maps to >= 256; or BF16/F16); 0 (absent): e4m3 */
+    int32_t fp8_p;
 } attncheck_plugin;
 
 #define ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL "attncheck_plugin_describe"

@@ -58,6 +58,9 @@ typedef struct {
     /* AC_VAR_DV: the (d_qk, d_v) pairs it takes, or when n_dv_pairs == 0 any d_v the head-dim rule above allows */
     int dv_pairs[AC_MAX_DV_PAIRS][2];
     int n_dv_pairs;
+    /* fp8 dtypes (e4m3, e5m2): the format the forward rounds P to before P V, which the case's p= must
+       name: AC_E4M3/AC_E5M2 (row-max scaled: ref.h, ac_fp8_p_round) or AC_BF16/AC_F16; 0 (AC_F32): e4m3 */
+    ac_dtype fp8_p;
 } ac_caps;
 
 /* dropout_mask (with dropout, else NULL): the keep mask the forward drew, one bit
@@ -133,6 +136,8 @@ int ac_dev_sync_kernel(ac_err *err);
 extern const ac_kernel ac_kernel_ref_fp64;   /* kernels/ref_kernel.c: the fp64 reference rounded to dtype */
 /* kernels/cpu_flash.c: cpu-flash (64x64 and 128x64 tiles) and its mutants */
 size_t ac_cpu_flash_kernels(const ac_kernel **out, size_t max);
+/* kernels/cpu_flash_fp8.c: cpu-flash-fp8 (e4m3/e5m2 forward, P in e4m3; -pbf16: P in bf16) and its mutants */
+size_t ac_cpu_flash_fp8_kernels(const ac_kernel **out, size_t max);
 /* kernels/cuda/: cuda-flash, cuda-naive and the CUDA mutants (none when built without CUDA) */
 size_t ac_cuda_kernels(const ac_kernel **out, size_t max);
 

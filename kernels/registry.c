@@ -23,6 +23,7 @@ static size_t builtins(const ac_kernel **out, size_t max)
     size_t n = 0;
     out[n++] = &ac_kernel_ref_fp64;
     n += ac_cpu_flash_kernels(out + n, max - n);
+    n += ac_cpu_flash_fp8_kernels(out + n, max - n);
     n += ac_cuda_kernels(out + n, max - n);
     return n;
 }
@@ -157,6 +158,10 @@ int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool
                        p->heads_q, p->heads_kv);
     if ((p->seqlens_q || p->seqlens_k) && !c->varlen)
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support per-sequence lengths (varlen)", k->name);
+    ac_dtype p_fmt = c->fp8_p == AC_F32 ? AC_E4M3 : c->fp8_p;
+    if (ac_problem_is_fp8(p) && p->fp8_p != p_fmt)
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' rounds P to %s, the case says p=%s", k->name,
+                       ac_dtype_name(p_fmt), ac_dtype_name(p->fp8_p));
     if (want_backward && (!c->backward || !k->backward))
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' has no backward", k->name);
     if (c->max_seqlen > 0 && (p->seqlen_q > c->max_seqlen || p->seqlen_k > c->max_seqlen))

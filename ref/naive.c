@@ -438,6 +438,8 @@ bool naive_scratch_alloc(float ***slots[], const size_t sizes[], int n_kinds, in
 int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
                       const double *v, double *o, double *lse, ac_err *err)
 {
+    if (ac_problem_is_fp8(p) || ac_dtype_is_fp8(t)) /* its own recipe (naive_fp8.c) */
+        return ref_naive_forward_fp8(p, q, k, v, o, lse, err);
     const void *tensors[] = {q, k, v, o, lse};
     int status = naive_check_args(p, t, tensors, 5, "ref_naive_forward", err);
     naive_ctx ctx;

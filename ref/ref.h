@@ -48,9 +48,14 @@ int ac_fail(ac_err *err, int status, const char *fmt, ...) __attribute__((format
  * One table (ref/dtype.c) holds every format: name, storage width, precision,
  * exponent range, the poison pattern and the dtype its kernels write.  Storage
  * is the raw bit pattern (uint32_t for f32, uint16_t for f16/bf16), read and
- * written only through ac_bits_get / ac_bits_put.  Room is left for fp8
- * (e4m3, e5m2): an enum value and a table row (docs/DESIGN.md, "Adding a dtype"). */
-typedef enum { AC_F32 = 0, AC_F16 = 1, AC_BF16 = 2, AC_DTYPE_COUNT } ac_dtype;
+ * written only through ac_bits_get / ac_bits_put (uint8_t for e4m3/e5m2).
+ * fp8 inputs come with descale factors (ac_problem's fp8 fields) and their
+ * kernels write bf16 or f16 (the case's out=). */
+typedef enum { AC_F32 = 0, AC_F16 = 1, AC_BF16 = 2, AC_E4M3 = 3, AC_E5M2 = 4, AC_DTYPE_COUNT } ac_dtype;
+/* The 16- and 32-bit dtypes, what kernels claimed before fp8 (the generator's plain draw). */
+#define AC_DTYPES_WIDE ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
+#define AC_DTYPES_FP8 ((1u << AC_E4M3) | (1u << AC_E5M2))
+bool ac_dtype_is_fp8(ac_dtype t); /* e4m3, e5m2: inputs only, with descale factors (issue 17) */
 
 const char *ac_dtype_name(ac_dtype t);                /* "f32", "f16", "bf16" */
 int ac_dtype_parse(const char *name, ac_dtype *out);  /* AC_OK or AC_ERR_INPUT */
@@ -62,7 +67,8 @@ double ac_min_subnormal(ac_dtype t);                  /* eta: 2^-149, 2^-24, 2^-
 double ac_max_finite(ac_dtype t);                     /* 65504 for f16 */
 
 double ac_widen(ac_dtype t, uint32_t bits);  /* exact */
-uint32_t ac_narrow(ac_dtype t, double x);    /* round to nearest even, subnormals, overflow to +-Inf, NaN stays NaN */
+uint32_t ac_narrow(ac_dtype t, double x);    /* round to nearest even, subnormals, overflow to +-Inf, NaN stays NaN;
+                                                fp8: OCP satfinite, overflow and Inf give +-max (ref/dtype.c) */
 double ac_round(ac_dtype t, double x);       /* ac_widen(t, ac_narrow(t, x)) */
 /* The ulp of x's binade in dtype t, floored at the subnormal spacing.
  * Finite x beyond the largest finite value use the last binade's ulp; NaN/Inf give NaN. */
@@ -184,6 +190,14 @@ typedef struct {
                                          ceil(nk_b / P) are not read */
     int num_splits;                   /* split-KV hint, the math unchanged: S >= 1 key ranges combined;
                                          0: the kernel's own choice (auto) */
+    /* ---- fp8 inputs (issue 17, ref/fp8.c): fp8_out 0 (AC_F32) = not fp8 ---- */
+    ac_dtype fp8_out;                 /* O's dtype, AC_BF16 or AC_F16, when Q, K, V are e4m3/e5m2 */
+    ac_dtype fp8_p;                   /* P's format before the P V product, as the kernel declares it:
+                                         AC_E4M3/AC_E5M2 (row-max scaled, ac_fp8_p_round) or AC_BF16/AC_F16 */
+    int descale_rows;                 /* the descale factors' granularity: AC_DESCALE_TENSOR, _HEAD, or N > 0
+                                         rows of a head per factor (ac_descale_index) */
+    const float *descale_q, *descale_k, *descale_v; /* f32, ac_descale_count(p, Q/K/V) each: input = code * factor
+                                         (the reference tiers read the products and ignore these) */
 } ac_problem;
 
 #define AC_MAX_HEAD_DIM 512
@@ -281,6 +295,27 @@ void ac_paged_gather(const ac_problem *p, ac_tensor_kind kind, const double *pag
 void ac_paged_scatter(const ac_problem *p, ac_tensor_kind kind, const double *contig, double *paged);
 /* The storage row (page * page_size + slot) of key j of sequence b. */
 size_t ac_paged_row(const ac_problem *p, int b, int j);
+/* ---- fp8 (ref/fp8.c) -------------------------------------------------------
+ * Q, K, V stored in e4m3/e5m2 with f32 descale factors: the inputs are
+ * x * descale, exact in double (4 or 3 significand bits times 24), and every
+ * reference tier reads those products.  Granularity: one factor per tensor,
+ * per (batch, kv head) (FlashAttention-3's q/k/v_descale: Q's heads of a GQA
+ * group share theirs), or per block of N rows of a head (Q: of a query head). */
+#define AC_DESCALE_TENSOR 0
+#define AC_DESCALE_HEAD (-1)
+bool ac_problem_is_fp8(const ac_problem *p);
+size_t ac_descale_count(const ac_problem *p, ac_tensor_kind kind);       /* Q, K or V */
+size_t ac_descale_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s); /* h: the tensor's head */
+/* P's row-max recipe: a kernel that declares P in fp8 format fmt rounds
+ * sigma * exp(S_ij - m_i) to fmt (satfinite), m_i its running row max and
+ * sigma >= AC_FP8_P_SIGMA_MIN (FlashAttention-3: 2^8, from exp2's max offset 8;
+ * 448 maps the max onto e4m3's largest value), and divides by sigma * l_i at
+ * the end.  The error scale allows the rounding at that format and its
+ * subnormal floor at sigma = AC_FP8_P_SIGMA_MIN; the naive baseline and
+ * cpu-flash use AC_FP8_P_SIGMA. */
+#define AC_FP8_P_SIGMA_MIN 256.0
+#define AC_FP8_P_SIGMA 448.0
+float ac_fp8_p_round(ac_dtype fmt, float p_scaled); /* p_scaled = sigma exp(S - m), in fmt, as a float */
 
 /* ---- fp64 reference (OpenBLAS) -------------------------------------------
  * S = scale * Q K^T and O = P V through cblas_dgemm, per (b, h), in blocks of
@@ -377,6 +412,11 @@ int ref_param_error_scales(const ac_problem *p, ac_dtype t, const double *lse, c
  * dtype-t values; it is the denominator of the vs-naive ratio. */
 int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
                       const double *v, double *o, double *lse, ac_err *err);
+/* fp8 problems (ref_naive_forward hands them here; no backward): S in f32 from
+ * the exact inputs, softmax in f32, P rounded to the declared format with the
+ * row-max scale AC_FP8_P_SIGMA (ref/naive_fp8.c), P V in f32, O rounded to fp8_out. */
+int ref_naive_forward_fp8(const ac_problem *p, const double *q, const double *k, const double *v, double *o,
+                          double *lse, ac_err *err);
 int ref_naive_backward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
                        const double *v, const double *o, const double *lse, const double *d_o,
                        double *dq, double *dk, double *dv, ac_err *err);

@@ -63,6 +63,8 @@ typedef struct {
     double *e_dbias;           /* (bias) E_dBias, or NULL: pass 3 */
     double dbias_factor, dbias_tau; /* u_t / u_b and tau_b: dBias is stored in the bias's dtype b */
     double p_floor;            /* rho tau_f32 = eta_f32 / 2u: a kernel's f32 P below the subnormals, in units of u */
+    bool fp8;                  /* fp8 inputs: E_O's P term at the declared format (fp8_weight) */
+    double p_rel, p_tau;       /* u_p / u, and P's floor eta_p / 2u (fp8 P: / sigma_min, times the row's max P) */
 } scale_job;
 
 /* One worker's block buffers: probabilities, the O, dV and dQ/dK weights, the
@@ -168,9 +170,38 @@ static void pair_g_rows(const scale_job *job, const scale_pair *pr)
     }
 }
 
+/* fp8 inputs (docs/DESIGN.md, "fp8"): the kernel rounds P to its declared
+ * format p before P V, relatively u_p (an fp8 P: sigma exp(S - m), so its
+ * subnormal floor eta_p / 2 is absolute in units of sigma, i.e. of the row's
+ * largest P over sigma >= AC_FP8_P_SIGMA_MIN), and applies V's descale to
+ * its f32 accumulator (per block: to each tile's partial sum, then added):
+ * two f32 roundings, 2 rho.  The row's normaliser l is the unquantised f32
+ * sum, as for the other dtypes:
+ *   weight_O = P_ij (u_p / u + 2 rho + rho (G_ij + g_i)) + tau_p (fp8 P: tau_p max_k P_ik) */
+static void fp8_weights_o(const scale_job *job, const scale_pair *pr)
+{
+    int cols = pr->jhi - pr->jlo;
+    bool p_fp8 = ac_dtype_is_fp8(pr->hd->p->fp8_p);
+    for (int i = pr->i0; i < pr->i1; i++) {
+        size_t at = (size_t)(i - pr->i0) * cols;
+        double *vis = pr->buf[B_WEIGHT_O] + at, *g = pr->buf[B_REL_ERR] + at;
+        const double *prob = pr->buf[B_PROB] + at;
+        double g_row = job->g_row[row_id(pr->hd, i)], p_max = 0.0;
+        for (int j = 0; j < cols; j++)
+            p_max = vis[j] != 0.0 ? fmax(p_max, prob[j]) : p_max;
+        double floor_p = p_fp8 ? job->p_tau * p_max : job->p_tau;
+        for (int j = 0; j < cols; j++)
+            vis[j] = vis[j] == 0.0 ? 0.0 : prob[j] * (job->p_rel + 2.0 * job->rho + job->rho * (g[j] + g_row)) + floor_p;
+    }
+}
+
 /* weight_o, weight_v as in the header, 0 where masked; rel_err <- r_ij. */
 static void pair_weights_o(const scale_job *job, const scale_pair *pr)
 {
+    if (job->fp8) {
+        fp8_weights_o(job, pr);
+        return;
+    }
     int cols = pr->jhi - pr->jlo;
     for (int i = pr->i0; i < pr->i1; i++) {
         size_t at = (size_t)(i - pr->i0) * cols;
@@ -517,12 +548,24 @@ int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, con
     size_t keys = (size_t)(p->seqlen_k > SCALE_KEY_TILE ? p->seqlen_k : SCALE_KEY_TILE);
     size_t block_bufs = ac_problem_has_score_mods(p) ? B_ABS_Q : B_SLOPE;
     workers = ref_workers_within(workers, (block_bufs * keys + 3 * (size_t)p->head_dim) * ref_block_rows(p) * sizeof(double));
+    bool fp8 = ac_problem_is_fp8(p);
+    if (fp8 && (grads || !ac_dtype_is_fp8(t) || p->fp8_p == AC_F32 || (unsigned)p->fp8_p >= AC_DTYPE_COUNT ||
+                (unsigned)p->fp8_out >= AC_DTYPE_COUNT))
+        return ac_fail(err, AC_ERR_INPUT, "ref_error_scales: an fp8 problem needs fp8 inputs, its out and p "
+                       "formats, and no backward (forward only)");
+    if (fp8)
+        t = p->fp8_out; /* E is in units of the output's u */
     scale_job job = {p, q, k, v, o, lse, d_o, e_o, grads ? e_dq : NULL, grads ? e_dk : NULL, grads ? e_dv : NULL,
                      ac_min_subnormal(t) / (2.0 * ac_unit_roundoff(t)), ac_unit_roundoff(AC_F32) / ac_unit_roundoff(t),
                      NULL, NULL, NULL, NULL, NULL, ac_problem_has_score_mods(p), grads && p->bias ? e_dbias : NULL,
                      p->bias ? ac_unit_roundoff(t) / ac_unit_roundoff(p->bias_dtype) : 0.0,
                      p->bias ? ac_min_subnormal(p->bias_dtype) / (2.0 * ac_unit_roundoff(p->bias_dtype)) : 0.0,
-                     ac_min_subnormal(AC_F32) / (2.0 * ac_unit_roundoff(t))};
+                     ac_min_subnormal(AC_F32) / (2.0 * ac_unit_roundoff(t)), fp8, 0.0, 0.0};
+    if (fp8) {
+        double sigma = ac_dtype_is_fp8(p->fp8_p) ? AC_FP8_P_SIGMA_MIN : 1.0;
+        job.p_rel = ac_unit_roundoff(p->fp8_p) / ac_unit_roundoff(t);
+        job.p_tau = ac_min_subnormal(p->fp8_p) / (2.0 * sigma * ac_unit_roundoff(t));
+    }
     if (alloc_job(&job, workers)) {
         ref_parallel_for(workers, (size_t)p->batch * p->heads_kv, pack_abs_kv, &job);
         ref_parallel_for(workers, (size_t)p->batch * p->heads_q * ref_block_count(p), rows_task, &job);

@@ -364,9 +364,26 @@ static int edit_paged(const ac_case *cur, int i, ac_case *cand)
     }
 }
 
+/* fp8 (issue 17): one descale factor per tensor, then O in bf16 — the simpler
+ * recipe, for the same kernel (P's format is the kernel's: never edited). */
+static int edit_fp8(const ac_case *cur, int i, ac_case *cand)
+{
+    if (i > 1)
+        return -1;
+    if (!ac_dtype_is_fp8(cur->dtype) || (i == 0 && cur->descale_rows == AC_DESCALE_TENSOR) ||
+        (i == 1 && cur->out_dtype == AC_BF16))
+        return 0;
+    *cand = *cur;
+    if (i == 0)
+        cand->descale_rows = AC_DESCALE_TENSOR;
+    else
+        cand->out_dtype = AC_BF16;
+    return 1;
+}
+
 static const edit_fn edits[] = {
     edit_batch, edit_drop_seqlens, edit_heads, edit_seqlen_q, edit_seqlen_k, edit_head_dim,
-    edit_mask, edit_mask_details, edit_dist, edit_layout_scale, edit_variants, edit_paged, edit_seed,
+    edit_mask, edit_mask_details, edit_dist, edit_layout_scale, edit_variants, edit_paged, edit_fp8, edit_seed,
 };
 
 /* ---- the greedy loop ------------------------------------------------------- */

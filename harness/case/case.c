@@ -301,6 +301,9 @@ static const case_field fields[] = {
     INT_FIELD("nk", seqlen_k, 16, 1, INT_MAX, NULL),
     INT_FIELD("d", head_dim, 16, 1, AC_MAX_HEAD_DIM, NULL),
     CUSTOM_FIELD("dtype", true, true, dtype),
+    VARIANT_FIELD("out", out), /* fp8's: case_fp8.c */
+    VARIANT_FIELD("descale", descale),
+    VARIANT_FIELD("p", pfmt),
     CUSTOM_FIELD("mask", false, true, mask),
     {"maskrows", false, false, FIELD_DOUBLE, offsetof(ac_case, masked_rows), 0, 0, 1, "a fraction in [0,1]", NULL,
      NULL, NULL, validate_maskrows},
@@ -378,7 +381,10 @@ static int validate_field(const case_field *f, const ac_case *c, ac_err *err)
     return f->validate ? f->validate(f, c, err) : AC_OK;
 }
 
-ac_dtype ac_case_out_dtype(const ac_case *c) { return ac_dtype_output(c->dtype); }
+ac_dtype ac_case_out_dtype(const ac_case *c)
+{
+    return ac_dtype_is_fp8(c->dtype) ? c->out_dtype : ac_dtype_output(c->dtype);
+}
 
 /* ---- default, format, parse, validate ---------------------------------------------- */
 

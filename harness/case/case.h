@@ -60,6 +60,7 @@ typedef enum {
     AC_DIST_DOMINANT,   /* one key per row dominates by a margin a */
     AC_DIST_HUGE,       /* magnitudes near the dtype's overflow (fraction a of its max) */
     AC_DIST_TINY,       /* magnitudes near the dtype's underflow */
+    AC_DIST_FA3,        /* FlashAttention-3's fp8 accuracy setup: N(0,1) plus N(0,S^2) with probability P */
     AC_DIST_COUNT
 } ac_dist_kind;
 /* What each distribution draws exactly (run/inputs.c); dO is normal(0,1) throughout:
@@ -71,6 +72,8 @@ typedef enum {
  *     in [0.5,1] / (scale d), t_j = SLOPE (j+1) / nk), so S_ij = scale d a_i t_j grows
  *     with j from ~0 to ~SLOPE in every row; V normal(0,1).
  *   equal(): K rows identical within each (b, kv head); Q, V normal(0,1).
+ *   fa3(P,S): every element of Q, K and V normal(0,1), plus normal(0,S) with probability P:
+ *     FlashAttention-3's fp8 setup (N(0,1) with 0.1% large outliers, fa3(0.001,10)).
  *   dominant(MARGIN): one key j* per (b, kv head) whose score beats every other
  *     key's, in every row, by >= MARGIN (Q_i0 = sign(scale), K_j* = (beta, 0, ..)).
  *   huge(FRAC) and tiny() have two modes, picked by the case seed (ac_dist_mode):
@@ -141,6 +144,10 @@ typedef struct {
     int kv_page_size;              /* kv=paged(P): K, V in pages of P keys, 1..AC_CASE_MAX_PAGE_SIZE; 0: contiguous */
     bool kv_contig;                /* kv=paged(P,contig): the table in order, no shared or spare pages */
     int num_splits;                /* splits=S: S >= 1 split-KV key ranges; 0 (absent, or splits=auto): the kernel's */
+    /* ---- fp8 (dtype e4m3/e5m2 only; case_fp8.c): printed with every fp8 line, never with another ---- */
+    ac_dtype out_dtype;            /* out=bf16|f16: O's dtype (default bf16) */
+    int descale_rows;              /* descale=tensor|head|block(N): AC_DESCALE_TENSOR, _HEAD or N rows */
+    ac_dtype p_dtype;              /* p=e4m3|e5m2|bf16|f16: P's format before P V, as the kernel declares (e4m3) */
 } ac_case;
 #define AC_CASE_MAX_PAGE_SIZE 4096
 #define AC_CASE_MAX_SPLITS 1024
@@ -164,7 +171,7 @@ ac_mask_kind ac_case_mask_top_left(ac_mask_kind k);
 int ac_mask_filter_parse(const char *list, unsigned *kinds, ac_err *err);
 
 /* The dtype of the outputs (O, dQ, dK, dV) a kernel writes for case c: its
- * dtype's ac_dtype_output (c->dtype is the inputs' dtype). */
+ * dtype's ac_dtype_output (c->dtype is the inputs' dtype), or out= for fp8. */
 ac_dtype ac_case_out_dtype(const ac_case *c);
 
 /* The number grammar of case lines, also read by the CLI's options and the

@@ -64,6 +64,9 @@ CASE_VARIANT_FIELD_FNS(sinktokens)
 CASE_VARIANT_FIELD_FNS(dropout)
 CASE_VARIANT_FIELD_FNS(kv) /* case_paged.c */
 CASE_VARIANT_FIELD_FNS(splits)
+CASE_VARIANT_FIELD_FNS(out) /* fp8's fields: case_fp8.c */
+CASE_VARIANT_FIELD_FNS(descale)
+CASE_VARIANT_FIELD_FNS(pfmt)
 #undef CASE_VARIANT_FIELD_FNS
 
 /* ---- mask kinds (masks.c) ------------------------------------------------------- */

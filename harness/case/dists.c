@@ -12,13 +12,13 @@
 static const char *const dist_names[AC_DIST_COUNT] = {
     [AC_DIST_NORMAL] = "normal", [AC_DIST_UNIFORM] = "uniform", [AC_DIST_OUTLIERS] = "outliers",
     [AC_DIST_INCREASING] = "increasing", [AC_DIST_EQUAL] = "equal", [AC_DIST_DOMINANT] = "dominant",
-    [AC_DIST_HUGE] = "huge", [AC_DIST_TINY] = "tiny",
+    [AC_DIST_HUGE] = "huge", [AC_DIST_TINY] = "tiny", [AC_DIST_FA3] = "fa3",
 };
 
 int ac_dist_param_count(ac_dist_kind k)
 {
     switch (k) {
-    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: case AC_DIST_OUTLIERS: return 2;
+    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: case AC_DIST_OUTLIERS: case AC_DIST_FA3: return 2;
     case AC_DIST_INCREASING: case AC_DIST_DOMINANT: case AC_DIST_HUGE: return 1;
     default: return 0;
     }
@@ -63,7 +63,7 @@ int case_dist_parse(const char *value, ac_case *c, ac_err *err)
     }
     return case_bad(err, "dist",
                "normal(M,S), uniform(LO,HI), outliers(S,P), increasing(SLOPE), equal(), "
-               "dominant(MARGIN), huge(FRAC) or tiny()", value);
+               "dominant(MARGIN), huge(FRAC), tiny() or fa3(P,S)", value);
 }
 
 /* The parameters in range; *need is the largest magnitude the draw of Q, K or
@@ -84,6 +84,11 @@ static int dist_params_ok(const ac_case *c, double *need, ac_err *err)
         *need = 8 * AC_OUTLIER_FACTOR * a;
         if (!(a > 0) || !(b >= 0 && b <= 1))
             return ac_fail(err, AC_ERR_INPUT, "dist: outliers(S,P) needs S > 0 and P in [0,1], got (%g,%g)", a, b);
+        return AC_OK;
+    case AC_DIST_FA3:
+        *need = 8.0 * (1.0 + b);
+        if (!(a >= 0 && a <= 1) || !(b > 0))
+            return ac_fail(err, AC_ERR_INPUT, "dist: fa3(P,S) needs P in [0,1] and S > 0, got (%g,%g)", a, b);
         return AC_OK;
     case AC_DIST_INCREASING:
     case AC_DIST_DOMINANT:
@@ -109,7 +114,7 @@ static draw_bounds bounds_of(const ac_case *c, double need, double scale)
 {
     const double gauss = 8.0;
     switch (c->dist) {
-    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: return (draw_bounds){need, need, need};
+    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: case AC_DIST_FA3: return (draw_bounds){need, need, need};
     case AC_DIST_OUTLIERS: return (draw_bounds){need, need, gauss * c->dist_a};
     /* Q_i = a_i w with a_i <= 1 / (|scale| d): a tiny scale makes Q large */
     case AC_DIST_INCREASING: return (draw_bounds){1.0 / (fabs(scale) * c->head_dim), c->dist_a, gauss};
@@ -123,7 +128,8 @@ static draw_bounds bounds_of(const ac_case *c, double need, double scale)
  * so it is refused here rather than reported as the kernel's failure. */
 static int draws_fit(const ac_case *c, double need, ac_err *err)
 {
-    double top = ac_max_finite(c->dtype), f32_top = ac_max_finite(AC_F32);
+    /* fp8 inputs are scaled into the format by their descale factors (run/inputs_fp8.c) */
+    double f32_top = ac_max_finite(AC_F32), top = ac_dtype_is_fp8(c->dtype) ? f32_top : ac_max_finite(c->dtype);
     double scale = c->scale_auto ? (double)(float)(1.0 / sqrt((double)c->head_dim)) : c->scale;
     const char *dt = ac_dtype_name(c->dtype);
     char line[80];
@@ -158,5 +164,8 @@ int case_dist_validate(const ac_case *c, ac_err *err)
     if (!isfinite(a) || !isfinite(b))
         return ac_fail(err, AC_ERR_INPUT, "dist: %s parameters must be finite", name);
     int st = dist_params_ok(c, &need, err);
+    if (st == AC_OK && c->dist == AC_DIST_DOMINANT && ac_dtype_is_fp8(c->dtype))
+        return ac_fail(err, AC_ERR_INPUT, "dist: dominant() plants its key in the dtype, not as an fp8 code times "
+                       "a descale factor; not with dtype=%s", ac_dtype_name(c->dtype));
     return st == AC_OK ? draws_fit(c, need, err) : st;
 }

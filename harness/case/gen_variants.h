@@ -24,5 +24,7 @@ void case_variants_after_cap(const ac_caps *caps, ac_case *c);
  * does not compute (ref_gpu_supports), so the generator's size cap stays the
  * CPU tier's for it. */
 bool case_variants_any(const ac_case *c);
+/* fp8 dtypes (gen_fp8.c): out, descale, the kernel's declared p, from a stream of their own. */
+void case_fp8_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c);
 
 #endif

@@ -420,6 +420,7 @@ int ac_gen_case_at(const ac_gen *g, uint64_t index, ac_case *out, ac_err *err)
     draw_scale(&r, &c);
     c.seed = case_rng_u64(&r) >> 34; /* 30 bits: short lines */
     case_variants_draw(g->campaign_seed, index, &g->caps, &c); /* gen_variants.c */
+    case_fp8_draw(g->campaign_seed, index, &g->caps, &c);      /* gen_fp8.c */
     gen_apply_cap(g, &c);
     case_variants_after_cap(&g->caps, &c);
     st = ac_case_validate(&c, err);

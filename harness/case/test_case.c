@@ -104,7 +104,7 @@ ParameterizedTestParameters(harness_case, malformed_fields_are_rejected_naming_t
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 foo=3", "unknown field 'foo'"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 dtype=f16", "missing field 'd'"},
         {"v1 seed=1 b=1 hq=6 hkv=4 nq=4 nk=4 d=8 dtype=f16", "hq=6 is not a multiple of hkv=4"},
-        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f8", "dtype: expected one of f32, f16, bf16, got 'f8'"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f8", "dtype: expected one of f32, f16, bf16, e4m3, e5m2, got 'f8'"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 d=9", "duplicate field 'd'"},
         {"v2 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16", "version: expected 'v1'"},
         {"v1 seed=-1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16", "seed: expected an unsigned 64-bit integer"},

@@ -104,6 +104,10 @@ int ac_check_want_shape(const ac_tensor *t, int ndim, const int64_t *want, const
 static int pick_dtype(const tensor_files *f, const char *want, ac_dtype *out, ac_err *err)
 {
     const ac_tensor *q = &f->t[T_Q];
+    bool fp8 = false;
+    int fst = ac_check_fp8_dtype(f, want, &fp8, out, err); /* check_fp8.c */
+    if (fst != AC_OK || fp8)
+        return fst;
     ac_dtype given = AC_F32;
     char names[64];
     ac_dtype_list(names, sizeof names);
@@ -280,7 +284,7 @@ static int set_scale(const ac_cli *o, int head_dim, ac_problem *p, ac_case *c, a
     return AC_OK;
 }
 
-static int build_problem(const ac_cli *o, const dims *d, ac_inputs *in, ac_err *err)
+static int build_problem(const ac_cli *o, const tensor_files *f, const dims *d, ac_inputs *in, ac_err *err)
 {
     ac_case *c = &in->c;
     *c = ac_case_default();
@@ -305,6 +309,8 @@ static int build_problem(const ac_cli *o, const dims *d, ac_inputs *in, ac_err *
         st = read_mask(o->mask_file, d, in, err);
     if (st == AC_OK)
         st = ac_check_variants(o, in, err); /* check_variants.c */
+    if (st == AC_OK && ac_dtype_is_fp8(c->dtype))
+        st = ac_check_fp8_problem(o, f, in, err); /* check_fp8.c */
     if (st == AC_OK)
         ac_check_paged_problem(d, in); /* check_paged.c */
     if (st == AC_OK)
@@ -321,6 +327,8 @@ static int widen(const ac_inputs *in, const ac_tensor *t, ac_tensor_kind kind, d
     if (!*out)
         return ac_fail(err, AC_ERR_ENV, "%s: out of memory", t->name);
     ac_load(in->c.dtype, t->data, t->n_elems, *out);
+    if (ac_dtype_is_fp8(in->c.dtype) && kind != AC_TENSOR_O)
+        ac_check_fp8_descale(in, kind, *out); /* code * descale, exact */
     bool q_like = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
     int heads = q_like ? p->heads_q : p->heads_kv;
     for (int b = 0; b < p->batch; b++)
@@ -350,7 +358,7 @@ int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err
     else if (st == AC_OK) /* THD: packed (total, H, d) tensors and cu_seqlens (check_thd.c) */
         st = thd ? ac_check_thd_shapes(o, f, &d, in, err) : check_shapes(f, bshd, &d, err);
     if (st == AC_OK)
-        st = build_problem(o, &d, in, err);
+        st = build_problem(o, f, &d, in, err);
     if (st == AC_OK && (f->have[T_DQ] || f->have[T_DK] || f->have[T_DV]) && !f->have[T_DO])
         st = ac_fail(err, AC_ERR_INPUT, "%s: dq/dk/dv given without do (the gradient they answer)", o->path);
     if (st == AC_OK)

@@ -54,6 +54,14 @@ int ac_check_thd_problem(ac_inputs *in);
 int ac_check_paged_shapes(const ac_cli *o, const tensor_files *f, dims *d, ac_inputs *in, ac_err *err);
 /* The paged problem from what ac_check_paged_shapes read (nothing when not paged). */
 void ac_check_paged_problem(const dims *d, ac_inputs *in);
+/* fp8 inputs (check_fp8.c): q as |u1 codes with --dtype e4m3|e5m2 or safetensors F8_E4M3/F8_E5M2.
+ * ac_check_fp8_dtype: *is_fp8 and the dtype when q holds fp8 (AC_OK otherwise, untouched);
+ * the outputs (o, dq, ...) then hold f16 or bf16 (<u2 bits, BF16), which sets O's dtype.
+ * ac_check_fp8_problem: the problem's fp8 fields and the --descale-* factors (default 1 per
+ * tensor); ac_check_fp8_descale: a widened Q, K or V multiplied by its factors (exact). */
+int ac_check_fp8_dtype(const tensor_files *f, const char *want, bool *is_fp8, ac_dtype *out, ac_err *err);
+int ac_check_fp8_problem(const ac_cli *o, const tensor_files *f, ac_inputs *in, ac_err *err);
+void ac_check_fp8_descale(const ac_inputs *in, ac_tensor_kind kind, double *wide);
 /* The shapes the reference writes O and LSE with: q's with v's head dim; (B, Hq, Nq) or THD's (Hq, total_q). */
 void ac_check_out_shapes(const ac_inputs *in, const tensor_files *f, ac_tensor *o_shape, ac_tensor *lse_shape);
 /* " softcap=30 ...": the variants in effect, for check's header line ("" when none). */

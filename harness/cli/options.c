@@ -263,6 +263,12 @@ static const cli_option options[] = {
            "1 = kept"),
     STRING("--sinks", "FILE", C_FILES, sinks, "learnable sinks: (Hq) f32 logits, .npy or .safetensors (gpt-oss); "
            "dsink in the files is then checked"),
+    STRING("--descale-q", "FILE", C_FILES, descale_q, "fp8 inputs: Q's f32 descale factors, (1), (B, Hkv) or "
+           "(B, Hq, blocks) with --descale-block N (default: 1 per tensor)"),
+    STRING("--descale-k", "FILE", C_FILES, descale_k, "fp8 inputs: K's f32 descale factors, as --descale-q's"),
+    STRING("--descale-v", "FILE", C_FILES, descale_v, "fp8 inputs: V's f32 descale factors, as --descale-q's"),
+    STRING("--descale-block", "N", C_FILES, descale_block, "fp8 inputs: rows per descale factor of a (B, H, "
+           "blocks) descale file"),
     STRING("--budgets", "FILE", C_REPORTS, budgets, "budgets file (default: the repository's budgets.txt)"),
     CUSTOM("--reference", "auto|cpu|gpu", C_REPORTS, apply_reference,
            "reference tier: cpu (OpenBLAS), gpu (a CUDA device, MPFR-certified and spot-checked on the CPU), "

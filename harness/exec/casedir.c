@@ -20,8 +20,19 @@
 
 static ac_tfile_dtype file_dtype(ac_dtype t)
 {
+    if (ac_dtype_is_fp8(t))
+        return AC_TF_U8; /* e4m3/e5m2 codes as |u1 bytes */
     return t == AC_F32 ? AC_TF_F32 : t == AC_F16 ? AC_TF_F16 : AC_TF_U16; /* bf16 as <u2 bits */
 }
+
+/* O's dtype: the inputs' own, or an fp8 problem's out dtype. */
+static ac_dtype out_dtype_of(const ac_problem *p, ac_dtype t)
+{
+    return ac_problem_is_fp8(p) ? p->fp8_out : ac_dtype_output(t);
+}
+
+/* fp8: the descale factors as 1-D f32 arrays descale_q/k/v.npy. */
+static int write_descales(const char *dir, const ac_problem *p, ac_err *err);
 
 /* A Q-like (heads_q, seqlen_q) or K-like (heads_kv, seqlen_k) tensor in the problem's layout. */
 static ac_tensor shaped(const ac_problem *p, bool q_like, ac_tfile_dtype t, const void *data)
@@ -129,7 +140,16 @@ static char *problem_json(const ac_case_files *cf)
     cJSON_AddStringToObject(o, "format", AC_CASE_FORMAT);
     cJSON_AddItemToObject(o, "case", cf->case_line ? cJSON_CreateString(cf->case_line) : cJSON_CreateNull());
     cJSON_AddStringToObject(o, "dtype", ac_dtype_name(cf->dtype));
-    cJSON_AddStringToObject(o, "out_dtype", ac_dtype_name(ac_dtype_output(cf->dtype)));
+    cJSON_AddStringToObject(o, "out_dtype", ac_dtype_name(out_dtype_of(p, cf->dtype)));
+    if (ac_problem_is_fp8(p)) { /* fp8: P's declared format, the factors' granularity and files */
+        cJSON_AddStringToObject(o, "p_dtype", ac_dtype_name(p->fp8_p));
+        if (p->descale_rows > 0)
+            cJSON_AddNumberToObject(o, "descale", p->descale_rows);
+        else
+            cJSON_AddStringToObject(o, "descale", p->descale_rows == AC_DESCALE_HEAD ? "head" : "tensor");
+        static const char *const files[] = {"descale_q.npy", "descale_k.npy", "descale_v.npy"};
+        add_names(o, "descale_files", files, 3);
+    }
     cJSON_AddStringToObject(o, "layout", p->layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd");
     int sizes[6] = {p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim};
     const char *keys[6] = {"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim"};
@@ -145,11 +165,11 @@ static char *problem_json(const ac_case_files *cf)
     /* a backward call: inputs with the kernel's own o, lse; gen: do too, every output wanted */
     static const char *const all_in[] = {"q", "k", "v", "do", "o", "lse"};
     static const char *const all_out[] = {"o", "lse", "dq", "dk", "dv"};
-    add_names(o, "inputs", all_in, cf->backward ? 6 : cf->d_o ? 4 : 3);
+    add_names(o, "inputs", all_in, cf->backward ? 6 : cf->d_o && !ac_problem_is_fp8(p) ? 4 : 3);
     if (cf->backward)
         add_names(o, "want", all_out + 2, 3);
-    else
-        add_names(o, "want", all_out, cf->d_o ? 5 : 2);
+    else /* fp8 is forward only */
+        add_names(o, "want", all_out, cf->d_o && !ac_problem_is_fp8(p) ? 5 : 2);
     cJSON_AddStringToObject(o, "out", cf->out_dir ? cf->out_dir : "");
     cJSON_AddStringToObject(o, "lse", "f32, natural log, shape (batch, heads_q, seqlen_q) in every layout");
     char *text = cJSON_Print(o);
@@ -173,14 +193,14 @@ static int write_json(const char *dir, const ac_case_files *cf, ac_err *err)
 int ac_case_dir_write(const char *dir, const ac_case_files *cf, ac_err *err)
 {
     const ac_problem *p = cf->p;
-    ac_tfile_dtype in_t = file_dtype(cf->dtype), out_t = file_dtype(ac_dtype_output(cf->dtype));
+    ac_tfile_dtype in_t = file_dtype(cf->dtype), out_t = file_dtype(out_dtype_of(p, cf->dtype));
     ac_tensor q = shaped(p, true, in_t, cf->q), k = shaped(p, false, in_t, cf->k), v = shaped(p, false, in_t, cf->v);
     int st = write_npy(dir, "q", &q, err);
     if (st == AC_OK)
         st = write_npy(dir, "k", &k, err);
     if (st == AC_OK)
         st = write_npy(dir, "v", &v, err);
-    if (st == AC_OK && cf->d_o) {
+    if (st == AC_OK && cf->d_o && !ac_problem_is_fp8(p)) { /* fp8 is forward only */
         ac_tensor d_o = shaped(p, true, in_t, cf->d_o);
         st = write_npy(dir, "do", &d_o, err);
     }
@@ -201,7 +221,31 @@ int ac_case_dir_write(const char *dir, const ac_case_files *cf, ac_err *err)
         bt.n_elems = (size_t)p->batch * (size_t)p->pages_per_seq;
         st = write_npy(dir, "block_table", &bt, err);
     }
+    if (st == AC_OK && ac_problem_is_fp8(p))
+        st = write_descales(dir, p, err);
     return st == AC_OK ? write_json(dir, cf, err) : st;
+}
+
+static int write_descales(const char *dir, const ac_problem *p, ac_err *err)
+{
+    const float *arr[3] = {p->descale_q, p->descale_k, p->descale_v};
+    static const char *const names[3] = {"descale_q", "descale_k", "descale_v"};
+    static const ac_tensor_kind kinds[3] = {AC_TENSOR_Q, AC_TENSOR_K, AC_TENSOR_V};
+    int st = AC_OK;
+    for (int i = 0; st == AC_OK && i < 3; i++) {
+        if (!arr[i])
+            return ac_fail(err, AC_ERR_INPUT, "%s: an fp8 problem without its %s factors", dir, names[i]);
+        size_t n = ac_descale_count(p, kinds[i]);
+        int64_t heads = kinds[i] == AC_TENSOR_Q ? p->heads_q : p->heads_kv;
+        /* shaped as check reads them: (1), (B, Hkv), (B, H, blocks) */
+        ac_tensor t = {.dtype = AC_TF_F32, .ndim = 1, .shape = {(int64_t)n}, .n_elems = n, .data = (void *)arr[i]};
+        if (p->descale_rows == AC_DESCALE_HEAD)
+            t.ndim = 2, t.shape[0] = p->batch, t.shape[1] = p->heads_kv;
+        else if (p->descale_rows > 0)
+            t.ndim = 3, t.shape[0] = p->batch, t.shape[1] = heads, t.shape[2] = (int64_t)n / (p->batch * heads);
+        st = write_npy(dir, names[i], &t, err);
+    }
+    return st;
 }
 
 /* ---- outputs ------------------------------------------------------------------- */
@@ -241,7 +285,7 @@ static int read_output(const char *dir, const char *name, const ac_tensor *want,
 int ac_case_dir_read_outputs(const char *out_dir, const ac_problem *p, ac_dtype t, bool backward, void *o,
                              float *lse, void *dq, void *dk, void *dv, ac_err *err)
 {
-    ac_tfile_dtype out_t = file_dtype(ac_dtype_output(t));
+    ac_tfile_dtype out_t = file_dtype(out_dtype_of(p, t));
     ac_tensor q_like = shaped(p, true, out_t, NULL), k_like = shaped(p, false, out_t, NULL);
     if (!backward) {
         ac_tensor l = lse_shaped(p, NULL);
@@ -332,6 +376,16 @@ static int options_from(const cJSON *root, const char *dir, const char *path, ac
     st = paged_from(root, dir, path, o, err);
     if (st != AC_OK)
         return st;
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "descale_files"), *grain =
+        cJSON_GetObjectItemCaseSensitive(root, "descale");
+    for (int i = 0; cJSON_IsArray(files) && i < 3; i++) { /* fp8: the factors beside the tensors */
+        const cJSON *name = cJSON_GetArrayItem(files, i);
+        if (!cJSON_IsString(name) || strchr(name->valuestring, '/') ||
+            snprintf(o->descale[i], sizeof o->descale[i], "%s/%s", dir, name->valuestring) >= (int)sizeof o->descale[i])
+            return ac_fail(err, AC_ERR_INPUT, "%s: \"descale_files\" must name three files in %s", path, dir);
+    }
+    if (cJSON_IsNumber(grain) && grain->valuedouble >= 16 && grain->valuedouble <= 65536)
+        snprintf(o->descale_block, sizeof o->descale_block, "%d", (int)grain->valuedouble);
     if (!strcmp(o->mask, "none") || !strcmp(o->mask, "dense"))
         o->mask[0] = '\0'; /* no window: the dense part, if any, is the file */
     if (dense[0] && (strchr(dense, '/') || snprintf(o->mask_file, sizeof o->mask_file, "%s/%s", dir, dense) >=

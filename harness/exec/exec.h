@@ -72,6 +72,7 @@ typedef struct {
     char case_line[1024];                  /* "" when absent */
     char block_table_file[4200];           /* a paged cache: DIR/block_table.npy; "" when absent */
     int page_size;                         /* 0 when absent */
+    char descale[3][4200], descale_block[16]; /* fp8: the factors' files in dir and the rows per block; "" when absent */
 } ac_case_options;
 /* AC_OK and *found = false when dir has no problem.json; AC_ERR_INPUT naming
  * the field when it is there but wrong. */

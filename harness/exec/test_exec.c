@@ -234,6 +234,36 @@ Test(harness_exec, a_paged_case_directory_holds_the_pages_and_the_block_table)
     call_free(&c);
 }
 
+/* fp8: the codes as |u1 bytes, the factors as f32 arrays of their counts,
+ * the output dtype and P's format in problem.json. */
+Test(harness_exec, an_fp8_case_directory_holds_codes_descales_and_the_recipe)
+{
+    call c;
+    call_make(&c, "v1 seed=9 b=2 hq=4 hkv=2 nq=6 nk=70 d=8 dtype=e4m3 out=f16 descale=block(32) p=e4m3");
+    ac_case_files cf = {.p = &c.in.p, .dtype = AC_E4M3, .case_line = "LINE", .q = c.in.q, .k = c.in.k,
+                        .v = c.in.v, .out_dir = "/somewhere"};
+    ac_err err = {{0}};
+    cr_assert_eq(ac_case_dir_write(dir, &cf, &err), AC_OK, "%s", err.msg);
+    ac_tensor v, dk;
+    cr_assert_eq(ac_npy_read(path_of("v.npy"), "v", &v, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(v.dtype, AC_TF_U8, "fp8 travels as |u1 codes");
+    cr_assert_arr_eq(v.data, c.in.v, ac_kv_elems(&c.in.p), "the very codes of the inputs");
+    cr_assert_eq(ac_npy_read(path_of("descale_k.npy"), "descale_k", &dk, &err), AC_OK, "%s", err.msg);
+    cr_assert(dk.dtype == AC_TF_F32 && dk.ndim == 3 && dk.shape[0] == 2 && dk.shape[1] == 2 && dk.shape[2] == 3,
+              "(b, kv head, 3 blocks of 32)");
+    cr_assert_arr_eq(dk.data, c.in.descale_k, dk.n_elems * sizeof(float));
+    ac_tensor_free(&v);
+    ac_tensor_free(&dk);
+    size_t len = 0;
+    char *json = NULL;
+    cr_assert_eq(ac_read_file(path_of("problem.json"), &json, &len, &err), AC_OK, "%s", err.msg);
+    cr_assert(strstr(json, "\"out_dtype\":\t\"f16\"") && strstr(json, "\"p_dtype\":\t\"e4m3\"") &&
+                  strstr(json, "\"descale\":\t32"),
+              "%s", json);
+    free(json);
+    call_free(&c);
+}
+
 /* ---- what a command can do wrong --------------------------------------------------------------- */
 
 typedef struct {

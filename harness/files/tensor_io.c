@@ -34,6 +34,7 @@ const tio_dtype tio_dtypes[AC_TF_COUNT] = {
     [AC_TF_U16] = {"u16", "<u2", "U16", 2},   [AC_TF_BOOL] = {"bool", "|b1", "BOOL", 1},
     [AC_TF_U8] = {"u8", "|u1", "U8", 1},      [AC_TF_I32] = {"i32", "<i4", "I32", 4},
     [AC_TF_I64] = {"i64", "<i8", "I64", 8},
+    [AC_TF_F8_E4M3] = {"e4m3", NULL, "F8_E4M3", 1}, [AC_TF_F8_E5M2] = {"e5m2", NULL, "F8_E5M2", 1},
 };
 
 const char *ac_tfile_dtype_name(ac_tfile_dtype t)

@@ -19,7 +19,9 @@
 
 typedef enum {
     AC_TF_F32 = 0, AC_TF_F16, AC_TF_BF16, AC_TF_F64, AC_TF_U16,
-    AC_TF_BOOL, AC_TF_U8, AC_TF_I32, AC_TF_I64, AC_TF_COUNT
+    AC_TF_BOOL, AC_TF_U8, AC_TF_I32, AC_TF_I64,
+    AC_TF_F8_E4M3, AC_TF_F8_E5M2, /* safetensors only (.npy holds fp8 codes as |u1: U8) */
+    AC_TF_COUNT
 } ac_tfile_dtype;
 const char *ac_tfile_dtype_name(ac_tfile_dtype t); /* "f32", ..., "u16", "bool", "u8", "i32", "i64" */
 size_t ac_tfile_dtype_size(ac_tfile_dtype t);

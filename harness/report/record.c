@@ -98,6 +98,11 @@ static void read_metrics(reader *rd, const cJSON *o, ac_metrics *m)
     m->has_naive = flag(rd, o, "has_naive");
     m->naive_max_abs = num(rd, o, "naive_max_abs");
     m->naive_mean_abs = num(rd, o, "naive_mean_abs");
+    /* rmse, naive_rmse: since fp8 (issue 17); older records lack them and read 0 */
+    const cJSON *rmse = cJSON_GetObjectItemCaseSensitive(o, "rmse"), *naive_rmse =
+        cJSON_GetObjectItemCaseSensitive(o, "naive_rmse");
+    m->rmse = cJSON_IsNumber(rmse) ? rmse->valuedouble : 0.0;
+    m->naive_rmse = cJSON_IsNumber(naive_rmse) ? naive_rmse->valuedouble : 0.0;
     m->vs_naive_max = num(rd, o, "vs_naive_max");
     m->vs_naive_mean = num(rd, o, "vs_naive_mean");
     m->mean_escale = num(rd, o, "mean_escale");

@@ -132,9 +132,11 @@ static cJSON *metrics_json(const ac_metrics *m)
     add_where(o, "at_max_scaled", m->at_max_scaled);
     add_number(o, "max_abs", m->max_abs);
     add_number(o, "mean_abs", m->mean_abs);
+    add_number(o, "rmse", m->rmse);
     cJSON_AddBoolToObject(o, "has_naive", m->has_naive);
     add_number(o, "naive_max_abs", m->naive_max_abs);
     add_number(o, "naive_mean_abs", m->naive_mean_abs);
+    add_number(o, "naive_rmse", m->naive_rmse);
     add_number(o, "vs_naive_max", m->vs_naive_max);
     add_number(o, "vs_naive_mean", m->vs_naive_mean);
     add_number(o, "mean_escale", m->mean_escale);

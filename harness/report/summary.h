@@ -18,6 +18,7 @@ typedef struct {
     long specials;                    /* NaN/Inf/zero/unwritten elements, all classes */
     long special[AC_SPECIAL_COUNT];   /* the same, per class */
     long failures;                    /* failures whose kind names this output */
+    double max_rmse, max_naive_rmse;  /* the largest RMSE of a case, the kernel's and the naive's (not gated) */
 } ac_summary_cell;
 
 typedef struct {

@@ -9,7 +9,7 @@
 
 static const char *const buf_names[AC_BUF_COUNT] = {
     "Q", "K", "V", "dO", "seqlens_q", "seqlens_k", "mask", "cu_seqlens_q", "cu_seqlens_k", "sinks", "alibi_slopes",
-    "bias", "block_table", "O", "LSE", "dropout_mask", "dQ", "dK", "dV", "dSink", "dBias",
+    "bias", "block_table", "descale_q", "descale_k", "descale_v", "O", "LSE", "dropout_mask", "dQ", "dK", "dV", "dSink", "dBias",
 };
 
 const char *ac_buf_name(ac_buf b) { return (unsigned)b < AC_BUF_COUNT ? buf_names[b] : "?"; }
@@ -59,6 +59,9 @@ void ac_arena_plan(const ac_inputs *in, bool backward, ac_arena_layout *l)
     l->bytes[AC_BUF_ALIBI] = p->alibi_slopes ? sizeof(float) * heads * (p->alibi_batch > 1 ? batch : 1) : 0;
     l->bytes[AC_BUF_BIAS] = bias_bytes;
     l->bytes[AC_BUF_BLOCK_TABLE] = p->block_table ? sizeof(int) * batch * (uint64_t)p->pages_per_seq : 0;
+    l->bytes[AC_BUF_DESCALE_Q] = p->descale_q ? sizeof(float) * ac_descale_count(p, AC_TENSOR_Q) : 0;
+    l->bytes[AC_BUF_DESCALE_K] = p->descale_k ? sizeof(float) * ac_descale_count(p, AC_TENSOR_K) : 0;
+    l->bytes[AC_BUF_DESCALE_V] = p->descale_v ? sizeof(float) * ac_descale_count(p, AC_TENSOR_V) : 0;
     l->bytes[AC_BUF_O] = no * os;
     l->bytes[AC_BUF_LSE] = ac_lse_elems(p) * sizeof(float);
     l->bytes[AC_BUF_DROPOUT] = p->dropout_p > 0.0 ? (ac_dropout_elems(p) + 7) / 8 : 0; /* one bit a pair */
@@ -87,7 +90,7 @@ static const void *input_source(const ac_inputs *in, ac_buf b)
     const ac_problem *p = &in->p;
     const void *src[AC_BUF_FIRST_OUTPUT] = {in->q, in->k, in->v, in->d_o, p->seqlens_q, p->seqlens_k, p->dense_mask,
                                             p->cu_seqlens_q, p->cu_seqlens_k, p->sinks, p->alibi_slopes, p->bias,
-                                            p->block_table};
+                                            p->block_table, p->descale_q, p->descale_k, p->descale_v};
     return b < AC_BUF_FIRST_OUTPUT ? src[b] : NULL;
 }
 
@@ -115,6 +118,9 @@ ac_problem ac_arena_problem(const ac_problem *p, const ac_arena_layout *l, uint8
     q.alibi_slopes = at_or_null(l, AC_BUF_ALIBI, base);
     q.bias = at_or_null(l, AC_BUF_BIAS, base);
     q.block_table = at_or_null(l, AC_BUF_BLOCK_TABLE, base);
+    q.descale_q = at_or_null(l, AC_BUF_DESCALE_Q, base);
+    q.descale_k = at_or_null(l, AC_BUF_DESCALE_K, base);
+    q.descale_v = at_or_null(l, AC_BUF_DESCALE_V, base);
     q.dropout_keep = NULL;
     return q;
 }
@@ -126,6 +132,7 @@ void ac_problem_strip_arrays(ac_problem *p)
     p->sinks = p->alibi_slopes = NULL;
     p->bias = NULL;
     p->block_table = NULL;
+    p->descale_q = p->descale_k = p->descale_v = NULL;
 }
 
 /* ---- canaries ---------------------------------------------------------------- */
@@ -175,6 +182,7 @@ static int buf_dtype(const ac_arena_layout *l, ac_buf b)
 {
     switch (b) {
     case AC_BUF_LSE: case AC_BUF_SINKS: case AC_BUF_ALIBI: case AC_BUF_DSINK: return AC_F32;
+    case AC_BUF_DESCALE_Q: case AC_BUF_DESCALE_K: case AC_BUF_DESCALE_V: return AC_F32;
     case AC_BUF_BIAS: case AC_BUF_DBIAS: return l->bias_dtype;
     case AC_BUF_SEQLENS_Q: case AC_BUF_SEQLENS_K: case AC_BUF_CU_SEQLENS_Q: case AC_BUF_CU_SEQLENS_K:
     case AC_BUF_MASK: case AC_BUF_DROPOUT: return -1;
@@ -281,6 +289,9 @@ static void where(const ac_problem *p, ac_buf b, uint64_t idx, char *out, size_t
     }
     case AC_BUF_BIAS: case AC_BUF_DBIAS:
         where_pairs(p, idx, (uint64_t)(p->bias_heads > 1 ? p->bias_heads : 1), out, len);
+        return;
+    case AC_BUF_DESCALE_Q: case AC_BUF_DESCALE_K: case AC_BUF_DESCALE_V:
+        snprintf(out, len, "(factor %llu)", (unsigned long long)idx);
         return;
     case AC_BUF_DROPOUT:
         snprintf(out, len, "(byte %llu)", (unsigned long long)idx);

@@ -9,7 +9,7 @@
  * gradients dSink, dBias), each output between two guard zones of
  * AC_GUARD_BYTES canary bytes:
  *
- *   Q K V dO seqlens_q seqlens_k mask cu_seqlens_q cu_seqlens_k sinks alibi bias block_table
+ *   Q K V dO seqlens_q seqlens_k mask cu_seqlens_q cu_seqlens_k sinks alibi bias block_table descale_q descale_k descale_v
  *   | G O G | G LSE G | G dropout_mask G | G dQ G | G dK G | G dV G | G dSink G | G dBias G
  *
  * Sizes come from the problem (ac_tensor_elems: V, O, dO, dV with d_v
@@ -33,6 +33,7 @@
 typedef enum {
     AC_BUF_Q, AC_BUF_K, AC_BUF_V, AC_BUF_DO, AC_BUF_SEQLENS_Q, AC_BUF_SEQLENS_K, AC_BUF_MASK,
     AC_BUF_CU_SEQLENS_Q, AC_BUF_CU_SEQLENS_K, AC_BUF_SINKS, AC_BUF_ALIBI, AC_BUF_BIAS, AC_BUF_BLOCK_TABLE,
+    AC_BUF_DESCALE_Q, AC_BUF_DESCALE_K, AC_BUF_DESCALE_V, /* fp8's f32 descale factors */
     AC_BUF_O, AC_BUF_LSE, AC_BUF_DROPOUT, AC_BUF_DQ, AC_BUF_DK, AC_BUF_DV, AC_BUF_DSINK, AC_BUF_DBIAS,
     AC_BUF_COUNT,
     AC_BUF_FIRST_OUTPUT = AC_BUF_O,

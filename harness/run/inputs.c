@@ -119,6 +119,10 @@ static double draw_plain(const ac_case *c, rng *r)
         return unif(r) < c->dist_b ? x * AC_OUTLIER_FACTOR : x;
     }
     case AC_DIST_NORMAL: return c->dist_a + c->dist_b * gauss(r);
+    case AC_DIST_FA3: { /* the outlier's draw only when it happens: P of the elements */
+        double x = gauss(r);
+        return unif(r) < c->dist_a ? x + c->dist_b * gauss(r) : x;
+    }
     default: return gauss(r);
     }
 }
@@ -193,7 +197,7 @@ static double draw_value(const draw_ctx *x, slice_state *ss, rng *r, int b, int 
         /* outliers in Q and K (heavy-tailed scores, as LLM activations have); V
          * with a heavy tail too would push dQ = scale dS K past f16's range */
         return x->r == ROLE_V ? x->c->dist_a * gauss(r) : draw_plain(x->c, r);
-    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: return draw_plain(x->c, r);
+    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: case AC_DIST_FA3: return draw_plain(x->c, r);
     default: return gauss(r);
     }
 }
@@ -211,6 +215,7 @@ typedef struct {
     uint64_t first_state;       /* the stream's state before its first draw */
     uint64_t slice_advance;     /* how far one slice moves it (from slice 0) */
     atomic_bool nonzero;        /* some element is not zero */
+    bool raw;                   /* fp8's Q, K, V: the draws as they are, quantised later (inputs_fp8.c) */
 } tensor_fill;
 
 /* Draws slice k = b * heads + h of f from r, in logical order (s, c). */
@@ -230,6 +235,11 @@ static void fill_slice(tensor_fill *f, int slice, rng *r)
         }
         size_t row = ac_tensor_index(p, f->kind, b, h, s, 0); /* channels are contiguous in every layout */
         for (int ch = 0; ch < cols; ch++) {
+            if (f->raw) {
+                f->wide[row + ch] = draw_value(&f->x, &ss, r, b, h, s, ch);
+                nonzero |= f->wide[row + ch] != 0.0;
+                continue;
+            }
             uint32_t v = ac_narrow(t, draw_value(&f->x, &ss, r, b, h, s, ch));
             ac_bits_put(t, f->bits, row + ch, v);
             f->wide[row + ch] = ac_widen(t, v);
@@ -308,6 +318,7 @@ static ac_problem problem_of(const ac_case *c)
     p.scale = (double)(float)(c->scale_auto ? 1.0 / sqrt((double)c->head_dim) : c->scale);
     ac_case_mask_to_problem(c, &p);
     inputs_variants_problem(c, &p); /* inputs_variants.c: dv, softcap, dropout, maskdims, ... */
+    inputs_fp8_problem(c, &p);      /* inputs_fp8.c: out, p, descale */
     return p;
 }
 
@@ -409,6 +420,7 @@ void ac_inputs_free(ac_inputs *in)
     free(in->q), free(in->k), free(in->v), free(in->d_o);
     free(in->qd), free(in->kd), free(in->vd), free(in->d_od);
     free(in->seqlens_q), free(in->seqlens_k), free(in->dense_mask), free(in->block_table);
+    free(in->descale_q), free(in->descale_k), free(in->descale_v);
     inputs_variants_free(in);
     memset(in, 0, sizeof *in);
 }
@@ -456,6 +468,7 @@ static void tensor_init(tensor_fill *f, const ac_inputs *in, role r, const doubl
     f->slices = p->batch * f->heads;
     f->first_state = stream(in->c.seed, stream_of[r]).state;
     f->slice_advance = 0;
+    f->raw = ac_dtype_is_fp8(in->c.dtype) && r != ROLE_DO;
     atomic_init(&f->nonzero, ac_tensor_elems(p, f->kind) == 0); /* THD with no rows: nothing to be zero */
 }
 
@@ -473,6 +486,10 @@ static int draw_all(ac_inputs *in, int workers, ac_err *err)
     tensor_init(&f[3], in, ROLE_DO, signs, in->d_o, in->d_od);
     fill_tensors(f, workers);
     free(signs);
+    int st = inputs_fp8_quantise(in, err); /* fp8: descale factors, codes (inputs_fp8.c) */
+    if (st != AC_OK)
+        return st;
+    in->p.descale_q = in->descale_q, in->p.descale_k = in->descale_k, in->p.descale_v = in->descale_v;
     static const char *const names[] = {"Q", "K", "V"}; /* dO may be all zeros */
     for (int a = 0; a < 3; a++)
         if (!atomic_load(&f[a].nonzero))

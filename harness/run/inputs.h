@@ -26,6 +26,9 @@ typedef struct {
     int *cu_seqlens_q, *cu_seqlens_k; /* (B + 1) THD row offsets */
     /* kv=paged(P) (run/inputs_paged.c): k, v, kd, vd are then the pages (num_pages, P, Hkv, d) */
     int *block_table;               /* (B, pages_per_seq) page ids, owned; p points at it */
+    /* fp8 (run/inputs_fp8.c): f32 descale factors, ac_descale_count(p, Q/K/V) each; the
+     * widenings qd, kd, vd are code * descale.  NULL for other dtypes. */
+    float *descale_q, *descale_k, *descale_v;
 } ac_inputs;
 
 /* Validates c (ac_case_validate, then ac_problem_validate with the default memory

@@ -24,8 +24,11 @@
 #include "kernels/attncheck_plugin.h"
 
 /* The ABI's plain ints are attncheck's enums, value for value. */
-_Static_assert(ATTNCHECK_DTYPE_F32 == AC_F32 && ATTNCHECK_DTYPE_F16 == AC_F16 && ATTNCHECK_DTYPE_BF16 == AC_BF16,
+_Static_assert(ATTNCHECK_DTYPE_F32 == AC_F32 && ATTNCHECK_DTYPE_F16 == AC_F16 && ATTNCHECK_DTYPE_BF16 == AC_BF16 &&
+                   ATTNCHECK_DTYPE_E4M3 == AC_E4M3 && ATTNCHECK_DTYPE_E5M2 == AC_E5M2,
                "dtype values");
+_Static_assert(ATTNCHECK_DESCALE_TENSOR == AC_DESCALE_TENSOR && ATTNCHECK_DESCALE_HEAD == AC_DESCALE_HEAD,
+               "descale granularities");
 _Static_assert(ATTNCHECK_LAYOUT_BHSD == AC_LAYOUT_BHSD && ATTNCHECK_LAYOUT_BSHD == AC_LAYOUT_BSHD &&
                    ATTNCHECK_LAYOUT_THD == AC_LAYOUT_THD, "layouts");
 _Static_assert(ATTNCHECK_ALIGN_TOP_LEFT == AC_ALIGN_TOP_LEFT && ATTNCHECK_ALIGN_BOTTOM_RIGHT == AC_ALIGN_BOTTOM_RIGHT,
@@ -129,6 +132,9 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .sink_tokens = p->sink_tokens, .dropout_p = p->dropout_p, .dropout_seed = p->dropout_seed,
         .page_size = p->page_size, .num_pages = p->num_pages, .pages_per_seq = p->pages_per_seq,
         .block_table = (const int32_t *)p->block_table, .num_splits = p->num_splits,
+        .out_dtype = (int32_t)p->fp8_out, .p_dtype = ac_problem_is_fp8(p) ? (int32_t)p->fp8_p : 0,
+        .descale_rows = p->descale_rows, .descale_q = p->descale_q, .descale_k = p->descale_k,
+        .descale_v = p->descale_v,
     };
 }
 
@@ -240,9 +246,12 @@ static int check_head_dims(const char *path, const attncheck_caps *c, ac_err *er
 static int check_caps(const char *path, const attncheck_plugin *d, ac_err *err)
 {
     const attncheck_caps *c = &d->caps;
-    if (c->dtypes == 0 || (c->dtypes >> AC_DTYPE_COUNT) != 0)
+    int n_dtypes = d->abi_version >= 2 ? AC_DTYPE_COUNT : AC_E4M3; /* fp8 is ABI 2's: descales */
+    if (c->dtypes == 0 || (c->dtypes >> n_dtypes) != 0)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.dtypes 0x%x: none or unknown dtype bits", path,
                        (unsigned)c->dtypes);
+    if (d->fp8_p != 0 && (d->fp8_p < AC_F16 || d->fp8_p >= AC_DTYPE_COUNT))
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: fp8_p %d is not e4m3, e5m2, bf16 or f16", path, (int)d->fp8_p);
     int n_layouts = d->abi_version >= 2 ? 3 : 2; /* THD is ABI 2's */
     if (c->layouts == 0 || (c->layouts >> n_layouts) != 0)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.layouts 0x%x: none or unknown layout bits", path,
@@ -315,7 +324,7 @@ static ac_caps to_caps(const attncheck_plugin *d)
     ac_caps k = {.dtypes = c->dtypes, .n_head_dims = c->n_head_dims, .max_head_dim = c->max_head_dim,
                  .masks = c->masks, .layouts = c->layouts, .gqa = c->gqa != 0, .varlen = c->varlen != 0,
                  .backward = c->backward != 0, .max_seqlen = c->max_seqlen,
-                 .variants = d->abi_version >= 2 ? d->variants : 0};
+                 .variants = d->abi_version >= 2 ? d->variants : 0, .fp8_p = (ac_dtype)d->fp8_p};
     for (int i = 0; i < c->n_head_dims; i++)
         k.head_dims[i] = c->head_dims[i];
     k.n_dv_pairs = d->abi_version >= 2 ? d->n_dv_pairs : 0;

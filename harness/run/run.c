@@ -288,8 +288,9 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in_case, const ac_bud
                       ac_result *r, ac_err *err)
 {
     ac_inputs ref_in = *in_case, *in = &ref_in; /* a view; with dropout the reference's gets the kernel's mask */
-    /* a paged KV cache is a decode-time layout: forward only */
-    bool backward = o->backward && k->caps.backward && k->backward != NULL && !ac_problem_paged(&in->p);
+    /* a paged KV cache is a decode-time layout, and fp8 (issue 17) is forward only */
+    bool backward = o->backward && k->caps.backward && k->backward != NULL && !ac_problem_paged(&in->p) &&
+                    !ac_dtype_is_fp8(in_case->c.dtype);
     int st = ac_kernel_supports(k, &in->p, in->c.dtype, backward, err);
     if (st != AC_OK) {
         r->unsupported = true;
@@ -331,7 +332,7 @@ int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const
     ac_inputs in;
     memset(&in, 0, sizeof in);
     /* the gpu tier's context and cuBLAS handle are made while the inputs are drawn */
-    ac_reference_prepare(c, o->backward && k->caps.backward && k->backward);
+    ac_reference_prepare(c, o->backward && k->caps.backward && k->backward && !ac_dtype_is_fp8(c->dtype));
     int st = ac_inputs_make(c, &in, err);
     if (st != AC_OK)
         stop(r, st, err);

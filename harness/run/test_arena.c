@@ -36,7 +36,7 @@ static uint8_t *armed(const ac_inputs *in, bool backward, ac_arena_layout *l)
 /* The variants' inputs and outputs (absent from a plain case). */
 static bool variant_buf(ac_buf b)
 {
-    return (b >= AC_BUF_CU_SEQLENS_Q && b <= AC_BUF_BLOCK_TABLE) || b == AC_BUF_DROPOUT || b == AC_BUF_DSINK ||
+    return (b >= AC_BUF_CU_SEQLENS_Q && b <= AC_BUF_DESCALE_V) || b == AC_BUF_DROPOUT || b == AC_BUF_DSINK ||
            b == AC_BUF_DBIAS;
 }
 

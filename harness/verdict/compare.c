@@ -151,6 +151,7 @@ static double add_magnitudes(const cmp_judge *a, cmp_partial *pt, ac_where w, do
     pt->n_mag++;
     pt->n_mean += in_mean;
     pt->sum_ulp += ulp_err;
+    pt->sum_sq += abs_err * abs_err;
     if (in_mean) {
         pt->sum_abs += abs_err;
         pt->sum_escale += e;
@@ -169,6 +170,7 @@ static double add_magnitudes(const cmp_judge *a, cmp_partial *pt, ac_where w, do
         double naive_err = isfinite(*naive_x) ? fabs(*naive_x - x) : INFINITY;
         if (in_mean)
             pt->sum_naive_abs += naive_err;
+        pt->sum_naive_sq += naive_err * naive_err;
         if (naive_err > pt->naive_max_abs)
             pt->naive_max_abs = naive_err;
     }
@@ -345,6 +347,7 @@ void cmp_merge(cmp_partial *into, const cmp_partial *from)
     into->sum_ulp += from->sum_ulp, into->sum_abs += from->sum_abs;
     into->sum_naive_abs += from->sum_naive_abs, into->sum_escale += from->sum_escale;
     into->n_mag += from->n_mag, into->n_mean += from->n_mean;
+    into->sum_sq += from->sum_sq, into->sum_naive_sq += from->sum_naive_sq;
 }
 
 static double ratio(double kernel, double naive)
@@ -372,6 +375,7 @@ void cmp_finish(const cmp_partial *pt, ac_metrics *m)
         return;
     }
     m->mean_ulp = pt->sum_ulp / (double)pt->n_mag;
+    m->rmse = sqrt(pt->sum_sq / (double)pt->n_mag);
     double n = pt->n_mean > 0 ? (double)pt->n_mean : 1.0; /* none: the sums are 0 */
     m->n_mean = pt->n_mean;
     m->mean_abs = pt->sum_abs / n;
@@ -381,6 +385,7 @@ void cmp_finish(const cmp_partial *pt, ac_metrics *m)
     if (!m->has_naive)
         return;
     m->naive_mean_abs = pt->sum_naive_abs / n;
+    m->naive_rmse = sqrt(pt->sum_naive_sq / (double)pt->n_mag);
     m->vs_naive_max = ratio(m->max_abs, m->naive_max_abs);
     m->vs_naive_mean = ratio(m->mean_abs, m->naive_mean_abs);
 }

@@ -50,6 +50,10 @@ typedef struct {
     /* The means (and mean E) are over the n_mean elements whose reference is at least
      * the dtype's smallest normal: see compare.c, add_magnitudes. */
     double max_abs, mean_abs;
+    /* sqrt(mean((y - x)^2)) over the elements in the magnitudes, the kernel's and the naive
+     * baseline's: the RMSE FP8 kernels' own tests use (FlashAttention-3, TransformerEngine), reported
+     * beside the contract's metrics so a user can hold a verdict against theirs; never gated */
+    double rmse, naive_rmse;
     double naive_max_abs, naive_mean_abs;
     size_t n_mean;
     double vs_naive_max, vs_naive_mean; /* kernel / naive; 0 when both are 0, +inf when only naive is 0 */

@@ -30,6 +30,7 @@ typedef struct {
     double special_ref, special_got;
     size_t masked_rows, masked_rows_zero, masked_rows_nan, masked_rows_lse_posinf;
     double sum_ulp, sum_abs, sum_naive_abs, sum_escale;
+    double sum_sq, sum_naive_sq; /* squared errors over every magnitude (the RMSE's) */
     size_t n_mag;  /* elements in the magnitudes */
     size_t n_mean; /* ...of which in the means: |reference| >= min_normal */
 } cmp_partial;

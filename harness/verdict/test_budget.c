@@ -25,7 +25,15 @@ static const char *const valid_tail =
     "f16 dSink scaled 4\nf16 dSink vs-naive-mean off\nbf16 dSink scaled 4\nbf16 dSink vs-naive-mean off\n"
     "f32 dSink scaled 16 grows\nf32 dSink vs-naive-mean off\n"
     "f16 dBias scaled 4\nf16 dBias vs-naive-mean off\nbf16 dBias scaled 4\nbf16 dBias vs-naive-mean off\n"
-    "f32 dBias scaled 16 grows\nf32 dBias vs-naive-mean off\n";
+    "f32 dBias scaled 16 grows\nf32 dBias vs-naive-mean off\n"
+    "e4m3 O scaled 4\ne4m3 LSE scaled 4 grows\ne4m3 dQ scaled 4\ne4m3 dK scaled 4\ne4m3 dV scaled 4\n"
+    "e4m3 O vs-naive-mean 1.5\ne4m3 LSE vs-naive-mean 1.5\ne4m3 dQ vs-naive-mean off\ne4m3 dK vs-naive-mean off\n"
+    "e4m3 dV vs-naive-mean off\ne4m3 dSink scaled 4\ne4m3 dSink vs-naive-mean off\ne4m3 dBias scaled 4\n"
+    "e4m3 dBias vs-naive-mean off\n"
+    "e5m2 O scaled 4\ne5m2 LSE scaled 4 grows\ne5m2 dQ scaled 4\ne5m2 dK scaled 4\ne5m2 dV scaled 4\n"
+    "e5m2 O vs-naive-mean 1.5\ne5m2 LSE vs-naive-mean 1.5\ne5m2 dQ vs-naive-mean off\ne5m2 dK vs-naive-mean off\n"
+    "e5m2 dV vs-naive-mean off\ne5m2 dSink scaled 4\ne5m2 dSink vs-naive-mean off\ne5m2 dBias scaled 4\n"
+    "e5m2 dBias vs-naive-mean off\n";
 
 /* Writes text to a fresh temporary file; returns its path (static buffer). */
 static const char *write_temp(const char *text)
@@ -51,7 +59,7 @@ static int load_text(const char *text, ac_budgets *b, ac_err *err)
 
 static void load_valid(ac_budgets *b)
 {
-    char text[4096];
+    char text[8192];
     snprintf(text, sizeof text, "# test budgets\nversion 1\ngrowth-length 64\n\n%s", valid_tail);
     ac_err err;
     cr_assert_eq(load_text(text, b, &err), AC_OK, "%s", err.msg);
@@ -60,7 +68,7 @@ static void load_valid(ac_budgets *b)
 /* A file whose line `bad_line` (1-based, after "version 1") is replaced by `bad`. */
 static void expect_rejected(const char *bad, const char *want_in_msg)
 {
-    char text[4096];
+    char text[8192];
     snprintf(text, sizeof text, "version 1\n%s\n%s", bad, valid_tail);
     ac_budgets b;
     ac_err err = {{0}};
@@ -130,10 +138,10 @@ Test(harness_budget, repeated_entry_names_both_lines)
 {
     ac_budgets b;
     ac_err err;
-    char text[4096];
+    char text[8192];
     snprintf(text, sizeof text, "version 1\n%sf16 dK scaled 8\n", valid_tail);
     cr_assert_eq(load_text(text, &b, &err), AC_ERR_INPUT);
-    cr_assert(strstr(err.msg, ":44: f16 dK scaled given twice (first on line 5)") != NULL, "%s", err.msg);
+    cr_assert(strstr(err.msg, ":72: f16 dK scaled given twice (first on line 5)") != NULL, "%s", err.msg);
 }
 
 Test(harness_budget, missing_entry_and_missing_version_are_errors)
@@ -141,7 +149,7 @@ Test(harness_budget, missing_entry_and_missing_version_are_errors)
     ac_budgets b;
     ac_err err;
     const char *cut = strstr(valid_tail, "f32 dV vs-naive-mean");
-    char text[4096];
+    char text[8192];
     snprintf(text, sizeof text, "version 1\n%.*s", (int)(cut - valid_tail), valid_tail);
     cr_assert_eq(load_text(text, &b, &err), AC_ERR_INPUT);
     cr_assert(strstr(err.msg, "no 'f32 dV vs-naive-mean' line") != NULL, "%s", err.msg);

@@ -183,6 +183,26 @@ Test(harness_compare, vs_naive_ratios_are_kernel_over_naive)
     fixture_free(&f);
 }
 
+/* The peers' RMSE: one planted error of 2 ulps (2^-9) over 16 elements is
+ * sqrt(2^-18 / 16) = 2^-11 exactly; the naive's 2^-10 and 3 2^-11 likewise. */
+Test(harness_compare, rmse_is_the_root_mean_square_of_the_planted_errors)
+{
+    fixture f;
+    ac_problem p = ac_problem_dense(1, 1, 1, 4, 4, 4);
+    fixture_init(&f, AC_F16, p, false);
+    size_t a = ac_q_index(&p, 0, 0, 1, 2), b = ac_q_index(&p, 0, 0, 3, 0);
+    f.ref[a] = f.ref[b] = f.y[b] = 1.0;
+    f.y[a] = 1.0 + 2 * 0x1p-10;
+    f.naive[a] = 1.0 + 0x1p-10;
+    f.naive[b] = 1.0 - 3 * 0x1p-11;
+    ac_metrics m;
+    run(&f, AC_OUT_O, &m);
+    cr_assert_eq(m.n_measured, 16);
+    cr_assert_eq(m.rmse, 0x1p-11, "rmse %a", m.rmse);
+    cr_assert_eq(m.naive_rmse, sqrt((0x1p-20 + 9 * 0x1p-22) / 16), "naive rmse %a", m.naive_rmse);
+    fixture_free(&f);
+}
+
 Test(harness_compare, means_skip_references_below_the_smallest_normal)
 {
     fixture f;

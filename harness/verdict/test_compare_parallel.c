@@ -152,13 +152,14 @@ Test(harness_compare, task_size_changes_the_means_in_their_last_bits_only)
         compare_on(&f, outs[o], 3, 1, &rows1);
         cr_assert_gt(whole.n_mean, 200u);
         double means[][2] = {{whole.mean_ulp, rows1.mean_ulp}, {whole.mean_abs, rows1.mean_abs},
-                             {whole.mean_escale, rows1.mean_escale}, {whole.naive_mean_abs, rows1.naive_mean_abs}};
-        for (int k = 0; k < 4; k++)
+                             {whole.mean_escale, rows1.mean_escale}, {whole.naive_mean_abs, rows1.naive_mean_abs},
+                             {whole.rmse, rows1.rmse}, {whole.naive_rmse, rows1.naive_rmse}};
+        for (int k = 0; k < 6; k++)
             cr_assert_float_eq(means[k][0], means[k][1], 1e-13 * fabs(means[k][0]), "%s mean %d: %.17g vs %.17g",
                                ac_output_name(outs[o]), k, means[k][0], means[k][1]);
         /* the rest exactly: copy the means over and compare the bytes */
         rows1.mean_ulp = whole.mean_ulp, rows1.mean_abs = whole.mean_abs, rows1.mean_escale = whole.mean_escale;
-        rows1.naive_mean_abs = whole.naive_mean_abs;
+        rows1.naive_mean_abs = whole.naive_mean_abs, rows1.rmse = whole.rmse, rows1.naive_rmse = whole.naive_rmse;
         rows1.vs_naive_mean = whole.vs_naive_mean;
         cr_assert_eq(memcmp(&whole, &rows1, sizeof whole), 0, "%s: a field other than a mean differs",
                      ac_output_name(outs[o]));

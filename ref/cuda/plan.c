@@ -97,6 +97,9 @@ int ref_gpu_supports(const ac_problem *p, ac_err *why)
     if (p->layout == AC_LAYOUT_THD)
         return ac_fail(why, AC_ERR_INPUT, "the GPU reference tier does not implement the packed THD layout (thd); "
                        "the CPU tier computes it");
+    if (ac_problem_is_fp8(p)) /* its inputs are code * descale; the device path reads 16/32-bit bits */
+        return ac_fail(why, AC_ERR_INPUT, "the GPU reference tier does not implement fp8 inputs; the CPU tier "
+                       "computes them");
     unsigned used = ac_problem_variants(p);
     for (int v = 0; v < AC_VARIANT_COUNT; v++)
         if (used & ac_variant_bit((ac_variant)v))

@@ -26,7 +26,7 @@ matplotlib.rcParams.update({
     "legend.fontsize": 8,
 })
 
-DTYPE_COLOURS = {"f32": "tab:green", "f16": "tab:blue", "bf16": "tab:orange"}
+DTYPE_COLOURS = {"f32": "tab:green", "f16": "tab:blue", "bf16": "tab:orange", "e4m3": "tab:red", "e5m2": "tab:purple"}
 _SVG_ID = re.compile(r'\bid="([^"]+)"')
 _SVG_REF = re.compile(r'(url\(#|href="#)([^")]+)')
 _SVG_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)

@@ -26,7 +26,10 @@ SPECIAL_CLASSES = ("unexpected_nan", "overflow", "lost_special", "wrong_zero", "
 MASKED_ROW_COUNTS = ("masked_rows", "masked_rows_zero", "masked_rows_nan", "masked_rows_lse_posinf")
 # The unit roundoff u of each output dtype; LSE (and dSink) is stored and measured in f32
 # whatever the inputs' dtype (README, "Metrics", "Variants").
-UNIT_ROUNDOFF = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+# The unit roundoff the metrics are in, by the case's (input) dtype.  fp8 inputs (e4m3, e5m2)
+# write O in bf16 or f16 (the line's out=): their charts take bf16's, so an out=f16 case's
+# mean scaled error reads 8x small there (the records' own max_scaled are exact).
+UNIT_ROUNDOFF = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8, "e4m3": 2.0 ** -8, "e5m2": 2.0 ** -8}
 LSE_UNIT_ROUNDOFF = 2.0 ** -24
 NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 # Typed records kept for the sections that use them (the rest are noted and skipped).
@@ -188,7 +191,7 @@ def parse_case_line(line: str) -> Optional[Shape]:
             raise ValueError("case line field %s=%s is not an integer" % (name, fields[name])) from None
     dtype = fields.get("dtype")
     if dtype not in UNIT_ROUNDOFF:
-        raise ValueError("case line has dtype=%s, expected f32, f16 or bf16" % dtype)
+        raise ValueError("case line has dtype=%s, expected f32, f16, bf16, e4m3 or e5m2" % dtype)
     mask_kind = re.sub(r"\(.*", "", fields.get("mask", "none"))
     return Shape(dtype=dtype, mask_kind=mask_kind, **ints)
 

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .inputs import (LSE_UNIT_ROUNDOFF, OUTPUTS, UNIT_ROUNDOFF, CaseRecord, Inputs)
 
-DTYPE_ORDER = ("f32", "f16", "bf16")
+DTYPE_ORDER = ("f32", "f16", "bf16", "e4m3", "e5m2")
 
 
 def is_mutant(kernel: str) -> bool:

@@ -168,7 +168,7 @@ def compare(new: Inputs, old: Inputs, kernel: str, baseline_path: str, ratio: fl
         cmp.listed += [(line, "only in the baseline: not run this time")] * len(rest)
     for cell in cmp.cells.values():
         cell.evaluate(ratio, alpha)
-    order = {(t, o, m): (i, j, k) for i, t in enumerate(("f32", "f16", "bf16")) for j, o in enumerate(OUTPUTS)
+    order = {(t, o, m): (i, j, k) for i, t in enumerate(("f32", "f16", "bf16", "e4m3", "e5m2")) for j, o in enumerate(OUTPUTS)
              for k, m in enumerate(METRICS)}
     cmp.cells = dict(sorted(cmp.cells.items(), key=lambda kv: order.get(kv[0], (9, 9, 9))))
     return cmp

@@ -26,8 +26,9 @@ def metrics(max_scaled: float = 0.5, mean_abs: float = 1e-3, naive_mean_abs: flo
         return a / b if b else 0.0
     m = {"n_compared": n_compared, "n_mean": n_compared, "max_ulp": max_scaled * 3.0, "mean_ulp": max_scaled,
          "at_max_ulp": [0, 0, 1, 2], "max_scaled": max_scaled, "at_max_scaled": [0, 0, 1, 2],
-         "max_abs": max_abs, "mean_abs": mean_abs, "has_naive": has_naive,
+         "max_abs": max_abs, "mean_abs": mean_abs, "rmse": mean_abs * 1.25, "has_naive": has_naive,
          "naive_max_abs": naive_max_abs if has_naive else 0, "naive_mean_abs": naive_mean_abs if has_naive else 0,
+         "naive_rmse": naive_mean_abs * 1.25 if has_naive else 0,
          "vs_naive_max": ratio(max_abs, naive_max_abs) if has_naive else 0,
          "vs_naive_mean": ratio(mean_abs, naive_mean_abs) if has_naive else 0, "mean_escale": mean_escale}
     for name in ("unexpected_nan", "overflow", "lost_special", "wrong_zero", "unwritten"):

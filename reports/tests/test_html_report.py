@@ -98,7 +98,7 @@ class ReadingInputs(TempDir):
         path = self.jsonl("a.jsonl", [testdata.case_record("k", "v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=1 d=1", {})])
         with self.assertRaises(inputs.InputError) as e:
             inputs.read_inputs([path])
-        self.assertEqual(str(e.exception), "%s:1: case line has dtype=None, expected f32, f16 or bf16" % path)
+        self.assertEqual(str(e.exception), "%s:1: case line has dtype=None, expected f32, f16, bf16, e4m3 or e5m2" % path)
 
     def test_malformed_json_names_file_and_line(self):
         good = json.dumps(testdata.case_record("k", testdata.case_line(), {"O": testdata.metrics()}))
