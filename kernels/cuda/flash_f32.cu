@@ -30,8 +30,8 @@ __device__ __forceinline__ float acd_exp_shifted_mod(float x, float lse, float l
     if (!isfinite(x) || !isfinite(lse)) return expf(x - lse);
     const float d = __fsub_rn(x, lse), bb = __fsub_rn(d, x);
     const float err = __fadd_rn(__fsub_rn(x, __fsub_rn(d, bb)), __fsub_rn(-lse, bb));
-    const float corr = err - lse_lo, e = expf(d);
-    return fabsf(corr) <= 0x1p-10f ? fmaf(e, corr, e) : e;
+    const float corr = err - lse_lo;
+    return fabsf(corr) <= 0x1p-10f ? (float)::exp((double)x - (double)lse - (double)lse_lo) : expf(d); // as acd_exp_shifted
 }
 
 constexpr int kF32Rows = 4;   // query rows per warp (forward)

@@ -34,10 +34,15 @@ __device__ __forceinline__ float acd_exp_shifted(float s, float scale, float lse
     const float lo = fmaf(s, scale, -hi);
     const float x = __fsub_rn(hi, lse), bb = __fsub_rn(x, hi);
     const float err = __fadd_rn(__fsub_rn(hi, __fsub_rn(x, bb)), __fsub_rn(-lse, bb));
-    const float corr = (lo + err) - lse_lo, e = expf(x);
+    const float corr = (lo + err) - lse_lo;
     // Scores past ~2^14, where the correction is not small: the forward's LSE came
     // from rounded scores, so P is taken as the forward saw them (one-hot there).
-    return fabsf(corr) <= 0x1p-10f ? fmaf(e, corr, e) : e;
+    if (fabsf(corr) > 0x1p-10f) return expf(x);
+    // Else the exponent in double (s scale is exact there) and P rounded once: f32's
+    // expf errs by up to 2 ulp, alike for a row's equal scores, which put f32 dV at
+    // 4.6x the naive mean error where every score is 0 (dist=tiny(), window-tl(7,0):
+    // the naive P = 1/n is exact for n = 1, 2, 4, 8; found on the H100).
+    return (float)::exp((double)s * (double)scale - (double)lse - (double)lse_lo);
 }
 
 // The backward's P: exact to the subnormals for bf16, whose range is f32's, so a
@@ -62,25 +67,34 @@ template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) 
 // dominates a row, the LSE is off by a further ulp of that score, which put
 // f32 LSE at 2.68x the naive mean error on the H100 (issue 13, fixture in
 // fixtures/gpu-found.cases; docs/cuda-f32-lse.md has the measurement).
-// exp_diff(a, b): Base::exp(a - b) (base e: with the difference's rounding
-// carried, below), for the sink's join.
+// For the sink's join, once per row and so in double: units(s) a natural-log
+// value in the base's units; exp_diff(a, b) = Base::exp(a - b) and
+// exp_nat_diff(s, b) = Base::exp(units(s) - b), s natural, each rounded once to
+// f32.  The sink rescales a whole row and is one large term of it: f32's exp2f
+// (2 ulp) and the rounding of s log2 e put f16 LSE with sinks at 1.51x the naive
+// mean error on the H100 (dist=tiny(), rows of 1-2 keys, where the sink's share
+// is largest), and base e must not err by u |a - b| (a sink 20 above the scores).
 struct acd_base2 {
     static __device__ __forceinline__ float exp(float x) { return exp2f(x); }
-    static __device__ __forceinline__ float exp_diff(float a, float b) { return exp2f(a - b); }
+    static __device__ __forceinline__ float units(float s) { return s * ACD_LOG2E; }
+    static __device__ __forceinline__ float exp_diff(float a, float b)
+    {
+        return isfinite(a) && isfinite(b) ? (float)exp2((double)a - (double)b) : exp2f(a - b);
+    }
+    static __device__ __forceinline__ float exp_nat_diff(float s, float b)
+    {
+        return isfinite(s) && isfinite(b) ? (float)exp2((double)s * 1.4426950408889634 - (double)b) : exp2f(units(s) - b);
+    }
     static __device__ __forceinline__ float lse(float m, float l) { return acd_lse(m, l); }
 };
 struct acd_base_e {
     static __device__ __forceinline__ float exp(float x) { return expf(x); }
-    // exp(a - b) with the difference's rounding error (an exact two-sum) carried
-    // to first order, as cpu-flash's exp_diff: the sink rescales a whole f32 row,
-    // which must not err by u |a - b| (a sink 20 above the scores).
+    static __device__ __forceinline__ float units(float s) { return s; }
     static __device__ __forceinline__ float exp_diff(float a, float b)
     {
-        if (!isfinite(a) || !isfinite(b)) return expf(a - b);
-        const float x = __fsub_rn(a, b), bb = __fsub_rn(x, a);
-        const float err = __fadd_rn(__fsub_rn(a, __fsub_rn(x, bb)), __fsub_rn(-b, bb)), e = expf(x);
-        return fmaf(e, err, e);
+        return isfinite(a) && isfinite(b) ? (float)::exp((double)a - (double)b) : expf(a - b);
     }
+    static __device__ __forceinline__ float exp_nat_diff(float s, float b) { return exp_diff(s, b); }
     static __device__ __forceinline__ float lse(float m, float l) { return m + logf(l); }
 };
 
@@ -115,14 +129,15 @@ template <typename Base> struct acd_softmax_row_in {
     // Closes the tile: tile_sum is the row's sum of Base::exp(s - shift) over it.
     __device__ __forceinline__ void add(float alpha, float tile_sum) { l = l * alpha + tile_sum; }
 
-    // A learnable sink s (in the base's units) joins the finished row's
-    // denominator, with no value: m' = max(m, s), l' = l e^(m - m') + e^(s - m')
+    // A learnable sink s (a natural-log logit; Base::units puts it in the base's)
+    // joins the finished row's denominator, with no value: m' = max(m, s),
+    // l' = l e^(m - m') + e^(s - m')
     // (FlashAttention-3's epilogue; cpu-flash's vf_sink).  Returns the factor
     // e^(m - m') of what O summed (0 for a row that saw nothing: O = 0, LSE = s).
-    __device__ __forceinline__ float join_sink(float sink)
+    __device__ __forceinline__ float join_sink(float sink_nat)
     {
-        const float m_new = fmaxf(m, sink), o_factor = m == -INFINITY ? 0.f : Base::exp_diff(m, m_new);
-        l = l * o_factor + Base::exp_diff(sink, m_new);
+        const float m_new = fmaxf(m, Base::units(sink_nat)), o_factor = m == -INFINITY ? 0.f : Base::exp_diff(m, m_new);
+        l = l * o_factor + Base::exp_nat_diff(sink_nat, m_new);
         m = m_new;
         return o_factor;
     }
@@ -277,7 +292,7 @@ __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, floa
         acd_softmax_row fin = rows[r];
         fin.l += __shfl_xor_sync(0xffffffffu, fin.l, 1);
         fin.l += __shfl_xor_sync(0xffffffffu, fin.l, 2);
-        const float o_factor = kVar && p.sinks ? fin.join_sink(p.sinks[h] * ACD_LOG2E) : 1.f;
+        const float o_factor = kVar && p.sinks ? fin.join_sink(p.sinks[h]) : 1.f;
         const float inv = fin.inv_l() * o_factor;
         const int i = row + 8 * r;
         if (i >= acd_q_stored<kVar>(p, nq)) continue;
