@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds, then runs
+#   0. the format check (ci/format.sh: every C/CUDA file as .clang-format says),
 #   1. the Criterion unit tests (one binary, one synthesis line),
 #   2. the fixture corpus on the CPU emulation and the fp64 reference kernel,
 #   3. the detection-power proof (every planted bug caught; cpu-flash clean),
@@ -22,6 +23,9 @@ b=$BUILD_DIR
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
 export ATTNCHECK_SOURCE_DIR=$PWD
 step() { printf '\n== %s\n' "$*"; }
+
+step "format: the C and CUDA sources match .clang-format"
+bash ci/format.sh
 
 step "unit tests (Criterion)"
 "$b/attncheck-tests" --jobs=2

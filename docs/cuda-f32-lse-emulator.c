@@ -79,8 +79,8 @@ static float row(const float *q, const float *k, const float *v, int d, int nk, 
     return mode & 1 ? m + logf(l) : fmaf(m, LN2F, logf(l));
 }
 
-static int forward(void *user, const attncheck_problem *p, int32_t dtype, const void *q, const void *k,
-                   const void *v, void *o, float *lse, char *errbuf, size_t errbuf_len)
+static int forward(void *user, const attncheck_problem *p, int32_t dtype, const void *q, const void *k, const void *v,
+                   void *o, float *lse, char *errbuf, size_t errbuf_len)
 {
     (void)user, (void)dtype, (void)errbuf, (void)errbuf_len;
     int d = p->head_dim, nq = p->seqlen_q, nk = p->seqlen_k, group = p->heads_q / p->heads_kv;
@@ -88,8 +88,8 @@ static int forward(void *user, const attncheck_problem *p, int32_t dtype, const 
         for (int h = 0; h < p->heads_q; h++) {
             size_t kv = ((size_t)b * p->heads_kv + h / group) * nk * d, qh = ((size_t)b * p->heads_q + h) * nq;
             for (int i = 0; i < nq; i++)
-                lse[qh + i] = row((const float *)q + (qh + i) * d, (const float *)k + kv, (const float *)v + kv, d,
-                                  nk, (float)p->scale, (float *)o + (qh + i) * d);
+                lse[qh + i] = row((const float *)q + (qh + i) * d, (const float *)k + kv, (const float *)v + kv, d, nk,
+                                  (float)p->scale, (float *)o + (qh + i) * d);
         }
     return 0;
 }
@@ -98,8 +98,11 @@ static const attncheck_plugin plugin = {
     .abi_version = ATTNCHECK_PLUGIN_ABI_VERSION,
     .name = "emu-flash-f32",
     .description = "CPU emulation of cuda-flash's f32 forward (EMU_MODE: 0 base 2, 1 base e, +2 mul-add scores)",
-    .caps = {.dtypes = 1u << ATTNCHECK_DTYPE_F32, .max_head_dim = 256, .masks = ATTNCHECK_MASK_NONE,
-             .layouts = 1u << ATTNCHECK_LAYOUT_BHSD, .gqa = 1},
+    .caps = {.dtypes = 1u << ATTNCHECK_DTYPE_F32,
+             .max_head_dim = 256,
+             .masks = ATTNCHECK_MASK_NONE,
+             .layouts = 1u << ATTNCHECK_LAYOUT_BHSD,
+             .gqa = 1},
     .memory = ATTNCHECK_MEM_HOST,
     .forward = forward,
 };

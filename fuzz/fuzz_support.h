@@ -22,14 +22,14 @@ static inline char *fuzz_text(const uint8_t *data, size_t size)
 }
 
 /* A property the code promises did not hold: report it and crash. */
-#define FUZZ_REQUIRE(cond, ...)                                              \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "property failed: %s: ", #cond);                 \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fputc('\n', stderr);                                             \
-            abort();                                                         \
-        }                                                                    \
+#define FUZZ_REQUIRE(cond, ...) \
+    do { \
+        if (!(cond)) { \
+            fprintf(stderr, "property failed: %s: ", #cond); \
+            fprintf(stderr, __VA_ARGS__); \
+            fputc('\n', stderr); \
+            abort(); \
+        } \
     } while (0)
 
 #endif

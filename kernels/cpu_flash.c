@@ -100,8 +100,8 @@ void cf_store_elem(ac_dtype t, void *buf, size_t at, float x)
 
 /* Rows [first, first + n_rows) of head h of a Q-like (heads_q, seqlen_q) or K-like tensor,
  * widened to float, d per row; the channel index is innermost in both layouts. */
-void cf_load_rows(const ac_problem *p, ac_dtype t, const void *buf, int heads, int seqlen, int b, int h,
-                      int first, int n_rows, float *out)
+void cf_load_rows(const ac_problem *p, ac_dtype t, const void *buf, int heads, int seqlen, int b, int h, int first,
+                  int n_rows, float *out)
 {
     int d = p->head_dim;
     for (int s = 0; s < n_rows; s++) {
@@ -132,8 +132,8 @@ int cf_kv_head_of(const cpu_flash_params *cp, const ac_problem *p, int h)
 
 /* Visible keys of row i (before the dense mask): [lo, hi), clamped to
  * [0, key_cap]; key_cap is nk, the sequence end the last K/V tile masks at. */
-static void row_range(const cpu_flash_params *cp, const ac_problem *p, int nq, int nk, int key_cap, int i,
-                      int *lo, int *hi)
+static void row_range(const cpu_flash_params *cp, const ac_problem *p, int nq, int nk, int key_cap, int i, int *lo,
+                      int *hi)
 {
     long long lo_key = 0, hi_key = key_cap;
     if (p->windowed) {
@@ -175,8 +175,8 @@ const uint8_t *cf_dense_row(const ac_problem *p, int b, int h, int i)
 }
 
 /* Mask the scores of rows [i0, i0+rows) x keys [j0, j0+cols): -inf where hidden. */
-void cf_mask_tile(const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols, const int *lo,
-                      const int *hi, float *s)
+void cf_mask_tile(const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols, const int *lo, const int *hi,
+                  float *s)
 {
     for (int r = 0; r < rows; r++) {
         int i = i0 + r;
@@ -198,7 +198,7 @@ void cf_mask_tile(const ac_problem *p, int b, int h, int i0, int rows, int j0, i
  * skipped).  Columns go in blocks of 16 held in registers across t. */
 #define CHUNK 16
 void cf_combine_rows(float *restrict acc, const float *restrict coef, int coef_stride, const float *restrict x,
-                         int x_stride, int n_terms, int n)
+                     int x_stride, int n_terms, int n)
 {
     int c0 = 0;
     for (; c0 + CHUNK <= n; c0 += CHUNK) {
@@ -225,8 +225,7 @@ void cf_combine_rows(float *restrict acc, const float *restrict coef, int coef_s
 }
 
 /* out (rows x cols) = a (rows x n) times b_t (n x cols). */
-void cf_gemm_nt(const float *restrict a, const float *restrict b_t, int rows, int cols, int n,
-                    float *restrict out)
+void cf_gemm_nt(const float *restrict a, const float *restrict b_t, int rows, int cols, int n, float *restrict out)
 {
     memset(out, 0, (size_t)rows * cols * sizeof(float));
     for (int r = 0; r < rows; r++)
@@ -235,7 +234,7 @@ void cf_gemm_nt(const float *restrict a, const float *restrict b_t, int rows, in
 
 /* acc (n_out x d) += w^T x: w (n_in x n_out, row stride w_stride), x (n_in x d). */
 void cf_gemm_tn_acc(const float *restrict w, int w_stride, const float *restrict x, int n_in, int n_out, int d,
-                        float *restrict acc)
+                    float *restrict acc)
 {
     for (int o = 0; o < n_out; o++)
         cf_combine_rows(acc + (size_t)o * d, w + o, w_stride, x, d, n_in, d);
@@ -312,8 +311,8 @@ static int fwd_work_alloc(const cpu_flash_params *cp, const ac_problem *p, fwd_w
 
 /* P of one row (already exp'd) times the V tile into acc; in f32, or (a planted
  * bug) with every partial sum rounded to the input dtype. */
-static void pv_row(const cpu_flash_params *cp, ac_dtype t, const float *p_row, const float *v_tile, int cols,
-                   int d, float *acc)
+static void pv_row(const cpu_flash_params *cp, ac_dtype t, const float *p_row, const float *v_tile, int cols, int d,
+                   float *acc)
 {
     if (cp->mut != CF_MUT_O_ACCUM_IN_DTYPE) {
         cf_combine_rows(acc, p_row, 1, v_tile, d, cols, d);
@@ -332,8 +331,8 @@ static void pv_row(const cpu_flash_params *cp, ac_dtype t, const float *p_row, c
 /* One K/V tile [j0, j0+Bc) against the resident Q tile.  Only its first cols
  * keys are computed: the rest are hidden from every row of the tile (P = 0
  * exactly), so leaving them out changes no bit and saves the CPU the work. */
-static void fwd_kv_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0,
-                        int rows, int j0, int cols, fwd_work *w)
+static void fwd_kv_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
+                        int j0, int cols, fwd_work *w)
 {
     int d = p->head_dim;
     cf_transpose_tile(w->k_rows, j0, cols, d, w->k_t);
@@ -357,8 +356,8 @@ static void fwd_kv_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtyp
     }
 }
 
-static void fwd_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0,
-                           int rows, const fwd_work *w, const ac_fwd_args *a)
+static void fwd_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
+                           const fwd_work *w, const ac_fwd_args *a)
 {
     int d = p->head_dim;
     for (int r = 0; r < rows; r++) {
@@ -378,8 +377,8 @@ static void fwd_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_d
     }
 }
 
-static void fwd_q_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0,
-                       int rows, const int *lo, const int *hi, fwd_work *w, const ac_fwd_args *a)
+static void fwd_q_tile(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
+                       const int *lo, const int *hi, fwd_work *w, const ac_fwd_args *a)
 {
     int d = p->head_dim, bc = cp->block_k;
     cf_load_rows(p, t, a->q, p->heads_q, p->seqlen_q, b, h, i0, rows, w->q_tile);
@@ -456,15 +455,25 @@ static const ac_kernel cpu_flash_64 = {
     .name = "cpu-flash",
     .description = "FlashAttention-2 emulated on the CPU, 64x64 tiles: S and PV in f32, P rounded to dtype, "
                    "one division by l; backward by recomputation from LSE",
-    .caps = CF_CAPS, .device = AC_DEV_CPU, .memory = AC_MEM_HOST,
-    .available = NULL, .forward = cf_forward, .backward = cf_backward, .ctx = &tiles_64x64,
+    .caps = CF_CAPS,
+    .device = AC_DEV_CPU,
+    .memory = AC_MEM_HOST,
+    .available = NULL,
+    .forward = cf_forward,
+    .backward = cf_backward,
+    .ctx = &tiles_64x64,
 };
 
 static const ac_kernel cpu_flash_128 = {
     .name = "cpu-flash-128x64",
     .description = "cpu-flash with 128x64 tiles (Br = 128 query rows per K/V tile of 64 keys)",
-    .caps = CF_CAPS, .device = AC_DEV_CPU, .memory = AC_MEM_HOST,
-    .available = NULL, .forward = cf_forward, .backward = cf_backward, .ctx = &tiles_128x64,
+    .caps = CF_CAPS,
+    .device = AC_DEV_CPU,
+    .memory = AC_MEM_HOST,
+    .available = NULL,
+    .forward = cf_forward,
+    .backward = cf_backward,
+    .ctx = &tiles_128x64,
 };
 
 size_t ac_cpu_flash_kernels(const ac_kernel **out, size_t max)

@@ -17,22 +17,23 @@
 #endif
 
 typedef struct {
-    float *k_rows, *v_rows;          /* (keys_alloc x d) of one kv head */
-    float *k_t, *v_t;                /* (d x Bc) the current K/V tile transposed */
-    float *q_all, *do_all, *dq_acc;  /* (group x seqlen_q x d): the query heads of one kv head */
-    float *lse_all, *delta_all;      /* (group x seqlen_q) */
-    float *lse_lo;                   /* (group x seqlen_q) f32 only: LSE's last bits, see refine_lse */
-    float *o_rows;                   /* (seqlen_q x d) scratch for D */
-    float *s, *p_dt, *dp;            /* (Br x Bc): P in f32, P in dtype, dP then dS */
-    float *dk_acc, *dv_acc;          /* (Bc x d) */
+    float *k_rows, *v_rows; /* (keys_alloc x d) of one kv head */
+    float *k_t, *v_t; /* (d x Bc) the current K/V tile transposed */
+    float *q_all, *do_all, *dq_acc; /* (group x seqlen_q x d): the query heads of one kv head */
+    float *lse_all, *delta_all; /* (group x seqlen_q) */
+    float *lse_lo; /* (group x seqlen_q) f32 only: LSE's last bits, see refine_lse */
+    float *o_rows; /* (seqlen_q x d) scratch for D */
+    float *s, *p_dt, *dp; /* (Br x Bc): P in f32, P in dtype, dP then dS */
+    float *dk_acc, *dv_acc; /* (Bc x d) */
     int *heads, *lo, *hi;
     int keys_alloc;
 } bwd_work;
 
 static void bwd_work_free(bwd_work *w)
 {
-    void *all[] = {w->k_rows, w->v_rows, w->k_t, w->v_t, w->q_all, w->do_all, w->dq_acc, w->lse_all, w->lse_lo,
-                   w->delta_all, w->o_rows, w->s, w->p_dt, w->dp, w->dk_acc, w->dv_acc, w->heads, w->lo, w->hi};
+    void *all[] = {w->k_rows,  w->v_rows, w->k_t,       w->v_t,    w->q_all, w->do_all, w->dq_acc,
+                   w->lse_all, w->lse_lo, w->delta_all, w->o_rows, w->s,     w->p_dt,   w->dp,
+                   w->dk_acc,  w->dv_acc, w->heads,     w->lo,     w->hi};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -62,9 +63,9 @@ static int bwd_work_alloc(const cpu_flash_params *cp, const ac_problem *p, bwd_w
     w->heads = malloc((size_t)p->heads_q * sizeof(int));
     w->lo = malloc(nq * sizeof(int));
     w->hi = malloc(nq * sizeof(int));
-    return w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc && w->lse_all && w->lse_lo &&
-           w->delta_all && w->o_rows && w->s && w->p_dt && w->dp && w->dk_acc && w->dv_acc && w->heads && w->lo &&
-           w->hi;
+    return w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc && w->lse_all &&
+        w->lse_lo && w->delta_all && w->o_rows && w->s && w->p_dt && w->dp && w->dk_acc && w->dv_acc && w->heads &&
+        w->lo && w->hi;
 }
 
 /* D = rowsum(dO * O) in f32 from the stored (rounded) O, the preprocessing pass. */
@@ -160,14 +161,14 @@ static void bwd_block(const ac_problem *p, ac_dtype t, int b, int h, int g, int 
             w->p_dt[(size_t)r * cols + c] = cf_round_to(t, *s);
         }
     cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d, w->dv_acc); /* dV += P^T dO */
-    cf_gemm_nt(d_o, w->v_t, rows, cols, d, w->dp);              /* dP = dO V^T */
-    for (int r = 0; r < rows; r++)                        /* dS = P (dP - D), in dtype */
+    cf_gemm_nt(d_o, w->v_t, rows, cols, d, w->dp); /* dP = dO V^T */
+    for (int r = 0; r < rows; r++) /* dS = P (dP - D), in dtype */
         for (int c = 0; c < cols; c++) {
             size_t x = (size_t)r * cols + c;
             w->dp[x] = cf_round_to(t, w->s[x] * (w->dp[x] - delta[r]));
         }
     cf_gemm_tn_acc(w->dp, cols, q, rows, cols, d, w->dk_acc); /* dK += dS^T Q */
-    for (int r = 0; r < rows; r++)                      /* dQ += dS K */
+    for (int r = 0; r < rows; r++) /* dQ += dS K */
         cf_combine_rows(dq + (size_t)r * d, w->dp + (size_t)r * cols, 1, w->k_rows + (size_t)j0 * d, d, cols, d);
 }
 
@@ -222,7 +223,8 @@ static void bwd_kv_head(const cpu_flash_params *cp, const ac_problem *p, ac_dtyp
         memset(w->dv_acc, 0, (size_t)bc * d * sizeof(float));
         for (int g = 0; g < n_heads; g++) {
             if (cp->mut == CF_MUT_BWD_NO_GQA_SUM) /* each query head overwrites instead of adding */
-                memset(w->dk_acc, 0, (size_t)bc * d * sizeof(float)), memset(w->dv_acc, 0, (size_t)bc * d * sizeof(float));
+                memset(w->dk_acc, 0, (size_t)bc * d * sizeof(float)),
+                    memset(w->dv_acc, 0, (size_t)bc * d * sizeof(float));
             for (int i0 = 0; i0 < nq; i0 += br) {
                 int rows = nq - i0 < br ? nq - i0 : br;
                 if (!cf_block_masked(w->lo, w->hi, i0, i0 + rows, j0, j0 + bc))
@@ -267,4 +269,3 @@ int cf_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac
     bwd_work_free(&w);
     return AC_OK;
 }
-

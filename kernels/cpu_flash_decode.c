@@ -34,9 +34,9 @@
 
 typedef struct {
     float *k_rows, *v_rows; /* (key_alloc x d), (key_alloc x d_v) of one (b, kv head) */
-    float *q_row, *s;       /* (d), (Bc) */
-    float *acc, *m, *l;     /* per split: (S x d_v), (S), (S) */
-    int *lo, *hi;           /* (seqlen_q); lo is followed by the sink tokens' gap */
+    float *q_row, *s; /* (d), (Bc) */
+    float *acc, *m, *l; /* per split: (S x d_v), (S), (S) */
+    int *lo, *hi; /* (seqlen_q); lo is followed by the sink tokens' gap */
     int key_alloc, splits;
 } dec_work;
 
@@ -92,8 +92,8 @@ static size_t key_row(const cpu_flash_params *cp, const ac_problem *p, ac_tensor
     return ac_tensor_index(p, kind, b, hk, j, 0);
 }
 
-static void load_keys(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, const void *buf,
-                      ac_tensor_kind kind, int b, int hk, int n_keys, float *out)
+static void load_keys(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, const void *buf, ac_tensor_kind kind,
+                      int b, int hk, int n_keys, float *out)
 {
     int cols = ac_tensor_dim(p, kind);
     for (int j = 0; j < n_keys; j++) {
@@ -186,8 +186,8 @@ static void combine(const cpu_flash_params *cp, const ac_problem *p, dec_work *w
     w->l[0] = l;
 }
 
-static void write_row(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i,
-                      dec_work *w, const ac_fwd_args *a)
+static void write_row(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i, dec_work *w,
+                      const ac_fwd_args *a)
 {
     int d_v = ac_head_dim_v(p);
     float m = w->m[0], l = w->l[0], o_factor;
@@ -202,8 +202,8 @@ static void write_row(const cpu_flash_params *cp, const ac_problem *p, ac_dtype 
     a->lse[ac_lse_index(p, b, h, i)] = l == 0.0f ? -INFINITY : m + logf(l);
 }
 
-static void decode_row(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i,
-                       int n_keys, dec_work *w, const ac_fwd_args *a)
+static void decode_row(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i, int n_keys,
+                       dec_work *w, const ac_fwd_args *a)
 {
     int d_v = ac_head_dim_v(p), bc = cp->block_k;
     size_t q_at = ac_q_index(p, b, h, i, 0);

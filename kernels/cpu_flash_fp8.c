@@ -24,11 +24,11 @@
 
 typedef enum {
     FP8_CORRECT = 0,
-    FP8_MUT_P_CLAMP,        /* P~ scaled by 4096, not onto 448: the largest weights saturate (FlashAttention's bug) */
+    FP8_MUT_P_CLAMP, /* P~ scaled by 4096, not onto 448: the largest weights saturate (FlashAttention's bug) */
     FP8_MUT_V_DESCALE_TWICE, /* V's descale applied to the partial sums twice */
-    FP8_MUT_TRUNCATE,       /* P rounded to e4m3 toward zero, not to nearest */
-    FP8_MUT_P_E5M2,         /* P rounded to e5m2 though e4m3 is declared */
-    FP8_MUT_P_UNSCALED,     /* P~ rounded to e4m3 as it is (sigma 1): weights below 2^-10 of the row max flush to 0 */
+    FP8_MUT_TRUNCATE, /* P rounded to e4m3 toward zero, not to nearest */
+    FP8_MUT_P_E5M2, /* P rounded to e5m2 though e4m3 is declared */
+    FP8_MUT_P_UNSCALED, /* P~ rounded to e4m3 as it is (sigma 1): weights below 2^-10 of the row max flush to 0 */
 } fp8_mutant;
 
 typedef struct {
@@ -51,10 +51,13 @@ static float truncate_e4m3(float x)
 static float round_p(const fp8_params *fp, float p_tilde, float sigma)
 {
     switch (fp->mut) {
-    case FP8_MUT_TRUNCATE: return truncate_e4m3(p_tilde * sigma);
-    case FP8_MUT_P_E5M2: return ac_fp8_p_round(AC_E5M2, p_tilde * sigma);
-    default: return ac_dtype_is_fp8(fp->p_fmt) ? ac_fp8_p_round(fp->p_fmt, p_tilde * sigma)
-                                              : (float)ac_round(fp->p_fmt, p_tilde);
+    case FP8_MUT_TRUNCATE:
+        return truncate_e4m3(p_tilde * sigma);
+    case FP8_MUT_P_E5M2:
+        return ac_fp8_p_round(AC_E5M2, p_tilde * sigma);
+    default:
+        return ac_dtype_is_fp8(fp->p_fmt) ? ac_fp8_p_round(fp->p_fmt, p_tilde * sigma)
+                                          : (float)ac_round(fp->p_fmt, p_tilde);
     }
 }
 
@@ -180,18 +183,17 @@ static int fp8_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
     return AC_OK;
 }
 
-#define FP8_CAPS(p_fmt)                                                                                   \
-    {                                                                                                     \
+#define FP8_CAPS(p_fmt) \
+    { \
         .dtypes = AC_DTYPES_FP8, .n_head_dims = 0, .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL, \
-        .layouts = AC_LAYOUTS_ALL, .gqa = true, .varlen = true, .backward = false, .max_seqlen = 0,     \
-        .variants = AC_VAR_DV, .fp8_p = (p_fmt),                                                          \
+        .layouts = AC_LAYOUTS_ALL, .gqa = true, .varlen = true, .backward = false, .max_seqlen = 0, \
+        .variants = AC_VAR_DV, .fp8_p = (p_fmt), \
     }
 
-#define FP8_KERNEL(kname, p_fmt, mutant, what)                                                       \
-    {                                                                                               \
-        .name = kname, .description = what, .caps = FP8_CAPS(p_fmt), .device = AC_DEV_CPU,       \
-        .memory = AC_MEM_HOST, .forward = fp8_forward, .backward = NULL,                            \
-        .ctx = &(const fp8_params){p_fmt, mutant},                                                  \
+#define FP8_KERNEL(kname, p_fmt, mutant, what) \
+    { \
+        .name = kname, .description = what, .caps = FP8_CAPS(p_fmt), .device = AC_DEV_CPU, .memory = AC_MEM_HOST, \
+        .forward = fp8_forward, .backward = NULL, .ctx = &(const fp8_params){p_fmt, mutant}, \
     }
 
 static const ac_kernel fp8_kernels[] = {
@@ -200,14 +202,14 @@ static const ac_kernel fp8_kernels[] = {
                "rounded to e4m3, PV in f32 with V's descale per run of keys"),
     FP8_KERNEL("cpu-flash-fp8-pbf16", AC_BF16, FP8_CORRECT,
                "fp8 QK^T and PV operands, P kept in bf16 (the other common recipe)"),
-    FP8_KERNEL("cpu-flash-fp8-mutant-p-clamp-448", AC_E4M3, FP8_MUT_P_CLAMP,
-               "P scaled by 4096 instead of onto 448: the largest weights saturate at e4m3's 448 (FlashAttention-3's bug)"),
+    FP8_KERNEL(
+        "cpu-flash-fp8-mutant-p-clamp-448", AC_E4M3, FP8_MUT_P_CLAMP,
+        "P scaled by 4096 instead of onto 448: the largest weights saturate at e4m3's 448 (FlashAttention-3's bug)"),
     FP8_KERNEL("cpu-flash-fp8-mutant-v-descale-twice", AC_E4M3, FP8_MUT_V_DESCALE_TWICE,
                "V's descale factor applied twice"),
     FP8_KERNEL("cpu-flash-fp8-mutant-e4m3-truncate", AC_E4M3, FP8_MUT_TRUNCATE,
                "P rounded to e4m3 toward zero instead of to nearest even"),
-    FP8_KERNEL("cpu-flash-fp8-mutant-p-e5m2", AC_E4M3, FP8_MUT_P_E5M2,
-               "P rounded to e5m2 though e4m3 is declared"),
+    FP8_KERNEL("cpu-flash-fp8-mutant-p-e5m2", AC_E4M3, FP8_MUT_P_E5M2, "P rounded to e5m2 though e4m3 is declared"),
     FP8_KERNEL("cpu-flash-fp8-mutant-p-unscaled", AC_E4M3, FP8_MUT_P_UNSCALED,
                "P rounded to e4m3 without the row-max scale: weights below e4m3's smallest subnormal (2^-9 of the "
                "row max) flush to zero"),

@@ -10,41 +10,41 @@
  * the line where it lives in cpu_flash.c. */
 typedef enum {
     CF_MUT_NONE = 0,
-    CF_MUT_NO_RESCALE_L,         /* l += rowsum(P) without l *= exp(m_old - m_new) */
-    CF_MUT_NO_RESCALE_O,         /* acc += P V without acc *= exp(m_old - m_new) */
-    CF_MUT_NO_MAX_SUBTRACTION,   /* P = exp(S): no running max (overflows) */
-    CF_MUT_PER_TILE_NORMALISE,   /* acc divided by l after every tile, the next rescale forgets l_old */
-    CF_MUT_CAUSAL_OFF_BY_ONE,    /* right (causal) edge admits key c + right + 1 */
-    CF_MUT_CAUSAL_TL_FOR_BR,     /* top-left alignment used where bottom-right was asked */
-    CF_MUT_WINDOW_EDGE,          /* left window edge excludes key c - left */
-    CF_MUT_LAST_KV_UNMASKED,     /* keys past nk in the last partial K/V tile not masked */
-    CF_MUT_LAST_Q_UNWRITTEN,     /* Q tiles counted as nq / Br: the partial last tile never runs */
-    CF_MUT_GQA_HEAD_MOD,         /* kv head = h % Hkv instead of h / (Hq / Hkv) */
-    CF_MUT_MASKED_ROW_NAN,       /* no -inf guard on the running max: fully masked rows give NaN */
-    CF_MUT_O_ACCUM_IN_DTYPE,     /* PV accumulated in the input dtype instead of f32 */
-    CF_MUT_LSE_LOG2,             /* LSE written in log2 units (backward recomputes P wrongly) */
-    CF_MUT_LSE_WITHOUT_MAX,      /* LSE written as log(l), the running max left out */
-    CF_MUT_BWD_DELTA_WRONG_ROW,  /* D_i = rowsum(dO_i * O_{i+1}) */
-    CF_MUT_BWD_NO_GQA_SUM,       /* dK, dV of a kv head hold only the last query head's share */
-    CF_MUT_BWD_SCALE_TWICE,      /* dQ, dK multiplied by the softmax scale twice */
-    CF_MUT_BWD_NO_SCALE,         /* dQ, dK never multiplied by the softmax scale */
+    CF_MUT_NO_RESCALE_L, /* l += rowsum(P) without l *= exp(m_old - m_new) */
+    CF_MUT_NO_RESCALE_O, /* acc += P V without acc *= exp(m_old - m_new) */
+    CF_MUT_NO_MAX_SUBTRACTION, /* P = exp(S): no running max (overflows) */
+    CF_MUT_PER_TILE_NORMALISE, /* acc divided by l after every tile, the next rescale forgets l_old */
+    CF_MUT_CAUSAL_OFF_BY_ONE, /* right (causal) edge admits key c + right + 1 */
+    CF_MUT_CAUSAL_TL_FOR_BR, /* top-left alignment used where bottom-right was asked */
+    CF_MUT_WINDOW_EDGE, /* left window edge excludes key c - left */
+    CF_MUT_LAST_KV_UNMASKED, /* keys past nk in the last partial K/V tile not masked */
+    CF_MUT_LAST_Q_UNWRITTEN, /* Q tiles counted as nq / Br: the partial last tile never runs */
+    CF_MUT_GQA_HEAD_MOD, /* kv head = h % Hkv instead of h / (Hq / Hkv) */
+    CF_MUT_MASKED_ROW_NAN, /* no -inf guard on the running max: fully masked rows give NaN */
+    CF_MUT_O_ACCUM_IN_DTYPE, /* PV accumulated in the input dtype instead of f32 */
+    CF_MUT_LSE_LOG2, /* LSE written in log2 units (backward recomputes P wrongly) */
+    CF_MUT_LSE_WITHOUT_MAX, /* LSE written as log(l), the running max left out */
+    CF_MUT_BWD_DELTA_WRONG_ROW, /* D_i = rowsum(dO_i * O_{i+1}) */
+    CF_MUT_BWD_NO_GQA_SUM, /* dK, dV of a kv head hold only the last query head's share */
+    CF_MUT_BWD_SCALE_TWICE, /* dQ, dK multiplied by the softmax scale twice */
+    CF_MUT_BWD_NO_SCALE, /* dQ, dK never multiplied by the softmax scale */
     /* the variants' (cpu_flash_var.c, cpu_flash_var_bwd.c) */
     CF_MUT_SOFTCAP_BEFORE_SCALE, /* T = c tanh(QK^T / c) scale: the softcap applied before the scale */
-    CF_MUT_SINK_NOT_IN_LSE,      /* O normalised with the sink, LSE written without it */
-    CF_MUT_DV_WITH_DQK_STRIDE,   /* V's rows addressed with d_qk's stride (d_v values read from each) */
-    CF_MUT_CU_SEQLENS_LATE,      /* THD: K, V of sequence b read from cu_seqlens_k[b + 1] (the next sequence) */
-    CF_MUT_ALIBI_TOP_LEFT,       /* ALiBi's distance |i - j| (top-left) instead of |i + nk - nq - j| */
-    CF_MUT_BIAS_WRONG_AXIS,      /* the bias's broadcast axes swapped: batch b reads head row b, head h batch row h */
+    CF_MUT_SINK_NOT_IN_LSE, /* O normalised with the sink, LSE written without it */
+    CF_MUT_DV_WITH_DQK_STRIDE, /* V's rows addressed with d_qk's stride (d_v values read from each) */
+    CF_MUT_CU_SEQLENS_LATE, /* THD: K, V of sequence b read from cu_seqlens_k[b + 1] (the next sequence) */
+    CF_MUT_ALIBI_TOP_LEFT, /* ALiBi's distance |i - j| (top-left) instead of |i + nk - nq - j| */
+    CF_MUT_BIAS_WRONG_AXIS, /* the bias's broadcast axes swapped: batch b reads head row b, head h batch row h */
     CF_MUT_SINK_TOKENS_OFF_BY_ONE, /* sink tokens: the first k + 1 keys kept past the window, not k */
-    CF_MUT_DROPOUT_NO_RESCALE,   /* dropout: kept P not multiplied by 1 / (1 - p) */
+    CF_MUT_DROPOUT_NO_RESCALE, /* dropout: kept P not multiplied by 1 / (1 - p) */
     /* the split-KV decode path's (cpu_flash_decode.c) */
-    CF_MUT_COMBINE_NO_RESCALE,   /* the combine sums the splits' partials without rescaling them to the common max */
-    CF_MUT_EMPTY_SPLIT_NAN,      /* an empty split's partial normalised anyway: O_s = 0/0, LSE_s = -inf - -inf (NaN) */
-    CF_MUT_SPLIT_OFF_BY_ONE,     /* every split but the last runs one key past its boundary (a key counted twice) */
-    CF_MUT_PAGE_SIZE_WRONG,      /* the block table read as if pages held 2P keys (entry j / 2P, slot j % P) */
-    CF_MUT_LAST_PAGE_SLOTS,      /* whole pages loaded, the last page's unused slots (NaN) not masked */
-    CF_MUT_LATER_SEQ_UNWRITTEN,  /* the grid one sequence short: the last sequence's O and LSE never written */
-    CF_MUT_COUNT,                /* the planted bugs end here */
+    CF_MUT_COMBINE_NO_RESCALE, /* the combine sums the splits' partials without rescaling them to the common max */
+    CF_MUT_EMPTY_SPLIT_NAN, /* an empty split's partial normalised anyway: O_s = 0/0, LSE_s = -inf - -inf (NaN) */
+    CF_MUT_SPLIT_OFF_BY_ONE, /* every split but the last runs one key past its boundary (a key counted twice) */
+    CF_MUT_PAGE_SIZE_WRONG, /* the block table read as if pages held 2P keys (entry j / 2P, slot j % P) */
+    CF_MUT_LAST_PAGE_SLOTS, /* whole pages loaded, the last page's unused slots (NaN) not masked */
+    CF_MUT_LATER_SEQ_UNWRITTEN, /* the grid one sequence short: the last sequence's O and LSE never written */
+    CF_MUT_COUNT, /* the planted bugs end here */
     /* Precision losses meant to stay inside every budget (cpu_flash_precision.c):
      * the baseline comparison (attncheck prove --baseline) must flag them. */
     CF_PREC_O_ROUNDED_TWICE = CF_MUT_COUNT, /* f16: the un-normalised O rounded before the division by l */
@@ -87,14 +87,13 @@ void cf_row_ranges(const cpu_flash_params *cp, const ac_problem *p, int b, int *
 /* Is the block rows [i0, i1) x keys [j0, j1) hidden entirely (so the GPU skips it)? */
 bool cf_block_masked(const int *lo, const int *hi, int i0, int i1, int j0, int j1);
 /* Scores s (rows x cols) of rows i0.. and keys j0.. set to -inf where hidden. */
-void cf_mask_tile(const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols, const int *lo,
-                  const int *hi, float *s);
+void cf_mask_tile(const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols, const int *lo, const int *hi,
+                  float *s);
 /* acc[c] += sum_t coef[t * coef_stride] * x[t * x_stride + c], c < n, each in order over t. */
 void cf_combine_rows(float *restrict acc, const float *restrict coef, int coef_stride, const float *restrict x,
                      int x_stride, int n_terms, int n);
 /* out (rows x cols) = a (rows x n) b_t (n x cols). */
-void cf_gemm_nt(const float *restrict a, const float *restrict b_t, int rows, int cols, int n,
-                float *restrict out);
+void cf_gemm_nt(const float *restrict a, const float *restrict b_t, int rows, int cols, int n, float *restrict out);
 /* acc (n_out x d) += w^T x: w (n_in x n_out, row stride w_stride), x (n_in x d). */
 void cf_gemm_tn_acc(const float *restrict w, int w_stride, const float *restrict x, int n_in, int n_out, int d,
                     float *restrict acc);
@@ -120,8 +119,8 @@ void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, c
 /* Raw scores s = Q K^T of a tile (rows x cols, rows from i0, keys from j0) into
  * S': the scale and the score modifiers, in f32 as the kernel computes them;
  * slope (may be NULL) gets dT/dS of every entry (the softcap's 1 - tanh^2). */
-void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
-                   int cols, float *s, float *slope);
+void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols,
+                   float *s, float *slope);
 /* Sink tokens: rows' lo widened to 0, the gap kept after lo (lo holds 3 Nq ints); its mask. */
 void cf_sink_token_ranges(const cpu_flash_params *cp, const ac_problem *p, int b, int *lo, const int *hi);
 void cf_mask_sink_gap(const ac_problem *p, int i0, int rows, int j0, int cols, const int *lo, float *s);
@@ -155,12 +154,11 @@ static inline bool cf_variant_path(const ac_problem *p)
 }
 
 /* What cpu-flash and every mutant claim. */
-#define CF_CAPS                                                                                    \
-    {                                                                                              \
-        .dtypes = (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16), .n_head_dims = 0,             \
-        .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL,                                  \
-        .layouts = AC_LAYOUTS_ALL, .gqa = true, .varlen = true,                                      \
-        .backward = true, .max_seqlen = 0, .variants = AC_VAR_ALL,                                 \
+#define CF_CAPS \
+    { \
+        .dtypes = (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16), .n_head_dims = 0, \
+        .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL, .layouts = AC_LAYOUTS_ALL, .gqa = true, \
+        .varlen = true, .backward = true, .max_seqlen = 0, .variants = AC_VAR_ALL, \
     }
 
 /* cpu_flash_mutants.c: the cpu-flash-mutant-* descriptors. */

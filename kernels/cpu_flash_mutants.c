@@ -5,28 +5,48 @@
  * claims: the harness, not the capability list, must catch them. */
 #include "cpu_flash_internal.h"
 
-#define MUTANT(ID, SUFFIX, WHAT)                                                                    \
-    {                                                                                               \
-        .name = "cpu-flash-mutant-" SUFFIX, .description = "mutant of cpu-flash: " WHAT,            \
-        .caps = CF_CAPS, .device = AC_DEV_CPU, .memory = AC_MEM_HOST, .available = NULL,            \
-        .forward = cf_forward, .backward = cf_backward, .ctx = &mutant_params[ID],                  \
+#define MUTANT(ID, SUFFIX, WHAT) \
+    { \
+        .name = "cpu-flash-mutant-" SUFFIX, .description = "mutant of cpu-flash: " WHAT, .caps = CF_CAPS, \
+        .device = AC_DEV_CPU, .memory = AC_MEM_HOST, .available = NULL, .forward = cf_forward, \
+        .backward = cf_backward, .ctx = &mutant_params[ID], \
     }
 
 #define PARAMS(ID) [ID] = {.block_q = 64, .block_k = 64, .mut = ID}
 
 static const cpu_flash_params mutant_params[CF_MUT_COUNT] = {
-    PARAMS(CF_MUT_NO_RESCALE_L),        PARAMS(CF_MUT_NO_RESCALE_O),     PARAMS(CF_MUT_NO_MAX_SUBTRACTION),
-    PARAMS(CF_MUT_PER_TILE_NORMALISE),  PARAMS(CF_MUT_CAUSAL_OFF_BY_ONE), PARAMS(CF_MUT_CAUSAL_TL_FOR_BR),
-    PARAMS(CF_MUT_WINDOW_EDGE),         PARAMS(CF_MUT_LAST_KV_UNMASKED), PARAMS(CF_MUT_LAST_Q_UNWRITTEN),
-    PARAMS(CF_MUT_GQA_HEAD_MOD),        PARAMS(CF_MUT_MASKED_ROW_NAN),   PARAMS(CF_MUT_O_ACCUM_IN_DTYPE),
-    PARAMS(CF_MUT_LSE_LOG2),            PARAMS(CF_MUT_LSE_WITHOUT_MAX),  PARAMS(CF_MUT_BWD_DELTA_WRONG_ROW),
-    PARAMS(CF_MUT_BWD_NO_GQA_SUM),      PARAMS(CF_MUT_BWD_SCALE_TWICE),  PARAMS(CF_MUT_BWD_NO_SCALE),
-    PARAMS(CF_MUT_SOFTCAP_BEFORE_SCALE), PARAMS(CF_MUT_SINK_NOT_IN_LSE),  PARAMS(CF_MUT_DV_WITH_DQK_STRIDE),
-    PARAMS(CF_MUT_CU_SEQLENS_LATE),    PARAMS(CF_MUT_ALIBI_TOP_LEFT),
-    PARAMS(CF_MUT_BIAS_WRONG_AXIS),    PARAMS(CF_MUT_SINK_TOKENS_OFF_BY_ONE),
+    PARAMS(CF_MUT_NO_RESCALE_L),
+    PARAMS(CF_MUT_NO_RESCALE_O),
+    PARAMS(CF_MUT_NO_MAX_SUBTRACTION),
+    PARAMS(CF_MUT_PER_TILE_NORMALISE),
+    PARAMS(CF_MUT_CAUSAL_OFF_BY_ONE),
+    PARAMS(CF_MUT_CAUSAL_TL_FOR_BR),
+    PARAMS(CF_MUT_WINDOW_EDGE),
+    PARAMS(CF_MUT_LAST_KV_UNMASKED),
+    PARAMS(CF_MUT_LAST_Q_UNWRITTEN),
+    PARAMS(CF_MUT_GQA_HEAD_MOD),
+    PARAMS(CF_MUT_MASKED_ROW_NAN),
+    PARAMS(CF_MUT_O_ACCUM_IN_DTYPE),
+    PARAMS(CF_MUT_LSE_LOG2),
+    PARAMS(CF_MUT_LSE_WITHOUT_MAX),
+    PARAMS(CF_MUT_BWD_DELTA_WRONG_ROW),
+    PARAMS(CF_MUT_BWD_NO_GQA_SUM),
+    PARAMS(CF_MUT_BWD_SCALE_TWICE),
+    PARAMS(CF_MUT_BWD_NO_SCALE),
+    PARAMS(CF_MUT_SOFTCAP_BEFORE_SCALE),
+    PARAMS(CF_MUT_SINK_NOT_IN_LSE),
+    PARAMS(CF_MUT_DV_WITH_DQK_STRIDE),
+    PARAMS(CF_MUT_CU_SEQLENS_LATE),
+    PARAMS(CF_MUT_ALIBI_TOP_LEFT),
+    PARAMS(CF_MUT_BIAS_WRONG_AXIS),
+    PARAMS(CF_MUT_SINK_TOKENS_OFF_BY_ONE),
     PARAMS(CF_MUT_DROPOUT_NO_RESCALE),
-    PARAMS(CF_MUT_COMBINE_NO_RESCALE), PARAMS(CF_MUT_EMPTY_SPLIT_NAN),   PARAMS(CF_MUT_SPLIT_OFF_BY_ONE),
-    PARAMS(CF_MUT_PAGE_SIZE_WRONG),    PARAMS(CF_MUT_LAST_PAGE_SLOTS),   PARAMS(CF_MUT_LATER_SEQ_UNWRITTEN),
+    PARAMS(CF_MUT_COMBINE_NO_RESCALE),
+    PARAMS(CF_MUT_EMPTY_SPLIT_NAN),
+    PARAMS(CF_MUT_SPLIT_OFF_BY_ONE),
+    PARAMS(CF_MUT_PAGE_SIZE_WRONG),
+    PARAMS(CF_MUT_LAST_PAGE_SLOTS),
+    PARAMS(CF_MUT_LATER_SEQ_UNWRITTEN),
 };
 
 static const ac_kernel mutants[] = {
@@ -64,10 +84,8 @@ static const ac_kernel mutants[] = {
            "backward: D_i = rowsum(dO_i * O_{i+1}), the next row's O"),
     MUTANT(CF_MUT_BWD_NO_GQA_SUM, "bwd-no-gqa-sum",
            "backward: dK, dV of a kv head overwritten by each query head of its GQA group instead of summed"),
-    MUTANT(CF_MUT_BWD_SCALE_TWICE, "bwd-scale-twice",
-           "backward: the softmax scale applied twice to dQ and dK"),
-    MUTANT(CF_MUT_BWD_NO_SCALE, "bwd-no-scale",
-           "backward: the softmax scale never applied to dQ and dK"),
+    MUTANT(CF_MUT_BWD_SCALE_TWICE, "bwd-scale-twice", "backward: the softmax scale applied twice to dQ and dK"),
+    MUTANT(CF_MUT_BWD_NO_SCALE, "bwd-no-scale", "backward: the softmax scale never applied to dQ and dK"),
     /* the variants' */
     MUTANT(CF_MUT_SOFTCAP_BEFORE_SCALE, "softcap-before-scale",
            "softcap: c tanh(QK^T / c) times the scale, the cap applied before the scale instead of after"),

@@ -24,11 +24,11 @@ float cf_round_if_finite(ac_dtype t, float acc)
     return isfinite(r) ? r : acc; /* the un-normalised sum can pass the dtype's range where O does not */
 }
 
-#define PRECISION(ID, SUFFIX, WHAT)                                                                 \
-    {                                                                                               \
-        .name = "cpu-flash-precision-" SUFFIX, .description = "within-budget precision loss: " WHAT, \
-        .caps = CF_CAPS, .device = AC_DEV_CPU, .memory = AC_MEM_HOST, .available = NULL,            \
-        .forward = cf_forward, .backward = cf_backward, .ctx = &params[ID],                         \
+#define PRECISION(ID, SUFFIX, WHAT) \
+    { \
+        .name = "cpu-flash-precision-" SUFFIX, .description = "within-budget precision loss: " WHAT, .caps = CF_CAPS, \
+        .device = AC_DEV_CPU, .memory = AC_MEM_HOST, .available = NULL, .forward = cf_forward, \
+        .backward = cf_backward, .ctx = &params[ID], \
     }
 
 enum { CONTROL = 0 };

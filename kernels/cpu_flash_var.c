@@ -58,8 +58,8 @@ void cf_bias_rows(const cpu_flash_params *cp, const ac_problem *p, int b, int h,
 }
 
 /* The bias last, widened to f32 from its dtype (exact: f32, f16 and bf16 all fit). */
-static void add_bias(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
-                     int cols, float *s)
+static void add_bias(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols,
+                     float *s)
 {
     int mb, mh;
     cf_bias_rows(cp, p, b, h, &mb, &mh);
@@ -70,8 +70,8 @@ static void add_bias(const cpu_flash_params *cp, const ac_problem *p, int b, int
     }
 }
 
-void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
-                   int cols, float *s, float *slope)
+void cf_score_mods(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols,
+                   float *s, float *slope)
 {
     cf_score_softcap(cp, p, rows * cols, s, slope);
     if (p->alibi_slopes)
@@ -225,7 +225,7 @@ void cf_load_kind(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, c
 typedef struct {
     float *k_rows, *v_rows; /* (keys_alloc x d), (keys_alloc x d_v) of one kv head, zero past seqlen_k */
     float *q_tile, *k_t, *s, *acc, *m, *l; /* acc: (Br x d_v) */
-    int *lo, *hi;           /* (seqlen_q); lo is followed by the sink tokens' gap (cf_sink_token_ranges) */
+    int *lo, *hi; /* (seqlen_q); lo is followed by the sink tokens' gap (cf_sink_token_ranges) */
     int keys_alloc;
 } vf_work;
 
@@ -306,8 +306,8 @@ void cf_sink_join(const ac_problem *p, int h, float *m, float *l, float *o_facto
 }
 
 /* O = acc / l (0 for a row with nothing in its denominator), LSE = m + log l. */
-static void vf_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0,
-                          int rows, const vf_work *w, const ac_fwd_args *a)
+static void vf_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int i0, int rows,
+                          const vf_work *w, const ac_fwd_args *a)
 {
     int d = ac_head_dim_v(p); /* O rows */
     for (int r = 0; r < rows; r++) {
@@ -318,8 +318,8 @@ static void vf_write_rows(const cpu_flash_params *cp, const ac_problem *p, ac_dt
         bool twice = cp->mut == CF_PREC_O_ROUNDED_TWICE && t == AC_F16; /* the f16 numerator stored first */
         for (int c = 0; c < d; c++) {
             float num = acc[c] * o_factor;
-            cf_store_elem(t, a->o, at + c, l == 0.0f || o_factor == 0.0f ? 0.0f
-                                           : (twice ? cf_round_if_finite(t, num) : num) / l);
+            cf_store_elem(t, a->o, at + c,
+                          l == 0.0f || o_factor == 0.0f ? 0.0f : (twice ? cf_round_if_finite(t, num) : num) / l);
         }
         float lse = l == 0.0f ? -INFINITY : m + logf(l);
         if (cp->mut == CF_MUT_SINK_NOT_IN_LSE && p->sinks) /* O normalised with the sink, LSE without it */

@@ -26,24 +26,24 @@
 #endif
 
 typedef struct {
-    float *k_rows, *v_rows;          /* (keys_alloc x d), (keys_alloc x d_v) of one kv head */
-    float *k_t, *v_t;                /* (d x Bc), (d_v x Bc): the current K/V tile transposed */
-    float *q_all, *do_all, *dq_acc;  /* (group x seqlen_q x d); do_all (group x seqlen_q x d_v) */
+    float *k_rows, *v_rows; /* (keys_alloc x d), (keys_alloc x d_v) of one kv head */
+    float *k_t, *v_t; /* (d x Bc), (d_v x Bc): the current K/V tile transposed */
+    float *q_all, *do_all, *dq_acc; /* (group x seqlen_q x d); do_all (group x seqlen_q x d_v) */
     float *lse_all, *lse_lo, *delta_all; /* (group x seqlen_q) */
-    float *o_rows;                   /* (seqlen_q x d_v) scratch for D */
-    float *s, *slope, *p_dt, *dp;    /* (Br x Bc) */
-    float *dk_acc, *dv_acc;          /* (Bc x d), (Bc x d_v) */
+    float *o_rows; /* (seqlen_q x d_v) scratch for D */
+    float *s, *slope, *p_dt, *dp; /* (Br x Bc) */
+    float *dk_acc, *dv_acc; /* (Bc x d), (Bc x d_v) */
     int *heads, *lo, *hi;
     int keys_alloc;
-    float *dsink_acc;                /* (Hq) with sinks: -sum Ps D, f32 */
-    float *dbias_acc;                /* (bias) with a bias: dS' summed over its broadcast, f32 */
+    float *dsink_acc; /* (Hq) with sinks: -sum Ps D, f32 */
+    float *dbias_acc; /* (bias) with a bias: dS' summed over its broadcast, f32 */
 } vb_work;
 
 static void vb_free(vb_work *w)
 {
-    void *all[] = {w->k_rows, w->v_rows, w->k_t, w->v_t, w->q_all, w->do_all, w->dq_acc, w->lse_all, w->lse_lo,
-                   w->delta_all, w->o_rows, w->s, w->slope, w->p_dt, w->dp, w->dk_acc, w->dv_acc, w->heads, w->lo,
-                   w->hi, w->dsink_acc, w->dbias_acc};
+    void *all[] = {w->k_rows, w->v_rows,    w->k_t,    w->v_t, w->q_all,     w->do_all,   w->dq_acc, w->lse_all,
+                   w->lse_lo, w->delta_all, w->o_rows, w->s,   w->slope,     w->p_dt,     w->dp,     w->dk_acc,
+                   w->dv_acc, w->heads,     w->lo,     w->hi,  w->dsink_acc, w->dbias_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -77,9 +77,9 @@ static bool vb_alloc(const cpu_flash_params *cp, const ac_problem *p, vb_work *w
     w->dsink_acc = calloc((size_t)p->heads_q, f);
     if (p->bias && !(w->dbias_acc = calloc(ac_bias_elems(p), f)))
         return false;
-    return w->dsink_acc && w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc && w->lse_all &&
-           w->lse_lo && w->delta_all && w->o_rows && w->s && w->slope && w->p_dt && w->dp && w->dk_acc &&
-           w->dv_acc && w->heads && w->lo && w->hi;
+    return w->dsink_acc && w->k_rows && w->v_rows && w->k_t && w->v_t && w->q_all && w->do_all && w->dq_acc &&
+        w->lse_all && w->lse_lo && w->delta_all && w->o_rows && w->s && w->slope && w->p_dt && w->dp && w->dk_acc &&
+        w->dv_acc && w->heads && w->lo && w->hi;
 }
 
 /* P = exp(s - lse - lse_lo) with the difference's rounding error (an exact
@@ -96,8 +96,8 @@ static float exp_from_lse(float s, float lse, float lse_lo)
 }
 
 /* S' of the (Q tile of head slot g, K/V tile at j0) block, masked; slope gets dT/dS. */
-static void vb_scores(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int g, int i0, int rows,
-                      int j0, int cols, vb_work *w)
+static void vb_scores(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int g, int i0, int rows, int j0,
+                      int cols, vb_work *w)
 {
     const float *q = w->q_all + ((size_t)g * p->seqlen_q + i0) * p->head_dim;
     cf_gemm_nt(q, w->k_t, rows, cols, p->head_dim, w->s);
@@ -109,8 +109,7 @@ static void vb_scores(const cpu_flash_params *cp, const ac_problem *p, int b, in
 /* f32: the remainder of the stored LSE, ln sum_j exp(S'_ij - LSE_i) over the
  * kernel's own scores, in double; kept only when it is rounding (see
  * cpu_flash_bwd.c, refine_lse). */
-static void vb_refine_lse(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int g, int nq,
-                          vb_work *w)
+static void vb_refine_lse(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int g, int nq, vb_work *w)
 {
     int bc = cp->block_k, br = cp->block_q;
     const float *lse = w->lse_all + (size_t)g * p->seqlen_q;
@@ -138,8 +137,8 @@ static void vb_refine_lse(const cpu_flash_params *cp, const ac_problem *p, int b
 }
 
 /* dS'_ij = P_ij (dP_ij - D_i) of the block added to the bias entry (b, h) reads. */
-static void vb_dbias(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0,
-                     int cols, const float *delta, vb_work *w)
+static void vb_dbias(const cpu_flash_params *cp, const ac_problem *p, int b, int h, int i0, int rows, int j0, int cols,
+                     const float *delta, vb_work *w)
 {
     int mb, mh;
     cf_bias_rows(cp, p, b, h, &mb, &mh);
@@ -163,8 +162,8 @@ static void vb_dropout_p(const cpu_flash_params *cp, const ac_problem *p, ac_dty
 }
 
 /* One (Q tile of head slot g, K/V tile at j0) block. */
-static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int g, int i0,
-                     int rows, int j0, int cols, vb_work *w)
+static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int h, int g, int i0, int rows,
+                     int j0, int cols, vb_work *w)
 {
     int d = p->head_dim, d_v = ac_head_dim_v(p);
     size_t row0 = (size_t)g * p->seqlen_q + i0;
@@ -181,7 +180,7 @@ static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t
     if (p->dropout_p > 0.0) /* dV takes P dropped, as O did: the forward's draw again */
         vb_dropout_p(cp, p, t, b, h, i0, rows, j0, cols, w);
     cf_gemm_tn_acc(w->p_dt, cols, d_o, rows, cols, d_v, w->dv_acc); /* dV += P^T dO */
-    cf_gemm_nt(d_o, w->v_t, rows, cols, d_v, w->dp);              /* dP = dO V^T */
+    cf_gemm_nt(d_o, w->v_t, rows, cols, d_v, w->dp); /* dP = dO V^T */
     if (p->dropout_p > 0.0) /* dP' = dP keep / (1 - p) */
         for (int r = 0; r < rows; r++)
             for (int c = 0; c < cols; c++)
@@ -189,13 +188,13 @@ static void vb_block(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t
                     cf_dropout_keep(p, b, h, i0 + r, j0 + c) ? cf_dropout_scale(cp, p) : 0.0f;
     if (p->bias) /* dBias += dS' = P (dP - D), f32, before the softcap's t' */
         vb_dbias(cp, p, b, h, i0, rows, j0, cols, delta, w);
-    for (int r = 0; r < rows; r++)                               /* dS = P (dP - D) dT/dS, in dtype */
+    for (int r = 0; r < rows; r++) /* dS = P (dP - D) dT/dS, in dtype */
         for (int c = 0; c < cols; c++) {
             size_t x = (size_t)r * cols + c;
             w->dp[x] = cf_round_to(t, w->s[x] * (w->dp[x] - delta[r]) * w->slope[x]);
         }
     cf_gemm_tn_acc(w->dp, cols, q, rows, cols, d, w->dk_acc); /* dK += dS^T Q */
-    for (int r = 0; r < rows; r++)                             /* dQ += dS K */
+    for (int r = 0; r < rows; r++) /* dQ += dS K */
         cf_combine_rows(dq + (size_t)r * d, w->dp + (size_t)r * cols, 1, w->k_rows + (size_t)j0 * d, d, cols, d);
 }
 
@@ -255,8 +254,8 @@ static float grad_scale(const cpu_flash_params *cp, const ac_problem *p)
     return cp->mut == CF_MUT_BWD_NO_SCALE ? 1.0f : scale;
 }
 
-static void vb_kv_head(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int hk,
-                       const ac_bwd_args *a, vb_work *w)
+static void vb_kv_head(const cpu_flash_params *cp, const ac_problem *p, ac_dtype t, int b, int hk, const ac_bwd_args *a,
+                       vb_work *w)
 {
     int d = p->head_dim, d_v = ac_head_dim_v(p), br = cp->block_q, bc = cp->block_k;
     int nq = ac_seqlen_q_of(p, b), nk = ac_seqlen_k_of(p, b), n_heads = 0;
@@ -276,7 +275,8 @@ static void vb_kv_head(const cpu_flash_params *cp, const ac_problem *p, ac_dtype
         memset(w->dv_acc, 0, (size_t)bc * d_v * sizeof(float));
         for (int g = 0; g < n_heads; g++) {
             if (cp->mut == CF_MUT_BWD_NO_GQA_SUM) /* each query head overwrites instead of adding */
-                memset(w->dk_acc, 0, (size_t)bc * d * sizeof(float)), memset(w->dv_acc, 0, (size_t)bc * d_v * sizeof(float));
+                memset(w->dk_acc, 0, (size_t)bc * d * sizeof(float)),
+                    memset(w->dv_acc, 0, (size_t)bc * d_v * sizeof(float));
             for (int i0 = 0; i0 < nq; i0 += br) {
                 int rows = nq - i0 < br ? nq - i0 : br;
                 if (cols > 0 && !cf_block_masked(w->lo, w->hi, i0, i0 + rows, j0, j0 + bc))

@@ -33,10 +33,15 @@ static int no_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
 #define RUN_mutant .forward = no_forward, .backward = NULL
 #define RUN_naive .forward = no_forward, .backward = NULL
 
-#define DESCRIBE(id, name_, role, mutant_, description_)                                                       \
-    static const ac_kernel id = {.name = name_, .description = description_ " (" NO_CUDA ")",                  \
-                                 .caps = ACD_CAPS_##role, .device = AC_DEV_CUDA, .memory = AC_MEM_CUDA,        \
-                                 .available = not_built, RUN_##role, .ctx = NULL};
+#define DESCRIBE(id, name_, role, mutant_, description_) \
+    static const ac_kernel id = {.name = name_, \
+                                 .description = description_ " (" NO_CUDA ")", \
+                                 .caps = ACD_CAPS_##role, \
+                                 .device = AC_DEV_CUDA, \
+                                 .memory = AC_MEM_CUDA, \
+                                 .available = not_built, \
+                                 RUN_##role, \
+                                 .ctx = NULL};
 ACD_FAMILY(DESCRIBE)
 
 #define ADDRESS(id, ...) &id,

@@ -32,7 +32,7 @@ enum {
 #define AC_MASKCAP_ENUM_(id, spelling, bit, alignment, claimed_with, what) AC_MASKCAP_##id = 1u << (bit),
     AC_MASK_KINDS(AC_MASKCAP_ENUM_)
 #undef AC_MASKCAP_ENUM_
-    AC_MASKCAP_WINDOW = AC_MASKCAP_WINDOW_TL,
+        AC_MASKCAP_WINDOW = AC_MASKCAP_WINDOW_TL,
 #define AC_MASKCAP_OR_(id, spelling, bit, alignment, claimed_with, what) | (1u << (bit))
     AC_MASKCAP_ALL = 0 AC_MASK_KINDS(AC_MASKCAP_OR_),
 #undef AC_MASKCAP_OR_
@@ -42,17 +42,17 @@ enum {
 #define AC_MAX_DV_PAIRS 8
 
 typedef struct {
-    unsigned dtypes;  /* bit (1u << ac_dtype) per supported dtype */
+    unsigned dtypes; /* bit (1u << ac_dtype) per supported dtype */
     /* Head dims: the listed ones, or when n_head_dims == 0 any d in 1..max_head_dim. */
     int head_dims[AC_MAX_LISTED_HEAD_DIMS];
     int n_head_dims;
     int max_head_dim;
-    unsigned masks;   /* AC_MASKCAP_* */
+    unsigned masks; /* AC_MASKCAP_* */
     unsigned layouts; /* bit (1u << ac_layout) */
-    bool gqa;         /* Hq != Hkv */
-    bool varlen;      /* seqlens_q / seqlens_k */
+    bool gqa; /* Hq != Hkv */
+    bool varlen; /* seqlens_q / seqlens_k */
     bool backward;
-    int max_seqlen;   /* 0 = no limit of its own */
+    int max_seqlen; /* 0 = no limit of its own */
     unsigned variants; /* AC_VAR_* (ref/variants.h): the variants it implements (with the backward: their
                           gradients too, dBias and dSink among them); 0 = plain attention only */
     /* AC_VAR_DV: the (d_qk, d_v) pairs it takes, or when n_dv_pairs == 0 any d_v the head-dim rule above allows */
@@ -99,7 +99,8 @@ struct ac_kernel {
     int (*available)(const ac_kernel *self, ac_err *err);
     /* AC_OK, AC_ERR_INPUT (a problem outside its caps) or AC_ERR_ENV (device fault, naming the call). */
     int (*forward)(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
-    int (*backward)(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err); /* NULL without backward */
+    int (*backward)(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a,
+                    ac_err *err); /* NULL without backward */
     const void *ctx; /* the kernel's own parameters: tile sizes, mutant id, plugin state */
     /* It runs in a process of its own already, with a deadline (an --exec kernel):
      * the harness calls it in its own process even when isolating kernels, since
@@ -133,7 +134,7 @@ int ac_dev_sync(ac_err *err); /* synchronises and turns a pending device fault i
 int ac_dev_sync_kernel(ac_err *err);
 
 /* ---- built-in kernel families, each defined in its own file ---- */
-extern const ac_kernel ac_kernel_ref_fp64;   /* kernels/ref_kernel.c: the fp64 reference rounded to dtype */
+extern const ac_kernel ac_kernel_ref_fp64; /* kernels/ref_kernel.c: the fp64 reference rounded to dtype */
 /* kernels/cpu_flash.c: cpu-flash (64x64 and 128x64 tiles) and its mutants */
 size_t ac_cpu_flash_kernels(const ac_kernel **out, size_t max);
 /* kernels/cpu_flash_fp8.c: cpu-flash-fp8 (e4m3/e5m2 forward, P in e4m3; -pbf16: P in bf16) and its mutants */

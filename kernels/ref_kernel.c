@@ -29,8 +29,7 @@ static bool alloc_all(double **bufs, const size_t *sizes, size_t n)
     return ok;
 }
 
-static int ref_forward_keep(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a,
-                            ac_err *err);
+static int ref_forward_keep(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
 
 /* Dropout: ref-fp64 draws its keep mask from a hash of (seed, pair), the same
  * in the forward and the backward, and runs the reference given it; *keep is
@@ -61,8 +60,8 @@ static int ref_forward(const ac_kernel *self, const ac_problem *p_in, ac_dtype t
         return st0;
     p->dropout_keep = keep;
     for (size_t x = 0; keep && a->dropout_mask && x < ac_dropout_elems(p); x++)
-        a->dropout_mask[x / 8] = (uint8_t)(keep[x] ? a->dropout_mask[x / 8] | (1u << (x % 8))
-                                                   : a->dropout_mask[x / 8] & ~(1u << (x % 8)));
+        a->dropout_mask[x / 8] =
+            (uint8_t)(keep[x] ? a->dropout_mask[x / 8] | (1u << (x % 8)) : a->dropout_mask[x / 8] & ~(1u << (x % 8)));
     st0 = ref_forward_keep(self, p, t, a, err);
     free(keep);
     return st0;
@@ -194,8 +193,15 @@ static int ref_backward_keep(const ac_kernel *self, const ac_problem *p, ac_dtyp
 const ac_kernel ac_kernel_ref_fp64 = {
     .name = "ref-fp64",
     .description = "the fp64 reference (OpenBLAS dgemm, softmax in double) rounded to the dtype; LSE in float",
-    .caps = {.dtypes = ALL_DTYPES, .n_head_dims = 0, .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL,
-             .layouts = ALL_LAYOUTS, .gqa = true, .varlen = true, .backward = true, .max_seqlen = 0,
+    .caps = {.dtypes = ALL_DTYPES,
+             .n_head_dims = 0,
+             .max_head_dim = AC_MAX_HEAD_DIM,
+             .masks = AC_MASKCAP_ALL,
+             .layouts = ALL_LAYOUTS,
+             .gqa = true,
+             .varlen = true,
+             .backward = true,
+             .max_seqlen = 0,
              .variants = AC_VAR_ALL},
     .device = AC_DEV_CPU,
     .memory = AC_MEM_HOST,

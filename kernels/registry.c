@@ -122,8 +122,10 @@ static int check_dv(const ac_kernel *k, const ac_problem *p, ac_err *err)
     for (int i = 0; i < c->n_dv_pairs && i < AC_MAX_DV_PAIRS; i++)
         if (c->dv_pairs[i][0] == p->head_dim && c->dv_pairs[i][1] == d_v)
             return AC_OK;
-    return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support d_qk=%d with d_v=%d (not one of its %d (d_qk, d_v) "
-                   "pairs)", k->name, p->head_dim, d_v, c->n_dv_pairs);
+    return ac_fail(err, AC_ERR_INPUT,
+                   "kernel '%s' does not support d_qk=%d with d_v=%d (not one of its %d (d_qk, d_v) "
+                   "pairs)",
+                   k->name, p->head_dim, d_v, c->n_dv_pairs);
 }
 
 /* Every variant the problem uses must be claimed (ref/variants.h). */
@@ -151,11 +153,10 @@ int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool
     if (st != AC_OK)
         return st;
     if (!(c->layouts & (1u << p->layout)))
-        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support layout %s", k->name,
-                       ac_layout_name(p->layout));
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support layout %s", k->name, ac_layout_name(p->layout));
     if (p->heads_q != p->heads_kv && !c->gqa)
-        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support GQA/MQA (hq=%d, hkv=%d)", k->name,
-                       p->heads_q, p->heads_kv);
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support GQA/MQA (hq=%d, hkv=%d)", k->name, p->heads_q,
+                       p->heads_kv);
     if ((p->seqlens_q || p->seqlens_k) && !c->varlen)
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' does not support per-sequence lengths (varlen)", k->name);
     ac_dtype p_fmt = c->fp8_p == AC_F32 ? AC_E4M3 : c->fp8_p;

@@ -61,14 +61,14 @@ Test(kernels_cpu_flash, online_step_all_masked_tile_keeps_row_at_zero)
 Test(kernels_cpu_flash, round_to_dtype_and_output_bits_match_reference_rounding)
 {
     uint64_t st = 42;
-    const float special[] = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 0x1p-14f, 0x1.ffcp-15f, 0x1p-25f,
-                             0x1.8p-24f, 3.0e38f, INFINITY, -INFINITY, 0x1p-130f, 1.0f + 0x1p-11f};
+    const float special[] = {0.0f,     -0.0f,      65504.0f, 65519.99f, 65520.0f,  0x1p-14f,  0x1.ffcp-15f,
+                             0x1p-25f, 0x1.8p-24f, 3.0e38f,  INFINITY,  -INFINITY, 0x1p-130f, 1.0f + 0x1p-11f};
     for (int t = AC_F32; t < AC_E4M3; t++) /* the 16- and 32-bit dtypes; fp8: test_cpu_flash_fp8.c */ {
         for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
-            cr_assert_eq(cf_round_to((ac_dtype)t, special[i]), (float)ac_round((ac_dtype)t, special[i]),
-                         "%s: %a", ac_dtype_name((ac_dtype)t), (double)special[i]);
-            cr_assert_eq(cf_narrow_bits((ac_dtype)t, special[i]), ac_narrow((ac_dtype)t, special[i]),
-                         "%s bits: %a", ac_dtype_name((ac_dtype)t), (double)special[i]);
+            cr_assert_eq(cf_round_to((ac_dtype)t, special[i]), (float)ac_round((ac_dtype)t, special[i]), "%s: %a",
+                         ac_dtype_name((ac_dtype)t), (double)special[i]);
+            cr_assert_eq(cf_narrow_bits((ac_dtype)t, special[i]), ac_narrow((ac_dtype)t, special[i]), "%s bits: %a",
+                         ac_dtype_name((ac_dtype)t), (double)special[i]);
         }
         for (int n = 0; n < 20000; n++) { /* random magnitudes across f16 and bf16 ranges */
             float x = (float)(tk_normal(&st) * ldexp(1.0, (int)(tk_next(&st) % 60) - 40));
@@ -83,12 +83,30 @@ Test(kernels_cpu_flash, round_to_dtype_and_output_bits_match_reference_rounding)
 
 /* ---- cpu-flash against the fp64 reference -------------------------------------- */
 
-typedef enum { K_NONE, K_CAUSAL_TL, K_CAUSAL_BR_TALL, K_CAUSAL_BR_WIDE, K_WINDOW_TL, K_WINDOW_BR, K_DENSE,
-               K_VARLEN, K_GQA_BSHD, K_WIDE_HEAD, K_COUNT } kind;
+typedef enum {
+    K_NONE,
+    K_CAUSAL_TL,
+    K_CAUSAL_BR_TALL,
+    K_CAUSAL_BR_WIDE,
+    K_WINDOW_TL,
+    K_WINDOW_BR,
+    K_DENSE,
+    K_VARLEN,
+    K_GQA_BSHD,
+    K_WIDE_HEAD,
+    K_COUNT
+} kind;
 
-static const char *kind_names[K_COUNT] = {"none", "causal-tl", "causal-br nq>nk", "causal-br nq<nk",
-                                          "window(5,3)-tl", "window(17,0)-br", "dense+masked row",
-                                          "varlen", "gqa 4:1 bshd d=1", "d=200"};
+static const char *kind_names[K_COUNT] = {"none",
+                                          "causal-tl",
+                                          "causal-br nq>nk",
+                                          "causal-br nq<nk",
+                                          "window(5,3)-tl",
+                                          "window(17,0)-br",
+                                          "dense+masked row",
+                                          "varlen",
+                                          "gqa 4:1 bshd d=1",
+                                          "d=200"};
 
 static void make_case(tk_case *c, kind k, ac_dtype t, uint64_t seed)
 {
@@ -110,7 +128,7 @@ static void make_case(tk_case *c, kind k, ac_dtype t, uint64_t seed)
     p.window_left = k == K_WINDOW_TL ? 5 : k == K_WINDOW_BR ? 17 : AC_WINDOW_INF;
     p.window_right = k == K_WINDOW_TL ? 3 : 0;
     p.align = (k == K_CAUSAL_BR_TALL || k == K_CAUSAL_BR_WIDE || k == K_WINDOW_BR) ? AC_ALIGN_BOTTOM_RIGHT
-                                                                                  : AC_ALIGN_TOP_LEFT;
+                                                                                   : AC_ALIGN_TOP_LEFT;
     tk_init(c, p, t, 1.0, seed);
     if (k == K_DENSE)
         tk_dense_mask(c, 7, seed);
@@ -212,10 +230,11 @@ static void check_backward(const tk_case *c, const char *what)
                         size_t at = q_like ? ac_q_index(p, b, h, s, cc) : ac_kv_index(p, b, h, s, cc);
                         peak = fmax(peak, fabs(ref[x][at]));
                         worst = fmax(worst, fabs(got[x][at] - ref[x][at]));
-                        cr_assert(!isnan(got[x][at]), "%s %s: NaN (unwritten?) at b%d h%d s%d c%d", what, names[x], b, h, s, cc);
+                        cr_assert(!isnan(got[x][at]), "%s %s: NaN (unwritten?) at b%d h%d s%d c%d", what, names[x], b,
+                                  h, s, cc);
                     }
-        cr_assert(worst <= tol * peak + 1e-30, "%s %s: max error %.3g, %.3g of the peak %.3g", what, names[x],
-                  worst, worst / peak, peak);
+        cr_assert(worst <= tol * peak + 1e-30, "%s %s: max error %.3g, %.3g of the peak %.3g", what, names[x], worst,
+                  worst / peak, peak);
     }
     for (int x = 0; x < 3; x++)
         free(ref[x]), free(got[x]);

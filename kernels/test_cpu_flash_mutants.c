@@ -61,7 +61,7 @@ typedef struct {
     const char *suffix;
     spec expose;
     unsigned must_differ; /* at least one of these outputs differs on `expose` */
-    spec hide;            /* every output bit-identical */
+    spec hide; /* every output bit-identical */
 } mutant_case;
 
 #define F16 AC_F16

@@ -82,8 +82,17 @@ static void build(tk_case *c, const var_spec *s, uint64_t seed)
 static void backward_with_dsink(const ac_kernel *k, tk_case *c, float *dsink, float *dbias)
 {
     ac_err err = {{0}};
-    ac_bwd_args a = {.q = c->q, .k = c->k, .v = c->v, .o = c->o, .d_o = c->d_o, .lse = c->lse,
-                     .dq = c->dq, .dk = c->dk, .dv = c->dv, .dsink = dsink, .dbias = dbias};
+    ac_bwd_args a = {.q = c->q,
+                     .k = c->k,
+                     .v = c->v,
+                     .o = c->o,
+                     .d_o = c->d_o,
+                     .lse = c->lse,
+                     .dq = c->dq,
+                     .dk = c->dk,
+                     .dv = c->dv,
+                     .dsink = dsink,
+                     .dbias = dbias};
     cr_assert_eq(k->backward(k, &c->p, c->t, &a, &err), AC_OK, "%s backward: %s", k->name, err.msg);
 }
 
@@ -165,8 +174,8 @@ static void pack_kind(const ac_problem *pad, const ac_problem *thd, ac_tensor_ki
                                 ac_bits_get(t, from, ac_tensor_index(pad, kind, b, h, s, c)));
 }
 
-static void assert_rows_equal(const tk_case *pad, const tk_case *thd, ac_tensor_kind kind, const void *a,
-                              const void *b, const char *what)
+static void assert_rows_equal(const tk_case *pad, const tk_case *thd, ac_tensor_kind kind, const void *a, const void *b,
+                              const char *what)
 {
     bool q_side = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
     int heads = q_side ? pad->p.heads_q : pad->p.heads_kv, d = ac_tensor_dim(&pad->p, kind);

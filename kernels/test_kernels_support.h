@@ -16,7 +16,7 @@ typedef struct {
     ac_problem p;
     ac_dtype t;
     size_t nq, nkv, nl; /* element counts */
-    size_t no, nv;      /* O, dO and V, dV (d_v columns; nq, nkv without the dv variant) */
+    size_t no, nv; /* O, dO and V, dV (d_v columns; nq, nkv without the dv variant) */
     void *q, *k, *v, *d_o;
     void *o, *dq, *dk, *dv; /* the kernel's outputs, poisoned before each run */
     float *lse;
@@ -130,8 +130,15 @@ static inline void tk_forward(const ac_kernel *k, tk_case *c)
 static inline void tk_backward(const ac_kernel *k, tk_case *c)
 {
     ac_err err = {{0}};
-    ac_bwd_args a = {.q = c->q, .k = c->k, .v = c->v, .o = c->o, .d_o = c->d_o, .lse = c->lse,
-                     .dq = c->dq, .dk = c->dk, .dv = c->dv};
+    ac_bwd_args a = {.q = c->q,
+                     .k = c->k,
+                     .v = c->v,
+                     .o = c->o,
+                     .d_o = c->d_o,
+                     .lse = c->lse,
+                     .dq = c->dq,
+                     .dk = c->dk,
+                     .dv = c->dv};
     cr_assert_eq(k->backward(k, &c->p, c->t, &a, &err), AC_OK, "%s backward: %s", k->name, err.msg);
 }
 

@@ -14,10 +14,19 @@ static int fake_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, 
 static const ac_kernel narrow_kernel = {
     .name = "test-narrow",
     .description = "test double",
-    .caps = {.dtypes = 1u << AC_F16, .head_dims = {64, 128}, .n_head_dims = 2, .max_head_dim = 128,
-             .masks = AC_MASKCAP_NONE | AC_MASKCAP_CAUSAL_BR, .layouts = 1u << AC_LAYOUT_BHSD, .gqa = false,
-             .varlen = false, .backward = false, .max_seqlen = 1024},
-    .device = AC_DEV_CPU, .memory = AC_MEM_HOST, .forward = fake_forward,
+    .caps = {.dtypes = 1u << AC_F16,
+             .head_dims = {64, 128},
+             .n_head_dims = 2,
+             .max_head_dim = 128,
+             .masks = AC_MASKCAP_NONE | AC_MASKCAP_CAUSAL_BR,
+             .layouts = 1u << AC_LAYOUT_BHSD,
+             .gqa = false,
+             .varlen = false,
+             .backward = false,
+             .max_seqlen = 1024},
+    .device = AC_DEV_CPU,
+    .memory = AC_MEM_HOST,
+    .forward = fake_forward,
 };
 
 Test(kernels_registry, lists_the_builtin_kernels_with_unique_names)

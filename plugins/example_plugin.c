@@ -114,15 +114,9 @@ static size_t idx(const attncheck_problem *p, int heads, int seqlen, int b, int 
     return (((size_t)b * seqlen + s) * heads + h) * d + c;
 }
 
-static int len_q(const attncheck_problem *p, int b)
-{
-    return p->seqlens_q ? p->seqlens_q[b] : p->seqlen_q;
-}
+static int len_q(const attncheck_problem *p, int b) { return p->seqlens_q ? p->seqlens_q[b] : p->seqlen_q; }
 
-static int len_k(const attncheck_problem *p, int b)
-{
-    return p->seqlens_k ? p->seqlens_k[b] : p->seqlen_k;
-}
+static int len_k(const attncheck_problem *p, int b) { return p->seqlens_k ? p->seqlens_k[b] : p->seqlen_k; }
 
 static int visible(const attncheck_problem *p, int b, int h, int i, int j)
 {
@@ -150,7 +144,7 @@ static float call_softcap;
 static const float *call_sinks; /* (Hq) or NULL */
 static const float *call_alibi; /* (call_alibi_batch, Hq) ALiBi slopes or NULL */
 static int call_alibi_batch;
-static float *call_dsink;       /* (Hq) or NULL: the backward's dSink accumulators */
+static float *call_dsink; /* (Hq) or NULL: the backward's dSink accumulators */
 
 /* S' of a visible pair; *slope (may be NULL) gets dS'/dS (the softcap's 1 - tanh^2). */
 static float score_slope(const attncheck_problem *p, int32_t t, const void *q, const void *k, int b, int h, int i,
@@ -160,13 +154,13 @@ static float score_slope(const attncheck_problem *p, int32_t t, const void *q, c
     float s = 0.0f;
     for (int c = 0; c < p->head_dim; c++)
         s += load(t, q, idx(p, p->heads_q, p->seqlen_q, b, h, i, c)) *
-             load(t, k, idx(p, p->heads_kv, p->seqlen_k, b, hk, j, c));
+            load(t, k, idx(p, p->heads_kv, p->seqlen_k, b, hk, j, c));
     if (slope)
         *slope = 1.0f;
     float alibi = 0.0f; /* after the softcap: slope |i + nk_b - nq_b - j| */
     if (call_alibi)
-        alibi = call_alibi[(call_alibi_batch > 1 ? b : 0) * p->heads_q + h] *
-                (float)abs(i + len_k(p, b) - len_q(p, b) - j);
+        alibi =
+            call_alibi[(call_alibi_batch > 1 ? b : 0) * p->heads_q + h] * (float)abs(i + len_k(p, b) - len_q(p, b) - j);
     if (call_softcap == 0.0f)
         return s * (float)p->scale - alibi;
     float y = tanhf(s * ((float)p->scale / call_softcap));
@@ -188,8 +182,8 @@ typedef struct {
 } row_state;
 
 /* One tile of keys [j0, j1) folded into the row's running max, sum and accumulator. */
-static void fold_tile(const attncheck_problem *p, int32_t t, const void *q, const void *k, const void *v, int b,
-                      int h, int i, int j0, int j1, float *s_tile, row_state *r)
+static void fold_tile(const attncheck_problem *p, int32_t t, const void *q, const void *k, const void *v, int b, int h,
+                      int i, int j0, int j1, float *s_tile, row_state *r)
 {
     int hk = h / (p->heads_q / p->heads_kv), d = p->head_dim;
     float m_tile = -INFINITY;
@@ -226,8 +220,8 @@ static float exp_diff(float a, float b)
     return e + e * err;
 }
 
-static void forward_row(const attncheck_problem *p, int32_t t, const void *q, const void *k, const void *v,
-                        void *o, float *lse, int b, int h, int i, float *s_tile, float *acc)
+static void forward_row(const attncheck_problem *p, int32_t t, const void *q, const void *k, const void *v, void *o,
+                        float *lse, int b, int h, int i, float *s_tile, float *acc)
 {
     row_state r = {-INFINITY, 0.0f, acc};
     memset(acc, 0, sizeof(float) * (size_t)p->head_dim);
@@ -297,7 +291,7 @@ static void backward_row(const attncheck_problem *p, int32_t t, const void *q, c
         float slope, pj = expf(score_slope(p, t, q, k, b, h, i, j, &slope) - lse_i), dp = 0.0f;
         for (int c = 0; c < d; c++)
             dp += load(t, d_o, idx(p, p->heads_q, p->seqlen_q, b, h, i, c)) *
-                  load(t, v, idx(p, p->heads_kv, p->seqlen_k, b, hk, j, c));
+                load(t, v, idx(p, p->heads_kv, p->seqlen_k, b, hk, j, c));
         float p_r = round_to(t, pj), ds_r = round_to(t, pj * (dp - delta) * slope);
         for (int c = 0; c < d; c++) {
             size_t qi = idx(p, p->heads_q, p->seqlen_q, b, h, i, c);
@@ -310,8 +304,8 @@ static void backward_row(const attncheck_problem *p, int32_t t, const void *q, c
 }
 
 static int example_backward(void *user, const attncheck_problem *p, int32_t t, const void *q, const void *k,
-                            const void *v, const void *o, const float *lse, const void *d_o, void *dq,
-                            void *dk, void *dv, char *errbuf, size_t errbuf_len)
+                            const void *v, const void *o, const float *lse, const void *d_o, void *dq, void *dk,
+                            void *dv, char *errbuf, size_t errbuf_len)
 {
     (void)user;
     size_t nq = (size_t)p->batch * p->heads_q * p->seqlen_q * p->head_dim;
@@ -337,14 +331,14 @@ static int example_backward(void *user, const attncheck_problem *p, int32_t t, c
 
 /* ---- the descriptor ----------------------------------------------------- */
 
-#define EXAMPLE_CAPS                                                                                               \
-    {                                                                                                              \
-        .dtypes = 1u << ATTNCHECK_DTYPE_F32 | 1u << ATTNCHECK_DTYPE_F16 | 1u << ATTNCHECK_DTYPE_BF16,              \
-        .n_head_dims = 0, .max_head_dim = 256,                                                                     \
+#define EXAMPLE_CAPS \
+    { \
+        .dtypes = 1u << ATTNCHECK_DTYPE_F32 | 1u << ATTNCHECK_DTYPE_F16 | 1u << ATTNCHECK_DTYPE_BF16, \
+        .n_head_dims = 0, .max_head_dim = 256, \
         .masks = ATTNCHECK_MASK_NONE | ATTNCHECK_MASK_CAUSAL_TL | ATTNCHECK_MASK_CAUSAL_BR | ATTNCHECK_MASK_WINDOW | \
-                 ATTNCHECK_MASK_DENSE,                                                                             \
+            ATTNCHECK_MASK_DENSE, \
         .layouts = 1u << ATTNCHECK_LAYOUT_BHSD | 1u << ATTNCHECK_LAYOUT_BSHD, .gqa = 1, .varlen = 1, .backward = 1, \
-        .max_seqlen = 0,                                                                                           \
+        .max_seqlen = 0, \
     }
 
 #ifndef EXAMPLE_PLUGIN_ABI2
@@ -373,11 +367,23 @@ static attncheck_problem v1_of(const attncheck_problem2 *p)
     call_alibi = has_alibi ? p->alibi_slopes : NULL;
     call_alibi_batch = has_alibi ? p->alibi_batch : 0;
     return (attncheck_problem){
-        .batch = p->batch, .heads_q = p->heads_q, .heads_kv = p->heads_kv, .seqlen_q = p->seqlen_q,
-        .seqlen_k = p->seqlen_k, .head_dim = p->head_dim, .layout = p->layout, .scale = p->scale,
-        .windowed = p->windowed, .window_left = p->window_left, .window_right = p->window_right, .align = p->align,
-        .seqlens_q = p->seqlens_q, .seqlens_k = p->seqlens_k, .dense_mask = p->dense_mask,
-        .mask_batch = p->mask_batch, .mask_heads = p->mask_heads,
+        .batch = p->batch,
+        .heads_q = p->heads_q,
+        .heads_kv = p->heads_kv,
+        .seqlen_q = p->seqlen_q,
+        .seqlen_k = p->seqlen_k,
+        .head_dim = p->head_dim,
+        .layout = p->layout,
+        .scale = p->scale,
+        .windowed = p->windowed,
+        .window_left = p->window_left,
+        .window_right = p->window_right,
+        .align = p->align,
+        .seqlens_q = p->seqlens_q,
+        .seqlens_k = p->seqlens_k,
+        .dense_mask = p->dense_mask,
+        .mask_batch = p->mask_batch,
+        .mask_heads = p->mask_heads,
     };
 }
 
@@ -397,8 +403,8 @@ static int example_backward2(void *user, const attncheck_problem2 *p, const attn
         for (int h = 0; h < p->heads_q; h++)
             call_dsink[h] = 0.0f;
     }
-    int rc = example_backward(user, &v1, a->dtype, a->q, a->k, a->v, a->o, a->lse, a->d_o, a->dq, a->dk, a->dv,
-                              errbuf, errbuf_len);
+    int rc = example_backward(user, &v1, a->dtype, a->q, a->k, a->v, a->o, a->lse, a->d_o, a->dq, a->dk, a->dv, errbuf,
+                              errbuf_len);
     call_dsink = NULL;
     return rc;
 }
@@ -417,7 +423,4 @@ static const attncheck_plugin example = {
 };
 #endif
 
-const attncheck_plugin *attncheck_plugin_describe(void)
-{
-    return &example;
-}
+const attncheck_plugin *attncheck_plugin_describe(void) { return &example; }

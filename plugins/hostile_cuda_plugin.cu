@@ -16,13 +16,17 @@
 
 __global__ void scribble(float *o, float *lse, uint32_t *q, size_t n_o, size_t n_lse)
 {
-    for (size_t i = threadIdx.x; i < n_o; i += blockDim.x) o[i] = 0.0f;
-    for (size_t i = threadIdx.x; i < n_lse; i += blockDim.x) lse[i] = 0.0f;
+    for (size_t i = threadIdx.x; i < n_o; i += blockDim.x)
+        o[i] = 0.0f;
+    for (size_t i = threadIdx.x; i < n_lse; i += blockDim.x)
+        lse[i] = 0.0f;
 #if defined(HOSTILE_CUDA_O_PAST)
     (void)q;
-    if (threadIdx.x < 64) o[n_o + threadIdx.x] = 1.0f;
+    if (threadIdx.x < 64)
+        o[n_o + threadIdx.x] = 1.0f;
 #elif defined(HOSTILE_CUDA_MODIFY_Q)
-    if (threadIdx.x == 0) q[0] ^= 1u;
+    if (threadIdx.x == 0)
+        q[0] ^= 1u;
 #else
 #error "build with -DHOSTILE_CUDA_O_PAST or -DHOSTILE_CUDA_MODIFY_Q (plugins/meson.build)"
 #endif

@@ -40,8 +40,7 @@
 #endif
 
 /* The correct forward: f32, BHSD, no mask, Hq == Hkv; softmax in double. */
-static void attention(const attncheck_problem *p, const float *q, const float *k, const float *v, float *o,
-                      float *lse)
+static void attention(const attncheck_problem *p, const float *q, const float *k, const float *v, float *o, float *lse)
 {
     int d = p->head_dim, nq = p->seqlen_q, nk = p->seqlen_k;
     double *s = malloc(sizeof(double) * (size_t)nk);
@@ -121,9 +120,14 @@ static int hostile_forward(void *user, const attncheck_problem *p, int32_t dtype
 
 static attncheck_problem as_v1(const attncheck_problem2 *p)
 {
-    return (attncheck_problem){.batch = p->batch, .heads_q = p->heads_q, .heads_kv = p->heads_kv,
-                               .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k, .head_dim = p->head_dim,
-                               .layout = p->layout, .scale = p->scale};
+    return (attncheck_problem){.batch = p->batch,
+                               .heads_q = p->heads_q,
+                               .heads_kv = p->heads_kv,
+                               .seqlen_q = p->seqlen_q,
+                               .seqlen_k = p->seqlen_k,
+                               .head_dim = p->head_dim,
+                               .layout = p->layout,
+                               .scale = p->scale};
 }
 
 static int hostile_forward2(void *user, const attncheck_problem2 *p, const attncheck_fwd_args *a, char *errbuf,
@@ -165,13 +169,14 @@ static const attncheck_plugin hostile = {
     .abi_version = ATTNCHECK_PLUGIN_ABI_VERSION,
     .name = HOSTILE_NAME,
     .description = "a kernel that abuses a variant on purpose (plugins/hostile_plugin.c)",
-    .caps = {
-        .dtypes = 1u << ATTNCHECK_DTYPE_F32,
-        .max_head_dim = 64,
-        .masks = ATTNCHECK_MASK_NONE,
-        .layouts = 1u << ATTNCHECK_LAYOUT_BHSD,
-        .backward = 1,
-    },
+    .caps =
+        {
+            .dtypes = 1u << ATTNCHECK_DTYPE_F32,
+            .max_head_dim = 64,
+            .masks = ATTNCHECK_MASK_NONE,
+            .layouts = 1u << ATTNCHECK_LAYOUT_BHSD,
+            .backward = 1,
+        },
     .memory = ATTNCHECK_MEM_HOST,
     .struct_size = sizeof(attncheck_plugin),
     .forward2 = hostile_forward2,
@@ -189,12 +194,13 @@ static const attncheck_plugin hostile = {
     .abi_version = ATTNCHECK_PLUGIN_ABI_V1,
     .name = HOSTILE_NAME,
     .description = "a kernel that misbehaves on purpose (plugins/hostile_plugin.c)",
-    .caps = {
-        .dtypes = 1u << ATTNCHECK_DTYPE_F32,
-        .max_head_dim = 64,
-        .masks = ATTNCHECK_MASK_NONE,
-        .layouts = 1u << ATTNCHECK_LAYOUT_BHSD,
-    },
+    .caps =
+        {
+            .dtypes = 1u << ATTNCHECK_DTYPE_F32,
+            .max_head_dim = 64,
+            .masks = ATTNCHECK_MASK_NONE,
+            .layouts = 1u << ATTNCHECK_LAYOUT_BHSD,
+        },
     .memory = ATTNCHECK_MEM_HOST,
     .forward = hostile_forward,
 };

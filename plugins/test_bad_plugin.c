@@ -6,8 +6,9 @@
 
 #include "attncheck_plugin.h"
 
-__attribute__((unused)) static int bad_forward(void *user, const attncheck_problem *p, int32_t dtype, const void *q, const void *k,
-                       const void *v, void *o, float *lse, char *errbuf, size_t errbuf_len)
+__attribute__((unused)) static int bad_forward(void *user, const attncheck_problem *p, int32_t dtype, const void *q,
+                                               const void *k, const void *v, void *o, float *lse, char *errbuf,
+                                               size_t errbuf_len)
 {
     (void)user, (void)p, (void)dtype, (void)q, (void)k, (void)v, (void)o, (void)lse, (void)errbuf, (void)errbuf_len;
     abort(); /* never called: a refused plugin must not run */
@@ -42,34 +43,29 @@ static const attncheck_plugin bad = {
     .abi_version = ATTNCHECK_PLUGIN_ABI_V1,
 #endif
     .name = "bad-plugin",
-    .caps = {
-        .dtypes = 1u << ATTNCHECK_DTYPE_F32,
-        .max_head_dim = 64,
-        .masks = ATTNCHECK_MASK_NONE,
+    .caps =
+        {
+            .dtypes = 1u << ATTNCHECK_DTYPE_F32,
+            .max_head_dim = 64,
+            .masks = ATTNCHECK_MASK_NONE,
 #ifdef BAD_V1_THD
-        .layouts = 1u << ATTNCHECK_LAYOUT_BHSD | 1u << ATTNCHECK_LAYOUT_THD, /* THD is ABI 2's */
+            .layouts = 1u << ATTNCHECK_LAYOUT_BHSD | 1u << ATTNCHECK_LAYOUT_THD, /* THD is ABI 2's */
 #else
-        .layouts = 1u << ATTNCHECK_LAYOUT_BHSD,
+            .layouts = 1u << ATTNCHECK_LAYOUT_BHSD,
 #endif
 #ifdef BAD_BACKWARD
-        .backward = 1, /* claims a backward it does not have */
+            .backward = 1, /* claims a backward it does not have */
 #endif
-    },
+        },
     .memory = ATTNCHECK_MEM_HOST,
 #if !defined(BAD_NULL_FORWARD) && !defined(BAD_V2_SIZE) && !defined(BAD_V2_NO_FORWARD2) && !defined(BAD_V2_VARIANT)
     .forward = bad_forward,
 #endif
 };
 
-const attncheck_plugin *attncheck_plugin_describe(void)
-{
-    return &bad;
-}
+const attncheck_plugin *attncheck_plugin_describe(void) { return &bad; }
 #else
 /* exports something, but not the describe function */
 ATTNCHECK_PLUGIN_EXPORT int attncheck_plugin_describe_typo(void);
-int attncheck_plugin_describe_typo(void)
-{
-    return 1;
-}
+int attncheck_plugin_describe_typo(void) { return 1; }
 #endif

@@ -50,13 +50,13 @@ static void block_delta(const ref_head *hd, const backward_tensors *t, int i0, i
 
 /* p_blk holds P on entry; dp_blk receives dS (w.r.t. S = scale Q K^T: with a
  * softcap, dS' times slope = dS'/dS, which slope_blk holds; NULL: 1). */
-static void block_grad_scores(const ref_head *hd, const backward_tensors *t, int i0, int i1,
-                              int jlo, int jhi, const double *p_blk, double *dp_blk, const double *slope_blk)
+static void block_grad_scores(const ref_head *hd, const backward_tensors *t, int i0, int i1, int jlo, int jhi,
+                              const double *p_blk, double *dp_blk, const double *slope_blk)
 {
     int rows = i1 - i0, cols = jhi - jlo;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd->d_v, 1.0,
-                t->d_o + hd->o_base + (size_t)i0 * hd->ld_o, (int)hd->ld_o,
-                t->v + hd->v_base + (size_t)jlo * hd->ld_v, (int)hd->ld_v, 0.0, dp_blk, cols);
+                t->d_o + hd->o_base + (size_t)i0 * hd->ld_o, (int)hd->ld_o, t->v + hd->v_base + (size_t)jlo * hd->ld_v,
+                (int)hd->ld_v, 0.0, dp_blk, cols);
     for (int i = i0; i < i1; i++) {
         double delta_i = t->delta[ac_lse_index(hd->p, hd->b, hd->h, i)];
         const double *p_row = p_blk + (size_t)(i - i0) * cols;
@@ -73,8 +73,8 @@ static void block_grad_scores(const ref_head *hd, const backward_tensors *t, int
 }
 
 /* Pass 1: rows [i0, i1) of one head: D, and dQ = scale dS K over the block's keys. */
-static void dq_block(const ref_head *hd, const backward_tensors *t, int i0, int i1, double *p_blk,
-                     double *ds_blk, double *slope_blk)
+static void dq_block(const ref_head *hd, const backward_tensors *t, int i0, int i1, double *p_blk, double *ds_blk,
+                     double *slope_blk)
 {
     block_delta(hd, t, i0, i1);
     int jlo, jhi;
@@ -94,8 +94,8 @@ static void dq_block(const ref_head *hd, const backward_tensors *t, int i0, int 
 }
 
 /* Pass 2: the (block, tile) pair's P and dS, then dK, dV of the tile's keys += their share. */
-static void dkdv_pair(const ref_head *hd, const backward_tensors *t, int i0, int i1, int j0, int j1,
-                      double *p_blk, double *ds_blk, double *slope_blk)
+static void dkdv_pair(const ref_head *hd, const backward_tensors *t, int i0, int i1, int j0, int j1, double *p_blk,
+                      double *ds_blk, double *slope_blk)
 {
     int rows = i1 - i0, cols = j1 - j0, ld_q = (int)hd->ld_q, ld_kv = (int)hd->ld_kv;
     ref_mod_aux aux = {.slope = slope_blk};
@@ -115,8 +115,8 @@ typedef struct {
     const ac_problem *p;
     backward_tensors t;
     double **p_blk, **ds_blk; /* per worker: (block, Nk) twice */
-    double **slope_blk;       /* per worker: (block, Nk) dS'/dS with a softcap; unused (1 element) without */
-    bool slope;               /* the problem has a softcap */
+    double **slope_blk; /* per worker: (block, Nk) dS'/dS with a softcap; unused (1 element) without */
+    bool slope; /* the problem has a softcap */
 } backward_job;
 
 static double *slope_of(const backward_job *job, int worker) { return job->slope ? job->slope_blk[worker] : NULL; }
@@ -168,15 +168,14 @@ static void dkdv_task(void *arg, size_t task, int worker)
         for (int i0 = 0; i0 < hd.seqlen_q; i0 += rows) {
             int i1 = i0 + rows < hd.seqlen_q ? i0 + rows : hd.seqlen_q;
             if (rows_see_keys(&hd, i0, i1, j0, j1))
-                dkdv_pair(&hd, &job->t, i0, i1, j0, j1, job->p_blk[worker], job->ds_blk[worker],
-                          slope_of(job, worker));
+                dkdv_pair(&hd, &job->t, i0, i1, j0, j1, job->p_blk[worker], job->ds_blk[worker], slope_of(job, worker));
         }
     }
 }
 
-int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
-                      const double *o, const double *lse, const double *d_o,
-                      double *dq, double *dk, double *dv, double *delta, ac_err *err)
+int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, const double *v, const double *o,
+                      const double *lse, const double *d_o, double *dq, double *dk, double *dv, double *delta,
+                      ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)
@@ -184,7 +183,8 @@ int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, con
     if ((status = ref_dropout_check(p, "ref_backward_fp64", err)) != AC_OK)
         return status;
     if (!q || !k || !v || !o || !lse || !d_o || !dq || !dk || !dv || !delta)
-        return ac_fail(err, AC_ERR_INPUT, "ref_backward_fp64: NULL tensor (q, k, v, o, lse, d_o, "
+        return ac_fail(err, AC_ERR_INPUT,
+                       "ref_backward_fp64: NULL tensor (q, k, v, o, lse, d_o, "
                        "dq, dk, dv and delta are required)");
     if ((status = ref_thread_count(&workers, err)) != AC_OK)
         return status;
@@ -244,9 +244,8 @@ static void dbias_task(void *arg, size_t task, int worker)
         }
 }
 
-int ref_backward_dbias_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
-                            const double *lse, const double *d_o, const double *delta, double *dbias,
-                            ac_err *err)
+int ref_backward_dbias_fp64(const ac_problem *p, const double *q, const double *k, const double *v, const double *lse,
+                            const double *d_o, const double *delta, double *dbias, ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK || !p->bias)
@@ -254,7 +253,8 @@ int ref_backward_dbias_fp64(const ac_problem *p, const double *q, const double *
     if ((status = ref_dropout_check(p, "ref_backward_dbias_fp64", err)) != AC_OK)
         return status;
     if (!q || !k || !v || !lse || !d_o || !delta || !dbias)
-        return ac_fail(err, AC_ERR_INPUT, "ref_backward_dbias_fp64: NULL tensor (q, k, v, lse, d_o, delta and "
+        return ac_fail(err, AC_ERR_INPUT,
+                       "ref_backward_dbias_fp64: NULL tensor (q, k, v, lse, d_o, delta and "
                        "dbias are required)");
     if ((status = ref_thread_count(&workers, err)) != AC_OK)
         return status;

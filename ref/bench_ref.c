@@ -84,7 +84,13 @@ static int bench_one(int n, int reps, bench_row *out, ac_err *err)
     double *o = malloc(elems * sizeof *o), *lse = malloc((size_t)n * sizeof *lse);
     double *s = malloc((size_t)n * n * sizeof *s), *o2 = malloc(elems * sizeof *o2);
     if (!q || !k || !v || !o || !lse || !s || !o2) {
-        free(q); free(k); free(v); free(o); free(lse); free(s); free(o2);
+        free(q);
+        free(k);
+        free(v);
+        free(o);
+        free(lse);
+        free(s);
+        free(o2);
         return ac_fail(err, AC_ERR_ENV, "out of memory at N = %d", n);
     }
     fill_normal(AC_F16, q, elems, 1);
@@ -97,14 +103,14 @@ static int bench_one(int n, int reps, bench_row *out, ac_err *err)
         double t0 = now_s();
         status = ref_forward_fp64(&p, q, k, v, o, lse, err);
         double t1 = now_s();
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, HEAD_DIM, p.scale, q, HEAD_DIM, k,
-                    HEAD_DIM, 0.0, s, n);
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HEAD_DIM, n, 1.0, s, n, v, HEAD_DIM,
-                    0.0, o2, HEAD_DIM);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, HEAD_DIM, p.scale, q, HEAD_DIM, k, HEAD_DIM, 0.0, s,
+                    n);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, HEAD_DIM, n, 1.0, s, n, v, HEAD_DIM, 0.0, o2,
+                    HEAD_DIM);
         double t2 = now_s();
         if (status == AC_OK)
-            status = ref_certify(&p, AC_F32, q, k, v, o, lse, CERT_ROWS, 7 + (uint64_t)r,
-                                 AC_DEFAULT_MPFR_PREC, &cert, err);
+            status =
+                ref_certify(&p, AC_F32, q, k, v, o, lse, CERT_ROWS, 7 + (uint64_t)r, AC_DEFAULT_MPFR_PREC, &cert, err);
         double t3 = now_s();
         t_fwd[r] = t1 - t0;
         t_gemm[r] = t2 - t1;
@@ -117,15 +123,42 @@ static int bench_one(int n, int reps, bench_row *out, ac_err *err)
         out->cert_s = median(t_cert, reps);
         out->cert_ulp = cert.max_ulp_o;
     }
-    free(q); free(k); free(v); free(o); free(lse); free(s); free(o2);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+    free(lse);
+    free(s);
+    free(o2);
     return status;
 }
 
 /* ---- table 2: the stages of one case's reference ---------------------------- */
 
 /* The case's tensors: inputs, fp64 reference, scales, naive baseline. */
-enum { T_Q, T_K, T_V, T_DO, T_O, T_LSE, T_DQ, T_DK, T_DV, T_DELTA, T_EO, T_EDQ, T_EDK, T_EDV, T_ELSE,
-       T_NO, T_NLSE, T_NDQ, T_NDK, T_NDV, T_COUNT };
+enum {
+    T_Q,
+    T_K,
+    T_V,
+    T_DO,
+    T_O,
+    T_LSE,
+    T_DQ,
+    T_DK,
+    T_DV,
+    T_DELTA,
+    T_EO,
+    T_EDQ,
+    T_EDK,
+    T_EDV,
+    T_ELSE,
+    T_NO,
+    T_NLSE,
+    T_NDQ,
+    T_NDK,
+    T_NDV,
+    T_COUNT
+};
 typedef struct {
     ac_problem p;
     ac_dtype t;
@@ -143,15 +176,15 @@ static int st_forward(stage_case *c, ac_err *err)
 static int st_backward(stage_case *c, ac_err *err)
 {
     double **x = c->x;
-    return ref_backward_fp64(&c->p, x[T_Q], x[T_K], x[T_V], x[T_O], x[T_LSE], x[T_DO], x[T_DQ], x[T_DK],
-                             x[T_DV], x[T_DELTA], err);
+    return ref_backward_fp64(&c->p, x[T_Q], x[T_K], x[T_V], x[T_O], x[T_LSE], x[T_DO], x[T_DQ], x[T_DK], x[T_DV],
+                             x[T_DELTA], err);
 }
 
 static int st_scales(stage_case *c, ac_err *err)
 {
     double **x = c->x;
-    return ref_error_scales(&c->p, c->t, x[T_Q], x[T_K], x[T_V], x[T_O], x[T_LSE], x[T_DO], x[T_EO], x[T_EDQ],
-                            x[T_EDK], x[T_EDV], err);
+    return ref_error_scales(&c->p, c->t, x[T_Q], x[T_K], x[T_V], x[T_O], x[T_LSE], x[T_DO], x[T_EO], x[T_EDQ], x[T_EDK],
+                            x[T_EDV], err);
 }
 
 static int st_lse_scale(stage_case *c, ac_err *err)
@@ -169,16 +202,15 @@ static int st_naive_forward(stage_case *c, ac_err *err)
 static int st_naive_backward(stage_case *c, ac_err *err)
 {
     double **x = c->x;
-    return ref_naive_backward(&c->p, c->t, x[T_Q], x[T_K], x[T_V], x[T_NO], x[T_NLSE], x[T_DO], x[T_NDQ],
-                              x[T_NDK], x[T_NDV], err);
+    return ref_naive_backward(&c->p, c->t, x[T_Q], x[T_K], x[T_V], x[T_NO], x[T_NLSE], x[T_DO], x[T_NDQ], x[T_NDK],
+                              x[T_NDV], err);
 }
 
 static int st_certify(stage_case *c, ac_err *err)
 {
     double **x = c->x;
     ac_cert cert;
-    return ref_certify(&c->p, c->t, x[T_Q], x[T_K], x[T_V], x[T_O], x[T_LSE], 2, 5, AC_DEFAULT_MPFR_PREC,
-                       &cert, err);
+    return ref_certify(&c->p, c->t, x[T_Q], x[T_K], x[T_V], x[T_O], x[T_LSE], 2, 5, AC_DEFAULT_MPFR_PREC, &cert, err);
 }
 
 static int st_naive_forward_scalar(stage_case *c, ac_err *err)
@@ -190,17 +222,16 @@ static int st_naive_forward_scalar(stage_case *c, ac_err *err)
 static int st_naive_backward_scalar(stage_case *c, ac_err *err)
 {
     double **x = c->x;
-    return ref_naive_backward_scalar(&c->p, c->t, x[T_Q], x[T_K], x[T_V], x[T_NO], x[T_NLSE], x[T_DO],
-                                     x[T_NDQ], x[T_NDK], x[T_NDV], err);
+    return ref_naive_backward_scalar(&c->p, c->t, x[T_Q], x[T_K], x[T_V], x[T_NO], x[T_NLSE], x[T_DO], x[T_NDQ],
+                                     x[T_NDK], x[T_NDV], err);
 }
 
 static const struct {
     const char *name;
     stage_fn fn;
 } stages[] = {
-    {"fp64 forward", st_forward},        {"fp64 backward", st_backward},
-    {"error scales E", st_scales},       {"LSE error scale", st_lse_scale},
-    {"naive forward", st_naive_forward}, {"naive backward", st_naive_backward},
+    {"fp64 forward", st_forward},           {"fp64 backward", st_backward},      {"error scales E", st_scales},
+    {"LSE error scale", st_lse_scale},      {"naive forward", st_naive_forward}, {"naive backward", st_naive_backward},
     {"certification (2 rows)", st_certify},
 };
 #define N_STAGES (sizeof stages / sizeof stages[0])
@@ -221,8 +252,8 @@ static int stage_case_make(stage_case *c, ac_err *err)
     c->p.align = AC_ALIGN_BOTTOM_RIGHT;
     c->t = AC_BF16;
     size_t nq = ac_q_elems(&c->p), nkv = ac_kv_elems(&c->p), nl = ac_lse_elems(&c->p);
-    const size_t sizes[T_COUNT] = {nq, nkv, nkv, nq, nq, nl, nq, nkv, nkv, nl, nq, nq, nkv, nkv, nl,
-                                   nq, nl, nq, nkv, nkv};
+    const size_t sizes[T_COUNT] = {nq, nkv, nkv, nq,  nq, nl, nq, nkv, nkv, nl,
+                                   nq, nq,  nkv, nkv, nl, nq, nl, nq,  nkv, nkv};
     for (int i = 0; i < T_COUNT; i++)
         if (!(c->x[i] = malloc(sizes[i] * sizeof(double)))) {
             stage_case_free(c);
@@ -296,10 +327,10 @@ static int bench_stages(int reps, bool scalar)
 
 static int bench_dgemm_table(const int *sizes, int n_sizes, int reps)
 {
-    printf("fp64 reference forward vs its two bare dgemms; MPFR certification of %d rows at %d bits\n",
-           CERT_ROWS, AC_DEFAULT_MPFR_PREC);
-    printf("B=1 H=1 d=%d, f16-exact normal(0,1) inputs, median of %d runs, OpenBLAS threads %d\n\n",
-           HEAD_DIM, reps, openblas_get_num_threads());
+    printf("fp64 reference forward vs its two bare dgemms; MPFR certification of %d rows at %d bits\n", CERT_ROWS,
+           AC_DEFAULT_MPFR_PREC);
+    printf("B=1 H=1 d=%d, f16-exact normal(0,1) inputs, median of %d runs, OpenBLAS threads %d\n\n", HEAD_DIM, reps,
+           openblas_get_num_threads());
     printf("%6s  %11s  %11s  %6s  %11s  %8s  %10s\n", "N", "forward_ms", "2xdgemm_ms", "ratio", "certify_ms",
            "overhead", "cert_ulp");
     bool ratio_ok = true, cert_ok = true;
@@ -314,8 +345,8 @@ static int bench_dgemm_table(const int *sizes, int n_sizes, int reps)
         double ratio = row.forward_s / row.dgemm_s, overhead = row.cert_s / row.forward_s;
         ratio_ok &= ratio <= 1.5;
         cert_ok &= overhead <= 0.20;
-        printf("%6d  %11.1f  %11.1f  %6.2f  %11.1f  %7.1f%%  %10.2e\n", row.n, 1e3 * row.forward_s,
-               1e3 * row.dgemm_s, ratio, 1e3 * row.cert_s, 100.0 * overhead, row.cert_ulp);
+        printf("%6d  %11.1f  %11.1f  %6.2f  %11.1f  %7.1f%%  %10.2e\n", row.n, 1e3 * row.forward_s, 1e3 * row.dgemm_s,
+               ratio, 1e3 * row.cert_s, 100.0 * overhead, row.cert_ulp);
     }
     printf("\nforward / dgemms <= 1.5: goal %s\n", ratio_ok ? "met" : "missed");
     printf("certification overhead <= 20%%: goal %s\n", cert_ok ? "met" : "missed");
@@ -341,12 +372,13 @@ static int parse_sizes(const char *list, int *sizes, int *count)
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "attncheck-bench-ref: %s\n"
-                    "usage: attncheck-bench-ref [--n N1,N2,...] [--reps K] [--only dgemm|stages] [--scalar]\n"
-                    "  --n       sequence lengths (Nq = Nk) of the dgemm table, 1..65536, default 1024,4096\n"
-                    "  --reps    runs per figure, the median is printed, 1..%d, default 3\n"
-                    "  --only    print one table: dgemm (forward vs its dgemms) or stages (one case's reference)\n"
-                    "  --scalar  the stages table also times the scalar naive baseline (once; seconds)\n",
+    fprintf(stderr,
+            "attncheck-bench-ref: %s\n"
+            "usage: attncheck-bench-ref [--n N1,N2,...] [--reps K] [--only dgemm|stages] [--scalar]\n"
+            "  --n       sequence lengths (Nq = Nk) of the dgemm table, 1..65536, default 1024,4096\n"
+            "  --reps    runs per figure, the median is printed, 1..%d, default 3\n"
+            "  --only    print one table: dgemm (forward vs its dgemms) or stages (one case's reference)\n"
+            "  --scalar  the stages table also times the scalar naive baseline (once; seconds)\n",
             why, MAX_REPS);
     return AC_ERR_INPUT;
 }

@@ -65,17 +65,16 @@ static double lse_distance(double a, double b)
     return isnan(a) ? INFINITY : fabs(a - b);
 }
 
-int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const double *k,
-                const double *v, const double *o_fp64, const double *lse_fp64, size_t n_rows,
-                uint64_t seed, int prec_bits, ac_cert *cert, ac_err *err)
+int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const double *k, const double *v,
+                const double *o_fp64, const double *lse_fp64, size_t n_rows, uint64_t seed, int prec_bits,
+                ac_cert *cert, ac_err *err)
 {
     const char *fn = "ref_certify";
     int status = mx_check_args(p, q, k, v, prec_bits, fn, err);
     if (status != AC_OK)
         return status;
     if (!o_fp64 || !lse_fp64 || !cert)
-        return ac_fail(err, AC_ERR_INPUT, "%s: %s is NULL", fn,
-                       !o_fp64 ? "o_fp64" : !lse_fp64 ? "lse_fp64" : "cert");
+        return ac_fail(err, AC_ERR_INPUT, "%s: %s is NULL", fn, !o_fp64 ? "o_fp64" : !lse_fp64 ? "lse_fp64" : "cert");
     if ((int)out_dtype < 0 || out_dtype >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "%s: unknown out_dtype %d", fn, (int)out_dtype);
     if (n_rows > mx_total_rows(p))
@@ -85,7 +84,9 @@ int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const 
     double *o = malloc((n_rows ? n_rows : 1) * d * sizeof *o);
     double *lse = malloc((n_rows ? n_rows : 1) * sizeof *lse);
     if (!ids || !o || !lse) {
-        free(ids); free(o); free(lse);
+        free(ids);
+        free(o);
+        free(lse);
         return ac_fail(err, AC_ERR_ENV, "%s: out of memory for %zu rows", fn, n_rows);
     }
     size_t n = sample_rows(p, n_rows, seed, ids);
@@ -103,6 +104,8 @@ int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const 
     c.certified = c.max_ulp_o <= AC_CERT_MAX_ULP;
     if (status == AC_OK)
         *cert = c;
-    free(ids); free(o); free(lse);
+    free(ids);
+    free(o);
+    free(lse);
     return status;
 }

@@ -21,12 +21,12 @@
 
 typedef struct {
     const char *name;
-    size_t size;       /* bytes */
-    int precision;     /* p, with the hidden bit */
-    int emin, emax;    /* exponents of the smallest and largest normal binades */
+    size_t size; /* bytes */
+    int precision; /* p, with the hidden bit */
+    int emin, emax; /* exponents of the smallest and largest normal binades */
     double max_finite;
-    uint32_t poison;   /* see ref.h: a NaN payload no arithmetic produces */
-    ac_dtype output;   /* what its kernels write O, dQ, dK, dV in */
+    uint32_t poison; /* see ref.h: a NaN payload no arithmetic produces */
+    ac_dtype output; /* what its kernels write O, dQ, dK, dV in */
 } dtype_format;
 
 static const dtype_format formats[AC_DTYPE_COUNT] = {
@@ -49,10 +49,7 @@ int ac_dtype_precision(ac_dtype t) { return formats[t].precision; }
 double ac_unit_roundoff(ac_dtype t) { return ldexp(1.0, -formats[t].precision); }
 double ac_max_finite(ac_dtype t) { return formats[t].max_finite; }
 
-double ac_min_subnormal(ac_dtype t)
-{
-    return ldexp(1.0, formats[t].emin - (formats[t].precision - 1));
-}
+double ac_min_subnormal(ac_dtype t) { return ldexp(1.0, formats[t].emin - (formats[t].precision - 1)); }
 
 int ac_dtype_parse(const char *name, ac_dtype *out)
 {
@@ -118,12 +115,17 @@ static double fp8_from_bits(const dtype_format *f, uint32_t bits)
 double ac_widen(ac_dtype t, uint32_t bits)
 {
     switch (t) {
-    case AC_F32: return f32_from_bits(bits);
-    case AC_F16: return f16_from_bits(bits);
-    case AC_BF16: return f32_from_bits((bits & 0xffffu) << 16);
+    case AC_F32:
+        return f32_from_bits(bits);
+    case AC_F16:
+        return f16_from_bits(bits);
+    case AC_BF16:
+        return f32_from_bits((bits & 0xffffu) << 16);
     case AC_E4M3:
-    case AC_E5M2: return fp8_from_bits(&formats[t], bits & 0xffu);
-    default: return NAN;
+    case AC_E5M2:
+        return fp8_from_bits(&formats[t], bits & 0xffu);
+    default:
+        return NAN;
     }
 }
 
@@ -204,18 +206,27 @@ double ac_ulp(ac_dtype t, double x)
 uint32_t ac_bits_get(ac_dtype t, const void *buf, size_t i)
 {
     switch (formats[t].size) {
-    case 1: return ((const uint8_t *)buf)[i];
-    case 2: return ((const uint16_t *)buf)[i];
-    default: return ((const uint32_t *)buf)[i];
+    case 1:
+        return ((const uint8_t *)buf)[i];
+    case 2:
+        return ((const uint16_t *)buf)[i];
+    default:
+        return ((const uint32_t *)buf)[i];
     }
 }
 
 void ac_bits_put(ac_dtype t, void *buf, size_t i, uint32_t bits)
 {
     switch (formats[t].size) {
-    case 1: ((uint8_t *)buf)[i] = (uint8_t)bits; break;
-    case 2: ((uint16_t *)buf)[i] = (uint16_t)bits; break;
-    default: ((uint32_t *)buf)[i] = bits; break;
+    case 1:
+        ((uint8_t *)buf)[i] = (uint8_t)bits;
+        break;
+    case 2:
+        ((uint16_t *)buf)[i] = (uint16_t)bits;
+        break;
+    default:
+        ((uint32_t *)buf)[i] = bits;
+        break;
     }
 }
 

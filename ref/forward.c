@@ -208,8 +208,10 @@ void ref_block_keys(const ref_head *hd, int i0, int i1, int *jlo, int *jhi)
         ac_visible_range(hd->p, hd->b, i, &lo, &hi);
         if (hi <= lo)
             continue;
-        if (lo < *jlo) *jlo = lo;
-        if (hi > *jhi) *jhi = hi;
+        if (lo < *jlo)
+            *jlo = lo;
+        if (hi > *jhi)
+            *jhi = hi;
     }
 }
 
@@ -224,19 +226,18 @@ static const uint8_t *dense_mask_row(const ref_head *hd, int i)
     return p->dense_mask + ((mb * p->mask_heads + mh) * p->seqlen_q + i) * p->seqlen_k;
 }
 
-void ref_block_scores(const ref_head *hd, const double *q, const double *k, int i0, int i1,
-                      int jlo, int jhi, double *s)
+void ref_block_scores(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi, double *s)
 {
     ref_block_scores_mods(hd, q, k, i0, i1, jlo, jhi, s, NULL);
 }
 
-void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k, int i0, int i1,
-                           int jlo, int jhi, double *s, const ref_mod_aux *aux)
+void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
+                           double *s, const ref_mod_aux *aux)
 {
     int rows = i1 - i0, cols = jhi - jlo;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd->d, hd->p->scale,
-                q + hd->q_base + (size_t)i0 * hd->ld_q, (int)hd->ld_q,
-                k + hd->kv_base + (size_t)jlo * hd->ld_kv, (int)hd->ld_kv, 0.0, s, cols);
+                q + hd->q_base + (size_t)i0 * hd->ld_q, (int)hd->ld_q, k + hd->kv_base + (size_t)jlo * hd->ld_kv,
+                (int)hd->ld_kv, 0.0, s, cols);
     if (aux || ac_problem_has_score_mods(hd->p)) /* the variants' S' (ref/variants.c) */
         ref_block_mods(hd, i0, i1, jlo, jhi, s, aux);
     for (int i = i0; i < i1; i++) {
@@ -261,19 +262,22 @@ void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k,
 
 /* The part [lo, hi) of row i that can hold visible keys, clipped to the block's
  * key range; entries outside it are set to 0. */
-static void row_live_range(const ref_head *hd, int i, int jlo, int jhi, double *row, int *lo,
-                           int *hi)
+static void row_live_range(const ref_head *hd, int i, int jlo, int jhi, double *row, int *lo, int *hi)
 {
     ac_visible_range(hd->p, hd->b, i, lo, hi);
-    if (*lo < jlo) *lo = jlo;
-    if (*hi > jhi) *hi = jhi;
-    if (*hi < *lo) *hi = *lo;
-    for (int j = jlo; j < *lo; j++) row[j - jlo] = 0.0;
-    for (int j = *hi; j < jhi; j++) row[j - jlo] = 0.0;
+    if (*lo < jlo)
+        *lo = jlo;
+    if (*hi > jhi)
+        *hi = jhi;
+    if (*hi < *lo)
+        *hi = *lo;
+    for (int j = jlo; j < *lo; j++)
+        row[j - jlo] = 0.0;
+    for (int j = *hi; j < jhi; j++)
+        row[j - jlo] = 0.0;
 }
 
-void ref_block_probs_from_lse(const ref_head *hd, int i0, int i1, int jlo, int jhi,
-                              const double *lse_nat, double *s)
+void ref_block_probs_from_lse(const ref_head *hd, int i0, int i1, int jlo, int jhi, const double *lse_nat, double *s)
 {
     int cols = jhi - jlo;
     for (int i = i0; i < i1; i++) {
@@ -324,8 +328,7 @@ void ref_parallel_rows(ref_rows_fn fn, void *ctx, int i0, int i1, size_t elems)
     pthread_t helper;
     int mid = i0 + (i1 - i0) / 2;
     rows_job second = {fn, ctx, mid, i1};
-    if (elems < REF_PARALLEL_MIN_ELEMS || i1 - i0 < 2 ||
-        pthread_create(&helper, NULL, run_rows_job, &second) != 0) {
+    if (elems < REF_PARALLEL_MIN_ELEMS || i1 - i0 < 2 || pthread_create(&helper, NULL, run_rows_job, &second) != 0) {
         fn(ctx, i0, i1); /* small, or no thread to be had: all on this one */
         return;
     }
@@ -382,15 +385,14 @@ static void block_softmax_rows(void *arg, int r0, int r1)
     }
 }
 
-static void block_softmax(const ref_head *hd, int i0, int i1, int jlo, int jhi, double *s,
-                          double *l, double *lse)
+static void block_softmax(const ref_head *hd, int i0, int i1, int jlo, int jhi, double *s, double *l, double *lse)
 {
     softmax_job job = {hd, i0, jlo, jhi, s, l, lse};
     block_softmax_rows(&job, i0, i1); /* already on a worker of the parallel for */
 }
 
-static void forward_block(const ref_head *hd, const double *q, const double *k, const double *v,
-                          int i0, int i1, double *s, double *l, double *o, double *lse)
+static void forward_block(const ref_head *hd, const double *q, const double *k, const double *v, int i0, int i1,
+                          double *s, double *l, double *o, double *lse)
 {
     int jlo, jhi;
     ref_block_keys(hd, i0, i1, &jlo, &jhi);
@@ -404,9 +406,8 @@ static void forward_block(const ref_head *hd, const double *q, const double *k, 
     block_softmax(hd, i0, i1, jlo, jhi, s, l, lse);
     ref_block_dropout(hd, i0, i1, jlo, jhi, s); /* after the softmax: LSE is the undropped one's */
     double *o_rows = o + hd->o_base + (size_t)i0 * hd->ld_o;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hd->d_v, jhi - jlo, 1.0, s,
-                jhi - jlo, v + hd->v_base + (size_t)jlo * hd->ld_v, (int)hd->ld_v, 0.0, o_rows,
-                (int)hd->ld_o);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hd->d_v, jhi - jlo, 1.0, s, jhi - jlo,
+                v + hd->v_base + (size_t)jlo * hd->ld_v, (int)hd->ld_v, 0.0, o_rows, (int)hd->ld_o);
     for (int i = i0; i < i1; i++) {
         double *o_row = o_rows + (size_t)(i - i0) * hd->ld_o;
         double li = l[i - i0];
@@ -439,8 +440,8 @@ static void forward_task(void *arg, size_t task, int worker)
         job->lse[ac_lse_index(job->p, hd.b, hd.h, i)] = -INFINITY;
 }
 
-int ref_forward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
-                     double *o, double *lse, ac_err *err)
+int ref_forward_fp64(const ac_problem *p, const double *q, const double *k, const double *v, double *o, double *lse,
+                     ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)

@@ -36,9 +36,9 @@ typedef struct {
     int stored_q, stored_k; /* rows and keys the tensors store for b: the padded lengths, or nq_b, nk_b
                                with THD (whose padding rows do not exist: nothing may be written there) */
     int d, d_v;
-    size_t ld_q, ld_kv;     /* row strides in elements: d (BHSD) or heads * d (BSHD) */
+    size_t ld_q, ld_kv; /* row strides in elements: d (BHSD) or heads * d (BSHD) */
     size_t q_base, kv_base; /* offsets of row 0, column 0 of this head */
-    size_t ld_o, ld_v;      /* the same for O-like and V-like tensors (d_v columns) */
+    size_t ld_o, ld_v; /* the same for O-like and V-like tensors (d_v columns) */
     size_t o_base, v_base;
 } ref_head;
 
@@ -61,20 +61,19 @@ void ref_block_keys(const ref_head *hd, int i0, int i1, int *jlo, int *jhi);
 /* s = scale * Q[i0:i1] K[jlo:jhi]^T, row-major with row stride jhi - jlo, the
  * variants' score modifiers applied (S'), then masked: every entry whose key is
  * not visible becomes -inf. */
-void ref_block_scores(const ref_head *hd, const double *q, const double *k, int i0, int i1,
-                      int jlo, int jhi, double *s);
+void ref_block_scores(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
+                      double *s);
 
 /* The same, with what the error scales and the backward need of the variants'
  * score modifiers (variants_internal.h) written to aux's arrays (same shape;
  * masked entries too, their values unused).  aux may be NULL. */
 typedef struct ref_mod_aux ref_mod_aux;
-void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k, int i0, int i1,
-                           int jlo, int jhi, double *s, const ref_mod_aux *aux);
+void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
+                           double *s, const ref_mod_aux *aux);
 
 /* Scores to probabilities with a known LSE per row: s = exp(s - lse_nat[i]);
  * masked entries (-inf) and rows with lse = -inf give exact zeros. */
-void ref_block_probs_from_lse(const ref_head *hd, int i0, int i1, int jlo, int jhi,
-                              const double *lse_nat, double *s);
+void ref_block_probs_from_lse(const ref_head *hd, int i0, int i1, int jlo, int jhi, const double *lse_nat, double *s);
 
 /* In place x[i] = exp(x[i] - shift) for n entries; returns their sum.
  * -inf gives 0; accurate to a few ulps (vectorised, see forward.c). */

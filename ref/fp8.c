@@ -7,10 +7,7 @@
 
 bool ac_problem_is_fp8(const ac_problem *p) { return p->fp8_out != AC_F32; }
 
-static int rows_of(const ac_problem *p, ac_tensor_kind kind)
-{
-    return kind == AC_TENSOR_Q ? p->seqlen_q : p->seqlen_k;
-}
+static int rows_of(const ac_problem *p, ac_tensor_kind kind) { return kind == AC_TENSOR_Q ? p->seqlen_q : p->seqlen_k; }
 
 static int blocks_of(const ac_problem *p, ac_tensor_kind kind)
 {

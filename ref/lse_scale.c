@@ -46,7 +46,7 @@ typedef struct {
     const ac_problem *p;
     const double *q, *k, *lse;
     double *e_lse, *abs_k; /* abs_k: (B, Hkv, Nk, d) */
-    double **abs_q, **g;   /* per worker: (LSE_BLOCK_ROWS, d), (LSE_BLOCK_ROWS, Nk) */
+    double **abs_q, **g; /* per worker: (LSE_BLOCK_ROWS, d), (LSE_BLOCK_ROWS, Nk) */
     int row_blocks;
     double **s, **slope, **sigma; /* per worker, with score modifiers: (LSE_BLOCK_ROWS, Nk) each */
 } lse_job;
@@ -141,8 +141,8 @@ static void lse_block(void *arg, size_t task, int worker)
     double *abs_q = job->abs_q[worker], *g = job->g[worker], scale = fabs(p->scale);
     const double *abs_k = job->abs_k + ((size_t)hd.b * p->heads_kv + hd.h_kv) * p->seqlen_k * d;
     abs_rows(job->q + hd.q_base + (size_t)i0 * hd.ld_q, hd.ld_q, i1 - i0, d, abs_q);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, cols, d, 1.0, abs_q, d,
-                abs_k + (size_t)jlo * d, d, 0.0, g, cols);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, cols, d, 1.0, abs_q, d, abs_k + (size_t)jlo * d, d,
+                0.0, g, cols);
     if (job->s) {
         lse_rows_mods(job, &hd, i0, i1, jlo, jhi, worker);
         return;
@@ -197,8 +197,8 @@ static bool lse_alloc(lse_job *job, int workers)
     return ok && (!lse_general(p) || lse_alloc_mods(job, workers));
 }
 
-int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse,
-                        double *e_lse, ac_err *err)
+int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse, double *e_lse,
+                        ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)
@@ -207,16 +207,16 @@ int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, c
         return ac_fail(err, AC_ERR_INPUT, "ref_lse_error_scale: NULL tensor (q, k, lse and e_lse are required)");
     if ((status = ref_thread_count(&workers, err)) != AC_OK)
         return status;
-    workers = ref_workers_within(workers, (lse_general(p) ? 4 : 1) * (size_t)LSE_BLOCK_ROWS *
-                                              p->seqlen_k * sizeof(double));
-    lse_job job = {p, q, k, lse, e_lse, NULL, NULL, NULL, (p->seqlen_q + LSE_BLOCK_ROWS - 1) / LSE_BLOCK_ROWS,
+    workers =
+        ref_workers_within(workers, (lse_general(p) ? 4 : 1) * (size_t)LSE_BLOCK_ROWS * p->seqlen_k * sizeof(double));
+    lse_job job = {p,    q,    k,   lse, e_lse, NULL, NULL, NULL, (p->seqlen_q + LSE_BLOCK_ROWS - 1) / LSE_BLOCK_ROWS,
                    NULL, NULL, NULL};
     if (lse_alloc(&job, workers)) {
         ref_parallel_for(workers, (size_t)p->batch * p->heads_kv, lse_pack_abs_k, &job);
         ref_parallel_for(workers, (size_t)p->batch * p->heads_q * job.row_blocks, lse_block, &job);
     } else {
-        status = ac_fail(err, AC_ERR_ENV, "ref_lse_error_scale: out of memory for %d x %d blocks",
-                         LSE_BLOCK_ROWS, p->seqlen_k);
+        status = ac_fail(err, AC_ERR_ENV, "ref_lse_error_scale: out of memory for %d x %d blocks", LSE_BLOCK_ROWS,
+                         p->seqlen_k);
     }
     lse_free(&job, workers);
     return status;

@@ -25,26 +25,26 @@
 #include "ref.h"
 
 /*  X(ID,        spelling,    bit, alignment,             claimed with, what) */
-#define AC_MASK_KINDS(X)                                                                                   \
-    X(NONE,      "none",      0,   AC_ALIGN_TOP_LEFT,     NONE,         "an unmasked problem")              \
-    X(CAUSAL_TL, "causal-tl", 1,   AC_ALIGN_TOP_LEFT,     CAUSAL_TL,    "a causal mask aligned top-left")   \
-    X(CAUSAL_BR, "causal-br", 2,   AC_ALIGN_BOTTOM_RIGHT, CAUSAL_BR,    "a causal mask aligned bottom-right") \
-    X(WINDOW_TL, "window-tl", 3,   AC_ALIGN_TOP_LEFT,     CAUSAL_TL,    "a sliding window aligned top-left") \
-    X(WINDOW_BR, "window-br", 3,   AC_ALIGN_BOTTOM_RIGHT, CAUSAL_BR,    "a sliding window aligned bottom-right") \
-    X(DENSE,     "dense",     4,   AC_ALIGN_TOP_LEFT,     DENSE,        "a dense boolean mask")
+#define AC_MASK_KINDS(X) \
+    X(NONE, "none", 0, AC_ALIGN_TOP_LEFT, NONE, "an unmasked problem") \
+    X(CAUSAL_TL, "causal-tl", 1, AC_ALIGN_TOP_LEFT, CAUSAL_TL, "a causal mask aligned top-left") \
+    X(CAUSAL_BR, "causal-br", 2, AC_ALIGN_BOTTOM_RIGHT, CAUSAL_BR, "a causal mask aligned bottom-right") \
+    X(WINDOW_TL, "window-tl", 3, AC_ALIGN_TOP_LEFT, CAUSAL_TL, "a sliding window aligned top-left") \
+    X(WINDOW_BR, "window-br", 3, AC_ALIGN_BOTTOM_RIGHT, CAUSAL_BR, "a sliding window aligned bottom-right") \
+    X(DENSE, "dense", 4, AC_ALIGN_TOP_LEFT, DENSE, "a dense boolean mask")
 
 typedef enum {
 #define AC_MASK_ENUM_(id, spelling, bit, align, with, what) AC_MASK_##id,
     AC_MASK_KINDS(AC_MASK_ENUM_)
 #undef AC_MASK_ENUM_
-    AC_MASK_KIND_COUNT
+        AC_MASK_KIND_COUNT
 } ac_mask_kind;
 
-const char *ac_mask_name(ac_mask_kind k);      /* "causal-br"; "?" out of range */
-const char *ac_mask_what(ac_mask_kind k);      /* "a causal mask aligned bottom-right" */
+const char *ac_mask_name(ac_mask_kind k); /* "causal-br"; "?" out of range */
+const char *ac_mask_what(ac_mask_kind k); /* "a causal mask aligned bottom-right" */
 ac_align ac_mask_align(ac_mask_kind k);
-unsigned ac_mask_bit(ac_mask_kind k);          /* its capability bit, 1u << bit */
-unsigned ac_mask_needs(ac_mask_kind k);        /* the bits a kernel claims to get it */
+unsigned ac_mask_bit(ac_mask_kind k); /* its capability bit, 1u << bit */
+unsigned ac_mask_needs(ac_mask_kind k); /* the bits a kernel claims to get it */
 /* The kind spelled name[0..len) (len: strlen when the name ends there); AC_OK or AC_ERR_INPUT. */
 int ac_mask_from_name(const char *name, size_t len, ac_mask_kind *out);
 /* "none, causal-tl, causal-br, window-tl, window-br, dense": for messages. */

@@ -61,16 +61,16 @@ void mx_sum_doubles(mpfr_t dst, const double *terms, size_t n, mpfr_t *tmp, mpfr
 
 typedef struct {
     int prec, terms;
-    mpfr_t whole[MX_EXP_WHOLE + 1];       /* exp(-a) */
-    mpfr_t frac[MX_EXP_LEVELS][32];       /* level l: exp(-b 32^-(l+1)) */
-    mpfr_t coef[MX_EXP_MAX_TERMS + 1];    /* 1/n! */
-    mpfr_t hi[(MX_EXP_WHOLE + 1) * 32];   /* exp(-a - b1/32): whole x frac[0] */
-    mpfr_t mid[32 * 32];                  /* exp(-b2/32^2 - b3/32^3): frac[1] x frac[2] */
+    mpfr_t whole[MX_EXP_WHOLE + 1]; /* exp(-a) */
+    mpfr_t frac[MX_EXP_LEVELS][32]; /* level l: exp(-b 32^-(l+1)) */
+    mpfr_t coef[MX_EXP_MAX_TERMS + 1]; /* 1/n! */
+    mpfr_t hi[(MX_EXP_WHOLE + 1) * 32]; /* exp(-a - b1/32): whole x frac[0] */
+    mpfr_t mid[32 * 32]; /* exp(-b2/32^2 - b3/32^3): frac[1] x frac[2] */
 } mx_exp_table;
 
 typedef struct {
     mpfr_t r, grid, acc;
-    mpfr_t h[MX_EXP_MAX_TERMS + 1];       /* Horner stages, precision falling with n */
+    mpfr_t h[MX_EXP_MAX_TERMS + 1]; /* Horner stages, precision falling with n */
 } mx_exp_scratch;
 
 void mx_exp_table_init(mx_exp_table *t, int prec);
@@ -86,11 +86,11 @@ void mx_exp(mpfr_t out, mpfr_srcptr x, const mx_exp_table *t, mx_exp_scratch *s)
 size_t mx_total_rows(const ac_problem *p); /* B * Hq * Nq */
 int mx_cmp_size(const void *a, const void *b);
 /* The checks every MPFR entry point makes: problem, inputs, precision. */
-int mx_check_args(const ac_problem *p, const double *q, const double *k, const double *v, int prec_bits,
-                  const char *fn, ac_err *err);
+int mx_check_args(const ac_problem *p, const double *q, const double *k, const double *v, int prec_bits, const char *fn,
+                  ac_err *err);
 /* The MPFR path on row ids ids[0..n) sorted ascending; results compact:
  * o[t * d + c] and lse[t] for the t-th id. */
-int mx_forward_rows(const ac_problem *p, const double *q, const double *k, const double *v, int prec,
-                    const size_t *ids, size_t n, double *o, double *lse, ac_err *err);
+int mx_forward_rows(const ac_problem *p, const double *q, const double *k, const double *v, int prec, const size_t *ids,
+                    size_t n, double *o, double *lse, ac_err *err);
 
 #endif

@@ -39,10 +39,10 @@
 
 #define MP_MIN_PREC 64
 #define MP_MAX_PREC 512
-#define MP_ROWS_PER_CHUNK 8    /* rows of one (b, h) handled together */
+#define MP_ROWS_PER_CHUNK 8 /* rows of one (b, h) handled together */
 #define MP_KEYS_PER_BLOCK 1024 /* keys per exact dgemm */
-#define MP_MAX_SLICES 48       /* per line: [2^-400, 2^400] needs <= 40 */
-#define MP_THREADS 2           /* ref_parallel_rows splits rows in two */
+#define MP_MAX_SLICES 48 /* per line: [2^-400, 2^400] needs <= 40 */
+#define MP_THREADS 2 /* ref_parallel_rows splits rows in two */
 
 /* ---- workspace ---------------------------------------------------------------
  * Everything a call needs, allocated once: MPFR variables are initialised
@@ -71,10 +71,10 @@ static double *grow(grow_buf *g, size_t n)
 #define MP_MAX_TERMS (MP_MAX_SLICES * MP_MAX_SLICES)
 
 typedef struct {
-    mpfr_t tmp[64];          /* 64-bit scratch for expansions */
+    mpfr_t tmp[64]; /* 64-bit scratch for expansions */
     mpfr_ptr tmp_ptrs[64];
     mpfr_t wide, part, max, t;
-    mpfr_ptr *ptrs;          /* seqlen_k pointers for mpfr_sum */
+    mpfr_ptr *ptrs; /* seqlen_k pointers for mpfr_sum */
     mx_exp_scratch exp;
     double terms[MP_MAX_TERMS];
 } mp_thread;
@@ -86,15 +86,15 @@ typedef struct {
     ac_err *err;
     double *qrows, *rem, *line;
     grow_buf qs, ks, cs, es, vs, cpv;
-    uint8_t *vis;            /* MP_ROWS_PER_CHUNK x seqlen_k */
-    mpfr_t *score;           /* MP_ROWS_PER_CHUNK x seqlen_k: s_j, then e_j */
+    uint8_t *vis; /* MP_ROWS_PER_CHUNK x seqlen_k */
+    mpfr_t *score; /* MP_ROWS_PER_CHUNK x seqlen_k: s_j, then e_j */
     void *score_limbs;
-    mpfr_t *acc;             /* MP_ROWS_PER_CHUNK x d, at prec + 64 */
+    mpfr_t *acc; /* MP_ROWS_PER_CHUNK x d, at prec + 64 */
     mpfr_t row_l[MP_ROWS_PER_CHUNK];
     bool row_alive[MP_ROWS_PER_CHUNK];
-    mp_thread *th;           /* MP_THREADS */
-    mx_exp_table exp;        /* read-only once built: shared by the threads */
-    mpfr_t scale;            /* the softmax scale, exactly (53 bits) */
+    mp_thread *th; /* MP_THREADS */
+    mx_exp_table exp; /* read-only once built: shared by the threads */
+    mpfr_t scale; /* the softmax scale, exactly (53 bits) */
     bool mpfr_ready;
 } mp_work;
 
@@ -102,7 +102,10 @@ static mp_thread *thread_of(mp_work *w, int r0) { return &w->th[r0 == 0 ? 0 : 1]
 
 static void work_free(mp_work *w)
 {
-    free(w->qrows); free(w->rem); free(w->line); free(w->vis);
+    free(w->qrows);
+    free(w->rem);
+    free(w->line);
+    free(w->vis);
     grow_buf *bufs[] = {&w->qs, &w->ks, &w->cs, &w->es, &w->vs, &w->cpv};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]->buf);
@@ -170,11 +173,16 @@ static void mpfr_vars_init(mp_work *w)
     w->mpfr_ready = true;
 }
 
-static int work_init(mp_work *w, const ac_problem *p, const double *q, const double *k,
-                     const double *v, int prec, ac_err *err)
+static int work_init(mp_work *w, const ac_problem *p, const double *q, const double *k, const double *v, int prec,
+                     ac_err *err)
 {
     memset(w, 0, sizeof *w);
-    w->p = p; w->q = q; w->k = k; w->v = v; w->prec = prec; w->err = err;
+    w->p = p;
+    w->q = q;
+    w->k = k;
+    w->v = v;
+    w->prec = prec;
+    w->err = err;
     size_t d = (size_t)p->head_dim, d_v = (size_t)ac_head_dim_v(p), nk = (size_t)p->seqlen_k, rows = MP_ROWS_PER_CHUNK;
     size_t d_max = d > d_v ? d : d_v; /* K blocks are sliced with d columns, V blocks with d_v */
     size_t block = MP_KEYS_PER_BLOCK * d_max, widest = d_max > MP_KEYS_PER_BLOCK ? d_max : MP_KEYS_PER_BLOCK;
@@ -201,10 +209,11 @@ static int slice_status(mp_work *w, int used, const char *what, int b, int h)
     if (used == MX_BAD_VALUE)
         return ac_fail(w->err, AC_ERR_INPUT,
                        "ref_forward_mpfr: %s of (b=%d, head=%d) holds a value that is not finite with "
-                       "magnitude 0 or in [2^-400, 2^400] (f32/f16/bf16 values always are)", what, b, h);
+                       "magnitude 0 or in [2^-400, 2^400] (f32/f16/bf16 values always are)",
+                       what, b, h);
     if (used < 0)
-        return ac_fail(w->err, AC_ERR_ENV, "ref_forward_mpfr: %s of (b=%d, head=%d) needs more than %d slices",
-                       what, b, h, MP_MAX_SLICES);
+        return ac_fail(w->err, AC_ERR_ENV, "ref_forward_mpfr: %s of (b=%d, head=%d) needs more than %d slices", what, b,
+                       h, MP_MAX_SLICES);
     return AC_OK;
 }
 
@@ -213,19 +222,19 @@ static int out_of_memory(mp_work *w) { return ac_fail(w->err, AC_ERR_ENV, "ref_f
 /* ---- one chunk: up to MP_ROWS_PER_CHUNK query rows of one (b, h) ---------- */
 typedef struct {
     int b, h, h_kv, n;
-    int i[MP_ROWS_PER_CHUNK];   /* query rows */
-    int jlo, jhi;               /* union of their visible key ranges */
-    double *o;                  /* n x d, compact */
-    double *lse;                /* n */
+    int i[MP_ROWS_PER_CHUNK]; /* query rows */
+    int jlo, jhi; /* union of their visible key ranges */
+    double *o; /* n x d, compact */
+    double *lse; /* n */
 } mp_chunk;
 
 /* What the row-parallel passes share. */
 typedef struct {
     mp_work *w;
     mp_chunk *ch;
-    int j0, j1;      /* key block */
-    int s_q, s_k;    /* score slices of Q and K */
-    int s_e, s_v;    /* slices of e and V */
+    int j0, j1; /* key block */
+    int s_q, s_k; /* score slices of Q and K */
+    int s_e, s_v; /* slices of e and V */
 } mp_job;
 
 /* Row strides of K (d columns) and V (d_v). */
@@ -328,8 +337,8 @@ static int chunk_scores_block(mp_work *w, mp_chunk *ch, int s_q, int j0, int j1)
     if (s_k == 0 || s_q == 0)
         memset(cs, 0, (size_t)s_q * R * s_k * nb * sizeof *cs);
     else /* every slice of every row against every slice of every key, exactly */
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s_q * (int)R, s_k * (int)nb, (int)d, 1.0,
-                    w->qs.buf, (int)d, ks, (int)d, 0.0, cs, s_k * (int)nb);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s_q * (int)R, s_k * (int)nb, (int)d, 1.0, w->qs.buf,
+                    (int)d, ks, (int)d, 0.0, cs, s_k * (int)nb);
     mp_job job = {.w = w, .ch = ch, .j0 = j0, .j1 = j1, .s_q = s_q, .s_k = s_k};
     ref_parallel_rows(scores_rows, &job, 0, ch->n, R * nb * 64);
     return AC_OK;
@@ -477,8 +486,8 @@ static int chunk_pv_block(mp_work *w, mp_chunk *ch, int j0, int j1)
     if (!cpv)
         return out_of_memory(w);
     for (int t = 0; t < job.s_v; t++)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, job.s_e * (int)R, (int)d, (int)nb, 1.0,
-                    es, (int)nb, vs + (size_t)t * nb * d, (int)d, 0.0, cpv + (size_t)t * job.s_e * R * d, (int)d);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, job.s_e * (int)R, (int)d, (int)nb, 1.0, es, (int)nb,
+                    vs + (size_t)t * nb * d, (int)d, 0.0, cpv + (size_t)t * job.s_e * R * d, (int)d);
     ref_parallel_rows(pv_sum_rows, &job, 0, ch->n, R * d * 1024);
     return AC_OK;
 }
@@ -523,13 +532,10 @@ static int run_chunk(mp_work *w, mp_chunk *ch)
 
 /* ---- the public entry points ------------------------------------------------ */
 
-size_t mx_total_rows(const ac_problem *p)
-{
-    return (size_t)p->batch * p->heads_q * p->seqlen_q;
-}
+size_t mx_total_rows(const ac_problem *p) { return (size_t)p->batch * p->heads_q * p->seqlen_q; }
 
-int mx_check_args(const ac_problem *p, const double *q, const double *k, const double *v,
-                        int prec_bits, const char *fn, ac_err *err)
+int mx_check_args(const ac_problem *p, const double *q, const double *k, const double *v, int prec_bits, const char *fn,
+                  ac_err *err)
 {
     if (!p)
         return ac_fail(err, AC_ERR_INPUT, "%s: problem is NULL", fn);
@@ -541,16 +547,16 @@ int mx_check_args(const ac_problem *p, const double *q, const double *k, const d
     if (!q || !k || !v)
         return ac_fail(err, AC_ERR_INPUT, "%s: input tensor %s is NULL", fn, !q ? "q" : !k ? "k" : "v");
     if (prec_bits < MP_MIN_PREC || prec_bits > MP_MAX_PREC)
-        return ac_fail(err, AC_ERR_INPUT, "%s: prec_bits must be in %d..%d, got %d", fn, MP_MIN_PREC,
-                       MP_MAX_PREC, prec_bits);
+        return ac_fail(err, AC_ERR_INPUT, "%s: prec_bits must be in %d..%d, got %d", fn, MP_MIN_PREC, MP_MAX_PREC,
+                       prec_bits);
     return AC_OK;
 }
 
 /* Runs the MPFR path on the row ids ids[0..n), sorted so rows of one head
  * are neighbours.  Results go to o/lse in the problem's layout, or, when
  * compact, to o[t * d + c] and lse[t] for the t-th id. */
-static int mp_run(const ac_problem *p, const double *q, const double *k, const double *v, int prec,
-                  const size_t *ids, size_t n, double *o, double *lse, bool compact, ac_err *err)
+static int mp_run(const ac_problem *p, const double *q, const double *k, const double *v, int prec, const size_t *ids,
+                  size_t n, double *o, double *lse, bool compact, ac_err *err)
 {
     mp_work w;
     int status = work_init(&w, p, q, k, v, prec, err);
@@ -560,8 +566,10 @@ static int mp_run(const ac_problem *p, const double *q, const double *k, const d
     double chunk_o[MP_ROWS_PER_CHUNK * AC_MAX_HEAD_DIM], chunk_lse[MP_ROWS_PER_CHUNK];
     for (size_t at = 0; at < n && status == AC_OK;) {
         size_t head = ids[at] / (size_t)p->seqlen_q;
-        mp_chunk ch = {.b = (int)(head / (size_t)p->heads_q), .h = (int)(head % (size_t)p->heads_q),
-                       .o = chunk_o, .lse = chunk_lse};
+        mp_chunk ch = {.b = (int)(head / (size_t)p->heads_q),
+                       .h = (int)(head % (size_t)p->heads_q),
+                       .o = chunk_o,
+                       .lse = chunk_lse};
         ch.h_kv = ac_kv_head_of(p, ch.h);
         size_t first = at;
         while (at < n && ch.n < MP_ROWS_PER_CHUNK && ids[at] / (size_t)p->seqlen_q == head)
@@ -593,9 +601,8 @@ int mx_cmp_size(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int ref_forward_mpfr(const ac_problem *p, const double *q, const double *k, const double *v,
-                     int prec_bits, const size_t *rows, size_t n_rows,
-                     double *o, double *lse, ac_err *err)
+int ref_forward_mpfr(const ac_problem *p, const double *q, const double *k, const double *v, int prec_bits,
+                     const size_t *rows, size_t n_rows, double *o, double *lse, ac_err *err)
 {
     const char *fn = "ref_forward_mpfr";
     int status = mx_check_args(p, q, k, v, prec_bits, fn, err);
@@ -606,8 +613,8 @@ int ref_forward_mpfr(const ac_problem *p, const double *q, const double *k, cons
     size_t all = mx_total_rows(p), n = rows ? n_rows : all;
     for (size_t t = 0; rows && t < n_rows; t++)
         if (rows[t] >= all)
-            return ac_fail(err, AC_ERR_INPUT, "%s: rows[%zu] = %zu is out of range (B*Hq*Nq = %zu)", fn,
-                           t, rows[t], all);
+            return ac_fail(err, AC_ERR_INPUT, "%s: rows[%zu] = %zu is out of range (B*Hq*Nq = %zu)", fn, t, rows[t],
+                           all);
     size_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids)
         return ac_fail(err, AC_ERR_ENV, "%s: out of memory for %zu row ids", fn, n);
@@ -623,8 +630,8 @@ int ref_forward_mpfr(const ac_problem *p, const double *q, const double *k, cons
     return status;
 }
 
-int mx_forward_rows(const ac_problem *p, const double *q, const double *k, const double *v, int prec,
-                    const size_t *ids, size_t n, double *o, double *lse, ac_err *err)
+int mx_forward_rows(const ac_problem *p, const double *q, const double *k, const double *v, int prec, const size_t *ids,
+                    size_t n, double *o, double *lse, ac_err *err)
 {
     return mp_run(p, q, k, v, prec, ids, n, o, lse, true, err);
 }

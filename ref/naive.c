@@ -38,8 +38,8 @@
 
 #include "fp64_block.h"
 #include "naive_blocks.h"
-#include "parallel.h"
 #include "naive_mods.h"
+#include "parallel.h"
 #include "ref.h"
 #include "round_float.h"
 #include "variants_internal.h"
@@ -65,8 +65,7 @@ static void pack_head(const double *src, size_t base, size_t ld, int rows, int s
 }
 
 /* The transpose, (d, cols_pad): dst[c * cols_pad + j], keys past `stored` zeroed. */
-static void pack_head_transposed(const double *src, size_t base, size_t ld, int stored, int d,
-                                 int cols_pad, float *dst)
+static void pack_head_transposed(const double *src, size_t base, size_t ld, int stored, int d, int cols_pad, float *dst)
 {
     for (int c = 0; c < d; c++) {
         for (int j = 0; j < stored; j++)
@@ -102,9 +101,11 @@ static void pack_task(void *arg, size_t task, int worker)
     int nk = p->seqlen_k, sk = hd.stored_k;
     pack_head(job->k, hd.kv_base, hd.ld_kv, nk, sk, ctx->d, ctx->d_pad, naive_kv_row(ctx, ctx->k, b, h_kv, 0));
     pack_head(job->v, hd.v_base, hd.ld_v, nk, sk, ctx->d_v, ctx->d_pad, naive_kv_row(ctx, ctx->v, b, h_kv, 0));
-    pack_head_transposed(job->k, hd.kv_base, hd.ld_kv, sk, ctx->d, ctx->nk_pad, naive_kvt_col(ctx, ctx->kt, b, h_kv, 0));
+    pack_head_transposed(job->k, hd.kv_base, hd.ld_kv, sk, ctx->d, ctx->nk_pad,
+                         naive_kvt_col(ctx, ctx->kt, b, h_kv, 0));
     if (ctx->d_o) /* dP = dO V^T: the backward only */
-        pack_head_transposed(job->v, hd.v_base, hd.ld_v, sk, ctx->d_v, ctx->nk_pad, naive_vt_col(ctx, ctx->vt, b, h_kv, 0));
+        pack_head_transposed(job->v, hd.v_base, hd.ld_v, sk, ctx->d_v, ctx->nk_pad,
+                             naive_vt_col(ctx, ctx->vt, b, h_kv, 0));
 }
 
 void naive_ctx_free(naive_ctx *ctx)
@@ -133,8 +134,8 @@ static void fill_key_ranges(naive_ctx *ctx)
         }
 }
 
-int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                   const double *v, const double *d_o, const double *o, ac_err *err)
+int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                   const double *d_o, const double *o, ac_err *err)
 {
     memset(ctx, 0, sizeof *ctx);
     int status = ref_thread_count(&ctx->workers, err);
@@ -167,8 +168,10 @@ int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double
     if (!ctx->q || !ctx->k || !ctx->v || !ctx->kt || !ctx->key_lo || !ctx->key_hi ||
         (grads && (!ctx->d_o || !ctx->o || !ctx->vt))) {
         naive_ctx_free(ctx);
-        return ac_fail(err, AC_ERR_ENV, "naive baseline: out of memory for float copies of the inputs "
-                       "(%zu Q-like, %zu K-like elements)", nq, nkv);
+        return ac_fail(err, AC_ERR_ENV,
+                       "naive baseline: out of memory for float copies of the inputs "
+                       "(%zu Q-like, %zu K-like elements)",
+                       nq, nkv);
     }
     fill_key_ranges(ctx);
     pack_job job = {ctx, q, k, v, d_o, o};
@@ -261,14 +264,12 @@ void naive_scores(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, 
     naive_scores_slope(ctx, blk, j0, j1, s, any, NULL);
 }
 
-void naive_scores_slope(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, float *s, bool *any,
-                        float *slope)
+void naive_scores_slope(const naive_ctx *ctx, const naive_block *blk, int j0, int j1, float *s, bool *any, float *slope)
 {
     const ac_problem *p = ctx->p;
     int rows = blk->i1 - blk->i0, ld = naive_pad(j1 - j0);
     nk_dot_rows(naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), (size_t)ctx->d_pad, rows,
-                naive_kvt_col(ctx, ctx->kt, blk->b, blk->h_kv, j0), (size_t)ctx->nk_pad, ld, ctx->d, s,
-                (size_t)ld);
+                naive_kvt_col(ctx, ctx->kt, blk->b, blk->h_kv, j0), (size_t)ctx->nk_pad, ld, ctx->d, s, (size_t)ld);
     for (int r = 0; r < rows; r++) {
         int i = blk->i0 + r;
         size_t at = (size_t)blk->b * p->seqlen_q + i;
@@ -280,7 +281,7 @@ void naive_scores_slope(const naive_ctx *ctx, const naive_block *blk, int j0, in
         ac_visible_gap(p, blk->b, i, &g0, &g1);
         for (int j = j0; j < j1; j++) {
             bool visible = j >= lo && j < hi && (j < g0 || j >= g1) && (!mask || mask[j]) &&
-                           !naive_bias_hides(p, blk->b, blk->h, i, j);
+                !naive_bias_hides(p, blk->b, blk->h, i, j);
             /* NaN marks a hidden pair (a score never is: finite inputs, float sums) */
             row[j - j0] = visible ? rf_round(ctx->t, row[j - j0] * ctx->scale) : NAN;
             seen |= visible;
@@ -293,15 +294,9 @@ void naive_scores_slope(const naive_ctx *ctx, const naive_block *blk, int j0, in
     }
 }
 
-float naive_exp(float s, float m)
-{
-    return isnan(s) ? -0.0f : s == -INFINITY ? 0.0f : expf(s - m);
-}
+float naive_exp(float s, float m) { return isnan(s) ? -0.0f : s == -INFINITY ? 0.0f : expf(s - m); }
 
-float naive_prob(ac_dtype t, float e, float l)
-{
-    return e == 0.0f && signbit(e) ? 0.0f : rf_round(t, e / l);
-}
+float naive_prob(ac_dtype t, float e, float l) { return e == 0.0f && signbit(e) ? 0.0f : rf_round(t, e / l); }
 
 void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float sink, float *m_out, float *l_out)
 {
@@ -325,16 +320,15 @@ void naive_softmax_row(ac_dtype t, float *row, int cols, bool any, float sink, f
     *l_out = l;
 }
 
-void naive_store_rows(ac_dtype t, float alpha, const float *acc, size_t ld_acc, int rows, int d,
-                      double *dst, size_t ld_dst)
+void naive_store_rows(ac_dtype t, float alpha, const float *acc, size_t ld_acc, int rows, int d, double *dst,
+                      size_t ld_dst)
 {
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < d; c++)
             dst[(size_t)r * ld_dst + c] = rf_round(t, alpha * acc[(size_t)r * ld_acc + c]);
 }
 
-int naive_check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n,
-                     const char *who, ac_err *err)
+int naive_check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n, const char *who, ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err);
     if (status != AC_OK)
@@ -379,10 +373,11 @@ static void forward_block(const forward_job *job, const naive_block *blk, float 
         naive_softmax_row(ctx->t, s + (size_t)r * ld, cols, any[r], naive_sink(p, blk->h), &m, &l);
         job->lse[ac_lse_index(p, blk->b, blk->h, blk->i0 + r)] = l > 0.0f ? m + logf(l) : -INFINITY;
         for (int j = 0; p->dropout_p > 0.0 && j < cols; j++) /* after the softmax: O takes P dropped */
-            s[(size_t)r * ld + j] = naive_drop(p, ctx->t, blk->b, blk->h, blk->i0 + r, blk->jt0 + j, s[(size_t)r * ld + j]);
+            s[(size_t)r * ld + j] =
+                naive_drop(p, ctx->t, blk->b, blk->h, blk->i0 + r, blk->jt0 + j, s[(size_t)r * ld + j]);
     }
-    nk_acc_rows(s, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->v, blk->b, blk->h_kv, blk->jt0),
-                (size_t)ctx->d_pad, ctx->d_pad, acc, (size_t)ctx->d_pad);
+    nk_acc_rows(s, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->v, blk->b, blk->h_kv, blk->jt0), (size_t)ctx->d_pad,
+                ctx->d_pad, acc, (size_t)ctx->d_pad);
     ref_head hd;
     ref_head_init(&hd, p, blk->b, blk->h);
     double *o_rows = job->o + hd.o_base + (size_t)blk->i0 * hd.ld_o;
@@ -435,8 +430,8 @@ bool naive_scratch_alloc(float ***slots[], const size_t sizes[], int n_kinds, in
     return ok;
 }
 
-int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                      const double *v, double *o, double *lse, ac_err *err)
+int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v, double *o,
+                      double *lse, ac_err *err)
 {
     if (ac_problem_is_fp8(p) || ac_dtype_is_fp8(t)) /* its own recipe (naive_fp8.c) */
         return ref_naive_forward_fp8(p, q, k, v, o, lse, err);

@@ -26,9 +26,9 @@ typedef struct {
     const naive_ctx *ctx;
     double *dq, *dk, *dv;
     float *row_max, *row_sum, *row_delta; /* (B, Hq, Nq) as pass 1 computed them */
-    bool *row_any;                        /* the row sees a key */
-    float **s, **ds, **acc;               /* per worker: (NAIVE_ROWS, nk_pad) twice, (2 NAIVE_KEYS, d_pad) */
-    float **slope;                        /* per worker, with score modifiers: (NAIVE_ROWS, nk_pad) dS'/dS */
+    bool *row_any; /* the row sees a key */
+    float **s, **ds, **acc; /* per worker: (NAIVE_ROWS, nk_pad) twice, (2 NAIVE_KEYS, d_pad) */
+    float **slope; /* per worker, with score modifiers: (NAIVE_ROWS, nk_pad) dS'/dS */
 } grad_job;
 
 static float *slope_of(const grad_job *job, int worker) { return job->ctx->mods ? job->slope[worker] : NULL; }
@@ -44,7 +44,7 @@ static bool pair_visible(const naive_ctx *ctx, int b, int h, const uint8_t *mask
     int g0, g1; /* sink tokens' gap */
     ac_visible_gap(ctx->p, b, i, &g0, &g1);
     return j >= ctx->key_lo[at] && j < ctx->key_hi[at] && (j < g0 || j >= g1) && (!mask || mask[j]) &&
-           !naive_bias_hides(ctx->p, b, h, i, j);
+        !naive_bias_hides(ctx->p, b, h, i, j);
 }
 
 /* D_i = sum_c dO_ic O_ic in float, in order over c. */
@@ -61,14 +61,13 @@ static float row_delta(const naive_ctx *ctx, int b, int h, int i)
  * row stride naive_pad(j1 - j0), then dS = round_t(P (round_t(dP) - D)) in
  * place, 0 where masked or the row sees no key.  p: P, same shape; slope (may
  * be NULL): the score modifiers' dS'/dS, dS = round_t(dS' slope). */
-static void grad_scores(const grad_job *job, const naive_block *blk, int j0, int j1, const float *p,
-                        float *ds, const float *slope)
+static void grad_scores(const grad_job *job, const naive_block *blk, int j0, int j1, const float *p, float *ds,
+                        const float *slope)
 {
     const naive_ctx *ctx = job->ctx;
     int ld = naive_pad(j1 - j0);
     nk_dot_rows(naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0), (size_t)ctx->d_pad, blk->i1 - blk->i0,
-                naive_vt_col(ctx, ctx->vt, blk->b, blk->h_kv, j0), (size_t)ctx->nk_pad, ld, ctx->d_v, ds,
-                (size_t)ld);
+                naive_vt_col(ctx, ctx->vt, blk->b, blk->h_kv, j0), (size_t)ctx->nk_pad, ld, ctx->d_v, ds, (size_t)ld);
     for (int i = blk->i0; i < blk->i1; i++) {
         size_t at = row_at(ctx->p, blk->b, blk->h, i), r = (size_t)(i - blk->i0) * ld;
         const uint8_t *mask = naive_mask_row(ctx, blk->b, blk->h, i);
@@ -100,8 +99,8 @@ static void dq_block(const grad_job *job, const naive_block *blk, float *s, floa
         job->row_delta[at] = any[r] ? row_delta(ctx, blk->b, blk->h, blk->i0 + r) : 0.0f;
     }
     grad_scores(job, blk, blk->jt0, blk->jt1, s, ds, slope);
-    nk_acc_rows(ds, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->k, blk->b, blk->h_kv, blk->jt0),
-                (size_t)ctx->d_pad, ctx->d_pad, acc, (size_t)ctx->d_pad);
+    nk_acc_rows(ds, (size_t)ld, rows, cols, naive_kv_row(ctx, ctx->k, blk->b, blk->h_kv, blk->jt0), (size_t)ctx->d_pad,
+                ctx->d_pad, acc, (size_t)ctx->d_pad);
     ref_head hd;
     ref_head_init(&hd, p, blk->b, blk->h);
     double *dq_rows = job->dq + hd.q_base + (size_t)blk->i0 * hd.ld_q;
@@ -154,8 +153,8 @@ static void tile_probs(const grad_job *job, const naive_block *blk, int j0, int 
     }
 }
 
-static void kv_tile_pair(const grad_job *job, const naive_block *blk, int j0, int j1, float *s,
-                         float *ds, float *dk_acc, float *dv_acc, float *slope)
+static void kv_tile_pair(const grad_job *job, const naive_block *blk, int j0, int j1, float *s, float *ds,
+                         float *dk_acc, float *dv_acc, float *slope)
 {
     const naive_ctx *ctx = job->ctx;
     int rows = blk->i1 - blk->i0, tw = j1 - j0, ld = naive_pad(tw), d_pad = ctx->d_pad;
@@ -165,10 +164,10 @@ static void kv_tile_pair(const grad_job *job, const naive_block *blk, int j0, in
         for (int j = j0; j < j1; j++)
             s[(size_t)(i - blk->i0) * ld + (j - j0)] =
                 naive_drop(ctx->p, ctx->t, blk->b, blk->h, i, j, s[(size_t)(i - blk->i0) * ld + (j - j0)]);
-    nk_acc_cols(s, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0), (size_t)d_pad,
-                d_pad, dv_acc, (size_t)d_pad);
-    nk_acc_cols(ds, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), (size_t)d_pad,
-                d_pad, dk_acc, (size_t)d_pad);
+    nk_acc_cols(s, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->d_o, blk->b, blk->h, blk->i0), (size_t)d_pad, d_pad,
+                dv_acc, (size_t)d_pad);
+    nk_acc_cols(ds, (size_t)ld, rows, tw, naive_q_row(ctx, ctx->q, blk->b, blk->h, blk->i0), (size_t)d_pad, d_pad,
+                dk_acc, (size_t)d_pad);
 }
 
 static bool block_sees_tile(const naive_ctx *ctx, const naive_block *blk, int j0, int j1)
@@ -183,8 +182,7 @@ static bool block_sees_tile(const naive_ctx *ctx, const naive_block *blk, int j0
     return false;
 }
 
-static void kv_tile(const grad_job *job, int b, int h_kv, int j0, int j1, float *s, float *ds,
-                    float *acc, float *slope)
+static void kv_tile(const grad_job *job, int b, int h_kv, int j0, int j1, float *s, float *ds, float *acc, float *slope)
 {
     const naive_ctx *ctx = job->ctx;
     const ac_problem *p = ctx->p;
@@ -259,9 +257,9 @@ static int run_passes(naive_ctx *ctx, grad_job *job, ac_err *err)
     return status;
 }
 
-int ref_naive_backward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                       const double *v, const double *o, const double *lse, const double *d_o,
-                       double *dq, double *dk, double *dv, ac_err *err)
+int ref_naive_backward(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                       const double *o, const double *lse, const double *d_o, double *dq, double *dk, double *dv,
+                       ac_err *err)
 {
     /* lse is part of the interface for symmetry with the fp64 backward; the
      * naive backward recomputes P exactly as its forward rounded it instead. */

@@ -19,20 +19,20 @@
 #include "naive_kernels.h"
 #include "ref.h"
 
-#define NAIVE_ROWS 64  /* query rows per task (forward, dQ pass) */
+#define NAIVE_ROWS 64 /* query rows per task (forward, dQ pass) */
 #define NAIVE_KEYS 128 /* keys per task of the dK/dV pass, a multiple of NK_COLS */
 
 typedef struct {
     const ac_problem *p;
     ac_dtype t;
     int d, d_v, d_pad, nk_pad, workers; /* d_pad: the packed width, d and d_v rounded up */
-    float scale;                  /* (float)p->scale, as the naive computation holds it */
-    bool mods;                    /* score modifiers (naive_mods.h) */
-    float *q, *k, *v, *d_o, *o;   /* packed copies, row stride d_pad; d_o, o only for the backward */
-    float *kt, *vt;               /* K^T, V^T per (b, h_kv): (d, nk_pad) */
-    int *key_lo, *key_hi;         /* (B, Nq): [lo, hi) of row i of batch b, the window, causal
+    float scale; /* (float)p->scale, as the naive computation holds it */
+    bool mods; /* score modifiers (naive_mods.h) */
+    float *q, *k, *v, *d_o, *o; /* packed copies, row stride d_pad; d_o, o only for the backward */
+    float *kt, *vt; /* K^T, V^T per (b, h_kv): (d, nk_pad) */
+    int *key_lo, *key_hi; /* (B, Nq): [lo, hi) of row i of batch b, the window, causal
                                      and length part of visibility; lo = hi = 0 for padding rows */
-    int row_blocks;               /* blocks per (b, h): ceil(seqlen_q / NAIVE_ROWS) */
+    int row_blocks; /* blocks per (b, h): ceil(seqlen_q / NAIVE_ROWS) */
 } naive_ctx;
 
 /* Rows [i0, i1) of head h (i1 <= nq_b) and the keys [jt0, jt1) covering their
@@ -43,8 +43,8 @@ typedef struct {
 
 /* Packs q, k, v (and d_o, o when both are given) into float copies and fills
  * the key ranges, on ctx->workers threads.  AC_ERR_ENV when out of memory. */
-int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                   const double *v, const double *d_o, const double *o, ac_err *err);
+int naive_ctx_init(naive_ctx *ctx, const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                   const double *d_o, const double *o, ac_err *err);
 void naive_ctx_free(naive_ctx *ctx);
 
 /* Packed row i of head h of a Q-like (heads_q) or K-like (heads_kv) copy;
@@ -88,8 +88,8 @@ float naive_prob(ac_dtype t, float e, float l);
 
 /* Rounded to t and written as doubles: dst[r * ld_dst + c] = round_t(alpha * acc[r * ld_acc + c])
  * for c < d. */
-void naive_store_rows(ac_dtype t, float alpha, const float *acc, size_t ld_acc, int rows, int d,
-                      double *dst, size_t ld_dst);
+void naive_store_rows(ac_dtype t, float alpha, const float *acc, size_t ld_acc, int rows, int d, double *dst,
+                      size_t ld_dst);
 
 /* Per-worker scratch: for each kind, `workers` float buffers of sizes[kind]
  * elements, the array of them stored through slots[kind].  Free is safe after
@@ -97,7 +97,6 @@ void naive_store_rows(ac_dtype t, float alpha, const float *acc, size_t ld_acc, 
 bool naive_scratch_alloc(float ***slots[], const size_t sizes[], int n_kinds, int workers);
 void naive_scratch_free(float ***slots[], int n_kinds, int workers);
 
-int naive_check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n,
-                     const char *who, ac_err *err);
+int naive_check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n, const char *who, ac_err *err);
 
 #endif

@@ -25,8 +25,8 @@ typedef float vec_f __attribute__((vector_size(VLEN * sizeof(float))));
 #define STORE_VEC(dst, v) memcpy((dst), &(v), sizeof(vec_f))
 
 NK_CLONES
-void nk_dot_rows(const float *a, size_t lda, int rows, const float *bt, size_t ldb, int cols, int d,
-                 float *out, size_t ldo)
+void nk_dot_rows(const float *a, size_t lda, int rows, const float *bt, size_t ldb, int cols, int d, float *out,
+                 size_t ldo)
 {
     for (int r0 = 0; r0 < rows; r0 += 4) {
         const float *ar[4];
@@ -53,8 +53,8 @@ void nk_dot_rows(const float *a, size_t lda, int rows, const float *bt, size_t l
 }
 
 NK_CLONES
-void nk_acc_rows(const float *w, size_t ldw, int rows, int n, const float *b, size_t ldb, int d_pad,
-                 float *out, size_t ldo)
+void nk_acc_rows(const float *w, size_t ldw, int rows, int n, const float *b, size_t ldb, int d_pad, float *out,
+                 size_t ldo)
 {
     for (int r0 = 0; r0 < rows; r0 += 4) {
         const float *wr[4];
@@ -81,8 +81,8 @@ void nk_acc_rows(const float *w, size_t ldw, int rows, int n, const float *b, si
 }
 
 NK_CLONES
-void nk_acc_cols(const float *w, size_t ldw, int rows, int keys, const float *x, size_t ldx, int d_pad,
-                 float *acc, size_t ld_acc)
+void nk_acc_cols(const float *w, size_t ldw, int rows, int keys, const float *x, size_t ldx, int d_pad, float *acc,
+                 size_t ld_acc)
 {
     for (int j0 = 0; j0 < keys; j0 += 4) {
         int col[4];

@@ -19,17 +19,17 @@
 
 /* out[r][j] = sum_{c < d} a[r][c] bt[c][j] for r < rows, j < cols: S = Q K^T and
  * dP = dO V^T from K^T / V^T stored (d, keys). */
-void nk_dot_rows(const float *a, size_t lda, int rows, const float *bt, size_t ldb, int cols, int d,
-                 float *out, size_t ldo);
+void nk_dot_rows(const float *a, size_t lda, int rows, const float *bt, size_t ldb, int cols, int d, float *out,
+                 size_t ldo);
 
 /* out[r][c] = sum_{j < n} w[r][j] b[j][c] for r < rows, c < d_pad: O = P V, dQ = dS K. */
-void nk_acc_rows(const float *w, size_t ldw, int rows, int n, const float *b, size_t ldb, int d_pad,
-                 float *out, size_t ldo);
+void nk_acc_rows(const float *w, size_t ldw, int rows, int n, const float *b, size_t ldb, int d_pad, float *out,
+                 size_t ldo);
 
 /* acc[j][c] += sum_{i < rows} w[i][j] x[i][c] for j < keys, c < d_pad, the
  * terms added to acc one row at a time in order of i: dV += P^T dO,
  * dK += dS^T Q, continuing the scalar's running sums across calls. */
-void nk_acc_cols(const float *w, size_t ldw, int rows, int keys, const float *x, size_t ldx, int d_pad,
-                 float *acc, size_t ld_acc);
+void nk_acc_cols(const float *w, size_t ldw, int rows, int keys, const float *x, size_t ldx, int d_pad, float *acc,
+                 size_t ld_acc);
 
 #endif

@@ -23,8 +23,7 @@
 #include "ref.h"
 #include "round_float.h"
 
-static inline float naive_score_mod(const ac_problem *p, ac_dtype t, int b, int h, int i, int j, float s,
-                                    float *slope)
+static inline float naive_score_mod(const ac_problem *p, ac_dtype t, int b, int h, int i, int j, float s, float *slope)
 {
     float cap_slope = 1.0f;
     if (p->softcap != 0.0) {

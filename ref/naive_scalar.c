@@ -29,8 +29,8 @@ static float round_t(ac_dtype t, float x) { return (float)ac_round(t, (double)x)
 
 /* Row i of head h as the forward makes it: p_row[j] = P_ij (0 where masked).
  * Returns false when no key is visible; *lse_nat gets m + logf(l). */
-static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                            int b, int h, int i, float *p_row, float *slope_row, float *lse_nat)
+static bool naive_probs_row(const ac_problem *p, ac_dtype t, const double *q, const double *k, int b, int h, int i,
+                            float *p_row, float *slope_row, float *lse_nat)
 {
     int nk = ac_seqlen_k_of(p, b), h_kv = ac_kv_head_of(p, h), d = p->head_dim;
     float scale = (float)p->scale, sink = naive_sink(p, h), m = sink;
@@ -72,8 +72,7 @@ static void zero_row(const ac_problem *p, ac_tensor_kind kind, double *x, int b,
         x[ac_tensor_index(p, kind, b, h, i, c)] = 0.0;
 }
 
-static int check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n,
-                      const char *who, ac_err *err)
+static int check_args(const ac_problem *p, ac_dtype t, const void *const *tensors, int n, const char *who, ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err);
     if (status == AC_OK)
@@ -88,8 +87,8 @@ static int check_args(const ac_problem *p, ac_dtype t, const void *const *tensor
     return AC_OK;
 }
 
-int ref_naive_forward_scalar(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                      const double *v, double *o, double *lse, ac_err *err)
+int ref_naive_forward_scalar(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                             double *o, double *lse, ac_err *err)
 {
     const void *tensors[] = {q, k, v, o, lse};
     int status = check_args(p, t, tensors, 5, "ref_naive_forward_scalar", err);
@@ -178,8 +177,7 @@ static void naive_bwd_row(const ac_problem *p, ac_dtype t, const naive_bwd *w, i
 }
 
 /* One K/V head: every query row of its GQA group, then dK, dV rounded. */
-static void naive_bwd_kv_head(const ac_problem *p, ac_dtype t, naive_bwd *w, double *dk, double *dv,
-                              int b, int h_kv)
+static void naive_bwd_kv_head(const ac_problem *p, ac_dtype t, naive_bwd *w, double *dk, double *dv, int b, int h_kv)
 {
     int d = p->head_dim, d_v = ac_head_dim_v(p), group = p->heads_q / p->heads_kv;
     memset(w->dk_acc, 0, (size_t)p->seqlen_k * d * sizeof *w->dk_acc);
@@ -200,9 +198,9 @@ static void naive_bwd_kv_head(const ac_problem *p, ac_dtype t, naive_bwd *w, dou
     }
 }
 
-int ref_naive_backward_scalar(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                       const double *v, const double *o, const double *lse, const double *d_o,
-                       double *dq, double *dk, double *dv, ac_err *err)
+int ref_naive_backward_scalar(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                              const double *o, const double *lse, const double *d_o, double *dq, double *dk, double *dv,
+                              ac_err *err)
 {
     /* lse is part of the interface for symmetry with the fp64 backward; the
      * naive backward reuses P exactly as its forward rounded it instead. */
@@ -211,9 +209,17 @@ int ref_naive_backward_scalar(const ac_problem *p, ac_dtype t, const double *q, 
     if (status != AC_OK)
         return status;
     size_t kv_head = (size_t)p->seqlen_k * p->head_dim, v_head = (size_t)p->seqlen_k * ac_head_dim_v(p);
-    naive_bwd w = {q, k, v, o, d_o, dq, malloc((size_t)p->seqlen_k * sizeof(float)),
-                   malloc((size_t)p->seqlen_k * sizeof(float)), malloc((size_t)p->seqlen_k * sizeof(float)),
-                   malloc(kv_head * sizeof(float)), malloc(v_head * sizeof(float))};
+    naive_bwd w = {q,
+                   k,
+                   v,
+                   o,
+                   d_o,
+                   dq,
+                   malloc((size_t)p->seqlen_k * sizeof(float)),
+                   malloc((size_t)p->seqlen_k * sizeof(float)),
+                   malloc((size_t)p->seqlen_k * sizeof(float)),
+                   malloc(kv_head * sizeof(float)),
+                   malloc(v_head * sizeof(float))};
     if (w.p_row && w.ds_row && w.slope_row && w.dk_acc && w.dv_acc)
         for (int b = 0; b < p->batch; b++)
             for (int h_kv = 0; h_kv < p->heads_kv; h_kv++)

@@ -62,14 +62,16 @@ static int validate_table(const ac_problem *p, ac_err *err)
     for (int b = 0; b < p->batch; b++) {
         long long room = (long long)p->pages_per_seq * p->page_size;
         if (p->seqlens_k[b] > room)
-            return ac_fail(err, AC_ERR_INPUT, "block_table: row %d has %d pages of %d keys, too short for "
-                           "seqlens_k[%d]=%d", b, p->pages_per_seq, p->page_size, b, p->seqlens_k[b]);
+            return ac_fail(err, AC_ERR_INPUT,
+                           "block_table: row %d has %d pages of %d keys, too short for "
+                           "seqlens_k[%d]=%d",
+                           b, p->pages_per_seq, p->page_size, b, p->seqlens_k[b]);
         int used = (p->seqlens_k[b] + p->page_size - 1) / p->page_size;
         for (int x = 0; x < used; x++) {
             int page = p->block_table[(size_t)b * p->pages_per_seq + x];
             if (page < 0 || page >= p->num_pages)
-                return ac_fail(err, AC_ERR_INPUT, "block_table[%d][%d]=%d: page id out of range 0..%d", b, x,
-                               page, p->num_pages - 1);
+                return ac_fail(err, AC_ERR_INPUT, "block_table[%d][%d]=%d: page id out of range 0..%d", b, x, page,
+                               p->num_pages - 1);
         }
     }
     return AC_OK;

@@ -25,8 +25,7 @@ int ref_thread_count(int *workers, ac_err *err)
         errno = 0;
         long n = strtol(env, &end, 10);
         if (errno || *end || n < 1 || n > REF_MAX_THREADS)
-            return ac_fail(err, AC_ERR_INPUT, "ATTNCHECK_THREADS='%s': want an integer in 1..%d",
-                           env, REF_MAX_THREADS);
+            return ac_fail(err, AC_ERR_INPUT, "ATTNCHECK_THREADS='%s': want an integer in 1..%d", env, REF_MAX_THREADS);
         *workers = (int)n;
         return AC_OK;
     }

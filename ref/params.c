@@ -22,8 +22,7 @@ static int check(const ac_problem *p, const void *const *need, int n, const char
     return AC_OK;
 }
 
-int ref_backward_params_fp64(const ac_problem *p, const double *lse, const double *delta, double *dsink,
-                             ac_err *err)
+int ref_backward_params_fp64(const ac_problem *p, const double *lse, const double *delta, double *dsink, ac_err *err)
 {
     const void *need[] = {lse, delta};
     int status = check(p, need, 2, "ref_backward_params_fp64", err);
@@ -77,7 +76,7 @@ int ref_param_error_scales(const ac_problem *p, ac_dtype t, const double *lse, c
                 size_t at = ac_lse_index(p, b, h, i);
                 double ps = exp(sink - lse[at]), d_abs = fabs(delta[at]);
                 sum += ps * (inv_rho * delta_error(p, e_o, d_o, b, h, i) + d_abs * (e_lse[at] + fabs(sink) + 1.0)) +
-                       tau32 * d_abs;
+                    tau32 * d_abs;
             }
         e_dsink[h] = sum;
     }

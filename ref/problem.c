@@ -15,23 +15,30 @@
 
 double ac_default_scale(int head_dim) { return 1.0 / sqrt((double)head_dim); }
 
-ac_problem ac_problem_dense(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
-                            int head_dim)
+ac_problem ac_problem_dense(int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k, int head_dim)
 {
     ac_problem p = {
-        .batch = batch, .heads_q = heads_q, .heads_kv = heads_kv,
-        .seqlen_q = seqlen_q, .seqlen_k = seqlen_k, .head_dim = head_dim,
-        .layout = AC_LAYOUT_BHSD, .scale = ac_default_scale(head_dim),
-        .window_left = AC_WINDOW_INF, .window_right = AC_WINDOW_INF,
-        .align = AC_ALIGN_TOP_LEFT, .mask_batch = 1, .mask_heads = 1,
+        .batch = batch,
+        .heads_q = heads_q,
+        .heads_kv = heads_kv,
+        .seqlen_q = seqlen_q,
+        .seqlen_k = seqlen_k,
+        .head_dim = head_dim,
+        .layout = AC_LAYOUT_BHSD,
+        .scale = ac_default_scale(head_dim),
+        .window_left = AC_WINDOW_INF,
+        .window_right = AC_WINDOW_INF,
+        .align = AC_ALIGN_TOP_LEFT,
+        .mask_batch = 1,
+        .mask_heads = 1,
     };
     return p;
 }
 
 const char *ac_layout_name(ac_layout l)
 {
-    static const char *const names[AC_LAYOUT_COUNT] = {[AC_LAYOUT_BHSD] = "bhsd", [AC_LAYOUT_BSHD] = "bshd",
-                                                       [AC_LAYOUT_THD] = "thd"};
+    static const char *const names[AC_LAYOUT_COUNT] = {
+        [AC_LAYOUT_BHSD] = "bhsd", [AC_LAYOUT_BSHD] = "bshd", [AC_LAYOUT_THD] = "thd"};
     return (unsigned)l < AC_LAYOUT_COUNT ? names[l] : "?";
 }
 
@@ -83,7 +90,10 @@ size_t ac_index(const ac_problem *p, int heads, int seqlen, int b, int h, int s,
     return (((size_t)b * heads + h) * seqlen + s) * d + c;
 }
 
-size_t ac_q_index(const ac_problem *p, int b, int h, int i, int c) { return ac_tensor_index(p, AC_TENSOR_Q, b, h, i, c); }
+size_t ac_q_index(const ac_problem *p, int b, int h, int i, int c)
+{
+    return ac_tensor_index(p, AC_TENSOR_Q, b, h, i, c);
+}
 
 size_t ac_kv_index(const ac_problem *p, int b, int h_kv, int j, int c)
 {
@@ -135,7 +145,10 @@ size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, i
 
 size_t ac_o_elems(const ac_problem *p) { return ac_tensor_elems(p, AC_TENSOR_O); }
 size_t ac_v_elems(const ac_problem *p) { return ac_tensor_elems(p, AC_TENSOR_V); }
-size_t ac_o_index(const ac_problem *p, int b, int h, int i, int c) { return ac_tensor_index(p, AC_TENSOR_O, b, h, i, c); }
+size_t ac_o_index(const ac_problem *p, int b, int h, int i, int c)
+{
+    return ac_tensor_index(p, AC_TENSOR_O, b, h, i, c);
+}
 size_t ac_v_index(const ac_problem *p, int b, int h_kv, int j, int c)
 {
     return ac_tensor_index(p, AC_TENSOR_V, b, h_kv, j, c);
@@ -228,10 +241,7 @@ const char *ac_mask_what(ac_mask_kind k) { return mask_ok(k) ? mask_rows[k].what
 ac_align ac_mask_align(ac_mask_kind k) { return mask_ok(k) ? mask_rows[k].align : AC_ALIGN_TOP_LEFT; }
 unsigned ac_mask_bit(ac_mask_kind k) { return mask_ok(k) ? mask_rows[k].bit : 0; }
 
-unsigned ac_mask_needs(ac_mask_kind k)
-{
-    return mask_ok(k) ? mask_rows[k].bit | mask_rows[mask_rows[k].with].bit : 0;
-}
+unsigned ac_mask_needs(ac_mask_kind k) { return mask_ok(k) ? mask_rows[k].bit | mask_rows[mask_rows[k].with].bit : 0; }
 
 int ac_mask_from_name(const char *name, size_t len, ac_mask_kind *out)
 {
@@ -257,8 +267,8 @@ unsigned ac_problem_masks(const ac_problem *p)
     unsigned kinds = 0;
     if (p->windowed) {
         bool causal = p->window_left == AC_WINDOW_INF && p->window_right == 0;
-        ac_mask_kind k = causal ? (br ? AC_MASK_CAUSAL_BR : AC_MASK_CAUSAL_TL)
-                                : (br ? AC_MASK_WINDOW_BR : AC_MASK_WINDOW_TL);
+        ac_mask_kind k =
+            causal ? (br ? AC_MASK_CAUSAL_BR : AC_MASK_CAUSAL_TL) : (br ? AC_MASK_WINDOW_BR : AC_MASK_WINDOW_TL);
         kinds |= 1u << k;
     }
     if (p->dense_mask)
@@ -268,14 +278,18 @@ unsigned ac_problem_masks(const ac_problem *p)
 
 static int validate_sizes(const ac_problem *p, ac_err *err)
 {
-    if (p->batch < 1) return ac_fail(err, AC_ERR_INPUT, "batch: must be >= 1, got %d", p->batch);
-    if (p->heads_q < 1) return ac_fail(err, AC_ERR_INPUT, "heads_q: must be >= 1, got %d", p->heads_q);
-    if (p->heads_kv < 1) return ac_fail(err, AC_ERR_INPUT, "heads_kv: must be >= 1, got %d", p->heads_kv);
+    if (p->batch < 1)
+        return ac_fail(err, AC_ERR_INPUT, "batch: must be >= 1, got %d", p->batch);
+    if (p->heads_q < 1)
+        return ac_fail(err, AC_ERR_INPUT, "heads_q: must be >= 1, got %d", p->heads_q);
+    if (p->heads_kv < 1)
+        return ac_fail(err, AC_ERR_INPUT, "heads_kv: must be >= 1, got %d", p->heads_kv);
     if (p->heads_q % p->heads_kv != 0)
-        return ac_fail(err, AC_ERR_INPUT, "heads_q=%d is not a multiple of heads_kv=%d (GQA)",
-                       p->heads_q, p->heads_kv);
-    if (p->seqlen_q < 1) return ac_fail(err, AC_ERR_INPUT, "seqlen_q: must be >= 1, got %d", p->seqlen_q);
-    if (p->seqlen_k < 1) return ac_fail(err, AC_ERR_INPUT, "seqlen_k: must be >= 1, got %d", p->seqlen_k);
+        return ac_fail(err, AC_ERR_INPUT, "heads_q=%d is not a multiple of heads_kv=%d (GQA)", p->heads_q, p->heads_kv);
+    if (p->seqlen_q < 1)
+        return ac_fail(err, AC_ERR_INPUT, "seqlen_q: must be >= 1, got %d", p->seqlen_q);
+    if (p->seqlen_k < 1)
+        return ac_fail(err, AC_ERR_INPUT, "seqlen_k: must be >= 1, got %d", p->seqlen_k);
     if (p->head_dim < 1 || p->head_dim > AC_MAX_HEAD_DIM)
         return ac_fail(err, AC_ERR_INPUT, "head_dim: must be in 1..%d, got %d", AC_MAX_HEAD_DIM, p->head_dim);
     if (p->layout != AC_LAYOUT_BHSD && p->layout != AC_LAYOUT_BSHD && p->layout != AC_LAYOUT_THD)
@@ -297,9 +311,11 @@ static int validate_mask(const ac_problem *p, ac_err *err)
     }
     for (int b = 0; b < p->batch; b++) {
         if (p->seqlens_q && (p->seqlens_q[b] < 0 || p->seqlens_q[b] > p->seqlen_q))
-            return ac_fail(err, AC_ERR_INPUT, "seqlens_q[%d]=%d: must be in 0..seqlen_q=%d", b, p->seqlens_q[b], p->seqlen_q);
+            return ac_fail(err, AC_ERR_INPUT, "seqlens_q[%d]=%d: must be in 0..seqlen_q=%d", b, p->seqlens_q[b],
+                           p->seqlen_q);
         if (p->seqlens_k && (p->seqlens_k[b] < 0 || p->seqlens_k[b] > p->seqlen_k))
-            return ac_fail(err, AC_ERR_INPUT, "seqlens_k[%d]=%d: must be in 0..seqlen_k=%d", b, p->seqlens_k[b], p->seqlen_k);
+            return ac_fail(err, AC_ERR_INPUT, "seqlens_k[%d]=%d: must be in 0..seqlen_k=%d", b, p->seqlens_k[b],
+                           p->seqlen_k);
     }
     if (p->dense_mask) {
         if (p->mask_batch != 1 && p->mask_batch != p->batch)
@@ -347,15 +363,15 @@ static int validate_mask(const ac_problem *p, ac_err *err)
 #define WS_Q_BYTES 80.0
 #define WS_KV_BYTES 80.0
 #define WS_LSE_BYTES 36.0
-#define WS_WIDE_KEYS 256.0        /* ref/backward.c REF_KEY_TILE, ref/scales.c SCALE_KEY_TILE */
-#define WS_SCALE_BLOCKS 5.0       /* ref/scales.c: the blocks before B_ABS_Q */
-#define WS_LSE_ROWS 64.0          /* ref/scales.c LSE_BLOCK_ROWS */
-#define WS_MPFR_CHUNK_ROWS 8.0    /* ref/mpfr_ref.c MP_ROWS_PER_CHUNK */
-#define WS_MPFR_THREADS 2.0       /* ref/mpfr_ref.c MP_THREADS */
-#define WS_MPFR_VAR_BYTES 32.0    /* sizeof(mpfr_t) on LP64 */
-#define WS_MPFR_LIMB_BYTES 16.0   /* AC_DEFAULT_MPFR_PREC (128) bits of limbs */
-#define WS_DROPOUT_BYTES 1.25     /* the keep mask unpacked for the reference and the kernel's bits */
-#define WS_BIAS_BYTES 32.0        /* bias and the kernel's dBias (4 each at most), fp64 dBias, its scale, naive */
+#define WS_WIDE_KEYS 256.0 /* ref/backward.c REF_KEY_TILE, ref/scales.c SCALE_KEY_TILE */
+#define WS_SCALE_BLOCKS 5.0 /* ref/scales.c: the blocks before B_ABS_Q */
+#define WS_LSE_ROWS 64.0 /* ref/scales.c LSE_BLOCK_ROWS */
+#define WS_MPFR_CHUNK_ROWS 8.0 /* ref/mpfr_ref.c MP_ROWS_PER_CHUNK */
+#define WS_MPFR_THREADS 2.0 /* ref/mpfr_ref.c MP_THREADS */
+#define WS_MPFR_VAR_BYTES 32.0 /* sizeof(mpfr_t) on LP64 */
+#define WS_MPFR_LIMB_BYTES 16.0 /* AC_DEFAULT_MPFR_PREC (128) bits of limbs */
+#define WS_DROPOUT_BYTES 1.25 /* the keep mask unpacked for the reference and the kernel's bits */
+#define WS_BIAS_BYTES 32.0 /* bias and the kernel's dBias (4 each at most), fp64 dBias, its scale, naive */
 #define WS_PROCESS_BYTES 16777216.0 /* what a run touches besides: OpenBLAS's and MPFR's buffers, stacks */
 
 static double pad8(double x) { return ceil(x / 8.0) * 8.0; }
@@ -378,14 +394,14 @@ static double stage_peak(const ac_problem *p, int workers)
     double bwd = scratch(16 * rows * wide, workers);
     double scales = 16 * kv + 16 * nl + scratch(8 * rows * (WS_SCALE_BLOCKS * wide + 3 * d), workers);
     double lse = 8 * kv + scratch(8 * fmin(WS_LSE_ROWS, (double)p->seqlen_q) * nk, workers);
-    double naive_copies = 4 * (3 * heads * p->seqlen_q * pad8(d) + 2 * kv_heads * nk * pad8(d) +
-                               2 * kv_heads * d * pad8(nk));
+    double naive_copies =
+        4 * (3 * heads * p->seqlen_q * pad8(d) + 2 * kv_heads * nk * pad8(d) + 2 * kv_heads * d * pad8(nk));
     /* the naive's blocks are 64 rows tall, but only the rows a problem has are ever touched */
     double naive_rows = fmin(64.0, (double)p->seqlen_q);
     double naive = naive_copies + scratch(4 * (2 * naive_rows * fmax(pad8(nk), 128) + 2 * 128 * pad8(d)), workers);
     double cert_rows = fmin(WS_MPFR_CHUNK_ROWS, (double)p->seqlen_q);
-    double cert = nk * (WS_MPFR_CHUNK_ROWS * (WS_MPFR_VAR_BYTES + 1) + cert_rows * WS_MPFR_LIMB_BYTES +
-                        WS_MPFR_THREADS * 8);
+    double cert =
+        nk * (WS_MPFR_CHUNK_ROWS * (WS_MPFR_VAR_BYTES + 1) + cert_rows * WS_MPFR_LIMB_BYTES + WS_MPFR_THREADS * 8);
     return fmax(fmax(fmax(fwd, bwd), fmax(scales, lse)), fmax(naive, cert));
 }
 
@@ -403,10 +419,10 @@ double ac_problem_working_set(const ac_problem *p, int workers)
     double dropout = p->dropout_p > 0.0 ? WS_DROPOUT_BYTES * p->batch * p->heads_q * pairs : 0;
     double bias = p->bias ? WS_BIAS_BYTES * fmax(1, p->bias_batch) * fmax(1, p->bias_heads) * pairs : 0;
     /* a paged cache: the pages (dtype bits and widenings, 12 bytes an element) beside the contiguous twin */
-    double pages = p->page_size > 0 ? 12.0 * p->num_pages * p->page_size * p->heads_kv * (p->head_dim + ac_head_dim_v(p))
-                                    : 0;
+    double pages =
+        p->page_size > 0 ? 12.0 * p->num_pages * p->page_size * p->heads_kv * (p->head_dim + ac_head_dim_v(p)) : 0;
     return WS_PROCESS_BYTES + WS_Q_BYTES * q + WS_KV_BYTES * kv + WS_LSE_BYTES * nl + mask + dropout + bias + pages +
-           stage_peak(p, workers);
+        stage_peak(p, workers);
 }
 
 /* The budget ac_problem_validate applies when given 0: AC_DEFAULT_MEM_BUDGET
@@ -462,7 +478,8 @@ int ac_problem_validate(const ac_problem *p, size_t mem_budget, ac_err *err)
     if (need > budget)
         return ac_fail(err, AC_ERR_INPUT,
                        "shape too big: the reference needs %.3g GiB, over the budget of %.3g GiB "
-                       "(b=%d hq=%d hkv=%d nq=%d nk=%d d=%d)", need / (1 << 30), budget / (1 << 30),
-                       p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim);
+                       "(b=%d hq=%d hkv=%d nq=%d nk=%d d=%d)",
+                       need / (1 << 30), budget / (1 << 30), p->batch, p->heads_q, p->heads_kv, p->seqlen_q,
+                       p->seqlen_k, p->head_dim);
     return AC_OK;
 }

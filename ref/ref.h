@@ -28,8 +28,8 @@
 enum {
     AC_OK = 0,
     AC_FAIL_ACCURACY = 1, /* a verdict, never returned by ref/ */
-    AC_ERR_INPUT = 2,     /* bad usage, bad file, impossible or too-big shape */
-    AC_ERR_ENV = 3,       /* environment: no GPU, device fault, allocation failed */
+    AC_ERR_INPUT = 2, /* bad usage, bad file, impossible or too-big shape */
+    AC_ERR_ENV = 3, /* environment: no GPU, device fault, allocation failed */
     /* The kernel under test misbehaved: it crashed, exited, hung, faulted the device
      * or wrote outside its buffers.  A verdict about the kernel (a failure, exit 1),
      * never an exit status itself; err->msg starts with the class and a colon
@@ -57,19 +57,19 @@ typedef enum { AC_F32 = 0, AC_F16 = 1, AC_BF16 = 2, AC_E4M3 = 3, AC_E5M2 = 4, AC
 #define AC_DTYPES_FP8 ((1u << AC_E4M3) | (1u << AC_E5M2))
 bool ac_dtype_is_fp8(ac_dtype t); /* e4m3, e5m2: inputs only, with descale factors (issue 17) */
 
-const char *ac_dtype_name(ac_dtype t);                /* "f32", "f16", "bf16" */
-int ac_dtype_parse(const char *name, ac_dtype *out);  /* AC_OK or AC_ERR_INPUT */
-void ac_dtype_list(char *buf, size_t len);            /* "f32, f16, bf16": every name, for messages */
-size_t ac_dtype_size(ac_dtype t);                     /* bytes per element */
-int ac_dtype_precision(ac_dtype t);                   /* significand bits incl. hidden: 24, 11, 8 */
-double ac_unit_roundoff(ac_dtype t);                  /* u = 2^-p: 2^-24, 2^-11, 2^-8 */
-double ac_min_subnormal(ac_dtype t);                  /* eta: 2^-149, 2^-24, 2^-133 */
-double ac_max_finite(ac_dtype t);                     /* 65504 for f16 */
+const char *ac_dtype_name(ac_dtype t); /* "f32", "f16", "bf16" */
+int ac_dtype_parse(const char *name, ac_dtype *out); /* AC_OK or AC_ERR_INPUT */
+void ac_dtype_list(char *buf, size_t len); /* "f32, f16, bf16": every name, for messages */
+size_t ac_dtype_size(ac_dtype t); /* bytes per element */
+int ac_dtype_precision(ac_dtype t); /* significand bits incl. hidden: 24, 11, 8 */
+double ac_unit_roundoff(ac_dtype t); /* u = 2^-p: 2^-24, 2^-11, 2^-8 */
+double ac_min_subnormal(ac_dtype t); /* eta: 2^-149, 2^-24, 2^-133 */
+double ac_max_finite(ac_dtype t); /* 65504 for f16 */
 
-double ac_widen(ac_dtype t, uint32_t bits);  /* exact */
-uint32_t ac_narrow(ac_dtype t, double x);    /* round to nearest even, subnormals, overflow to +-Inf, NaN stays NaN;
+double ac_widen(ac_dtype t, uint32_t bits); /* exact */
+uint32_t ac_narrow(ac_dtype t, double x); /* round to nearest even, subnormals, overflow to +-Inf, NaN stays NaN;
                                                 fp8: OCP satfinite, overflow and Inf give +-max (ref/dtype.c) */
-double ac_round(ac_dtype t, double x);       /* ac_widen(t, ac_narrow(t, x)) */
+double ac_round(ac_dtype t, double x); /* ac_widen(t, ac_narrow(t, x)) */
 /* The ulp of x's binade in dtype t, floored at the subnormal spacing.
  * Finite x beyond the largest finite value use the last binade's ulp; NaN/Inf give NaN. */
 double ac_ulp(ac_dtype t, double x);
@@ -147,32 +147,32 @@ typedef enum { AC_ALIGN_TOP_LEFT = 0, AC_ALIGN_BOTTOM_RIGHT = 1 } ac_align;
  *                   a row with no visible key has O = 0 and LSE = s_h; the
  *                   backward also gives dSink_h = -sum_{b,i} exp(s_h - LSE_i) D_i. */
 typedef struct {
-    int batch, heads_q, heads_kv;  /* heads_q a multiple of heads_kv (GQA/MQA) */
-    int seqlen_q, seqlen_k;        /* padded lengths, the tensors' extent */
-    int head_dim;                  /* 1 .. AC_MAX_HEAD_DIM */
+    int batch, heads_q, heads_kv; /* heads_q a multiple of heads_kv (GQA/MQA) */
+    int seqlen_q, seqlen_k; /* padded lengths, the tensors' extent */
+    int head_dim; /* 1 .. AC_MAX_HEAD_DIM */
     ac_layout layout;
-    double scale;                  /* softmax scale; ac_default_scale(d) = 1/sqrt(d) */
+    double scale; /* softmax scale; ac_default_scale(d) = 1/sqrt(d) */
     bool windowed;
     int window_left, window_right; /* >= 0 or AC_WINDOW_INF */
     ac_align align;
     const int *seqlens_q, *seqlens_k; /* (B) per-sequence lengths, or NULL (always NULL with THD) */
-    const uint8_t *dense_mask;        /* (mask_batch, mask_heads, Nq, Nk) or NULL */
-    int mask_batch, mask_heads;       /* 1 or B, 1 or Hq */
+    const uint8_t *dense_mask; /* (mask_batch, mask_heads, Nq, Nk) or NULL */
+    int mask_batch, mask_heads; /* 1 or B, 1 or Hq */
     /* ---- variants (see above; every array host memory) ---- */
-    int head_dim_v;                   /* d_v of V, O, dO, dV: 1 .. AC_MAX_HEAD_DIM, or 0: head_dim */
+    int head_dim_v; /* d_v of V, O, dO, dV: 1 .. AC_MAX_HEAD_DIM, or 0: head_dim */
     const int *cu_seqlens_q, *cu_seqlens_k; /* layout THD: (B + 1) row offsets, cu[0] = 0, nondecreasing */
-    double softcap;                   /* c > 0, or 0: off */
-    const float *sinks;               /* (Hq) learnable sink logits, or NULL */
-    const float *alibi_slopes;        /* (alibi_batch, Hq) ALiBi slopes, or NULL */
-    int alibi_batch;                  /* 1 (or 0): one slope per head for every batch; B: (B, Hq) */
-    const void *bias;                 /* (bias_batch, bias_heads, Nq, Nk) additive bias, bias_dtype bits, or NULL */
-    ac_dtype bias_dtype;              /* AC_F32, or the inputs' dtype */
-    int bias_batch, bias_heads;       /* 1 (or 0) or B, 1 (or 0) or Hq: the broadcast shape */
-    int sink_tokens;                  /* k >= 0 with a window of finite left edge: keys j < k stay visible
+    double softcap; /* c > 0, or 0: off */
+    const float *sinks; /* (Hq) learnable sink logits, or NULL */
+    const float *alibi_slopes; /* (alibi_batch, Hq) ALiBi slopes, or NULL */
+    int alibi_batch; /* 1 (or 0): one slope per head for every batch; B: (B, Hq) */
+    const void *bias; /* (bias_batch, bias_heads, Nq, Nk) additive bias, bias_dtype bits, or NULL */
+    ac_dtype bias_dtype; /* AC_F32, or the inputs' dtype */
+    int bias_batch, bias_heads; /* 1 (or 0) or B, 1 (or 0) or Hq: the broadcast shape */
+    int sink_tokens; /* k >= 0 with a window of finite left edge: keys j < k stay visible
                                          past it (StreamingLLM); 0: off */
-    double dropout_p;                 /* in [0, 1): the probability a P_ij is dropped; 0: off */
-    uint64_t dropout_seed;            /* the kernel's seed for its random numbers */
-    const uint8_t *dropout_keep;      /* (B, Hq, Nq, Nk) 1 = kept, 0 = dropped: the mask the kernel drew, the
+    double dropout_p; /* in [0, 1): the probability a P_ij is dropped; 0: off */
+    uint64_t dropout_seed; /* the kernel's seed for its random numbers */
+    const uint8_t *dropout_keep; /* (B, Hq, Nq, Nk) 1 = kept, 0 = dropped: the mask the kernel drew, the
                                          reference tiers' input; NULL when a kernel is called */
     /* ---- paged KV cache and split-KV decode (ref/paged.c; 0 / NULL: off) ----
      * Paged: K and V a kernel reads are pages (num_pages, page_size, Hkv, d) (V: d_v),
@@ -183,18 +183,18 @@ typedef struct {
      * reference reads: ac_problem_unpaged, ac_paged_gather).  Forward only.
      * Slots past nk_b in a sequence's last page, and pages no table entry in use
      * names, are not part of the problem (attncheck fills them with NaN). */
-    int page_size;                    /* P >= 1: paged; 0: contiguous K, V */
-    int num_pages;                    /* pages in the cache, >= 1 when paged */
-    int pages_per_seq;                /* the block table's row length (max_pages_per_seq) */
-    const int *block_table;           /* (B, pages_per_seq) int32 page ids in 0..num_pages-1; entries past
+    int page_size; /* P >= 1: paged; 0: contiguous K, V */
+    int num_pages; /* pages in the cache, >= 1 when paged */
+    int pages_per_seq; /* the block table's row length (max_pages_per_seq) */
+    const int *block_table; /* (B, pages_per_seq) int32 page ids in 0..num_pages-1; entries past
                                          ceil(nk_b / P) are not read */
-    int num_splits;                   /* split-KV hint, the math unchanged: S >= 1 key ranges combined;
+    int num_splits; /* split-KV hint, the math unchanged: S >= 1 key ranges combined;
                                          0: the kernel's own choice (auto) */
     /* ---- fp8 inputs (issue 17, ref/fp8.c): fp8_out 0 (AC_F32) = not fp8 ---- */
-    ac_dtype fp8_out;                 /* O's dtype, AC_BF16 or AC_F16, when Q, K, V are e4m3/e5m2 */
-    ac_dtype fp8_p;                   /* P's format before the P V product, as the kernel declares it:
+    ac_dtype fp8_out; /* O's dtype, AC_BF16 or AC_F16, when Q, K, V are e4m3/e5m2 */
+    ac_dtype fp8_p; /* P's format before the P V product, as the kernel declares it:
                                          AC_E4M3/AC_E5M2 (row-max scaled, ac_fp8_p_round) or AC_BF16/AC_F16 */
-    int descale_rows;                 /* the descale factors' granularity: AC_DESCALE_TENSOR, _HEAD, or N > 0
+    int descale_rows; /* the descale factors' granularity: AC_DESCALE_TENSOR, _HEAD, or N > 0
                                          rows of a head per factor (ac_descale_index) */
     const float *descale_q, *descale_k, *descale_v; /* f32, ac_descale_count(p, Q/K/V) each: input = code * factor
                                          (the reference tiers read the products and ignore these) */
@@ -278,8 +278,8 @@ int ac_stored_rows(const ac_problem *p, int b, bool q_side);
 int ac_tensor_dim(const ac_problem *p, ac_tensor_kind kind);
 size_t ac_tensor_elems(const ac_problem *p, ac_tensor_kind kind);
 size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s, int c);
-size_t ac_o_elems(const ac_problem *p);                         /* O, dO */
-size_t ac_v_elems(const ac_problem *p);                         /* V, dV */
+size_t ac_o_elems(const ac_problem *p); /* O, dO */
+size_t ac_v_elems(const ac_problem *p); /* V, dV */
 size_t ac_o_index(const ac_problem *p, int b, int h, int i, int c);
 size_t ac_v_index(const ac_problem *p, int b, int h_kv, int j, int c);
 
@@ -304,7 +304,7 @@ size_t ac_paged_row(const ac_problem *p, int b, int j);
 #define AC_DESCALE_TENSOR 0
 #define AC_DESCALE_HEAD (-1)
 bool ac_problem_is_fp8(const ac_problem *p);
-size_t ac_descale_count(const ac_problem *p, ac_tensor_kind kind);       /* Q, K or V */
+size_t ac_descale_count(const ac_problem *p, ac_tensor_kind kind); /* Q, K or V */
 size_t ac_descale_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s); /* h: the tensor's head */
 /* P's row-max recipe: a kernel that declares P in fp8 format fmt rounds
  * sigma * exp(S_ij - m_i) to fmt (satfinite), m_i its running row max and
@@ -324,27 +324,25 @@ float ac_fp8_p_round(ac_dtype fmt, float p_scaled); /* p_scaled = sigma exp(S - 
  * ATTNCHECK_THREADS worker threads (default: the CPUs this process may use;
  * a bad value is AC_ERR_INPUT), each with one BLAS thread; their results are
  * the same bit for bit for any thread count. */
-int ref_forward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
-                     double *o, double *lse, ac_err *err);
+int ref_forward_fp64(const ac_problem *p, const double *q, const double *k, const double *v, double *o, double *lse,
+                     ac_err *err);
 
 /* Given dO and the forward's O and LSE: dQ, dK, dV (dK, dV summed over the
  * query heads of a GQA group) and D = rowsum(dO * O), shape (B, Hq, Nq). */
-int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
-                      const double *o, const double *lse, const double *d_o,
-                      double *dq, double *dk, double *dv, double *delta, ac_err *err);
+int ref_backward_fp64(const ac_problem *p, const double *q, const double *k, const double *v, const double *o,
+                      const double *lse, const double *d_o, double *dq, double *dk, double *dv, double *delta,
+                      ac_err *err);
 
 /* The gradients of the variants' own parameters, from the forward's LSE and
  * the backward's D: dsink (Hq) = -sum_{b,i} exp(s_h - LSE_i) D_i, summed in a
  * fixed order (NULL when the problem has no sinks: skipped). */
-int ref_backward_params_fp64(const ac_problem *p, const double *lse, const double *delta, double *dsink,
-                             ac_err *err);
+int ref_backward_params_fp64(const ac_problem *p, const double *lse, const double *delta, double *dsink, ac_err *err);
 /* dBias (ac_bias_elems, shaped like the bias): dS'_ij = P_ij (dP_ij - D_i)
  * summed over the (b, h) the bias broadcasts over, in a fixed order; entries
  * no summed (b, h) reaches (padding of every sequence) are 0.  delta from
  * ref_backward_fp64.  Nothing when the problem has no bias. */
-int ref_backward_dbias_fp64(const ac_problem *p, const double *q, const double *k, const double *v,
-                            const double *lse, const double *d_o, const double *delta, double *dbias,
-                            ac_err *err);
+int ref_backward_dbias_fp64(const ac_problem *p, const double *q, const double *k, const double *v, const double *lse,
+                            const double *d_o, const double *delta, double *dbias, ac_err *err);
 
 /* ---- MPFR reference -------------------------------------------------------
  * S exact (products of dtype values are exact in double, sums with mpfr_sum),
@@ -353,47 +351,46 @@ int ref_backward_dbias_fp64(const ac_problem *p, const double *q, const double *
  * rows: n_rows row ids r = (b * Hq + h) * Nq + i, or NULL for every row.
  * Only the selected rows of o (O-like: d_v columns) and lse are written. */
 #define AC_DEFAULT_MPFR_PREC 128
-int ref_forward_mpfr(const ac_problem *p, const double *q, const double *k, const double *v,
-                     int prec_bits, const size_t *rows, size_t n_rows,
-                     double *o, double *lse, ac_err *err);
+int ref_forward_mpfr(const ac_problem *p, const double *q, const double *k, const double *v, int prec_bits,
+                     const size_t *rows, size_t n_rows, double *o, double *lse, ac_err *err);
 
 /* Certification: the fp64 path's distance from the MPFR path on n_rows rows
  * sampled with seed, in ulps of out_dtype.  Certified when max_ulp <= 1/64. */
 typedef struct {
-    double max_ulp_o;    /* max over sampled O elements */
-    double max_abs_lse;  /* |lse_fp64 - lse_mpfr| max */
+    double max_ulp_o; /* max over sampled O elements */
+    double max_abs_lse; /* |lse_fp64 - lse_mpfr| max */
     size_t rows_checked;
     bool certified;
 } ac_cert;
 #define AC_CERT_MAX_ULP (1.0 / 64.0)
-int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const double *k,
-                const double *v, const double *o_fp64, const double *lse_fp64, size_t n_rows,
-                uint64_t seed, int prec_bits, ac_cert *cert, ac_err *err);
+int ref_certify(const ac_problem *p, ac_dtype out_dtype, const double *q, const double *k, const double *v,
+                const double *o_fp64, const double *lse_fp64, size_t n_rows, uint64_t seed, int prec_bits,
+                ac_cert *cert, ac_err *err);
 
 /* ---- error scales: the denominators of the gating metric -----------------
  * Componentwise running-error bounds, exactly as docs/DESIGN.md defines them, for a
  * kernel with inputs in dtype t.  o, lse: the reference forward; delta_hat is
  * computed inside from |dO| and |O|.  e_dq/e_dk/e_dv/d_o may be NULL to skip the
  * backward.  scaled_err = |y - x| / (u * E). */
-int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                     const double *v, const double *o, const double *lse, const double *d_o,
-                     double *e_o, double *e_dq, double *e_dk, double *e_dv, ac_err *err);
+int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                     const double *o, const double *lse, const double *d_o, double *e_o, double *e_dq, double *e_dk,
+                     double *e_dv, ac_err *err);
 /* The same, and with a bias and d_o E_dBias (ac_bias_elems; NULL skips it),
  * in units of u of bias_dtype (dBias is stored like the bias):
  *   E_dBias = tau_b + (u_t / u_b) sum_{(b,h) summed} (P ((1 + r + rho d_v)(dPhat + Dhat) + R
  *                                                        + sum_c |dO_ic| E_O_ic) + tau + rho tau_f32 (dPhat + Dhat)),
  * the dS' weight of E_dQ's formula before the softcap's t', with the f32 dot
  * products of dP and D (derived in scales.c). */
-int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                           const double *v, const double *o, const double *lse, const double *d_o,
-                           double *e_o, double *e_dq, double *e_dk, double *e_dv, double *e_dbias, ac_err *err);
+int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                           const double *o, const double *lse, const double *d_o, double *e_o, double *e_dq,
+                           double *e_dk, double *e_dv, double *e_dbias, ac_err *err);
 
 /* LSE's error scale (ac_lse_elems(p) doubles; the derivation is in scales.c):
  *   E_lse_i = 1 + |LSE_i| + (d + 2) |scale| max_{j visible} sum_c |Q_ic||K_jc|,
  * LSE's scaled error being |y - x| / (u_f32 * E_lse) whatever the dtype.  Rows
  * with no visible key (LSE = -inf) and padding rows get 0. */
-int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse,
-                        double *e_lse, ac_err *err);
+int ref_lse_error_scale(const ac_problem *p, const double *q, const double *k, const double *lse, double *e_lse,
+                        ac_err *err);
 
 /* The error scales of the variants' parameter gradients, in f32 units (they are
  * stored in f32, like LSE; their error is mostly the dtype's, so E carries
@@ -410,15 +407,15 @@ int ref_param_error_scales(const ac_problem *p, ac_dtype t, const double *lse, c
  * rounded to t; LSE in f32.  Backward likewise (dP, dS rounded to t, products
  * accumulated in f32, results rounded to t).  Outputs are doubles holding
  * dtype-t values; it is the denominator of the vs-naive ratio. */
-int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                      const double *v, double *o, double *lse, ac_err *err);
+int ref_naive_forward(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v, double *o,
+                      double *lse, ac_err *err);
 /* fp8 problems (ref_naive_forward hands them here; no backward): S in f32 from
  * the exact inputs, softmax in f32, P rounded to the declared format with the
  * row-max scale AC_FP8_P_SIGMA (ref/naive_fp8.c), P V in f32, O rounded to fp8_out. */
 int ref_naive_forward_fp8(const ac_problem *p, const double *q, const double *k, const double *v, double *o,
                           double *lse, ac_err *err);
-int ref_naive_backward(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                       const double *v, const double *o, const double *lse, const double *d_o,
-                       double *dq, double *dk, double *dv, ac_err *err);
+int ref_naive_backward(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                       const double *o, const double *lse, const double *d_o, double *dq, double *dk, double *dv,
+                       ac_err *err);
 
 #endif

@@ -82,35 +82,35 @@ typedef struct {
 } ref_gpu_outputs;
 
 typedef struct {
-    int block_rows;          /* query rows per block; 0 = ref_gpu_plan's choice (tests force small ones) */
+    int block_rows; /* query rows per block; 0 = ref_gpu_plan's choice (tests force small ones) */
     size_t device_mem_limit; /* bytes the call may allocate; 0 = the device's free memory less a margin */
-    bool timing;             /* synchronise at stage edges and fill ref_gpu_stats.seconds */
+    bool timing; /* synchronise at stage edges and fill ref_gpu_stats.seconds */
     size_t download_chunk_elems; /* doubles per download chunk; 0 = a staging slot's (8 Mi); tests
                                     force small ones so every output crosses chunk edges */
 } ref_gpu_opts;
 
 typedef enum {
     REF_GPU_STAGE_UPLOAD = 0, /* host -> device copies and the widening kernels */
-    REF_GPU_STAGE_FORWARD,    /* S, |Q||K|^T, softmax rows (P, LSE, g, e_lse), O = P V */
-    REF_GPU_STAGE_BACKWARD,   /* D, dP, |dO||V|^T, dS rows (and the scale weights), dQ, dK, dV */
-    REF_GPU_STAGE_SCALES,     /* the four DGEMMs that turn weights into E_O, E_dQ, E_dK, E_dV */
-    REF_GPU_STAGE_NAIVE_FWD,  /* naive S, softmax, O (SGEMM + rounding kernels) */
-    REF_GPU_STAGE_NAIVE_BWD,  /* naive dP, dS, dQ, dK, dV */
-    REF_GPU_STAGE_DOWNLOAD,   /* group epilogues and device -> host copies */
+    REF_GPU_STAGE_FORWARD, /* S, |Q||K|^T, softmax rows (P, LSE, g, e_lse), O = P V */
+    REF_GPU_STAGE_BACKWARD, /* D, dP, |dO||V|^T, dS rows (and the scale weights), dQ, dK, dV */
+    REF_GPU_STAGE_SCALES, /* the four DGEMMs that turn weights into E_O, E_dQ, E_dK, E_dV */
+    REF_GPU_STAGE_NAIVE_FWD, /* naive S, softmax, O (SGEMM + rounding kernels) */
+    REF_GPU_STAGE_NAIVE_BWD, /* naive dP, dS, dQ, dK, dV */
+    REF_GPU_STAGE_DOWNLOAD, /* group epilogues and device -> host copies */
     REF_GPU_STAGE_COUNT
 } ref_gpu_stage;
 const char *ref_gpu_stage_name(ref_gpu_stage s); /* "upload", "forward", ... */
 
 typedef struct {
     double seconds[REF_GPU_STAGE_COUNT]; /* with opts.timing, else 0 */
-    double total_seconds;                /* wall time of the call */
+    double total_seconds; /* wall time of the call */
     double flops_attention; /* fp64 GEMM flops of the reference proper: S, PV (+ dP, dQ, dK, dV) */
-    double flops_scales;    /* fp64 GEMM flops of the error scales (|Q||K|^T, |dO||V|^T, four E products) */
-    double flops_naive;     /* f32 GEMM flops of the naive baseline */
-    size_t device_bytes;    /* peak device memory the call allocated */
-    int block_rows;         /* the block height used */
-    long blocks;            /* (query head, row block) pairs that had visible keys */
-    char device[128];       /* the device's name */
+    double flops_scales; /* fp64 GEMM flops of the error scales (|Q||K|^T, |dO||V|^T, four E products) */
+    double flops_naive; /* f32 GEMM flops of the naive baseline */
+    size_t device_bytes; /* peak device memory the call allocated */
+    int block_rows; /* the block height used */
+    long blocks; /* (query head, row block) pairs that had visible keys */
+    char device[128]; /* the device's name */
 } ref_gpu_stats;
 
 /* The reference of one case on the device.  q, k, v, d_o: the inputs in dtype
@@ -121,9 +121,8 @@ typedef struct {
  * with the failing CUDA/cuBLAS call named.  Unlike the CPU tier there is no
  * host-memory budget: ac_problem_validate runs without one, and the device
  * memory is checked against the plan. */
-int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void *k,
-                      const void *v, const void *d_o, const ref_gpu_opts *opts,
-                      const ref_gpu_outputs *out, ref_gpu_stats *stats, ac_err *err);
+int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void *k, const void *v, const void *d_o,
+                      const ref_gpu_opts *opts, const ref_gpu_outputs *out, ref_gpu_stats *stats, ac_err *err);
 
 /* ---- the memory plan (pure arithmetic; also in builds without CUDA) ------
  * Per (batch, KV head) group of G = Hq / Hkv query heads (Nq, Nk the padded
@@ -144,15 +143,15 @@ int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void
  * not enter: groups run one after another.  bf16, d = 128, causal: N = 131072
  * at G = 1 needs 8.9 GiB (R = 1024), N = 32768 3.7 GiB (R = 2048). */
 typedef struct {
-    int block_rows, block_cols;  /* R, C */
+    int block_rows, block_cols; /* R, C */
     size_t group_bytes, block_bytes, total_bytes;
 } ref_gpu_plan_t;
 
 /* backward, scales, naive: what the call computes.  mem_limit: bytes available
  * (0 = no limit); block_rows > 0 forces R.  AC_ERR_ENV, naming the bytes, when
  * even a block of one row does not fit. */
-int ref_gpu_plan(const ac_problem *p, ac_dtype t, bool backward, bool scales, bool naive,
-                 size_t mem_limit, int block_rows, ref_gpu_plan_t *plan, ac_err *err);
+int ref_gpu_plan(const ac_problem *p, ac_dtype t, bool backward, bool scales, bool naive, size_t mem_limit,
+                 int block_rows, ref_gpu_plan_t *plan, ac_err *err);
 
 /* ---- CPU spot check: is the device's reference right? ----------------------
  * Recomputes in fp64 on the CPU, from the exact widenings q, k, v, d_o (d_o may
@@ -170,13 +169,18 @@ int ref_gpu_plan(const ac_problem *p, ac_dtype t, bool backward, bool scales, bo
  * nonzero where x is an exact zero of a masked row read +inf unless got is the
  * same.  agrees: every disagreement <= AC_CERT_MAX_ULP (1/64). */
 typedef enum {
-    REF_GPU_CHECK_O = 0, REF_GPU_CHECK_LSE, REF_GPU_CHECK_DQ, REF_GPU_CHECK_DK,
-    REF_GPU_CHECK_DV, REF_GPU_CHECK_DELTA, REF_GPU_CHECK_COUNT
+    REF_GPU_CHECK_O = 0,
+    REF_GPU_CHECK_LSE,
+    REF_GPU_CHECK_DQ,
+    REF_GPU_CHECK_DK,
+    REF_GPU_CHECK_DV,
+    REF_GPU_CHECK_DELTA,
+    REF_GPU_CHECK_COUNT
 } ref_gpu_check_output;
 const char *ref_gpu_check_name(ref_gpu_check_output o); /* "O", "LSE", "dQ", "dK", "dV", "D" */
 
 typedef struct {
-    double units;  /* the disagreement above; 0 when nothing was compared */
+    double units; /* the disagreement above; 0 when nothing was compared */
     int b, h, row, col; /* h: query head (O, LSE, dQ, D) or KV head (dK, dV); col -1 for LSE, D */
     double got, want, unit; /* the device value, the CPU value, the denominator */
 } ref_gpu_disagreement;
@@ -188,10 +192,9 @@ typedef struct {
     bool agrees;
 } ref_gpu_check;
 
-int ref_gpu_spot_check(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                       const double *v, const double *d_o, const ref_gpu_outputs *got,
-                       size_t n_rows, size_t n_keys, uint64_t seed, ref_gpu_check *chk,
-                       ac_err *err);
+int ref_gpu_spot_check(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                       const double *d_o, const ref_gpu_outputs *got, size_t n_rows, size_t n_keys, uint64_t seed,
+                       ref_gpu_check *chk, ac_err *err);
 
 #ifdef __cplusplus
 }

@@ -10,9 +10,8 @@ int ref_gpu_available(ac_err *why) { return ac_fail(why, AC_ERR_ENV, NO_CUDA); }
 
 int ref_gpu_warm_up(ac_err *err) { return ac_fail(err, AC_ERR_ENV, NO_CUDA); }
 
-int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void *k,
-                      const void *v, const void *d_o, const ref_gpu_opts *opts,
-                      const ref_gpu_outputs *out, ref_gpu_stats *stats, ac_err *err)
+int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void *k, const void *v, const void *d_o,
+                      const ref_gpu_opts *opts, const ref_gpu_outputs *out, ref_gpu_stats *stats, ac_err *err)
 {
     (void)t, (void)q, (void)k, (void)v, (void)d_o, (void)opts, (void)out;
     if (stats)

@@ -40,10 +40,7 @@ static inline float rf_round_low_bits(float x, int drop)
     return rf_float(u & ~((1u << drop) - 1u));
 }
 
-static inline float rf_round_bf16(float x)
-{
-    return isnan(x) ? x : rf_round_low_bits(x, 16);
-}
+static inline float rf_round_bf16(float x) { return isnan(x) ? x : rf_round_low_bits(x, 16); }
 
 static inline float rf_round_f16(float x)
 {
@@ -61,9 +58,12 @@ static inline float rf_round_f16(float x)
 static inline float rf_round(ac_dtype t, float x)
 {
     switch (t) {
-    case AC_BF16: return rf_round_bf16(x);
-    case AC_F16: return rf_round_f16(x);
-    default: return x; /* f32: the identity */
+    case AC_BF16:
+        return rf_round_bf16(x);
+    case AC_F16:
+        return rf_round_f16(x);
+    default:
+        return x; /* f32: the identity */
     }
 }
 

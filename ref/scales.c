@@ -54,31 +54,43 @@ typedef struct {
     const ac_problem *p;
     const double *q, *k, *v, *o, *lse, *d_o;
     double *e_o, *e_dq, *e_dk, *e_dv;
-    double tau;                /* eta / 2u */
-    double rho;                /* u_f32 / u */
-    double *abs_k, *abs_v;     /* (B, Hkv, Nk, d), packed once */
-    double *g_row, *r_row;     /* (B, Hq, Nq): g_i and R_i as pass 1 summed them */
-    double ***bufs;            /* per worker: the scale_buffers arrays below */
-    bool mods;                 /* the problem has score modifiers (ac_problem_has_score_mods) */
-    double *e_dbias;           /* (bias) E_dBias, or NULL: pass 3 */
+    double tau; /* eta / 2u */
+    double rho; /* u_f32 / u */
+    double *abs_k, *abs_v; /* (B, Hkv, Nk, d), packed once */
+    double *g_row, *r_row; /* (B, Hq, Nq): g_i and R_i as pass 1 summed them */
+    double ***bufs; /* per worker: the scale_buffers arrays below */
+    bool mods; /* the problem has score modifiers (ac_problem_has_score_mods) */
+    double *e_dbias; /* (bias) E_dBias, or NULL: pass 3 */
     double dbias_factor, dbias_tau; /* u_t / u_b and tau_b: dBias is stored in the bias's dtype b */
-    double p_floor;            /* rho tau_f32 = eta_f32 / 2u: a kernel's f32 P below the subnormals, in units of u */
-    bool fp8;                  /* fp8 inputs: E_O's P term at the declared format (fp8_weight) */
-    double p_rel, p_tau;       /* u_p / u, and P's floor eta_p / 2u (fp8 P: / sigma_min, times the row's max P) */
+    double p_floor; /* rho tau_f32 = eta_f32 / 2u: a kernel's f32 P below the subnormals, in units of u */
+    bool fp8; /* fp8 inputs: E_O's P term at the declared format (fp8_weight) */
+    double p_rel, p_tau; /* u_p / u, and P's floor eta_p / 2u (fp8 P: / sigma_min, times the row's max P) */
 } scale_job;
 
 /* One worker's block buffers: probabilities, the O, dV and dQ/dK weights, the
  * score magnitudes G (then the backward's relative error r of P), each
  * (block, keys); |Q|, |dO|, |O| of the block's rows (block, d). */
-enum { B_PROB, B_WEIGHT_O, B_WEIGHT_V, B_WEIGHT_G, B_REL_ERR, B_SLOPE, B_SIGMA, B_KAPPA, B_ABS_Q, B_ABS_DO,
-       B_ABS_O, B_COUNT };
+enum {
+    B_PROB,
+    B_WEIGHT_O,
+    B_WEIGHT_V,
+    B_WEIGHT_G,
+    B_REL_ERR,
+    B_SLOPE,
+    B_SIGMA,
+    B_KAPPA,
+    B_ABS_Q,
+    B_ABS_DO,
+    B_ABS_O,
+    B_COUNT
+};
 /* B_SLOPE, B_SIGMA, B_KAPPA: the score modifiers' terms (below), block-sized
  * only when the problem has them. */
 
 typedef struct {
     const ref_head *hd;
     int i0, i1, jlo, jhi; /* the pair: rows [i0, i1), keys [jlo, jhi) */
-    double **buf;         /* B_COUNT arrays */
+    double **buf; /* B_COUNT arrays */
 } scale_pair;
 
 static void abs_rows(const double *src, size_t ld, int rows, int d, double *dst)
@@ -191,7 +203,8 @@ static void fp8_weights_o(const scale_job *job, const scale_pair *pr)
             p_max = vis[j] != 0.0 ? fmax(p_max, prob[j]) : p_max;
         double floor_p = p_fp8 ? job->p_tau * p_max : job->p_tau;
         for (int j = 0; j < cols; j++)
-            vis[j] = vis[j] == 0.0 ? 0.0 : prob[j] * (job->p_rel + 2.0 * job->rho + job->rho * (g[j] + g_row)) + floor_p;
+            vis[j] =
+                vis[j] == 0.0 ? 0.0 : prob[j] * (job->p_rel + 2.0 * job->rho + job->rho * (g[j] + g_row)) + floor_p;
     }
 }
 
@@ -261,7 +274,8 @@ static void mod_weights_grad(const scale_job *job, double **buf, size_t at, int 
 static void add_delta_error(const scale_job *job, const ref_head *hd, int i, const double *prob, const double *vis,
                             double *w, int cols)
 {
-    const double *d_o = job->d_o + hd->o_base + (size_t)i * hd->ld_o, *e_o = job->e_o + hd->o_base + (size_t)i * hd->ld_o;
+    const double *d_o = job->d_o + hd->o_base + (size_t)i * hd->ld_o,
+                 *e_o = job->e_o + hd->o_base + (size_t)i * hd->ld_o;
     double d_err = 0.0;
     for (int c = 0; c < hd->d_v; c++)
         d_err += fabs(d_o[c]) * e_o[c];
@@ -338,8 +352,8 @@ static void rows_block(const scale_job *job, const ref_head *hd, int i0, int i1,
     if (!job->d_o)
         return;
     pair_weights_grad(job, &pr, true, false);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, fabs(hd->p->scale), buf[B_WEIGHT_G],
-                cols, head_abs(job, job->abs_k, hd, pr.jlo), d, 0.0, job->e_dq + q_at, ld_q);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, fabs(hd->p->scale), buf[B_WEIGHT_G], cols,
+                head_abs(job, job->abs_k, hd, pr.jlo), d, 0.0, job->e_dq + q_at, ld_q);
     add_rounding_floor(job->e_dq + q_at, hd->ld_q, rows, d, job->tau);
 }
 
@@ -367,11 +381,11 @@ static void keys_pair(const scale_job *job, const ref_head *hd, int i0, int i1, 
     size_t kv_at = hd->kv_base + (size_t)j0 * hd->ld_kv;
     pair_terms(job, &pr);
     pair_weights_o(job, &pr);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d_v, rows, 1.0, buf[B_WEIGHT_V], cols,
-                buf[B_ABS_DO], hd->d_v, 1.0, job->e_dv + hd->v_base + (size_t)j0 * hd->ld_v, (int)hd->ld_v);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hd->d_v, rows, 1.0, buf[B_WEIGHT_V], cols, buf[B_ABS_DO],
+                hd->d_v, 1.0, job->e_dv + hd->v_base + (size_t)j0 * hd->ld_v, (int)hd->ld_v);
     pair_weights_grad(job, &pr, false, false);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, fabs(hd->p->scale), buf[B_WEIGHT_G],
-                cols, buf[B_ABS_Q], d, 1.0, job->e_dk + kv_at, ld_kv);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, fabs(hd->p->scale), buf[B_WEIGHT_G], cols,
+                buf[B_ABS_Q], d, 1.0, job->e_dk + kv_at, ld_kv);
 }
 
 static int key_tiles(const ac_problem *p) { return (p->seqlen_k + SCALE_KEY_TILE - 1) / SCALE_KEY_TILE; }
@@ -431,7 +445,8 @@ static void dbias_pair(const scale_job *job, const ref_head *hd, int i0, int i1,
     pair_weights_grad(job, &pr, false, true);
     for (int i = i0; i < i1; i++) {
         /* D_i from the kernel's O, which errs by u E_O: P_ij sum_c |dO_ic| E_O_ic more */
-        const double *d_o = job->d_o + hd->o_base + (size_t)i * hd->ld_o, *e_o = job->e_o + hd->o_base + (size_t)i * hd->ld_o;
+        const double *d_o = job->d_o + hd->o_base + (size_t)i * hd->ld_o,
+                     *e_o = job->e_o + hd->o_base + (size_t)i * hd->ld_o;
         double d_err = 0.0;
         for (int c = 0; c < hd->d_v; c++)
             d_err += fabs(d_o[c]) * e_o[c];
@@ -517,16 +532,16 @@ static bool alloc_job(scale_job *job, int workers)
     return ok;
 }
 
-int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                     const double *v, const double *o, const double *lse, const double *d_o,
-                     double *e_o, double *e_dq, double *e_dk, double *e_dv, ac_err *err)
+int ref_error_scales(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                     const double *o, const double *lse, const double *d_o, double *e_o, double *e_dq, double *e_dk,
+                     double *e_dv, ac_err *err)
 {
     return ref_error_scales_dbias(p, t, q, k, v, o, lse, d_o, e_o, e_dq, e_dk, e_dv, NULL, err);
 }
 
-int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                           const double *v, const double *o, const double *lse, const double *d_o,
-                           double *e_o, double *e_dq, double *e_dk, double *e_dv, double *e_dbias, ac_err *err)
+int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                           const double *o, const double *lse, const double *d_o, double *e_o, double *e_dq,
+                           double *e_dk, double *e_dv, double *e_dbias, ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err), workers = 1;
     if (status != AC_OK)
@@ -541,26 +556,50 @@ int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, con
      * ignored); given, all three outputs are needed. */
     bool grads = d_o != NULL;
     if (grads && !(e_dq && e_dk && e_dv))
-        return ac_fail(err, AC_ERR_INPUT, "ref_error_scales: d_o given but e_dq, e_dk or e_dv is NULL "
+        return ac_fail(err, AC_ERR_INPUT,
+                       "ref_error_scales: d_o given but e_dq, e_dk or e_dv is NULL "
                        "(pass d_o = NULL to skip the backward scales)");
     if ((status = ref_thread_count(&workers, err)) != AC_OK)
         return status;
     size_t keys = (size_t)(p->seqlen_k > SCALE_KEY_TILE ? p->seqlen_k : SCALE_KEY_TILE);
     size_t block_bufs = ac_problem_has_score_mods(p) ? B_ABS_Q : B_SLOPE;
-    workers = ref_workers_within(workers, (block_bufs * keys + 3 * (size_t)p->head_dim) * ref_block_rows(p) * sizeof(double));
+    workers =
+        ref_workers_within(workers, (block_bufs * keys + 3 * (size_t)p->head_dim) * ref_block_rows(p) * sizeof(double));
     bool fp8 = ac_problem_is_fp8(p);
-    if (fp8 && (grads || !ac_dtype_is_fp8(t) || p->fp8_p == AC_F32 || (unsigned)p->fp8_p >= AC_DTYPE_COUNT ||
-                (unsigned)p->fp8_out >= AC_DTYPE_COUNT))
-        return ac_fail(err, AC_ERR_INPUT, "ref_error_scales: an fp8 problem needs fp8 inputs, its out and p "
+    if (fp8 &&
+        (grads || !ac_dtype_is_fp8(t) || p->fp8_p == AC_F32 || (unsigned)p->fp8_p >= AC_DTYPE_COUNT ||
+         (unsigned)p->fp8_out >= AC_DTYPE_COUNT))
+        return ac_fail(err, AC_ERR_INPUT,
+                       "ref_error_scales: an fp8 problem needs fp8 inputs, its out and p "
                        "formats, and no backward (forward only)");
     if (fp8)
         t = p->fp8_out; /* E is in units of the output's u */
-    scale_job job = {p, q, k, v, o, lse, d_o, e_o, grads ? e_dq : NULL, grads ? e_dk : NULL, grads ? e_dv : NULL,
-                     ac_min_subnormal(t) / (2.0 * ac_unit_roundoff(t)), ac_unit_roundoff(AC_F32) / ac_unit_roundoff(t),
-                     NULL, NULL, NULL, NULL, NULL, ac_problem_has_score_mods(p), grads && p->bias ? e_dbias : NULL,
+    scale_job job = {p,
+                     q,
+                     k,
+                     v,
+                     o,
+                     lse,
+                     d_o,
+                     e_o,
+                     grads ? e_dq : NULL,
+                     grads ? e_dk : NULL,
+                     grads ? e_dv : NULL,
+                     ac_min_subnormal(t) / (2.0 * ac_unit_roundoff(t)),
+                     ac_unit_roundoff(AC_F32) / ac_unit_roundoff(t),
+                     NULL,
+                     NULL,
+                     NULL,
+                     NULL,
+                     NULL,
+                     ac_problem_has_score_mods(p),
+                     grads && p->bias ? e_dbias : NULL,
                      p->bias ? ac_unit_roundoff(t) / ac_unit_roundoff(p->bias_dtype) : 0.0,
                      p->bias ? ac_min_subnormal(p->bias_dtype) / (2.0 * ac_unit_roundoff(p->bias_dtype)) : 0.0,
-                     ac_min_subnormal(AC_F32) / (2.0 * ac_unit_roundoff(t)), fp8, 0.0, 0.0};
+                     ac_min_subnormal(AC_F32) / (2.0 * ac_unit_roundoff(t)),
+                     fp8,
+                     0.0,
+                     0.0};
     if (fp8) {
         double sigma = ac_dtype_is_fp8(p->fp8_p) ? AC_FP8_P_SIGMA_MIN : 1.0;
         job.p_rel = ac_unit_roundoff(p->fp8_p) / ac_unit_roundoff(t);
@@ -575,8 +614,8 @@ int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, con
             ref_parallel_for(workers, (size_t)bias_dim(p->bias_batch) * bias_dim(p->bias_heads) * ref_block_count(p),
                              dbias_task, &job);
     } else {
-        status = ac_fail(err, AC_ERR_ENV, "ref_error_scales: out of memory for %d workers' %d x %d blocks",
-                         workers, ref_block_rows(p), p->seqlen_k);
+        status = ac_fail(err, AC_ERR_ENV, "ref_error_scales: out of memory for %d workers' %d x %d blocks", workers,
+                         ref_block_rows(p), p->seqlen_k);
     }
     free_job(&job, workers);
     return status;

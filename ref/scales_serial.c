@@ -35,7 +35,7 @@ typedef struct {
 typedef struct {
     double *prob, *weight_o, *weight_v, *weight_g, *rel_err;
     double *abs_q, *abs_do, *abs_o; /* (block, d) */
-    double *abs_k, *abs_v;          /* (Nk, d) */
+    double *abs_k, *abs_v; /* (Nk, d) */
 } scale_buffers;
 
 static void abs_rows(const double *src, size_t ld, int rows, int d, double *dst)
@@ -47,8 +47,8 @@ static void abs_rows(const double *src, size_t ld, int rows, int d, double *dst)
 
 /* prob <- P; weight_o, weight_v as in the header, 0 where masked; rel_err <-
  * r_ij, the backward's relative error of P in units of u. */
-static void block_weights_o(const ref_head *hd, const scale_tensors *t, int i0, int i1, int jlo,
-                            int jhi, scale_buffers *buf)
+static void block_weights_o(const ref_head *hd, const scale_tensors *t, int i0, int i1, int jlo, int jhi,
+                            scale_buffers *buf)
 {
     int rows = i1 - i0, cols = jhi - jlo, d = hd->d;
     size_t n = (size_t)rows * (size_t)cols;
@@ -56,8 +56,8 @@ static void block_weights_o(const ref_head *hd, const scale_tensors *t, int i0, 
     for (size_t e = 0; e < n; e++) /* ref_block_scores marks every masked pair with -inf */
         buf->weight_o[e] = buf->prob[e] == -INFINITY ? 0.0 : 1.0;
     ref_block_probs_from_lse(hd, i0, i1, jlo, jhi, t->lse, buf->prob);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, d * fabs(hd->p->scale),
-                buf->abs_q, d, buf->abs_k + (size_t)jlo * d, d, 0.0, buf->rel_err, cols);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, d * fabs(hd->p->scale), buf->abs_q, d,
+                buf->abs_k + (size_t)jlo * d, d, 0.0, buf->rel_err, cols);
     for (int r = 0; r < rows; r++) {
         size_t at = (size_t)r * cols;
         double *vis = buf->weight_o + at, *wv = buf->weight_v + at, *g = buf->rel_err + at;
@@ -80,8 +80,8 @@ static void block_weights_o(const ref_head *hd, const scale_tensors *t, int i0, 
 }
 
 /* weight_g <- P ((1 + r)(dPhat + Dhat) + R) + tau where visible, 0 where masked. */
-static void block_weights_grad(const ref_head *hd, int i0, int i1, int jlo, int jhi,
-                               const scale_tensors *t, scale_buffers *buf)
+static void block_weights_grad(const ref_head *hd, int i0, int i1, int jlo, int jhi, const scale_tensors *t,
+                               scale_buffers *buf)
 {
     int rows = i1 - i0, cols = jhi - jlo, d = hd->d;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, 1.0, buf->abs_do, d,
@@ -100,8 +100,7 @@ static void block_weights_grad(const ref_head *hd, int i0, int i1, int jlo, int 
     }
 }
 
-static void scales_block(const ref_head *hd, const scale_tensors *t, int i0, int i1,
-                         scale_buffers *buf)
+static void scales_block(const ref_head *hd, const scale_tensors *t, int i0, int i1, scale_buffers *buf)
 {
     int jlo, jhi;
     ref_block_keys(hd, i0, i1, &jlo, &jhi);
@@ -122,23 +121,22 @@ static void scales_block(const ref_head *hd, const scale_tensors *t, int i0, int
         abs_rows(t->o + q_at, hd->ld_q, rows, d, buf->abs_o);
     }
     const double *abs_k = buf->abs_k + (size_t)jlo * d, *abs_v = buf->abs_v + (size_t)jlo * d;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, 1.0, buf->weight_o, cols,
-                abs_v, d, 0.0, t->e_o + q_at, ld_q);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, 1.0, buf->weight_o, cols, abs_v, d, 0.0,
+                t->e_o + q_at, ld_q);
     if (!grads)
         return;
     size_t kv_at = hd->kv_base + (size_t)jlo * hd->ld_kv;
     int ld_kv = (int)hd->ld_kv;
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, 1.0, buf->weight_v, cols,
-                buf->abs_do, d, 1.0, t->e_dv + kv_at, ld_kv);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, 1.0, buf->weight_v, cols, buf->abs_do, d, 1.0,
+                t->e_dv + kv_at, ld_kv);
     block_weights_grad(hd, i0, i1, jlo, jhi, t, buf);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, scale, buf->weight_g, cols,
-                abs_k, d, 0.0, t->e_dq + q_at, ld_q);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, scale, buf->weight_g, cols,
-                buf->abs_q, d, 1.0, t->e_dk + kv_at, ld_kv);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, cols, scale, buf->weight_g, cols, abs_k, d, 0.0,
+                t->e_dq + q_at, ld_q);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, d, rows, scale, buf->weight_g, cols, buf->abs_q, d, 1.0,
+                t->e_dk + kv_at, ld_kv);
 }
 
-static void scales_head(const ac_problem *p, const scale_tensors *t, int b, int h, int block,
-                        scale_buffers *buf)
+static void scales_head(const ac_problem *p, const scale_tensors *t, int b, int h, int block, scale_buffers *buf)
 {
     ref_head hd;
     ref_head_init(&hd, p, b, h);
@@ -182,7 +180,7 @@ static bool alloc_buffers(const ac_problem *p, int block, scale_buffers *buf)
     buf->abs_k = malloc(keys * sizeof(double));
     buf->abs_v = malloc(keys * sizeof(double));
     return buf->prob && buf->weight_o && buf->weight_g && buf->weight_v && buf->rel_err && buf->abs_q && buf->abs_do &&
-           buf->abs_o && buf->abs_k && buf->abs_v;
+        buf->abs_o && buf->abs_k && buf->abs_v;
 }
 
 /* The output's own rounding, eta/2 = u * tau, on every element that is not an
@@ -194,9 +192,9 @@ static void add_rounding_floor(double *e, size_t n, double tau)
             e[i] += tau;
 }
 
-int ref_error_scales_serial(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                     const double *v, const double *o, const double *lse, const double *d_o,
-                     double *e_o, double *e_dq, double *e_dk, double *e_dv, ac_err *err)
+int ref_error_scales_serial(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                            const double *o, const double *lse, const double *d_o, double *e_o, double *e_dq,
+                            double *e_dk, double *e_dv, ac_err *err)
 {
     int status = ac_problem_validate(p, 0, err);
     if (status != AC_OK)
@@ -204,12 +202,14 @@ int ref_error_scales_serial(const ac_problem *p, ac_dtype t, const double *q, co
     if ((unsigned)t >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "ref_error_scales_serial: unknown dtype %d", (int)t);
     if (!q || !k || !v || !o || !lse || !e_o)
-        return ac_fail(err, AC_ERR_INPUT, "ref_error_scales_serial: NULL tensor (q, k, v, o, lse and e_o are required)");
+        return ac_fail(err, AC_ERR_INPUT,
+                       "ref_error_scales_serial: NULL tensor (q, k, v, o, lse and e_o are required)");
     /* d_o decides: NULL skips the backward scales (e_dq, e_dk, e_dv are then
      * ignored); given, all three outputs are needed. */
     bool grads = d_o != NULL;
     if (grads && !(e_dq && e_dk && e_dv))
-        return ac_fail(err, AC_ERR_INPUT, "ref_error_scales_serial: d_o given but e_dq, e_dk or e_dv is NULL "
+        return ac_fail(err, AC_ERR_INPUT,
+                       "ref_error_scales_serial: d_o given but e_dq, e_dk or e_dv is NULL "
                        "(pass d_o = NULL to skip the backward scales)");
     if (!grads)
         e_dq = e_dk = e_dv = NULL;
@@ -217,8 +217,8 @@ int ref_error_scales_serial(const ac_problem *p, ac_dtype t, const double *q, co
     scale_buffers buf;
     if (!alloc_buffers(p, block, &buf)) {
         free_buffers(&buf);
-        return ac_fail(err, AC_ERR_ENV, "ref_error_scales_serial: out of memory for %d x %d blocks",
-                       block, p->seqlen_k);
+        return ac_fail(err, AC_ERR_ENV, "ref_error_scales_serial: out of memory for %d x %d blocks", block,
+                       p->seqlen_k);
     }
     if (grads) {
         memset(e_dk, 0, ac_kv_elems(p) * sizeof *e_dk);
@@ -239,4 +239,3 @@ int ref_error_scales_serial(const ac_problem *p, ac_dtype t, const double *q, co
     }
     return AC_OK;
 }
-

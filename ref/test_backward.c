@@ -122,7 +122,9 @@ Test(ref_backward, gqa_dk_dv_are_sums_over_the_group)
     for (int n = 0; n < 2; n++) {
         ts_case *c = both[n];
         cr_assert_eq(ref_forward_fp64(&c->p, c->q, c->k, c->v, c->o, c->lse, NULL), AC_OK);
-        cr_assert_eq(ref_backward_fp64(&c->p, c->q, c->k, c->v, c->o, c->lse, c->d_o, c->dq, c->dk, c->dv, c->delta, NULL), AC_OK);
+        cr_assert_eq(
+            ref_backward_fp64(&c->p, c->q, c->k, c->v, c->o, c->lse, c->d_o, c->dq, c->dk, c->dv, c->delta, NULL),
+            AC_OK);
     }
     cr_assert(memcmp(g.dq, m.dq, ac_q_elems(&gqa) * sizeof(double)) == 0, "dQ differs");
     for (int hk = 0; hk < 2; hk++)
@@ -130,8 +132,10 @@ Test(ref_backward, gqa_dk_dv_are_sums_over_the_group)
             for (int cc = 0; cc < gqa.head_dim; cc++) {
                 double dk = m.dk[ac_kv_index(&mha, 0, 2 * hk, j, cc)] + m.dk[ac_kv_index(&mha, 0, 2 * hk + 1, j, cc)];
                 double dv = m.dv[ac_kv_index(&mha, 0, 2 * hk, j, cc)] + m.dv[ac_kv_index(&mha, 0, 2 * hk + 1, j, cc)];
-                cr_assert(fabs(g.dk[ac_kv_index(&gqa, 0, hk, j, cc)] - dk) <= 1e-14 * fmax(1.0, fabs(dk)), "dK not the group sum");
-                cr_assert(fabs(g.dv[ac_kv_index(&gqa, 0, hk, j, cc)] - dv) <= 1e-14 * fmax(1.0, fabs(dv)), "dV not the group sum");
+                cr_assert(fabs(g.dk[ac_kv_index(&gqa, 0, hk, j, cc)] - dk) <= 1e-14 * fmax(1.0, fabs(dk)),
+                          "dK not the group sum");
+                cr_assert(fabs(g.dv[ac_kv_index(&gqa, 0, hk, j, cc)] - dv) <= 1e-14 * fmax(1.0, fabs(dv)),
+                          "dV not the group sum");
             }
     ts_case_free(&g);
     ts_case_free(&m);
@@ -191,7 +195,8 @@ static void direct_backward(const ts_case *c, double *dq, double *dk, double *dv
 static void assert_close_in_scale(const double *got, const double *want, const double *e, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
-        cr_assert(fabs(got[i] - want[i]) <= 1e-12 * e[i], "%s[%zu]: %.17g, direct %.17g (scale %g)", what, i, got[i], want[i], e[i]);
+        cr_assert(fabs(got[i] - want[i]) <= 1e-12 * e[i], "%s[%zu]: %.17g, direct %.17g (scale %g)", what, i, got[i],
+                  want[i], e[i]);
 }
 
 Test(ref_backward, matches_direct_loops_across_row_blocks)
@@ -213,7 +218,13 @@ Test(ref_backward, matches_direct_loops_across_row_blocks)
     assert_close_in_scale(c.dq, dq, e_dq, nq, "dQ");
     assert_close_in_scale(c.dk, dk, e_dk, nkv, "dK");
     assert_close_in_scale(c.dv, dv, e_dv, nkv, "dV");
-    free(e_o); free(e_dq); free(e_dk); free(e_dv); free(dq); free(dk); free(dv);
+    free(e_o);
+    free(e_dq);
+    free(e_dk);
+    free(e_dv);
+    free(dq);
+    free(dk);
+    free(dv);
     ts_case_free(&c);
 }
 
@@ -238,6 +249,9 @@ Test(ref_backward, results_do_not_depend_on_the_thread_count)
     cr_assert(memcmp(dk, c.dk, nkv * sizeof *dk) == 0, "dK differs between 1 and 3 threads");
     cr_assert(memcmp(dv, c.dv, nkv * sizeof *dv) == 0, "dV differs between 1 and 3 threads");
     cr_assert(memcmp(delta, c.delta, nl * sizeof *delta) == 0, "D differs between 1 and 3 threads");
-    free(dq); free(dk); free(dv); free(delta);
+    free(dq);
+    free(dk);
+    free(dv);
+    free(delta);
     ts_case_free(&c);
 }

@@ -79,8 +79,10 @@ Test(ref_bias, dbias_matches_central_differences_in_every_broadcast_shape)
                 double down = loss(&c);
                 bias[e] = at;
                 double fd = (up - down) / ((double)hi - (double)lo);
-                cr_assert(fabs(fd - dbias[e]) <= 1e-6 * fmax(1.0, fabs(dbias[e])), "%s shape %d entry %zu: dBias "
-                          "%.12g, differences %.12g", ts_kind_name(kinds[k]), shape, e, dbias[e], fd);
+                cr_assert(fabs(fd - dbias[e]) <= 1e-6 * fmax(1.0, fabs(dbias[e])),
+                          "%s shape %d entry %zu: dBias "
+                          "%.12g, differences %.12g",
+                          ts_kind_name(kinds[k]), shape, e, dbias[e], fd);
             }
             free(dbias);
             ts_case_free(&c);
@@ -131,13 +133,15 @@ Test(ref_bias, the_dbias_scale_is_zero_where_nothing_is_visible_and_in_the_bias_
     double *e[4] = {ts_alloc(no), ts_alloc(nq), ts_alloc(nkv), ts_alloc(nkv)};
     double *e_f32 = ts_alloc(n), *e_f16 = ts_alloc(n);
     ac_err err = {{0}};
-    cr_assert_eq(ref_error_scales_dbias(&p, AC_F16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e[0], e[1], e[2], e[3], e_f32,
-                                        &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(
+        ref_error_scales_dbias(&p, AC_F16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e[0], e[1], e[2], e[3], e_f32, &err),
+        AC_OK, "%s", err.msg);
     c.p.bias = bias_t, c.p.bias_dtype = AC_F16;
     p = c.p;
     loss(&c);
-    cr_assert_eq(ref_error_scales_dbias(&p, AC_F16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e[0], e[1], e[2], e[3], e_f16,
-                                        &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(
+        ref_error_scales_dbias(&p, AC_F16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e[0], e[1], e[2], e[3], e_f16, &err),
+        AC_OK, "%s", err.msg);
     double ratio = ac_unit_roundoff(AC_F16) / ac_unit_roundoff(AC_F32);
     double tau32 = ac_min_subnormal(AC_F32) / (2 * ac_unit_roundoff(AC_F32));
     double tau16 = ac_min_subnormal(AC_F16) / (2 * ac_unit_roundoff(AC_F16));

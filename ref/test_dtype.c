@@ -51,8 +51,8 @@ static void check_widening(const fmt *f, uint32_t bits, mpfr_t x)
         return;
     }
     if (kind == 1) {
-        cr_assert(isinf(w) && (signbit(w) != 0) == (sign != 0), "%s 0x%x: Inf widened to %g",
-                  ac_dtype_name(f->t), bits, w);
+        cr_assert(isinf(w) && (signbit(w) != 0) == (sign != 0), "%s 0x%x: Inf widened to %g", ac_dtype_name(f->t), bits,
+                  w);
         return;
     }
     cr_assert(mpfr_cmp_d(x, w) == 0, "%s 0x%x: widened to %a", ac_dtype_name(f->t), bits, w);
@@ -98,16 +98,19 @@ static void check_halfways(const fmt *f)
             double wa = ac_widen(f->t, a), wb = ac_widen(f->t, b);
             double half = 0.5 * (wa + wb); /* exact: one bit more than the format */
             uint32_t even = (lo & 1u) ? b : a;
-            cr_assert_eq(ac_narrow(f->t, half), even, "%s: halfway %a between 0x%x and 0x%x",
-                         ac_dtype_name(f->t), half, a, b);
-            cr_assert_eq(ac_narrow(f->t, nextafter(half, wa)), a, "%s: just below halfway %a", ac_dtype_name(f->t), half);
-            cr_assert_eq(ac_narrow(f->t, nextafter(half, wb)), b, "%s: just above halfway %a", ac_dtype_name(f->t), half);
+            cr_assert_eq(ac_narrow(f->t, half), even, "%s: halfway %a between 0x%x and 0x%x", ac_dtype_name(f->t), half,
+                         a, b);
+            cr_assert_eq(ac_narrow(f->t, nextafter(half, wa)), a, "%s: just below halfway %a", ac_dtype_name(f->t),
+                         half);
+            cr_assert_eq(ac_narrow(f->t, nextafter(half, wb)), b, "%s: just above halfway %a", ac_dtype_name(f->t),
+                         half);
         }
     }
     double max = ac_max_finite(f->t), past = max + 0.5 * ac_ulp(f->t, max);
     cr_assert_eq(ac_narrow(f->t, past), inf_bits, "%s: halfway past max must overflow", ac_dtype_name(f->t));
     cr_assert_eq(ac_narrow(f->t, -past), inf_bits | sign_bit);
-    cr_assert_eq(ac_narrow(f->t, nextafter(past, 0.0)), inf_bits - 1, "%s: just below that is max", ac_dtype_name(f->t));
+    cr_assert_eq(ac_narrow(f->t, nextafter(past, 0.0)), inf_bits - 1, "%s: just below that is max",
+                 ac_dtype_name(f->t));
 }
 
 Test(ref_dtype, every_halfway_double_rounds_to_even)
@@ -281,8 +284,8 @@ Test(ref_dtype, bits_put_writes_one_element_of_the_table_width)
             cr_assert_eq(ac_bits_get((ac_dtype)t, buf, 1), bits, "%s 0x%x", ac_dtype_name((ac_dtype)t), bits);
             for (size_t b = 0; b < sizeof buf; b++)
                 if (b < w || b >= 2 * w)
-                    cr_assert_eq(buf[b], 0xA5, "%s: byte %zu outside element 1 was written",
-                                 ac_dtype_name((ac_dtype)t), b);
+                    cr_assert_eq(buf[b], 0xA5, "%s: byte %zu outside element 1 was written", ac_dtype_name((ac_dtype)t),
+                                 b);
         }
     }
 }
@@ -291,8 +294,8 @@ Test(ref_dtype, bits_put_writes_one_element_of_the_table_width)
 Test(ref_dtype, poison_is_a_nan_no_arithmetic_produces)
 {
     /* fp8's row: its negative NaN (never an output: fp8 kernels write bf16/f16) */
-    const uint32_t want[AC_DTYPE_COUNT] = {[AC_F32] = 0x7FC0DEADu, [AC_F16] = 0x7E5Au, [AC_BF16] = 0x7FDAu,
-                                           [AC_E4M3] = 0xFFu, [AC_E5M2] = 0xFFu};
+    const uint32_t want[AC_DTYPE_COUNT] = {
+        [AC_F32] = 0x7FC0DEADu, [AC_F16] = 0x7E5Au, [AC_BF16] = 0x7FDAu, [AC_E4M3] = 0xFFu, [AC_E5M2] = 0xFFu};
     volatile double zero = 0.0;
     for (int t = 0; t < AC_DTYPE_COUNT; t++) {
         uint32_t p = ac_dtype_poison((ac_dtype)t);

@@ -83,7 +83,8 @@ static void check_ties(const fp8 *f)
             uint32_t sb = neg ? 0x80u : 0, even = ((lo & 1u) ? lo + 1 : lo) | sb;
             cr_assert_eq(ac_narrow(f->t, half), even, "%s: halfway %a -> 0x%02x, want 0x%02x", ac_dtype_name(f->t),
                          half, ac_narrow(f->t, half), even);
-            cr_assert_eq(ac_narrow(f->t, nextafter(half, s * wa)), lo | sb, "%s: below halfway %a", ac_dtype_name(f->t), half);
+            cr_assert_eq(ac_narrow(f->t, nextafter(half, s * wa)), lo | sb, "%s: below halfway %a", ac_dtype_name(f->t),
+                         half);
             cr_assert_eq(ac_narrow(f->t, nextafter(half, s * wb)), (lo + 1) | sb, "%s: above halfway %a",
                          ac_dtype_name(f->t), half);
         }

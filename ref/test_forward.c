@@ -48,10 +48,11 @@ Test(ref_forward, matches_direct_double_loop_for_every_mask_kind)
         ts_case c;
         ts_case_init(&c, &p, AC_F16, 100 + kind);
         ac_err err = {{0}};
-        cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, &err), AC_OK, "%s: %s", ts_kind_name(kind), err.msg);
+        cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, &err), AC_OK, "%s: %s", ts_kind_name(kind),
+                     err.msg);
         double lse_err, o_err = max_rel_to_direct(&c, &lse_err);
-        cr_assert(o_err < 1e-13 && lse_err < 1e-13, "%s: O off by %g, LSE by %g (relative)",
-                  ts_kind_name(kind), o_err, lse_err);
+        cr_assert(o_err < 1e-13 && lse_err < 1e-13, "%s: O off by %g, LSE by %g (relative)", ts_kind_name(kind), o_err,
+                  lse_err);
         ts_case_free(&c);
     }
 }
@@ -112,7 +113,8 @@ Test(ref_forward, permuting_keys_leaves_output_unchanged)
     cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
     cr_assert_eq(ref_forward_fp64(&p, perm.q, perm.k, perm.v, perm.o, perm.lse, NULL), AC_OK);
     for (size_t e = 0; e < ac_q_elems(&p); e++)
-        cr_assert(fabs(c.o[e] - perm.o[e]) <= 1e-14, "O[%zu]: %.17g vs %.17g after permuting keys", e, c.o[e], perm.o[e]);
+        cr_assert(fabs(c.o[e] - perm.o[e]) <= 1e-14, "O[%zu]: %.17g vs %.17g after permuting keys", e, c.o[e],
+                  perm.o[e]);
     for (size_t e = 0; e < ac_lse_elems(&p); e++)
         cr_assert(fabs(c.lse[e] - perm.lse[e]) <= 1e-14, "LSE[%zu] changed", e);
     ts_case_free(&c);
@@ -143,7 +145,8 @@ static int check_rows_blind_to_key(const ac_problem *p, const ts_case *c, int j)
                     continue;
                 rows++;
                 size_t at = ac_lse_index(p, b, h, i);
-                cr_assert(memcmp(&c->lse[at], &changed.lse[at], sizeof(double)) == 0, "key %d moved LSE of row %d", j, i);
+                cr_assert(memcmp(&c->lse[at], &changed.lse[at], sizeof(double)) == 0, "key %d moved LSE of row %d", j,
+                          i);
                 for (int cc = 0; cc < p->head_dim; cc++) {
                     size_t oi = ac_q_index(p, b, h, i, cc);
                     cr_assert(memcmp(&c->o[oi], &changed.o[oi], sizeof(double)) == 0,
@@ -256,7 +259,8 @@ Test(ref_forward, fully_masked_rows_give_zero_and_negative_infinity)
                     if (any)
                         continue;
                     masked_rows++;
-                    cr_assert(c.lse[ac_lse_index(&p, b, h, i)] == -INFINITY, "%s row %d: LSE not -inf", ts_kind_name(kinds[n]), i);
+                    cr_assert(c.lse[ac_lse_index(&p, b, h, i)] == -INFINITY, "%s row %d: LSE not -inf",
+                              ts_kind_name(kinds[n]), i);
                     for (int cc = 0; cc < p.head_dim; cc++) {
                         double o = c.o[ac_q_index(&p, b, h, i, cc)];
                         cr_assert(o == 0.0 && !signbit(o), "%s row %d: O = %g, want +0", ts_kind_name(kinds[n]), i, o);
@@ -299,7 +303,8 @@ Test(ref_forward, layouts_give_the_same_values)
                 cr_assert_eq(a.lse[ac_lse_index(&bhsd, bb, h, i)], b.lse[ac_lse_index(&bshd, bb, h, i)]);
                 for (int cc = 0; cc < 8; cc++) {
                     double x = a.o[ac_q_index(&bhsd, bb, h, i, cc)], y = b.o[ac_q_index(&bshd, bb, h, i, cc)];
-                    cr_assert(fabs(x - y) <= 1e-15 * fmax(1.0, fabs(x)), "(%d,%d,%d,%d): %.17g vs %.17g", bb, h, i, cc, x, y);
+                    cr_assert(fabs(x - y) <= 1e-15 * fmax(1.0, fabs(x)), "(%d,%d,%d,%d): %.17g vs %.17g", bb, h, i, cc,
+                              x, y);
                 }
             }
     ts_case_free(&a);
@@ -350,7 +355,8 @@ Test(ref_forward, vectorised_exp_matches_libm)
     cr_assert(worst_ulps <= 2.0, "vectorised exp off by %.2f ulp", worst_ulps);
     double special[11] = {-INFINITY, 0.0, -746.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0};
     double sum = ref_exp_shifted(special, 11, 0.0); /* 11 entries: one vector and a tail */
-    cr_assert(special[0] == 0.0 && special[1] == 1.0 && special[2] == 0.0, "exp(-inf) = %g, exp(0) = %g", special[0], special[1]);
+    cr_assert(special[0] == 0.0 && special[1] == 1.0 && special[2] == 0.0, "exp(-inf) = %g, exp(0) = %g", special[0],
+              special[1]);
     cr_assert(fabs(special[10] - exp(8.0)) <= 2 * 0x1p-52 * exp(8.0), "tail element wrong");
     double want = 1.0;
     for (int e = 1; e <= 8; e++)

@@ -22,7 +22,7 @@ static void direct_lse_scale(const ts_case *c, double *e_lse)
                     double g = 0.0;
                     for (int cc = 0; cc < p->head_dim; cc++)
                         g += fabs(c->q[ac_q_index(p, b, h, i, cc)]) *
-                             fabs(c->k[ac_kv_index(p, b, ac_kv_head_of(p, h), j, cc)]);
+                            fabs(c->k[ac_kv_index(p, b, ac_kv_head_of(p, h), j, cc)]);
                     g_max = fmax(g_max, g);
                 }
                 if (g_max >= 0.0 && isfinite(lse))
@@ -43,7 +43,8 @@ static void check_against_direct(const ac_problem *p, uint64_t seed)
     cr_assert_eq(ref_lse_error_scale(p, c.q, c.k, c.lse, got, &err), AC_OK, "%s", err.msg);
     direct_lse_scale(&c, want);
     for (size_t e = 0; e < n; e++)
-        cr_assert(fabs(got[e] - want[e]) <= 1e-13 * want[e], "E_lse[%zu] = %.17g, direct loops %.17g", e, got[e], want[e]);
+        cr_assert(fabs(got[e] - want[e]) <= 1e-13 * want[e], "E_lse[%zu] = %.17g, direct loops %.17g", e, got[e],
+                  want[e]);
     free(got);
     free(want);
     ts_case_free(&c);

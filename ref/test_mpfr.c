@@ -24,10 +24,7 @@ static uint64_t mix(uint64_t *s)
 
 static double uniform01(uint64_t *s) { return ((mix(s) >> 11) + 0.5) * 0x1p-53; }
 
-static double normal(uint64_t *s)
-{
-    return sqrt(-2.0 * log(uniform01(s))) * cos(6.283185307179586 * uniform01(s));
-}
+static double normal(uint64_t *s) { return sqrt(-2.0 * log(uniform01(s))) * cos(6.283185307179586 * uniform01(s)); }
 
 static double *random_tensor(size_t n, ac_dtype t, double scale, uint64_t seed)
 {
@@ -39,8 +36,8 @@ static double *random_tensor(size_t n, ac_dtype t, double scale, uint64_t seed)
 }
 
 /* ---- the independent oracle: one MPFR operation per product and sum ---- */
-static void oracle_row(const ac_problem *p, const double *q, const double *k, const double *v,
-                       int b, int h, int i, double *o_row, double *lse)
+static void oracle_row(const ac_problem *p, const double *q, const double *k, const double *v, int b, int h, int i,
+                       double *o_row, double *lse)
 {
     const mpfr_prec_t prec = 320;
     int nk = p->seqlen_k, d = p->head_dim, hk = ac_kv_head_of(p, h);
@@ -184,7 +181,9 @@ Test(ref_mpfr, rows_of_p_sum_to_one)
         cr_assert_gt(fabs(lse_err), 0.0, "row %d: a rounded LSE cannot be exact here", i);
     }
     mpfr_clears(s, prod, sum, (mpfr_ptr)0);
-    free(q); free(k); free(v);
+    free(q);
+    free(k);
+    free(v);
 }
 
 /* ---- random cases of every mask kind ---- */
@@ -201,23 +200,62 @@ static mask_case make_case(int kind)
     mask_case mc = {.t = AC_F16};
     ac_problem *p = &mc.p;
     switch (kind) {
-    case 0: mc.name = "none"; *p = ac_problem_dense(1, 2, 2, 9, 23, 16); break;
-    case 1: mc.name = "causal-tl"; *p = ac_problem_dense(1, 1, 1, 13, 29, 8);
-        p->windowed = true; p->window_left = AC_WINDOW_INF; p->window_right = 0; break;
-    case 2: mc.name = "causal-br"; *p = ac_problem_dense(1, 1, 1, 13, 29, 8);
-        p->windowed = true; p->window_left = AC_WINDOW_INF; p->window_right = 0;
-        p->align = AC_ALIGN_BOTTOM_RIGHT; break;
-    case 3: mc.name = "window-tl"; *p = ac_problem_dense(1, 1, 1, 17, 21, 12);
-        p->windowed = true; p->window_left = 3; p->window_right = 2; break;
-    case 4: mc.name = "window-br"; *p = ac_problem_dense(1, 1, 1, 17, 21, 12);
-        p->windowed = true; p->window_left = 4; p->window_right = 1; p->align = AC_ALIGN_BOTTOM_RIGHT; break;
-    case 5: mc.name = "varlen"; *p = ac_problem_dense(3, 2, 1, 11, 19, 8);
-        mc.seqlens_q[0] = 11; mc.seqlens_q[1] = 4; mc.seqlens_q[2] = 0;
-        mc.seqlens_k[0] = 7; mc.seqlens_k[1] = 19; mc.seqlens_k[2] = 5;
-        p->layout = AC_LAYOUT_BSHD; break;
-    case 6: mc.name = "dense"; *p = ac_problem_dense(2, 2, 2, 10, 14, 16); mc.t = AC_BF16; break;
-    default: mc.name = "gqa-f32-bshd"; *p = ac_problem_dense(1, 6, 2, 7, 33, 20);
-        p->layout = AC_LAYOUT_BSHD; mc.t = AC_F32; break;
+    case 0:
+        mc.name = "none";
+        *p = ac_problem_dense(1, 2, 2, 9, 23, 16);
+        break;
+    case 1:
+        mc.name = "causal-tl";
+        *p = ac_problem_dense(1, 1, 1, 13, 29, 8);
+        p->windowed = true;
+        p->window_left = AC_WINDOW_INF;
+        p->window_right = 0;
+        break;
+    case 2:
+        mc.name = "causal-br";
+        *p = ac_problem_dense(1, 1, 1, 13, 29, 8);
+        p->windowed = true;
+        p->window_left = AC_WINDOW_INF;
+        p->window_right = 0;
+        p->align = AC_ALIGN_BOTTOM_RIGHT;
+        break;
+    case 3:
+        mc.name = "window-tl";
+        *p = ac_problem_dense(1, 1, 1, 17, 21, 12);
+        p->windowed = true;
+        p->window_left = 3;
+        p->window_right = 2;
+        break;
+    case 4:
+        mc.name = "window-br";
+        *p = ac_problem_dense(1, 1, 1, 17, 21, 12);
+        p->windowed = true;
+        p->window_left = 4;
+        p->window_right = 1;
+        p->align = AC_ALIGN_BOTTOM_RIGHT;
+        break;
+    case 5:
+        mc.name = "varlen";
+        *p = ac_problem_dense(3, 2, 1, 11, 19, 8);
+        mc.seqlens_q[0] = 11;
+        mc.seqlens_q[1] = 4;
+        mc.seqlens_q[2] = 0;
+        mc.seqlens_k[0] = 7;
+        mc.seqlens_k[1] = 19;
+        mc.seqlens_k[2] = 5;
+        p->layout = AC_LAYOUT_BSHD;
+        break;
+    case 6:
+        mc.name = "dense";
+        *p = ac_problem_dense(2, 2, 2, 10, 14, 16);
+        mc.t = AC_BF16;
+        break;
+    default:
+        mc.name = "gqa-f32-bshd";
+        *p = ac_problem_dense(1, 6, 2, 7, 33, 20);
+        p->layout = AC_LAYOUT_BSHD;
+        mc.t = AC_F32;
+        break;
     }
     if (kind == 6) {
         size_t n = (size_t)p->batch * p->heads_q * p->seqlen_q * p->seqlen_k;
@@ -269,7 +307,12 @@ Test(ref_mpfr, sliced_path_matches_oracle_on_every_mask_kind)
                         cr_assert(x == row[c], "%s (%d,%d,%d,%d): O %a vs oracle %a", mc.name, b, h, i, c, x, row[c]);
                     }
                 }
-        free(q); free(k); free(v); free(o); free(lse); free(mc.mask);
+        free(q);
+        free(k);
+        free(v);
+        free(o);
+        free(lse);
+        free(mc.mask);
     }
 }
 
@@ -289,13 +332,18 @@ Test(ref_mpfr, fp64_reference_certified_on_every_mask_kind)
         size_t real = 0;
         for (int b = 0; b < p->batch; b++)
             real += (size_t)p->heads_q * ac_seqlen_q_of(p, b);
-        cr_assert_eq(ref_certify(p, AC_F32, q, k, v, o, lse, ac_lse_elems(p), 7, 128, &cert, &err), AC_OK,
-                     "%s: %s", mc.name, err.msg);
+        cr_assert_eq(ref_certify(p, AC_F32, q, k, v, o, lse, ac_lse_elems(p), 7, 128, &cert, &err), AC_OK, "%s: %s",
+                     mc.name, err.msg);
         cr_assert_eq(cert.rows_checked, real, "%s: every real row checked", mc.name);
         cr_assert(cert.certified, "%s: max ulp %g", mc.name, cert.max_ulp_o);
         cr_assert_lt(cert.max_ulp_o, AC_CERT_MAX_ULP / 1024, "%s: %g f32 ulps", mc.name, cert.max_ulp_o);
         cr_assert_lt(cert.max_abs_lse, 1e-13, "%s: LSE off by %g", mc.name, cert.max_abs_lse);
-        free(q); free(k); free(v); free(o); free(lse); free(mc.mask);
+        free(q);
+        free(k);
+        free(v);
+        free(o);
+        free(lse);
+        free(mc.mask);
     }
 }
 
@@ -320,8 +368,14 @@ Test(ref_mpfr, fully_masked_row_gives_zero_and_minus_inf)
         cr_assert_eq(o_all[ac_q_index(p, 0, 0, 3, c)], 0.0);
         cr_assert_neq(o_all[ac_q_index(p, 0, 0, 4, c)], 0.0);
     }
-    (void)o; (void)lse;
-    free(q); free(k); free(v); free(o_all); free(lse_all); free(mc.mask);
+    (void)o;
+    (void)lse;
+    free(q);
+    free(k);
+    free(v);
+    free(o_all);
+    free(lse_all);
+    free(mc.mask);
 }
 
 /* One O element moved by exactly one f32 ulp of the exact value: the
@@ -345,7 +399,13 @@ Test(ref_mpfr, planted_one_ulp_error_is_reported_exactly)
     cr_assert_float_eq(cert.max_ulp_o, 1.0, 1e-9, "max ulp %.12g", cert.max_ulp_o);
     cr_assert(!cert.certified);
     cr_assert_eq(cert.rows_checked, nl);
-    free(q); free(k); free(v); free(o); free(lse); free(om); free(lsem);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+    free(lse);
+    free(om);
+    free(lsem);
 }
 
 Test(ref_mpfr, certify_samples_distinct_real_rows_deterministically)
@@ -364,7 +424,11 @@ Test(ref_mpfr, certify_samples_distinct_real_rows_deterministically)
     cr_assert_eq(ref_certify(p, AC_BF16, q, k, v, o, lse, 8, 42, 96, &b, &err), AC_OK, "%s", err.msg);
     cr_assert_eq(a.rows_checked, 8);
     cr_assert(a.certified && a.max_ulp_o == b.max_ulp_o && a.max_abs_lse == b.max_abs_lse);
-    free(q); free(k); free(v); free(o); free(lse);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+    free(lse);
 }
 
 Test(ref_mpfr, bad_arguments_are_rejected_with_a_message)
@@ -396,7 +460,9 @@ Test(ref_mpfr, bad_arguments_are_rejected_with_a_message)
     cr_assert_eq(ref_certify(&p, (ac_dtype)7, q, k, v, o, lse, 4, 1, 128, &cert, &err), AC_ERR_INPUT);
     cr_assert_eq(ref_certify(&p, AC_F16, q, k, v, NULL, lse, 4, 1, 128, &cert, &err), AC_ERR_INPUT);
     cr_assert_eq(ref_certify(&p, AC_F16, q, k, v, o, lse, 4, 1, 4096, &cert, &err), AC_ERR_INPUT);
-    free(q); free(k); free(v);
+    free(q);
+    free(k);
+    free(v);
 }
 
 /* The table-driven exp against mpfr_exp at 64 more bits, on full-precision
@@ -464,5 +530,7 @@ Test(ref_mpfr, sliced_path_matches_oracle_across_key_blocks_and_threads)
             cr_assert(o[ac_q_index(&p, 0, 0, i, c)] == row[c], "row %d col %d: %a vs oracle %a", i, c,
                       o[ac_q_index(&p, 0, 0, i, c)], row[c]);
     }
-    free(q); free(k); free(v);
+    free(q);
+    free(k);
+    free(v);
 }

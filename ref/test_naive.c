@@ -17,26 +17,33 @@ static naive_out run_naive(const ts_case *c, ac_dtype t)
                    ts_alloc(ac_kv_elems(p)), ts_alloc(ac_kv_elems(p))};
     ac_err err = {{0}};
     cr_assert_eq(ref_naive_forward(p, t, c->q, c->k, c->v, n.o, n.lse, &err), AC_OK, "%s", err.msg);
-    cr_assert_eq(ref_naive_backward(p, t, c->q, c->k, c->v, n.o, n.lse, c->d_o, n.dq, n.dk, n.dv, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ref_naive_backward(p, t, c->q, c->k, c->v, n.o, n.lse, c->d_o, n.dq, n.dk, n.dv, &err), AC_OK, "%s",
+                 err.msg);
     return n;
 }
 
 static void naive_free(naive_out *n)
 {
-    free(n->o); free(n->lse); free(n->dq); free(n->dk); free(n->dv);
+    free(n->o);
+    free(n->lse);
+    free(n->dq);
+    free(n->dk);
+    free(n->dv);
 }
 
 static void run_fp64(ts_case *c)
 {
     const ac_problem *p = &c->p;
     cr_assert_eq(ref_forward_fp64(p, c->q, c->k, c->v, c->o, c->lse, NULL), AC_OK);
-    cr_assert_eq(ref_backward_fp64(p, c->q, c->k, c->v, c->o, c->lse, c->d_o, c->dq, c->dk, c->dv, c->delta, NULL), AC_OK);
+    cr_assert_eq(ref_backward_fp64(p, c->q, c->k, c->v, c->o, c->lse, c->d_o, c->dq, c->dk, c->dv, c->delta, NULL),
+                 AC_OK);
 }
 
 static void assert_representable(ac_dtype t, const double *x, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
-        cr_assert(ac_round(t, x[i]) == x[i], "%s %s[%zu] = %.17g is not a %s value", ac_dtype_name(t), what, i, x[i], ac_dtype_name(t));
+        cr_assert(ac_round(t, x[i]) == x[i], "%s %s[%zu] = %.17g is not a %s value", ac_dtype_name(t), what, i, x[i],
+                  ac_dtype_name(t));
 }
 
 Test(ref_naive, outputs_are_exact_dtype_values)
@@ -94,7 +101,8 @@ Test(ref_naive, error_against_fp64_is_small_and_grows_with_lower_precision)
     cr_assert(err_dq[AC_F32] > 0.0 && err_dq[AC_F32] < 1e-5, "f32 dQ rel err %g", err_dq[AC_F32]);
     cr_assert(err_o[AC_F16] > 1e-5 && err_o[AC_F16] < 4e-3, "f16 O rel err %g", err_o[AC_F16]);
     cr_assert(err_dq[AC_F16] > 1e-5 && err_dq[AC_F16] < 2e-2, "f16 dQ rel err %g", err_dq[AC_F16]);
-    cr_assert(err_o[AC_BF16] > err_o[AC_F16] && err_o[AC_BF16] < 3e-2, "bf16 O rel err %g (f16 %g)", err_o[AC_BF16], err_o[AC_F16]);
+    cr_assert(err_o[AC_BF16] > err_o[AC_F16] && err_o[AC_BF16] < 3e-2, "bf16 O rel err %g (f16 %g)", err_o[AC_BF16],
+              err_o[AC_F16]);
 }
 
 Test(ref_naive, fully_masked_rows_give_zero_and_negative_infinity)
@@ -188,10 +196,10 @@ Test(ref_naive, float_rounding_matches_ac_round_on_every_float_class)
     /* A stride through all 2^32 encodings (odd, so every low-bit pattern
      * class is hit) plus the edges: f16's overflow threshold and its ties,
      * the normal/subnormal boundaries of f16 and bf16, NaN and infinities. */
-    const float edges[] = {65504.0f, 65519.99f, 65520.0f, 65536.0f, 0x1p-14f, 0x1.ffcp-15f, 0x1p-24f,
-                           0x1p-25f, 0x1.8p-24f, 0x1.000002p-25f, 0x1p-126f, 0x1p-133f, 0x1p-134f,
-                           0x1.8p-133f, 3.4028235e38f, 0x1.fefp127f, 0.0f, INFINITY, NAN, 1.0f + 0x1p-11f,
-                           1.0f + 0x1p-8f, 1.0f + 0x1.8p-8f};
+    const float edges[] = {65504.0f,  65519.99f,       65520.0f,       65536.0f,        0x1p-14f,  0x1.ffcp-15f,
+                           0x1p-24f,  0x1p-25f,        0x1.8p-24f,     0x1.000002p-25f, 0x1p-126f, 0x1p-133f,
+                           0x1p-134f, 0x1.8p-133f,     3.4028235e38f,  0x1.fefp127f,    0.0f,      INFINITY,
+                           NAN,       1.0f + 0x1p-11f, 1.0f + 0x1p-8f, 1.0f + 0x1.8p-8f};
     for (int t = 0; t < AC_E4M3; t++) { /* 16- and 32-bit; fp8: test_fp8.c */
         for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
             for (int sign = -1; sign <= 1; sign += 2) {
@@ -202,8 +210,8 @@ Test(ref_naive, float_rounding_matches_ac_round_on_every_float_class)
         for (uint64_t u = 0; u < ((uint64_t)1 << 32); u += 4099) {
             float x = rf_float((uint32_t)u), want = (float)ac_round((ac_dtype)t, x), got = rf_round((ac_dtype)t, x);
             cr_assert(rf_bits(want) == rf_bits(got) || (isnan(want) && isnan(got)),
-                      "%s: rf_round(%a) = %a, ac_round gives %a (bits %08x)", ac_dtype_name((ac_dtype)t), x, got,
-                      want, (unsigned)u);
+                      "%s: rf_round(%a) = %a, ac_round gives %a (bits %08x)", ac_dtype_name((ac_dtype)t), x, got, want,
+                      (unsigned)u);
         }
     }
 }
@@ -236,8 +244,8 @@ static naive_out run_naive_scalar(const ts_case *c, ac_dtype t)
                    ts_alloc(ac_kv_elems(p)), ts_alloc(ac_kv_elems(p))};
     ac_err err = {{0}};
     cr_assert_eq(ref_naive_forward_scalar(p, t, c->q, c->k, c->v, n.o, n.lse, &err), AC_OK, "%s", err.msg);
-    cr_assert_eq(ref_naive_backward_scalar(p, t, c->q, c->k, c->v, n.o, n.lse, c->d_o, n.dq, n.dk, n.dv, &err),
-                 AC_OK, "%s", err.msg);
+    cr_assert_eq(ref_naive_backward_scalar(p, t, c->q, c->k, c->v, n.o, n.lse, c->d_o, n.dq, n.dk, n.dv, &err), AC_OK,
+                 "%s", err.msg);
     return n;
 }
 
@@ -304,14 +312,14 @@ static ac_problem stat_problem(int which, ac_dtype *t)
 static void assert_same_bits(const char *what, int which, const double *y, const double *x, size_t n)
 {
     for (size_t e = 0; e < n; e++)
-        cr_assert(memcmp(&y[e], &x[e], sizeof y[e]) == 0, "case %d %s[%zu]: %a here, %a before", which, what, e,
-                  y[e], x[e]);
+        cr_assert(memcmp(&y[e], &x[e], sizeof y[e]) == 0, "case %d %s[%zu]: %a here, %a before", which, what, e, y[e],
+                  x[e]);
 }
 
 static void assert_stats_close(const char *what, int which, err_stats fast, err_stats scalar)
 {
-    cr_assert(fabs(fast.mean - scalar.mean) <= 0.1 * scalar.mean, "case %d %s: mean error %g, scalar %g", which,
-              what, fast.mean, scalar.mean);
+    cr_assert(fabs(fast.mean - scalar.mean) <= 0.1 * scalar.mean, "case %d %s: mean error %g, scalar %g", which, what,
+              fast.mean, scalar.mean);
     cr_assert(fabs(fast.max - scalar.max) <= 0.1 * scalar.max, "case %d %s: max error %g, scalar %g", which, what,
               fast.max, scalar.max);
 }
@@ -330,8 +338,8 @@ Test(ref_naive, blocked_matches_the_scalar_oracle_on_fixed_cases)
         naive_out fast = run_naive(&c, t), scalar = run_naive_scalar(&c, t);
         size_t nq = ac_q_elems(&p), nkv = ac_kv_elems(&p), nl = ac_lse_elems(&p);
         for (size_t e = 0; e < nl; e++)
-            cr_assert((fast.lse[e] == -INFINITY) == (scalar.lse[e] == -INFINITY), "case %d: LSE[%zu] %g vs %g",
-                      which, e, fast.lse[e], scalar.lse[e]);
+            cr_assert((fast.lse[e] == -INFINITY) == (scalar.lse[e] == -INFINITY), "case %d: LSE[%zu] %g vs %g", which,
+                      e, fast.lse[e], scalar.lse[e]);
         assert_stats_close("O", which, abs_err(fast.o, c.o, nq), abs_err(scalar.o, c.o, nq));
         assert_stats_close("LSE", which, abs_err(fast.lse, c.lse, nl), abs_err(scalar.lse, c.lse, nl));
         assert_stats_close("dQ", which, abs_err(fast.dq, c.dq, nq), abs_err(scalar.dq, c.dq, nq));
@@ -383,7 +391,8 @@ Test(ref_naive, a_bad_thread_count_is_an_input_error_naming_the_variable)
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
         ac_err err = {{0}};
         cr_assert_eq(setenv("ATTNCHECK_THREADS", bad[b], 1), 0);
-        cr_assert_eq(ref_naive_forward(&p, AC_F16, c.q, c.k, c.v, c.o, c.lse, &err), AC_ERR_INPUT, "'%s' accepted", bad[b]);
+        cr_assert_eq(ref_naive_forward(&p, AC_F16, c.q, c.k, c.v, c.o, c.lse, &err), AC_ERR_INPUT, "'%s' accepted",
+                     bad[b]);
         cr_assert(strstr(err.msg, "ATTNCHECK_THREADS") != NULL, "message: %s", err.msg);
     }
     unsetenv("ATTNCHECK_THREADS");

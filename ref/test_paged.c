@@ -154,14 +154,30 @@ typedef struct {
 static void spoil(ac_problem *p, int *table, int what)
 {
     switch (what) {
-    case 0: table[8 + 2] = 10; break;               /* page id past num_pages */
-    case 1: table[1] = -3; break;                   /* negative page id */
-    case 2: p->pages_per_seq = 3; break;            /* 3 pages of 4 < 13 keys */
-    case 3: p->page_size = 0; break;                /* a table without a page size */
-    case 4: p->seqlens_k = NULL; break;
-    case 5: p->layout = AC_LAYOUT_THD; break;
-    case 6: p->num_splits = -1; break;
-    default: p->num_pages = 0; break;
+    case 0:
+        table[8 + 2] = 10;
+        break; /* page id past num_pages */
+    case 1:
+        table[1] = -3;
+        break; /* negative page id */
+    case 2:
+        p->pages_per_seq = 3;
+        break; /* 3 pages of 4 < 13 keys */
+    case 3:
+        p->page_size = 0;
+        break; /* a table without a page size */
+    case 4:
+        p->seqlens_k = NULL;
+        break;
+    case 5:
+        p->layout = AC_LAYOUT_THD;
+        break;
+    case 6:
+        p->num_splits = -1;
+        break;
+    default:
+        p->num_pages = 0;
+        break;
     }
 }
 

@@ -38,8 +38,8 @@ Test(ref_parallel, every_task_runs_once_with_one_blas_thread_and_blas_is_restore
             job->workers = workers[w];
             ref_parallel_for(workers[w], tasks[t], count_task, job);
             for (size_t i = 0; i < tasks[t]; i++)
-                cr_assert_eq(atomic_load(&job->runs[i]), 1, "%d workers, %zu tasks: task %zu ran %d times",
-                             workers[w], tasks[t], i, atomic_load(&job->runs[i]));
+                cr_assert_eq(atomic_load(&job->runs[i]), 1, "%d workers, %zu tasks: task %zu ran %d times", workers[w],
+                             tasks[t], i, atomic_load(&job->runs[i]));
             for (size_t i = tasks[t]; i < 1000; i++)
                 cr_assert_eq(atomic_load(&job->runs[i]), 0, "task %zu past the end ran", i);
             if (tasks[t] > 0)

@@ -15,15 +15,16 @@ static void assert_mask(const ac_problem *p, int b, int h, const int want[3][5],
         int lo, hi, first = -1, last = -1;
         ac_visible_range(p, b, i, &lo, &hi);
         for (int j = 0; j < 5; j++) {
-            cr_assert_eq(ac_visible(p, b, h, i, j), want[i][j] != 0, "%s: (%d, %d) visible = %d, want %d",
-                         what, i, j, ac_visible(p, b, h, i, j), want[i][j]);
+            cr_assert_eq(ac_visible(p, b, h, i, j), want[i][j] != 0, "%s: (%d, %d) visible = %d, want %d", what, i, j,
+                         ac_visible(p, b, h, i, j), want[i][j]);
             if (want[i][j] && first < 0)
                 first = j;
             if (want[i][j])
                 last = j;
         }
         if (first >= 0 && !p->dense_mask) /* without a dense mask the range is exact */
-            cr_assert(lo == first && hi == last + 1, "%s row %d: range [%d, %d), want [%d, %d)", what, i, lo, hi, first, last + 1);
+            cr_assert(lo == first && hi == last + 1, "%s row %d: range [%d, %d), want [%d, %d)", what, i, lo, hi, first,
+                      last + 1);
         if (first < 0 && !p->dense_mask)
             cr_assert(hi <= lo, "%s row %d: empty row with range [%d, %d)", what, i, lo, hi);
     }
@@ -111,7 +112,7 @@ Test(ref_problem, dense_mask_per_batch_and_head_and_with_causal)
             assert_mask(&p, b, h, want, "dense (B, Hq)");
         }
     /* one mask for all batches and heads, and with causal top-left on top: AND */
-    const uint8_t shared[15] = {1, 1, 0, 1, 1,  0, 1, 1, 1, 1,  1, 0, 1, 0, 1};
+    const uint8_t shared[15] = {1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 0, 1};
     p.dense_mask = shared;
     p.mask_batch = 1;
     p.mask_heads = 1;
@@ -171,32 +172,73 @@ static void assert_rejected(const ac_problem *p, size_t budget, const char *fiel
 Test(ref_problem, validate_rejects_bad_sizes_naming_the_field)
 {
     ac_problem ok = ac_problem_dense(2, 4, 2, 8, 8, 16), p;
-    p = ok; p.batch = 0; assert_rejected(&p, 0, "batch");
-    p = ok; p.heads_q = -1; assert_rejected(&p, 0, "heads_q");
-    p = ok; p.heads_kv = 0; assert_rejected(&p, 0, "heads_kv");
-    p = ok; p.heads_kv = 3; assert_rejected(&p, 0, "multiple");
-    p = ok; p.seqlen_q = 0; assert_rejected(&p, 0, "seqlen_q");
-    p = ok; p.seqlen_k = -7; assert_rejected(&p, 0, "seqlen_k");
-    p = ok; p.head_dim = 0; assert_rejected(&p, 0, "head_dim");
-    p = ok; p.head_dim = AC_MAX_HEAD_DIM + 1; assert_rejected(&p, 0, "head_dim");
-    p = ok; p.scale = 0.0; assert_rejected(&p, 0, "scale");
-    p = ok; p.layout = (ac_layout)5; assert_rejected(&p, 0, "layout");
+    p = ok;
+    p.batch = 0;
+    assert_rejected(&p, 0, "batch");
+    p = ok;
+    p.heads_q = -1;
+    assert_rejected(&p, 0, "heads_q");
+    p = ok;
+    p.heads_kv = 0;
+    assert_rejected(&p, 0, "heads_kv");
+    p = ok;
+    p.heads_kv = 3;
+    assert_rejected(&p, 0, "multiple");
+    p = ok;
+    p.seqlen_q = 0;
+    assert_rejected(&p, 0, "seqlen_q");
+    p = ok;
+    p.seqlen_k = -7;
+    assert_rejected(&p, 0, "seqlen_k");
+    p = ok;
+    p.head_dim = 0;
+    assert_rejected(&p, 0, "head_dim");
+    p = ok;
+    p.head_dim = AC_MAX_HEAD_DIM + 1;
+    assert_rejected(&p, 0, "head_dim");
+    p = ok;
+    p.scale = 0.0;
+    assert_rejected(&p, 0, "scale");
+    p = ok;
+    p.layout = (ac_layout)5;
+    assert_rejected(&p, 0, "layout");
     assert_rejected(NULL, 0, "problem");
 }
 
 Test(ref_problem, validate_rejects_bad_masks_naming_the_field)
 {
     ac_problem ok = ac_problem_dense(2, 4, 2, 8, 8, 16), p;
-    p = ok; p.windowed = true; p.window_left = -2; assert_rejected(&p, 0, "window_left");
-    p = ok; p.windowed = true; p.window_right = -3; assert_rejected(&p, 0, "window_right");
-    p = ok; p.windowed = true; p.window_right = 0; p.align = (ac_align)4; assert_rejected(&p, 0, "align");
+    p = ok;
+    p.windowed = true;
+    p.window_left = -2;
+    assert_rejected(&p, 0, "window_left");
+    p = ok;
+    p.windowed = true;
+    p.window_right = -3;
+    assert_rejected(&p, 0, "window_right");
+    p = ok;
+    p.windowed = true;
+    p.window_right = 0;
+    p.align = (ac_align)4;
+    assert_rejected(&p, 0, "align");
     const int long_q[2] = {8, 9}, neg_k[2] = {-1, 3};
-    p = ok; p.seqlens_q = long_q; assert_rejected(&p, 0, "seqlens_q[1]");
-    p = ok; p.seqlens_k = neg_k; assert_rejected(&p, 0, "seqlens_k[0]");
+    p = ok;
+    p.seqlens_q = long_q;
+    assert_rejected(&p, 0, "seqlens_q[1]");
+    p = ok;
+    p.seqlens_k = neg_k;
+    assert_rejected(&p, 0, "seqlens_k[0]");
     uint8_t mask[8 * 8] = {1};
-    p = ok; p.dense_mask = mask; p.mask_batch = 3; assert_rejected(&p, 0, "mask_batch");
-    p = ok; p.dense_mask = mask; p.mask_heads = 2; assert_rejected(&p, 0, "mask_heads");
-    p = ok; p.dense_mask = mask;
+    p = ok;
+    p.dense_mask = mask;
+    p.mask_batch = 3;
+    assert_rejected(&p, 0, "mask_batch");
+    p = ok;
+    p.dense_mask = mask;
+    p.mask_heads = 2;
+    assert_rejected(&p, 0, "mask_heads");
+    p = ok;
+    p.dense_mask = mask;
     cr_assert_eq(ac_problem_validate(&p, 0, NULL), AC_OK, "a (1, 1, Nq, Nk) mask is fine");
 }
 

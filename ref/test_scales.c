@@ -29,8 +29,11 @@ static void run_reference(ts_case *c, ac_dtype t, scales *s)
     const ac_problem *p = &c->p;
     ac_err err = {{0}};
     cr_assert_eq(ref_forward_fp64(p, c->q, c->k, c->v, c->o, c->lse, &err), AC_OK, "%s", err.msg);
-    cr_assert_eq(ref_backward_fp64(p, c->q, c->k, c->v, c->o, c->lse, c->d_o, c->dq, c->dk, c->dv, c->delta, &err), AC_OK, "%s", err.msg);
-    cr_assert_eq(ref_error_scales(p, t, c->q, c->k, c->v, c->o, c->lse, c->d_o, s->e_o, s->e_dq, s->e_dk, s->e_dv, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ref_backward_fp64(p, c->q, c->k, c->v, c->o, c->lse, c->d_o, c->dq, c->dk, c->dv, c->delta, &err),
+                 AC_OK, "%s", err.msg);
+    cr_assert_eq(
+        ref_error_scales(p, t, c->q, c->k, c->v, c->o, c->lse, c->d_o, s->e_o, s->e_dq, s->e_dk, s->e_dv, &err), AC_OK,
+        "%s", err.msg);
 }
 
 /* G_ij = d |scale| sum_c |Q_ic||K_jc|: the bound of S_ij's f32 error, in u_f32. */
@@ -49,14 +52,13 @@ static double abs_dot_do(const ts_case *c, const double *x, int b, int h, int i,
     double s = 0.0;
     for (int cc = 0; cc < p->head_dim; cc++)
         s += fabs(c->d_o[ac_q_index(p, b, h, i, cc)]) *
-             fabs(j < 0 ? x[ac_q_index(p, b, h, i, cc)] : x[ac_kv_index(p, b, ac_kv_head_of(p, h), j, cc)]);
+            fabs(j < 0 ? x[ac_q_index(p, b, h, i, cc)] : x[ac_kv_index(p, b, ac_kv_head_of(p, h), j, cc)]);
     return s;
 }
 
 /* ref/scales.c's header definitions as direct loops over every visible pair:
  * a first pass per row for g_i and R_i, a second for the weights. */
-static void direct_row(const ts_case *c, scales *s, double tau, double rho, int b, int h, int i,
-                       const double *p_row)
+static void direct_row(const ts_case *c, scales *s, double tau, double rho, int b, int h, int i, const double *p_row)
 {
     const ac_problem *p = &c->p;
     int d = p->head_dim, hk = ac_kv_head_of(p, h), lo, hi;
@@ -68,8 +70,8 @@ static void direct_row(const ts_case *c, scales *s, double tau, double rho, int 
             g_row += p_row[j] * score_magnitude(c, b, h, i, j);
     for (int j = lo; j < hi; j++)
         if (ac_visible(p, b, h, i, j))
-            r_row += p_row[j] * rho * (score_magnitude(c, b, h, i, j) + g_row + fabs(lse)) *
-                     abs_dot_do(c, c->v, b, h, i, j);
+            r_row +=
+                p_row[j] * rho * (score_magnitude(c, b, h, i, j) + g_row + fabs(lse)) * abs_dot_do(c, c->v, b, h, i, j);
     for (int j = lo; j < hi; j++) {
         if (!ac_visible(p, b, h, i, j))
             continue;
@@ -118,7 +120,8 @@ static scales direct_scales(const ts_case *c, ac_dtype t)
 static void assert_close(const double *got, const double *want, size_t n, const char *what)
 {
     for (size_t e = 0; e < n; e++)
-        cr_assert(fabs(got[e] - want[e]) <= 1e-13 * fabs(want[e]), "%s[%zu] = %.17g, direct loop %.17g", what, e, got[e], want[e]);
+        cr_assert(fabs(got[e] - want[e]) <= 1e-13 * fabs(want[e]), "%s[%zu] = %.17g, direct loop %.17g", what, e,
+                  got[e], want[e]);
 }
 
 Test(ref_scales, match_direct_loops_for_every_mask_kind)
@@ -175,7 +178,8 @@ Test(ref_scales, tau_floor_and_f32_score_terms_on_a_one_by_one_case)
     const double rhos[3] = {1.0, 0x1p-13, 0x1p-16};
     for (int t = 0; t < 3; t++) {
         double tau = taus[t], rho = rhos[t];
-        cr_assert_eq(ref_error_scales(&p, (ac_dtype)t, &q, &k, &v, &o, &lse, &d_o, &e_o, &e_dq, &e_dk, &e_dv, NULL), AC_OK);
+        cr_assert_eq(ref_error_scales(&p, (ac_dtype)t, &q, &k, &v, &o, &lse, &d_o, &e_o, &e_dq, &e_dk, &e_dv, NULL),
+                     AC_OK);
         cr_assert_float_eq(e_o, 1.0 + 2 * rho + 2 * tau, 1e-15, "%s: E_O = %a", ac_dtype_name((ac_dtype)t), e_o);
         cr_assert_float_eq(e_dv, 1.0 + 3 * rho + 2 * tau, 1e-15, "E_dV = %a", e_dv);
         cr_assert_float_eq(e_dq, 2.0 + 9 * rho + 2 * tau, 1e-15, "E_dQ = %a", e_dq);
@@ -199,12 +203,14 @@ Test(ref_scales, fully_masked_rows_have_zero_scale_and_forward_only_mode_agrees)
     double *e_o_only = ts_alloc(ac_q_elems(&p));
     double *untouched = ts_alloc(ac_q_elems(&p));
     untouched[0] = 42.0;
-    cr_assert_eq(ref_error_scales(&p, AC_BF16, c.q, c.k, c.v, c.o, c.lse, NULL, e_o_only, untouched, NULL, NULL, NULL), AC_OK);
+    cr_assert_eq(ref_error_scales(&p, AC_BF16, c.q, c.k, c.v, c.o, c.lse, NULL, e_o_only, untouched, NULL, NULL, NULL),
+                 AC_OK);
     cr_assert(untouched[0] == 42.0, "d_o = NULL: e_dq must be ignored");
     free(untouched);
     cr_assert(memcmp(e_o_only, s.e_o, ac_q_elems(&p) * sizeof(double)) == 0, "forward-only E_O differs");
     ac_err err = {{0}};
-    cr_assert_eq(ref_error_scales(&p, AC_BF16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e_o_only, NULL, s.e_dk, s.e_dv, &err), AC_ERR_INPUT);
+    cr_assert_eq(ref_error_scales(&p, AC_BF16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e_o_only, NULL, s.e_dk, s.e_dv, &err),
+                 AC_ERR_INPUT);
     cr_assert(strstr(err.msg, "e_dq") != NULL, "message: %s", err.msg);
     free(e_o_only);
     scales_free(&s);
@@ -232,7 +238,8 @@ static void planted_f16_forward(const ts_case *c, double *o_planted)
             for (int cc = 0; cc < p->head_dim; cc++) {
                 float acc = 0.0f;
                 for (int j = 0; j < p->seqlen_k; j++)
-                    acc += (float)ac_round(AC_F16, p_row[j]) * (float)c->v[ac_kv_index(p, 0, ac_kv_head_of(p, h), j, cc)];
+                    acc +=
+                        (float)ac_round(AC_F16, p_row[j]) * (float)c->v[ac_kv_index(p, 0, ac_kv_head_of(p, h), j, cc)];
                 o_planted[ac_q_index(p, 0, h, i, cc)] = ac_round(AC_F16, acc);
             }
         }
@@ -272,7 +279,8 @@ static void naive_grads_scaled(ac_dtype t, uint64_t seed, double worst[4])
     scales s = scales_alloc(&p);
     run_reference(&c, t, &s);
     size_t nq = ac_q_elems(&p), nkv = ac_kv_elems(&p);
-    double *o = ts_alloc(nq), *lse = ts_alloc(ac_lse_elems(&p)), *dq = ts_alloc(nq), *dk = ts_alloc(nkv), *dv = ts_alloc(nkv);
+    double *o = ts_alloc(nq), *lse = ts_alloc(ac_lse_elems(&p)), *dq = ts_alloc(nq), *dk = ts_alloc(nkv),
+           *dv = ts_alloc(nkv);
     cr_assert_eq(ref_naive_forward(&p, t, c.q, c.k, c.v, o, lse, NULL), AC_OK);
     cr_assert_eq(ref_naive_backward(&p, t, c.q, c.k, c.v, o, lse, c.d_o, dq, dk, dv, NULL), AC_OK);
     double u = ac_unit_roundoff(t);
@@ -280,7 +288,11 @@ static void naive_grads_scaled(ac_dtype t, uint64_t seed, double worst[4])
     worst[1] = max_scaled(dq, c.dq, s.e_dq, nq, u);
     worst[2] = max_scaled(dk, c.dk, s.e_dk, nkv, u);
     worst[3] = max_scaled(dv, c.dv, s.e_dv, nkv, u);
-    free(o); free(lse); free(dq); free(dk); free(dv);
+    free(o);
+    free(lse);
+    free(dq);
+    free(dk);
+    free(dv);
     scales_free(&s);
     ts_case_free(&c);
 }
@@ -323,8 +335,8 @@ Test(ref_scales, rejects_bad_input)
 static void assert_rel_close(const double *got, const double *want, size_t n, double tol, const char *what, int which)
 {
     for (size_t e = 0; e < n; e++)
-        cr_assert(fabs(got[e] - want[e]) <= tol * fabs(want[e]), "case %d %s[%zu] = %.17g, serial %.17g", which,
-                  what, e, got[e], want[e]);
+        cr_assert(fabs(got[e] - want[e]) <= tol * fabs(want[e]), "case %d %s[%zu] = %.17g, serial %.17g", which, what,
+                  e, got[e], want[e]);
 }
 
 static ac_problem serial_case(int which, ac_dtype *t)
@@ -368,7 +380,8 @@ Test(ref_scales, match_the_serial_implementation_to_rounding)
         run_reference(&c, t, &s);
         ac_err err = {{0}};
         cr_assert_eq(ref_error_scales_serial(&p, t, c.q, c.k, c.v, c.o, c.lse, c.d_o, want.e_o, want.e_dq, want.e_dk,
-                                             want.e_dv, &err), AC_OK, "%s", err.msg);
+                                             want.e_dv, &err),
+                     AC_OK, "%s", err.msg);
         assert_rel_close(s.e_o, want.e_o, ac_q_elems(&p), 1e-12, "E_O", which);
         assert_rel_close(s.e_dq, want.e_dq, ac_q_elems(&p), 1e-12, "E_dQ", which);
         assert_rel_close(s.e_dk, want.e_dk, ac_kv_elems(&p), 1e-12, "E_dK", which);

@@ -52,7 +52,7 @@ static inline double *ts_alloc(size_t n)
 /* The whole input and output set of one problem, allocated and filled. */
 typedef struct {
     ac_problem p;
-    double *q, *k, *v, *d_o;            /* inputs */
+    double *q, *k, *v, *d_o; /* inputs */
     double *o, *lse, *dq, *dk, *dv, *delta;
 } ts_case;
 
@@ -80,14 +80,22 @@ static inline void ts_case_init(ts_case *c, const ac_problem *p, ac_dtype t, uin
 
 static inline void ts_case_free(ts_case *c)
 {
-    free(c->q); free(c->k); free(c->v); free(c->d_o);
-    free(c->o); free(c->lse); free(c->dq); free(c->dk); free(c->dv); free(c->delta);
+    free(c->q);
+    free(c->k);
+    free(c->v);
+    free(c->d_o);
+    free(c->o);
+    free(c->lse);
+    free(c->dq);
+    free(c->dk);
+    free(c->dv);
+    free(c->delta);
 }
 
 /* Direct forward of one row in plain double loops (libm exp, no BLAS):
  * o_row[c] (d values) and the returned LSE; p_row (Nk) gets P_ij. */
-static inline double ts_direct_row(const ac_problem *p, const double *q, const double *k,
-                                   const double *v, int b, int h, int i, double *o_row, double *p_row)
+static inline double ts_direct_row(const ac_problem *p, const double *q, const double *k, const double *v, int b, int h,
+                                   int i, double *o_row, double *p_row)
 {
     int nk = p->seqlen_k, d = p->head_dim, hk = ac_kv_head_of(p, h), lo, hi;
     double m = -INFINITY;
@@ -123,26 +131,32 @@ static inline double ts_direct_row(const ac_problem *p, const double *q, const d
 }
 
 /* Problems used across the suites: every mask kind on small shapes. */
-enum { TS_NONE, TS_CAUSAL_TL, TS_CAUSAL_BR, TS_WINDOW_TL, TS_WINDOW_BR, TS_VARLEN, TS_DENSE,
-       TS_GQA, TS_BSHD, TS_KIND_COUNT };
+enum {
+    TS_NONE,
+    TS_CAUSAL_TL,
+    TS_CAUSAL_BR,
+    TS_WINDOW_TL,
+    TS_WINDOW_BR,
+    TS_VARLEN,
+    TS_DENSE,
+    TS_GQA,
+    TS_BSHD,
+    TS_KIND_COUNT
+};
 
 static const int ts_varlen_q[2] = {3, 6};
 static const int ts_varlen_k[2] = {7, 2};
 
 /* Dense mask (1, 1, 6, 7) with row 2 fully masked. */
 static const uint8_t ts_dense_mask[6 * 7] = {
-    1, 0, 1, 1, 0, 1, 1,
-    0, 1, 1, 0, 1, 0, 1,
-    0, 0, 0, 0, 0, 0, 0,
-    1, 1, 1, 1, 1, 1, 1,
-    0, 0, 0, 0, 0, 0, 1,
-    1, 0, 0, 1, 0, 0, 0,
+    1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0,
 };
 
 static inline const char *ts_kind_name(int kind)
 {
-    static const char *names[TS_KIND_COUNT] = {"none", "causal-tl", "causal-br", "window-tl",
-                                               "window-br", "varlen", "dense", "gqa", "bshd"};
+    static const char *names[TS_KIND_COUNT] = {"none",   "causal-tl", "causal-br", "window-tl", "window-br",
+                                               "varlen", "dense",     "gqa",       "bshd"};
     return names[kind];
 }
 

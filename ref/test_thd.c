@@ -66,8 +66,10 @@ static void assert_twins_agree(const tv_twins *t, int kind, const double *thd, c
                 for (int c = 0; c < (kind < 0 ? 1 : ac_tensor_dim(p, (ac_tensor_kind)kind)); c++) {
                     double x = kind < 0 ? thd[ac_lse_index(a, b, h, s)] : thd[ac_tensor_index(a, kind, b, h, s, c)];
                     double y = kind < 0 ? pad[ac_lse_index(p, b, h, s)] : pad[ac_tensor_index(p, kind, b, h, s, c)];
-                    cr_assert(x == y || fabs(x - y) <= 1e-13 * fmax(1.0, fabs(y)), "%s (%d,%d,%d,%d): THD %.17g, "
-                              "padded %.17g", what, b, h, s, c, x, y);
+                    cr_assert(x == y || fabs(x - y) <= 1e-13 * fmax(1.0, fabs(y)),
+                              "%s (%d,%d,%d,%d): THD %.17g, "
+                              "padded %.17g",
+                              what, b, h, s, c, x, y);
                 }
 }
 
@@ -85,8 +87,9 @@ Test(ref_thd, thd_gives_its_padded_twins_values_in_every_tier)
     double *q = pad_of(&t, AC_TENSOR_Q, c.q, &r), *k = pad_of(&t, AC_TENSOR_K, c.k, &r);
     double *v = pad_of(&t, AC_TENSOR_V, c.v, &r), *d_o = pad_of(&t, AC_TENSOR_O, c.d_o, &r);
     enum { O, L, DQ, DK, DV, DL, EO, EQ, EK, EV, EL, NO, NL, NQ, NK, NV, N };
-    const int kind[N] = {AC_TENSOR_O, -1, AC_TENSOR_Q, AC_TENSOR_K, AC_TENSOR_V, -1, AC_TENSOR_O, AC_TENSOR_Q,
-                         AC_TENSOR_K, AC_TENSOR_V, -1, AC_TENSOR_O, -1, AC_TENSOR_Q, AC_TENSOR_K, AC_TENSOR_V};
+    const int kind[N] = {AC_TENSOR_O, -1,          AC_TENSOR_Q, AC_TENSOR_K, AC_TENSOR_V, -1,
+                         AC_TENSOR_O, AC_TENSOR_Q, AC_TENSOR_K, AC_TENSOR_V, -1,          AC_TENSOR_O,
+                         -1,          AC_TENSOR_Q, AC_TENSOR_K, AC_TENSOR_V};
     double *x[2][N];
     for (int w = 0; w < 2; w++) {
         const ac_problem *pp = w ? p : a;
@@ -94,17 +97,20 @@ Test(ref_thd, thd_gives_its_padded_twins_values_in_every_tier)
         for (int i = 0; i < N; i++)
             x[w][i] = ts_alloc(kind[i] < 0 ? ac_lse_elems(pp) : ac_tensor_elems(pp, (ac_tensor_kind)kind[i]));
         cr_assert_eq(ref_forward_fp64(pp, qq, kk, vv, x[w][O], x[w][L], NULL), AC_OK);
-        cr_assert_eq(ref_backward_fp64(pp, qq, kk, vv, x[w][O], x[w][L], dd, x[w][DQ], x[w][DK], x[w][DV], x[w][DL],
-                                       NULL), AC_OK);
+        cr_assert_eq(
+            ref_backward_fp64(pp, qq, kk, vv, x[w][O], x[w][L], dd, x[w][DQ], x[w][DK], x[w][DV], x[w][DL], NULL),
+            AC_OK);
         cr_assert_eq(ref_error_scales(pp, AC_F16, qq, kk, vv, x[w][O], x[w][L], dd, x[w][EO], x[w][EQ], x[w][EK],
-                                      x[w][EV], NULL), AC_OK);
+                                      x[w][EV], NULL),
+                     AC_OK);
         cr_assert_eq(ref_lse_error_scale(pp, qq, kk, x[w][L], x[w][EL], NULL), AC_OK);
         cr_assert_eq(ref_naive_forward(pp, AC_F16, qq, kk, vv, x[w][NO], x[w][NL], NULL), AC_OK);
-        cr_assert_eq(ref_naive_backward(pp, AC_F16, qq, kk, vv, x[w][NO], x[w][NL], dd, x[w][NQ], x[w][NK], x[w][NV],
-                                        NULL), AC_OK);
+        cr_assert_eq(
+            ref_naive_backward(pp, AC_F16, qq, kk, vv, x[w][NO], x[w][NL], dd, x[w][NQ], x[w][NK], x[w][NV], NULL),
+            AC_OK);
     }
-    const char *names[N] = {"O", "LSE", "dQ", "dK", "dV", "D", "E_O", "E_dQ", "E_dK", "E_dV", "E_lse",
-                            "naive O", "naive LSE", "naive dQ", "naive dK", "naive dV"};
+    const char *names[N] = {"O",    "LSE",  "dQ",    "dK",      "dV",        "D",        "E_O",      "E_dQ",
+                            "E_dK", "E_dV", "E_lse", "naive O", "naive LSE", "naive dQ", "naive dK", "naive dV"};
     for (int i = 0; i < N; i++)
         assert_twins_agree(&t, kind[i], x[0][i], x[1][i], names[i]);
     ac_cert cert;

@@ -26,11 +26,11 @@ typedef struct {
     const char *variant; /* the name the GPU tier's refusal must give */
     double softcap;
     bool sinks;
-    int head_dim_v;      /* 0: d */
-    int alibi;           /* 0: none, 1: slopes (Hq), 2: (B, Hq) */
-    int bias;            /* 0: none, 1: (1, Hq) f32 with -inf entries, 2: (B, 1) bf16 */
-    int sink_tokens;     /* > 0: a window of left edge 1 where the kind has none */
-    double dropout;      /* p > 0: the keep mask tv_keep */
+    int head_dim_v; /* 0: d */
+    int alibi; /* 0: none, 1: slopes (Hq), 2: (B, Hq) */
+    int bias; /* 0: none, 1: (1, Hq) f32 with -inf entries, 2: (B, 1) bf16 */
+    int sink_tokens; /* > 0: a window of left edge 1 where the kind has none */
+    double dropout; /* p > 0: the keep mask tv_keep */
 } tv_setup;
 
 static const tv_setup setups[] = {
@@ -132,8 +132,8 @@ static ac_problem tv_problem(int kind, const tv_setup *s)
 /* ---- a direct forward, one row in double loops, from the definitions ----------- */
 
 /* o_row (d) and the returned LSE of row i of (b, h); P_ij into p_row (Nk). */
-static double tv_direct_row(const ac_problem *p, const double *q, const double *k, const double *v, int b, int h,
-                            int i, double *o_row, double *p_row)
+static double tv_direct_row(const ac_problem *p, const double *q, const double *k, const double *v, int b, int h, int i,
+                            double *o_row, double *p_row)
 {
     int nk = p->seqlen_k, d = p->head_dim, hk = ac_kv_head_of(p, h);
     double sink = p->sinks ? p->sinks[h] : -INFINITY, m = sink; /* the sink: in the max and the sum, no value */
@@ -174,7 +174,9 @@ static double tv_direct_row(const ac_problem *p, const double *q, const double *
         p_row[j] /= l;
         double keep = 1.0; /* dropout after the softmax: kept / (1 - p), dropped 0 */
         if (p->dropout_p > 0.0)
-            keep = p->dropout_keep[(((size_t)b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j] ? 1.0 / (1.0 - p->dropout_p) : 0.0;
+            keep = p->dropout_keep[(((size_t)b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j]
+                ? 1.0 / (1.0 - p->dropout_p)
+                : 0.0;
         for (int c = 0; c < ac_head_dim_v(p) && p_row[j] != 0.0; c++)
             o_row[c] += p_row[j] * keep * v[ac_v_index(p, b, hk, j, c)];
     }
@@ -187,16 +189,18 @@ static void check_forward_direct(const tv_setup *s, int kind)
     ts_case c;
     ts_case_init(&c, &p, AC_F16, 300 + kind);
     ac_err err = {{0}};
-    cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, &err), AC_OK, "%s/%s: %s", s->name,
-                 ts_kind_name(kind), err.msg);
+    cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, &err), AC_OK, "%s/%s: %s", s->name, ts_kind_name(kind),
+                 err.msg);
     double *o_row = ts_alloc((size_t)ac_head_dim_v(&p)), *p_row = ts_alloc((size_t)p.seqlen_k);
     for (int b = 0; b < p.batch; b++)
         for (int h = 0; h < p.heads_q; h++)
             for (int i = 0; i < ac_seqlen_q_of(&p, b); i++) {
                 double lse = tv_direct_row(&p, c.q, c.k, c.v, b, h, i, o_row, p_row);
                 double got = c.lse[ac_lse_index(&p, b, h, i)];
-                cr_assert(lse == got || fabs(lse - got) <= 1e-14 * fmax(1.0, fabs(lse)), "%s/%s row %d: LSE %.17g, "
-                          "direct %.17g", s->name, ts_kind_name(kind), i, got, lse);
+                cr_assert(lse == got || fabs(lse - got) <= 1e-14 * fmax(1.0, fabs(lse)),
+                          "%s/%s row %d: LSE %.17g, "
+                          "direct %.17g",
+                          s->name, ts_kind_name(kind), i, got, lse);
                 for (int cc = 0; cc < ac_head_dim_v(&p); cc++) {
                     double x = c.o[ac_o_index(&p, b, h, i, cc)];
                     cr_assert(fabs(x - o_row[cc]) <= 1e-13, "%s/%s O(%d,%d,%d,%d) %.17g, direct %.17g", s->name,
@@ -269,8 +273,8 @@ static void check_dsink(ts_case *c)
         double down = loss(c);
         logits[h] = at;
         double fd = (up - down) / (2.0 * step);
-        cr_assert(fabs(fd - dsink[h]) <= 1e-6 * fmax(1.0, fabs(dsink[h])), "head %d: dSink %.12g, differences %.12g",
-                  h, dsink[h], fd);
+        cr_assert(fabs(fd - dsink[h]) <= 1e-6 * fmax(1.0, fabs(dsink[h])), "head %d: dSink %.12g, differences %.12g", h,
+                  dsink[h], fd);
     }
     p->sinks = keep;
     loss(c); /* the forward of the original logits again */
@@ -292,8 +296,10 @@ static void check_backward_fd(int s0, int s1)
             if (p.sinks)
                 check_dsink(&c);
             /* 1e-5: a saturated tanh's curvature (1/c^3) costs the differences a digit */
-            cr_assert(wq < 1e-5 && wk < 1e-5 && wv < 1e-5, "%s/%s: finite differences off by dQ %.2g dK %.2g "
-                      "dV %.2g", setups[s].name, ts_kind_name(kinds[k]), wq, wk, wv);
+            cr_assert(wq < 1e-5 && wk < 1e-5 && wv < 1e-5,
+                      "%s/%s: finite differences off by dQ %.2g dK %.2g "
+                      "dV %.2g",
+                      setups[s].name, ts_kind_name(kinds[k]), wq, wk, wv);
             ts_case_free(&c);
         }
 }
@@ -318,8 +324,8 @@ Test(ref_variants, mpfr_certifies_the_fp64_reference)
             cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
             ac_cert cert;
             ac_err err = {{0}};
-            cr_assert_eq(ref_certify(&p, AC_F32, c.q, c.k, c.v, c.o, c.lse, 1000, 7, AC_DEFAULT_MPFR_PREC, &cert,
-                                     &err), AC_OK, "%s", err.msg);
+            cr_assert_eq(ref_certify(&p, AC_F32, c.q, c.k, c.v, c.o, c.lse, 1000, 7, AC_DEFAULT_MPFR_PREC, &cert, &err),
+                         AC_OK, "%s", err.msg);
             cr_assert(cert.certified && cert.rows_checked > 0 && cert.max_abs_lse < 1e-12,
                       "%s/%s: %zu rows, O %g f32 ulp, LSE %g", setups[s].name, ts_kind_name(kinds[k]),
                       cert.rows_checked, cert.max_ulp_o, cert.max_abs_lse);
@@ -351,11 +357,13 @@ Test(ref_variants, naive_blocked_equals_the_scalar_oracle_bit_for_bit)
                 for (int i = 0; i < 10; i++)
                     x[i] = ts_alloc(sizes[i]);
                 cr_assert_eq(ref_naive_forward(&p, (ac_dtype)t, c.q, c.k, c.v, x[0], x[1], NULL), AC_OK);
-                cr_assert_eq(ref_naive_backward(&p, (ac_dtype)t, c.q, c.k, c.v, x[0], x[1], c.d_o, x[2], x[3], x[4],
-                                                NULL), AC_OK);
+                cr_assert_eq(
+                    ref_naive_backward(&p, (ac_dtype)t, c.q, c.k, c.v, x[0], x[1], c.d_o, x[2], x[3], x[4], NULL),
+                    AC_OK);
                 cr_assert_eq(ref_naive_forward_scalar(&p, (ac_dtype)t, c.q, c.k, c.v, x[5], x[6], NULL), AC_OK);
                 cr_assert_eq(ref_naive_backward_scalar(&p, (ac_dtype)t, c.q, c.k, c.v, x[5], x[6], c.d_o, x[7], x[8],
-                                                       x[9], NULL), AC_OK);
+                                                       x[9], NULL),
+                             AC_OK);
                 char where[128];
                 snprintf(where, sizeof where, "%s/%s/%s", setups[s].name, ts_kind_name(kinds[k]),
                          ac_dtype_name((ac_dtype)t));
@@ -385,7 +393,8 @@ static double *all_outputs(const ac_problem *p, const ts_case *c, const char *th
     cr_assert_eq(ref_forward_fp64(p, c->q, c->k, c->v, o, lse, NULL), AC_OK);
     cr_assert_eq(ref_backward_fp64(p, c->q, c->k, c->v, o, lse, c->d_o, dq, dk, dv, delta, NULL), AC_OK);
     cr_assert_eq(ref_error_scales_dbias(p, AC_F16, c->q, c->k, c->v, o, lse, c->d_o, e_o, e_dq, e_dk, e_dv,
-                                        nb ? e_dbias : NULL, NULL), AC_OK);
+                                        nb ? e_dbias : NULL, NULL),
+                 AC_OK);
     cr_assert_eq(ref_backward_dbias_fp64(p, c->q, c->k, c->v, lse, c->d_o, delta, nb ? dbias : NULL, NULL), AC_OK);
     cr_assert_eq(ref_lse_error_scale(p, c->q, c->k, lse, e_lse, NULL), AC_OK);
     cr_assert_eq(ref_naive_forward(p, AC_F16, c->q, c->k, c->v, n_o, n_lse, NULL), AC_OK);
@@ -471,8 +480,9 @@ Test(ref_variants, softcap_scales_approach_the_plain_ones_as_c_grows)
         for (int i = 0; i < 5; i++)
             e[v][i] = ts_alloc(i == 0 || i == 1 ? nq : i == 4 ? nl : nkv);
         cr_assert_eq(ref_forward_fp64(p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
-        cr_assert_eq(ref_error_scales(p, AC_F16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e[v][0], e[v][1], e[v][2], e[v][3],
-                                      NULL), AC_OK);
+        cr_assert_eq(
+            ref_error_scales(p, AC_F16, c.q, c.k, c.v, c.o, c.lse, c.d_o, e[v][0], e[v][1], e[v][2], e[v][3], NULL),
+            AC_OK);
         cr_assert_eq(ref_lse_error_scale(p, c.q, c.k, c.lse, e[v][4], NULL), AC_OK);
     }
     size_t n[5] = {nq, nq, nkv, nkv, nl};
@@ -555,7 +565,8 @@ Test(ref_variants, a_fully_masked_row_with_a_sink_has_zero_output_and_the_sink_a
     for (int h = 0; h < p.heads_q; h++) {
         size_t at = ac_lse_index(&p, 0, h, 2);
         cr_assert(c.lse[at] == tv_sinks[h] && n_lse[at] == tv_sinks[h] && m_lse[at] == tv_sinks[h],
-                  "head %d: LSE fp64 %g naive %g MPFR %g, sink %g", h, c.lse[at], n_lse[at], m_lse[at], (double)tv_sinks[h]);
+                  "head %d: LSE fp64 %g naive %g MPFR %g, sink %g", h, c.lse[at], n_lse[at], m_lse[at],
+                  (double)tv_sinks[h]);
         for (int cc = 0; cc < p.head_dim; cc++) {
             size_t o_at = ac_q_index(&p, 0, h, 2, cc);
             cr_assert(c.o[o_at] == 0.0 && n_o[o_at] == 0.0 && m_o[o_at] == 0.0, "head %d: O is not 0", h);
@@ -586,7 +597,8 @@ Test(ref_variants, the_dsink_scale_is_in_f32_units_and_follows_the_sinks_share)
     ts_case c;
     ts_case_init(&c, &p, AC_F16, 902);
     size_t nq = ac_q_elems(&p), nkv = ac_kv_elems(&p), nl = ac_lse_elems(&p);
-    double *e_o = ts_alloc(nq), *e_dq = ts_alloc(nq), *e_dk = ts_alloc(nkv), *e_dv = ts_alloc(nkv), *e_lse = ts_alloc(nl);
+    double *e_o = ts_alloc(nq), *e_dq = ts_alloc(nq), *e_dk = ts_alloc(nkv), *e_dv = ts_alloc(nkv),
+           *e_lse = ts_alloc(nl);
     double e_f16[4], e_f32[4];
     cr_assert_eq(ref_forward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, NULL), AC_OK);
     cr_assert_eq(ref_backward_fp64(&p, c.q, c.k, c.v, c.o, c.lse, c.d_o, c.dq, c.dk, c.dv, c.delta, NULL), AC_OK);

@@ -3,8 +3,8 @@
  * (ac_score_mod) and the checks of the variant fields (ac_problem_validate
  * calls ref_variants_validate). */
 #include <math.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "variants.h"
@@ -112,10 +112,7 @@ double ac_score_mod_slope(const ac_problem *p, double s)
 
 /* ---- dropout ------------------------------------------------------------------------- */
 
-size_t ac_dropout_elems(const ac_problem *p)
-{
-    return (size_t)p->batch * p->heads_q * p->seqlen_q * p->seqlen_k;
-}
+size_t ac_dropout_elems(const ac_problem *p) { return (size_t)p->batch * p->heads_q * p->seqlen_q * p->seqlen_k; }
 
 size_t ac_dropout_index(const ac_problem *p, int b, int h, int i, int j)
 {
@@ -132,8 +129,8 @@ double ac_dropout_factor(const ac_problem *p, int b, int h, int i, int j)
 int ref_dropout_check(const ac_problem *p, const char *who, ac_err *err)
 {
     if (p->dropout_p > 0.0 && !p->dropout_keep)
-        return ac_fail(err, AC_ERR_INPUT, "%s: dropout p = %g needs the keep mask the kernel drew (dropout_keep)",
-                       who, p->dropout_p);
+        return ac_fail(err, AC_ERR_INPUT, "%s: dropout p = %g needs the keep mask the kernel drew (dropout_keep)", who,
+                       p->dropout_p);
     return AC_OK;
 }
 

@@ -27,9 +27,7 @@ void ref_block_mods(const ref_head *hd, int i0, int i1, int jlo, int jhi, double
             if (aux->sigma)
                 aux->sigma[at] = mod == -INFINITY ? 0.0
                                                   : (c != 0.0 ? 4.0 * fabs(cap) : 0.0) +
-                                                        (alibi != 0.0 || bias != 0.0
-                                                             ? 2.0 * (fabs(alibi) + fabs(bias)) + 2.0 * fabs(mod)
-                                                             : 0.0);
+                        (alibi != 0.0 || bias != 0.0 ? 2.0 * (fabs(alibi) + fabs(bias)) + 2.0 * fabs(mod) : 0.0);
             if (aux->curv)
                 aux->curv[at] = c != 0.0 ? 2.0 * fabs(cap) * slope / (c * c) : 0.0;
         }

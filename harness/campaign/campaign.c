@@ -56,8 +56,8 @@ static int shrink(const ac_kernel *k, const ac_budgets *b, const ac_run_opts *o,
     return ac_shrink(c, fails_same_way, &ctx, max_steps, minimal);
 }
 
-int ac_shrink_failure(const ac_kernel *k, const ac_budgets *b, const ac_run_opts *o, const ac_case *c,
-                      const char *kind, int max_steps, ac_case *minimal)
+int ac_shrink_failure(const ac_kernel *k, const ac_budgets *b, const ac_run_opts *o, const ac_case *c, const char *kind,
+                      int max_steps, ac_case *minimal)
 {
     return shrink(k, b, o, c, kind, max_steps, NULL, minimal);
 }
@@ -70,10 +70,10 @@ int ac_shrink_failure(const ac_kernel *k, const ac_budgets *b, const ac_run_opts
 #define MODEL_LARGEST 8
 
 typedef struct {
-    double floor_s;                 /* the shortest case so far */
-    double prior[MODEL_WINDOW];     /* the last significant cases: prior and seconds */
+    double floor_s; /* the shortest case so far */
+    double prior[MODEL_WINDOW]; /* the last significant cases: prior and seconds */
     double seconds[MODEL_WINDOW];
-    double small_s[MODEL_WINDOW];   /* the last cases below SIGNIFICANT_PRIOR_S: their time is fixed cost */
+    double small_s[MODEL_WINDOW]; /* the last cases below SIGNIFICANT_PRIOR_S: their time is fixed cost */
     int n, n_sig, n_small;
 } time_model;
 
@@ -140,7 +140,7 @@ typedef struct {
     time_model model;
     double t0, deadline;
     bool backward;
-    long not_started;     /* cases skipped by the time budget */
+    long not_started; /* cases skipped by the time budget */
     char first_skip[96];
 } loop_state;
 
@@ -177,14 +177,14 @@ static void note_not_started(loop_state *ls, long k, double est_s, ac_loop_end *
     if (ls->not_started++ == 0)
         snprintf(ls->first_skip, sizeof ls->first_skip, "case %ld (estimated %.3g s with %.3g s left)", k, est_s,
                  left > 0 ? left : 0);
-    snprintf(end->stopped, sizeof end->stopped, "time: %ld case%s not started, as they would not finish within "
-             "--time %g; the first: %s", ls->not_started, ls->not_started == 1 ? "" : "s", ls->o->max_seconds,
-             ls->first_skip);
+    snprintf(end->stopped, sizeof end->stopped,
+             "time: %ld case%s not started, as they would not finish within "
+             "--time %g; the first: %s",
+             ls->not_started, ls->not_started == 1 ? "" : "s", ls->o->max_seconds, ls->first_skip);
 }
 
 /* Runs case c (index k), shrinks a failure, sends the outcome.  False to stop. */
-static bool one_case(loop_state *ls, const ac_case *c, long k, double prior, ac_outcome_sink *sink,
-                     ac_loop_end *end)
+static bool one_case(loop_state *ls, const ac_case *c, long k, double prior, ac_outcome_sink *sink, ac_loop_end *end)
 {
     const ac_campaign_opts *o = ls->o;
     static ac_outcome oc; /* large: kept off the stack */
@@ -254,8 +254,8 @@ void ac_campaign_loop(const ac_kernel *k, const ac_budgets *b, const ac_campaign
 
 /* ---- in this process ---------------------------------------------------------------- */
 
-int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, ac_report *rep,
-                ac_summary *s, ac_err *err)
+int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, ac_report *rep, ac_summary *s,
+                ac_err *err)
 {
     memset(s, 0, sizeof *s);
     ac_collector *c = ac_collector_open(k->name, o, rep);

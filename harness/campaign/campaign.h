@@ -30,29 +30,29 @@
 
 typedef struct {
     uint64_t seed;
-    long max_cases;                   /* the case budget: indices 0 .. max_cases-1 (0 = no limit) */
-    double max_seconds;               /* the time budget (0 = none): no case starts that would end past it */
-    double deadline;                  /* its end on the monotonic clock (ac_now_seconds), when a --jobs
+    long max_cases; /* the case budget: indices 0 .. max_cases-1 (0 = no limit) */
+    double max_seconds; /* the time budget (0 = none): no case starts that would end past it */
+    double deadline; /* its end on the monotonic clock (ac_now_seconds), when a --jobs
                                        * parent set it for every worker alike; 0: max_seconds from the start */
     unsigned dtype_filter, mask_filter; /* as in ac_gen */
-    int min_seqlen, max_seqlen;       /* as in ac_gen */
-    ac_profile profile;               /* as in ac_gen */
-    bool tier_cap;                    /* the size cap of the reference tier in use (ac_reference_gen_cap);
+    int min_seqlen, max_seqlen; /* as in ac_gen */
+    ac_profile profile; /* as in ac_gen */
+    bool tier_cap; /* the size cap of the reference tier in use (ac_reference_gen_cap);
                                        * false: the generator's default work cap (prove) */
-    int shard_index, shard_count;     /* run the indices k with k mod shard_count = shard_index (count 0: all) */
-    bool stop_first;                  /* stop at the first failure */
-    int shrink_steps;                 /* predicate runs allowed per failure; 0 = no shrinking */
-    const char *save_dir;             /* --save-failures DIR, or NULL */
+    int shard_index, shard_count; /* run the indices k with k mod shard_count = shard_index (count 0: all) */
+    bool stop_first; /* stop at the first failure */
+    int shrink_steps; /* predicate runs allowed per failure; 0 = no shrinking */
+    const char *save_dir; /* --save-failures DIR, or NULL */
     ac_run_opts run;
-    bool progress;                    /* the "\r cases, cases/s, failures, time left" line on stderr */
-    FILE *out;                        /* failures and errors are printed here; NULL = silent */
+    bool progress; /* the "\r cases, cases/s, failures, time left" line on stderr */
+    FILE *out; /* failures and errors are printed here; NULL = silent */
     /* --baseline: run these cases in order instead of drawing from the generator */
     const ac_case *replay;
     size_t n_replay;
     /* called with every result (the baseline pairs them); returning false stops the campaign */
     bool (*observe)(void *ctx, const ac_result *r);
     void *observe_ctx;
-    volatile sig_atomic_t *stop;      /* set (by a signal handler): stop after the case in flight; may be NULL */
+    volatile sig_atomic_t *stop; /* set (by a signal handler): stop after the case in flight; may be NULL */
 } ac_campaign_opts;
 
 /* One finished case: its result (r.index its case index), the minimal line of
@@ -116,15 +116,15 @@ ac_outcome_sink ac_collector_sink(ac_collector *c);
  * printed and saved.  Returns AC_OK, or the AC_ERR_* that stopped it (generator
  * error, device fault: AC_ERR_ENV); other per-case errors are counted in
  * s->errors / s->worst_status.  rep may be NULL. */
-int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, ac_report *rep,
-                ac_summary *s, ac_err *err);
+int ac_campaign(const ac_kernel *k, const ac_budgets *b, const ac_campaign_opts *o, ac_report *rep, ac_summary *s,
+                ac_err *err);
 
 /* What `attncheck fuzz` prints after its summary and records last. */
 typedef struct {
     ac_summary s;
     ac_failure_set failures;
-    char stopped[1024];  /* why it ended before its budget (time, a signal, --stop-first), "" otherwise */
-    int jobs;            /* workers it ran on (1: this process) */
+    char stopped[1024]; /* why it ended before its budget (time, a signal, --stop-first), "" otherwise */
+    int jobs; /* workers it ran on (1: this process) */
 } ac_campaign_result;
 /* The campaign on `jobs` workers (parallel.c; <= 1: in this process).  argv:
  * the command line that started this process, which the workers rerun with
@@ -149,7 +149,7 @@ int ac_campaign_worker(const ac_kernel *k, const ac_budgets *b, const ac_campaig
 
 /* Shrinks c, which fails with kind on k, keeping only steps that fail with the
  * same kind.  (The loop's own shrinking also stops early on its stop flag.) */
-int ac_shrink_failure(const ac_kernel *k, const ac_budgets *b, const ac_run_opts *o, const ac_case *c,
-                      const char *kind, int max_steps, ac_case *minimal);
+int ac_shrink_failure(const ac_kernel *k, const ac_budgets *b, const ac_run_opts *o, const ac_case *c, const char *kind,
+                      int max_steps, ac_case *minimal);
 
 #endif

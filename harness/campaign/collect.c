@@ -17,10 +17,10 @@ struct ac_collector {
     ac_report *rep;
     ac_summary s;
     ac_failure_set failures;
-    ac_outcome **heap;          /* min-heap on r.index: outcomes waiting for a lower index */
+    ac_outcome **heap; /* min-heap on r.index: outcomes waiting for a lower index */
     size_t n_heap, cap_heap;
-    long next_index, step;      /* the index the reports expect next, and the shard's stride */
-    long expected;              /* cases in the shard's budget (0: a time budget) */
+    long next_index, step; /* the index the reports expect next, and the shard's stride */
+    long expected; /* cases in the shard's budget (0: a time budget) */
     long closed_first[64], closed_stride[64]; /* workers that ended: their indices will not come */
     int n_closed;
     int save_status;
@@ -146,8 +146,8 @@ static void new_failure(ac_collector *c, const ac_outcome *oc)
     if (o->out) {
         if (o->progress)
             fputc('\n', stderr);
-        fprintf(o->out, "FAIL %s [%s] %s\n  original: %s   (case %ld)\n  minimal:  %s   (%d shrink runs)\n",
-                c->kernel, r->kind, r->why, r->line, r->index, oc->minimal, oc->shrink_runs);
+        fprintf(o->out, "FAIL %s [%s] %s\n  original: %s   (case %ld)\n  minimal:  %s   (%d shrink runs)\n", c->kernel,
+                r->kind, r->why, r->line, r->index, oc->minimal, oc->shrink_runs);
         fflush(o->out);
     }
     if (o->save_dir && c->save_status == AC_OK)
@@ -231,7 +231,8 @@ void ac_collector_progress(ac_collector *c, bool final)
         return;
     double elapsed = ac_now_seconds() - c->t0, rate = elapsed > 0 ? (double)c->s.cases / elapsed : 0.0;
     double left = o->max_seconds > 0 ? o->max_seconds - elapsed
-                  : c->expected && rate > 0 ? (double)(c->expected - c->s.cases) / rate : -1;
+        : c->expected && rate > 0    ? (double)(c->expected - c->s.cases) / rate
+                                     : -1;
     char total[32] = "", eta[48] = "", t[24];
     if (c->expected)
         snprintf(total, sizeof total, "/%ld", c->expected);

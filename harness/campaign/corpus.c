@@ -35,7 +35,7 @@ static void file_stem(const char *kernel, char *out, size_t len)
     for (const char *p = kernel; *p && n + 1 < len; p++) {
         char ch = *p;
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
-                  ch == '_' || (ch == '.' && n > 0);
+            ch == '_' || (ch == '.' && n > 0);
         out[n++] = ok ? ch : '_';
     }
     out[n] = '\0';
@@ -215,8 +215,7 @@ static int corpus_line(ac_corpus *l, const char *at, size_t len, const char *fil
     if (memchr(at, '\0', len))
         return ac_fail(err, AC_ERR_INPUT, "%s:%ld: a NUL byte in the line (not a text file?)", file, lineno);
     if (len >= AC_CASE_LINE_MAX)
-        return ac_fail(err, AC_ERR_INPUT, "%s:%ld: line longer than %d characters", file, lineno,
-                       AC_CASE_LINE_MAX - 1);
+        return ac_fail(err, AC_ERR_INPUT, "%s:%ld: line longer than %d characters", file, lineno, AC_CASE_LINE_MAX - 1);
     char line[AC_CASE_LINE_MAX];
     memcpy(line, at, len);
     line[len] = '\0';

@@ -75,12 +75,12 @@ int ac_campaign_worker(const ac_kernel *k, const ac_budgets *b, const ac_campaig
 
 typedef struct {
     pid_t pid;
-    int fd;              /* read end; -1 once closed */
-    char *buf;           /* bytes of a message not yet complete */
+    int fd; /* read end; -1 once closed */
+    char *buf; /* bytes of a message not yet complete */
     size_t have;
-    bool ended;          /* its MSG_END came */
+    bool ended; /* its MSG_END came */
     ac_loop_end end;
-    long first, stride;  /* the indices it runs */
+    long first, stride; /* the indices it runs */
 } worker;
 
 int ac_cpu_count(void)
@@ -179,7 +179,9 @@ static int start_worker(const spawn_plan *sp, int j, worker *w, ac_err *err)
     }
     close(p[1]);
     long n = sp->o->shard_count > 1 ? sp->o->shard_count : 1;
-    *w = (worker){.pid = pid, .fd = p[0], .first = (sp->o->shard_count > 1 ? sp->o->shard_index : 0) + n * j,
+    *w = (worker){.pid = pid,
+                  .fd = p[0],
+                  .first = (sp->o->shard_count > 1 ? sp->o->shard_index : 0) + n * j,
                   .stride = n * sp->jobs};
     return AC_OK;
 }
@@ -190,7 +192,7 @@ typedef struct {
     worker w[MAX_JOBS];
     int jobs, running;
     ac_collector *c;
-    bool asked_to_stop;     /* SIGTERM sent */
+    bool asked_to_stop; /* SIGTERM sent */
     double stop_sent_at;
     char stopped[1024];
     int status;
@@ -306,7 +308,8 @@ static void watch(pool *pl, const ac_campaign_opts *o, double t0)
         if (!pl->asked_to_stop)
             snprintf(pl->stopped + strlen(pl->stopped), sizeof pl->stopped - strlen(pl->stopped),
                      "%stime: workers still running 10%% past --time were killed; their cases in flight are not "
-                     "reported", pl->stopped[0] ? "; " : "");
+                     "reported",
+                     pl->stopped[0] ? "; " : "");
         pl->asked_to_stop = true;
         signal_all(pl, SIGKILL);
     }

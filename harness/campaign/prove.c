@@ -18,7 +18,7 @@
 typedef struct {
     const ac_kernel *k;
     bool caught;
-    int status;           /* AC_OK, or the error that stopped its campaign */
+    int status; /* AC_OK, or the error that stopped its campaign */
     ac_summary s;
 } mutant_row;
 
@@ -106,8 +106,8 @@ static int write_markdown(const ac_prove_opts *o, const ac_summary *base_s, cons
     return ac_write_doc(o->markdown_path, fill_markdown, &m, err);
 }
 
-static int run_mutants(const ac_prove_opts *o, const ac_budgets *b, struct ac_report *rep, mutant_row *rows,
-                       size_t n, ac_err *err)
+static int run_mutants(const ac_prove_opts *o, const ac_budgets *b, struct ac_report *rep, mutant_row *rows, size_t n,
+                       ac_err *err)
 {
     ac_campaign_opts c = campaign_opts(o, o->mutant_cases, true);
     for (size_t i = 0; i < n; i++) {
@@ -182,8 +182,8 @@ int ac_prove(const ac_prove_opts *o, const ac_budgets *b, struct ac_report *rep,
     if (o->out) {
         fputc('\n', o->out);
         print_table(o->out, false, rows, n);
-        fprintf(o->out, "\n%s\n", base_ok && all_caught ? "PROVED: base clean, every mutant caught"
-                                                        : "NOT PROVED: see the rows above");
+        fprintf(o->out, "\n%s\n",
+                base_ok && all_caught ? "PROVED: base clean, every mutant caught" : "NOT PROVED: see the rows above");
     }
     if (o->markdown_path && (st = write_markdown(o, &base_s, rows, n, err)) != AC_OK)
         return st;

@@ -17,7 +17,7 @@
 #include "harness/run/run.h"
 
 typedef struct {
-    const char *base;                 /* default "cpu-flash" */
+    const char *base; /* default "cpu-flash" */
     uint64_t seed;
     long mutant_cases, clean_cases;
     int max_seqlen;
@@ -26,8 +26,8 @@ typedef struct {
     bool progress;
     const char *markdown_path;
     FILE *out;
-    bool baseline;                    /* prove the baseline comparison instead (prove_baseline.c) */
-    ac_summary *totals;               /* when set: every campaign's counts and seconds added up */
+    bool baseline; /* prove the baseline comparison instead (prove_baseline.c) */
+    ac_summary *totals; /* when set: every campaign's counts and seconds added up */
 } ac_prove_opts;
 int ac_prove(const ac_prove_opts *o, const ac_budgets *b, ac_report *rep, ac_err *err);
 

@@ -26,9 +26,9 @@ typedef struct {
     bool control;
     long cases_run, flagged_at; /* flagged_at: 1-based case at the first regression verdict, 0 none */
     long budget_failures, errors;
-    char cell[96];               /* the first cell flagged: "f16 O mean-abs" */
+    char cell[96]; /* the first cell flagged: "f16 O mean-abs" */
     double median, p;
-    long fp_windows_flagged;     /* controls: windows flagged */
+    long fp_windows_flagged; /* controls: windows flagged */
 } prec_row;
 
 /* ---- running a list of cases, observed ------------------------------------------ */
@@ -171,8 +171,8 @@ static size_t find_precision(const char *base, prec_row *rows, size_t max)
 }
 
 /* Every precision kernel against the base's run of mutant_cases cases. */
-static int detect(const ac_prove_opts *o, const ac_budgets *b, const base_run *br, const ac_case *list,
-                  prec_row *rows, size_t n, ac_err *err)
+static int detect(const ac_prove_opts *o, const ac_budgets *b, const base_run *br, const ac_case *list, prec_row *rows,
+                  size_t n, ac_err *err)
 {
     for (size_t i = 0; i < n; i++) {
         prec_row *r = &rows[i];
@@ -197,8 +197,8 @@ typedef struct {
 } fp_result;
 
 /* Windows of AC_PROVE_BASELINE_WINDOW cases, seeds seed+1.., the unchanged base and every control. */
-static int false_positives(const ac_prove_opts *o, const ac_kernel *base, const ac_budgets *b, prec_row *rows,
-                           size_t n, fp_result *fp, ac_err *err)
+static int false_positives(const ac_prove_opts *o, const ac_kernel *base, const ac_budgets *b, prec_row *rows, size_t n,
+                           fp_result *fp, ac_err *err)
 {
     memset(fp, 0, sizeof *fp);
     base_run br = {0};
@@ -234,10 +234,11 @@ static void print_rows(FILE *f, bool markdown, const prec_row *rows, size_t n, l
 {
     if (markdown)
         fputs("| kernel | role | flagged | cases to flag | budget failures | first cell flagged | median ratio "
-              "| sign test p |\n| --- | --- | --- | ---: | ---: | --- | ---: | ---: |\n", f);
+              "| sign test p |\n| --- | --- | --- | ---: | ---: | --- | ---: | ---: |\n",
+              f);
     else
-        fprintf(f, "%-40s %-8s %-7s %6s %7s  %-22s %8s %9s\n", "precision kernel", "role", "flagged", "cases",
-                "budget", "first cell flagged", "median", "sign p");
+        fprintf(f, "%-40s %-8s %-7s %6s %7s  %-22s %8s %9s\n", "precision kernel", "role", "flagged", "cases", "budget",
+                "first cell flagged", "median", "sign p");
     for (size_t i = 0; i < n; i++) {
         const prec_row *r = &rows[i];
         const char *role = r->control ? "control" : "mutant";
@@ -263,8 +264,9 @@ static void print_fp(FILE *f, const ac_prove_opts *o, const fp_result *fp, const
                 o->clean_cases, AC_PROVE_BASELINE_WINDOW);
         return;
     }
-    fprintf(f, "false positives: %ld windows of %d cases (seeds %llu..%llu, %ld cases), each compared after every "
-               "case: unchanged %s flagged in %ld (rate %.3g)",
+    fprintf(f,
+            "false positives: %ld windows of %d cases (seeds %llu..%llu, %ld cases), each compared after every "
+            "case: unchanged %s flagged in %ld (rate %.3g)",
             fp->windows, AC_PROVE_BASELINE_WINDOW, (unsigned long long)o->seed + 1,
             (unsigned long long)o->seed + (unsigned long long)fp->windows, fp->cases, o->base, fp->unchanged_flagged,
             (double)fp->unchanged_flagged / (double)fp->windows);
@@ -287,8 +289,9 @@ typedef struct {
 static void fill_markdown(FILE *f, const void *ctx)
 {
     const markdown_ctx *m = ctx;
-    fprintf(f, "Base `%s`: %ld cases, %ld failures (seed %llu). Each precision kernel replays them, compared case "
-               "by case after every case; a regression: median ratio > %.3g at sign test p < %.2g.\n\n",
+    fprintf(f,
+            "Base `%s`: %ld cases, %ld failures (seed %llu). Each precision kernel replays them, compared case "
+            "by case after every case; a regression: median ratio > %.3g at sign test p < %.2g.\n\n",
             m->o->base, m->base->cases, m->base->failed + m->base->errors, (unsigned long long)m->o->seed,
             m->b->regression_ratio, m->b->regression_p);
     print_rows(f, true, m->rows, m->n, m->o->mutant_cases);
@@ -332,9 +335,10 @@ int ac_prove_baseline(const ac_prove_opts *o, const ac_budgets *b, ac_report *re
         fputc('\n', o->out);
         print_rows(o->out, false, rows, n, o->mutant_cases);
         print_fp(o->out, o, &fp, rows, n);
-        fprintf(o->out, "\n%s\n", all_ok ? "PROVED: every precision mutant flagged inside every budget, no "
-                                           "false positive"
-                                         : "NOT PROVED: see the rows above");
+        fprintf(o->out, "\n%s\n",
+                all_ok ? "PROVED: every precision mutant flagged inside every budget, no "
+                         "false positive"
+                       : "NOT PROVED: see the rows above");
     }
     markdown_ctx m = {o, b, rows, n, &fp, &base_s};
     if (o->markdown_path && (st = ac_write_doc(o->markdown_path, fill_markdown, &m, err)) != AC_OK)

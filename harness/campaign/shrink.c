@@ -97,7 +97,8 @@ static int edit_drop_seqlens(const ac_case *cur, int i, ac_case *cand)
             return 0;
         cand->n_seqlens_k = 0;
         return 1;
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
@@ -108,20 +109,27 @@ static int edit_heads(const ac_case *cur, int i, ac_case *cand)
     int group = hkv > 0 ? hq / hkv : 1;
     *cand = *cur;
     switch (i) {
-    case 0: cand->heads_q = 1, cand->heads_kv = 1; break;             /* one head */
-    case 1: cand->heads_q = group, cand->heads_kv = 1; break;         /* one KV head, same ratio */
-    case 2:                                                            /* halve both */
+    case 0:
+        cand->heads_q = 1, cand->heads_kv = 1;
+        break; /* one head */
+    case 1:
+        cand->heads_q = group, cand->heads_kv = 1;
+        break; /* one KV head, same ratio */
+    case 2: /* halve both */
         if (hq % 2 || hkv % 2)
             return 0;
         cand->heads_q = hq / 2, cand->heads_kv = hkv / 2;
         break;
-    case 3:                                                            /* halve the group */
+    case 3: /* halve the group */
         if ((hq / 2) % hkv || hq / 2 < hkv)
             return 0;
         cand->heads_q = hq / 2;
         break;
-    case 4: cand->heads_kv = hq; break;                                /* no GQA */
-    default: return -1;
+    case 4:
+        cand->heads_kv = hq;
+        break; /* no GQA */
+    default:
+        return -1;
     }
     bool smaller = cand->heads_q < hq || (cand->heads_q == hq && cand->heads_q / cand->heads_kv < group);
     return smaller && cand->heads_q % cand->heads_kv == 0 ? 1 : 0;
@@ -203,7 +211,8 @@ static int edit_mask_details(const ac_case *cur, int i, ac_case *cand)
             return 0;
         ac_case_set_mask(cand, top_left);
         return 1;
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
@@ -234,7 +243,8 @@ static int edit_layout_scale(const ac_case *cur, int i, ac_case *cand)
             return 0;
         cand->scale_auto = true;
         return 1;
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
@@ -327,7 +337,8 @@ static int edit_variants(const ac_case *cur, int i, ac_case *cand)
             return 0;
         cand->alibi = AC_ALIBI_PAPER, cand->alibi_a = cand->alibi_b = 0.0, cand->alibi_bh = false;
         return 1;
-    default: return edit_bias(cur, i - 6, cand);
+    default:
+        return edit_bias(cur, i - 6, cand);
     }
 }
 
@@ -360,7 +371,8 @@ static int edit_paged(const ac_case *cur, int i, ac_case *cand)
             return 0;
         cand->num_splits = cur->kv_page_size == 0 ? 0 : 1;
         return 1;
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
@@ -382,8 +394,8 @@ static int edit_fp8(const ac_case *cur, int i, ac_case *cand)
 }
 
 static const edit_fn edits[] = {
-    edit_batch, edit_drop_seqlens, edit_heads, edit_seqlen_q, edit_seqlen_k, edit_head_dim,
-    edit_mask, edit_mask_details, edit_dist, edit_layout_scale, edit_variants, edit_paged, edit_fp8, edit_seed,
+    edit_batch,        edit_drop_seqlens, edit_heads,        edit_seqlen_q, edit_seqlen_k, edit_head_dim, edit_mask,
+    edit_mask_details, edit_dist,         edit_layout_scale, edit_variants, edit_paged,    edit_fp8,      edit_seed,
 };
 
 /* ---- the greedy loop ------------------------------------------------------- */

@@ -44,8 +44,8 @@ Test(harness_campaign, a_shard_runs_the_indices_of_its_residue)
 {
     const ac_kernel *k = ac_kernel_find("cpu-flash");
     ac_budgets b = budgets();
-    ac_campaign_opts o = {.seed = 3, .max_cases = 11, .max_seqlen = 16, .shard_index = 1, .shard_count = 3,
-                          .run = {.cert_rows = 0}};
+    ac_campaign_opts o = {
+        .seed = 3, .max_cases = 11, .max_seqlen = 16, .shard_index = 1, .shard_count = 3, .run = {.cert_rows = 0}};
     static kept got;
     memset(&got, 0, sizeof got);
     ac_outcome_sink sink = {keep, &got};
@@ -153,8 +153,8 @@ Test(harness_campaign, a_time_budget_never_starts_a_case_it_cannot_finish)
     slow.caps.max_head_dim = 32;
     ac_budgets b = budgets();
     const double budget_s = 1.2;
-    ac_campaign_opts o = {.seed = 6, .max_seconds = budget_s, .max_seqlen = 160, .tier_cap = true,
-                          .run = {.cert_rows = 0}};
+    ac_campaign_opts o = {
+        .seed = 6, .max_seconds = budget_s, .max_seqlen = 160, .tier_cap = true, .run = {.cert_rows = 0}};
     static kept got;
     memset(&got, 0, sizeof got);
     ac_outcome_sink sink = {keep, &got};
@@ -164,8 +164,8 @@ Test(harness_campaign, a_time_budget_never_starts_a_case_it_cannot_finish)
     cr_assert_gt(got.n, 5, "it ran cases: %d", got.n);
     double longest = 0;
     for (int i = 0; i < got.n; i++) {
-        cr_assert_leq(got.found_at[i], budget_s, "case %ld ended at %.3f s, past the %.1f s budget",
-                      got.index[i], got.found_at[i], budget_s);
+        cr_assert_leq(got.found_at[i], budget_s, "case %ld ended at %.3f s, past the %.1f s budget", got.index[i],
+                      got.found_at[i], budget_s);
         longest = got.seconds[i] > longest ? got.seconds[i] : longest;
     }
     cr_assert_gt(longest, 0.05, "some cases were slow enough to matter: %.3f s", longest);

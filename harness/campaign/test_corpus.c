@@ -4,12 +4,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <sys/ioctl.h>
-#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness/harness.h"
@@ -54,8 +54,7 @@ Test(harness_corpus, save_failure_appends_atomically)
     fputs("# hand-written\nv1 seed=1", f); /* no final newline: the writer adds one */
     fclose(f);
     ac_err err;
-    cr_assert_eq(ac_save_failure(dir, "cpu-flash", "O:scaled 12 > 4\nat row 3", "LINE-A", &err), AC_OK, "%s",
-                 err.msg);
+    cr_assert_eq(ac_save_failure(dir, "cpu-flash", "O:scaled 12 > 4\nat row 3", "LINE-A", &err), AC_OK, "%s", err.msg);
     cr_assert_eq(ac_save_failure(dir, "cpu-flash", "dK:scaled", "LINE-B", &err), AC_OK, "%s", err.msg);
     char *text = slurp(path);
     cr_assert(strncmp(text, "# hand-written\nv1 seed=1\n# 20", 29) == 0, "existing lines kept, got:\n%s", text);

@@ -94,7 +94,8 @@ Test(harness_shrink, window_simplifies_to_causal_with_default_alignment)
     start.window_right = 3;
     cr_assert_eq(ac_case_validate(&start, NULL), AC_OK);
     ac_shrink(&start, any_mask, NULL, 1000, &min);
-    cr_assert_eq(min.mask, AC_MASK_CAUSAL_TL, "window-br -> causal-br -> causal-tl: an alignment the failure "
+    cr_assert_eq(min.mask, AC_MASK_CAUSAL_TL,
+                 "window-br -> causal-br -> causal-tl: an alignment the failure "
                  "does not need is dropped");
 }
 

@@ -171,8 +171,8 @@ static int validate_lens(const case_field *f, const ac_case *c, ac_err *err)
     if (n == 0)
         return AC_OK;
     if (n != c->batch)
-        return ac_fail(err, AC_ERR_INPUT, "%s: %d length%s for b=%d (one per sequence)", f->key, n,
-                       n == 1 ? "" : "s", c->batch);
+        return ac_fail(err, AC_ERR_INPUT, "%s: %d length%s for b=%d (one per sequence)", f->key, n, n == 1 ? "" : "s",
+                       c->batch);
     for (int b = 0; b < n; b++)
         if (lens[b] < 0 || lens[b] > padded)
             return ac_fail(err, AC_ERR_INPUT, "%s: length %d of sequence %d is outside 0..%s=%d", f->key, lens[b], b,
@@ -281,16 +281,22 @@ static int validate_gqa(const case_field *f, const ac_case *c, ac_err *err)
 
 /* -- the table: one row per field, in canonical order */
 
-#define INT_FIELD(key, member, def, min, max, extra)                                                          \
-    {key, true, true, FIELD_INT, offsetof(ac_case, member), def, min, max, "a positive integer", NULL, NULL, \
-     NULL, extra}
-#define CUSTOM_FIELD(key, required, always, name)                                                      \
-    {key, required, always, FIELD_CUSTOM, 0, 0, 0, 0, NULL, parse_##name, format_##name, reset_##name, \
-     validate_##name}
+#define INT_FIELD(key, member, def, min, max, extra) \
+    { \
+        key, true, true, FIELD_INT, offsetof(ac_case, member), def, min, max, "a positive integer", NULL, NULL, NULL, \
+            extra \
+    }
+#define CUSTOM_FIELD(key, required, always, name) \
+    { \
+        key, required, always, FIELD_CUSTOM, 0, 0, 0, 0, NULL, parse_##name, format_##name, reset_##name, \
+            validate_##name \
+    }
 
-#define VARIANT_FIELD(key, name)                                                                       \
-    {key, false, false, FIELD_CUSTOM, 0, 0, 0, 0, NULL, case_parse_##name, case_format_##name, case_reset_##name, \
-     case_validate_##name}
+#define VARIANT_FIELD(key, name) \
+    { \
+        key, false, false, FIELD_CUSTOM, 0, 0, 0, 0, NULL, case_parse_##name, case_format_##name, case_reset_##name, \
+            case_validate_##name \
+    }
 
 static const case_field fields[] = {
     {"seed", true, true, FIELD_CUSTOM, 0, 0, 0, 0, NULL, parse_seed, format_seed, reset_seed, NULL},
@@ -305,8 +311,8 @@ static const case_field fields[] = {
     VARIANT_FIELD("descale", descale),
     VARIANT_FIELD("p", pfmt),
     CUSTOM_FIELD("mask", false, true, mask),
-    {"maskrows", false, false, FIELD_DOUBLE, offsetof(ac_case, masked_rows), 0, 0, 1, "a fraction in [0,1]", NULL,
-     NULL, NULL, validate_maskrows},
+    {"maskrows", false, false, FIELD_DOUBLE, offsetof(ac_case, masked_rows), 0, 0, 1, "a fraction in [0,1]", NULL, NULL,
+     NULL, validate_maskrows},
     CUSTOM_FIELD("seqlens-q", false, false, lens),
     CUSTOM_FIELD("seqlens-k", false, false, lens),
     CUSTOM_FIELD("layout", false, true, layout),
@@ -342,16 +348,22 @@ static int parse_field(const case_field *f, const char *value, ac_case *c, ac_er
             return case_bad(err, f->key, f->what, value);
         *double_at(f, c) = x;
         return AC_OK;
-    default: return f->parse(f, value, c, err);
+    default:
+        return f->parse(f, value, c, err);
     }
 }
 
 static bool format_field(const case_field *f, const ac_case *c, char *buf, size_t len)
 {
     switch (f->type) {
-    case FIELD_INT: snprintf(buf, len, "%d", int_of(f, c)); return int_of(f, c) == (int)f->def;
-    case FIELD_DOUBLE: case_fmt_double(buf, len, double_of(f, c)); return double_of(f, c) == f->def;
-    default: return f->format(f, c, buf, len);
+    case FIELD_INT:
+        snprintf(buf, len, "%d", int_of(f, c));
+        return int_of(f, c) == (int)f->def;
+    case FIELD_DOUBLE:
+        case_fmt_double(buf, len, double_of(f, c));
+        return double_of(f, c) == f->def;
+    default:
+        return f->format(f, c, buf, len);
     }
 }
 
@@ -371,8 +383,8 @@ static int validate_field(const case_field *f, const ac_case *c, ac_err *err)
         int v = int_of(f, c);
         if (v < f->min || v > f->max)
             return f->max == INT_MAX
-                       ? ac_fail(err, AC_ERR_INPUT, "%s: must be >= %g, got %d", f->key, f->min, v)
-                       : ac_fail(err, AC_ERR_INPUT, "%s: must be in %g..%g, got %d", f->key, f->min, f->max, v);
+                ? ac_fail(err, AC_ERR_INPUT, "%s: must be >= %g, got %d", f->key, f->min, v)
+                : ac_fail(err, AC_ERR_INPUT, "%s: must be in %g..%g, got %d", f->key, f->min, f->max, v);
     } else if (f->type == FIELD_DOUBLE) {
         double v = double_of(f, c);
         if (!(v >= f->min && v <= f->max))

@@ -53,14 +53,14 @@
 
 typedef enum {
     AC_DIST_NORMAL = 0, /* normal(mean, std) */
-    AC_DIST_UNIFORM,    /* uniform(lo, hi) */
-    AC_DIST_OUTLIERS,   /* normal(0, a) with a fraction b of elements times 1000 (heavy tail) */
+    AC_DIST_UNIFORM, /* uniform(lo, hi) */
+    AC_DIST_OUTLIERS, /* normal(0, a) with a fraction b of elements times 1000 (heavy tail) */
     AC_DIST_INCREASING, /* scores grow along the keys: a rescale at every tile; a = slope */
-    AC_DIST_EQUAL,      /* all scores equal (K rows identical), V random */
-    AC_DIST_DOMINANT,   /* one key per row dominates by a margin a */
-    AC_DIST_HUGE,       /* magnitudes near the dtype's overflow (fraction a of its max) */
-    AC_DIST_TINY,       /* magnitudes near the dtype's underflow */
-    AC_DIST_FA3,        /* FlashAttention-3's fp8 accuracy setup: N(0,1) plus N(0,S^2) with probability P */
+    AC_DIST_EQUAL, /* all scores equal (K rows identical), V random */
+    AC_DIST_DOMINANT, /* one key per row dominates by a margin a */
+    AC_DIST_HUGE, /* magnitudes near the dtype's overflow (fraction a of its max) */
+    AC_DIST_TINY, /* magnitudes near the dtype's underflow */
+    AC_DIST_FA3, /* FlashAttention-3's fp8 accuracy setup: N(0,1) plus N(0,S^2) with probability P */
     AC_DIST_COUNT
 } ac_dist_kind;
 /* What each distribution draws exactly (run/inputs.c); dO is normal(0,1) throughout:
@@ -87,8 +87,8 @@ typedef enum {
  *     tiny: magnitudes in [2, 128] x the dtype's smallest normal (Q, K in mode 0;
  *       V in mode 1), random signs; normal(0,1) for the rest. */
 #define AC_OUTLIER_FACTOR 1000.0
-const char *ac_dist_name(ac_dist_kind k);  /* "normal", ... */
-int ac_dist_param_count(ac_dist_kind k);   /* numbers inside the parentheses: 0, 1 or 2 */
+const char *ac_dist_name(ac_dist_kind k); /* "normal", ... */
+int ac_dist_param_count(ac_dist_kind k); /* numbers inside the parentheses: 0, 1 or 2 */
 
 /* The learnable sinks of a case (one f32 logit per query head, drawn by run/inputs_variants.c):
  *   normal(M,S): s_h = f32(M + S g), g standard normal from the case seed;
@@ -111,43 +111,43 @@ typedef enum { AC_ALIBI_NONE = 0, AC_ALIBI_PAPER, AC_ALIBI_UNIFORM } ac_alibi_ki
 typedef enum { AC_BIAS_NONE = 0, AC_BIAS_NORMAL } ac_bias_kind;
 
 typedef struct {
-    int version;  /* 1 */
+    int version; /* 1 */
     uint64_t seed;
     int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
-    ac_dtype dtype;                /* of the inputs; the outputs': ac_case_out_dtype */
+    ac_dtype dtype; /* of the inputs; the outputs': ac_case_out_dtype */
     ac_layout layout;
-    ac_mask_kind mask;             /* a row of ref/mask_kinds.h; its alignment is the row's */
+    ac_mask_kind mask; /* a row of ref/mask_kinds.h; its alignment is the row's */
     int window_left, window_right; /* window kinds; causal holds (inf, 0); AC_WINDOW_INF allowed on one side */
-    double dense_keep;             /* AC_MASK_DENSE: keep probability of each (query, key) pair */
-    double masked_rows;            /* fraction of query rows fully masked (needs a dense mask) */
-    int n_seqlens_q, n_seqlens_k;  /* 0, or batch: per-sequence lengths */
+    double dense_keep; /* AC_MASK_DENSE: keep probability of each (query, key) pair */
+    double masked_rows; /* fraction of query rows fully masked (needs a dense mask) */
+    int n_seqlens_q, n_seqlens_k; /* 0, or batch: per-sequence lengths */
     int seqlens_q[AC_CASE_MAX_BATCH], seqlens_k[AC_CASE_MAX_BATCH];
-    bool scale_auto;               /* scale = 1/sqrt(d) */
+    bool scale_auto; /* scale = 1/sqrt(d) */
     double scale;
     ac_dist_kind dist;
     double dist_a, dist_b;
     /* ---- variants (ref/variants.h), optional fields after scale; 0 = off ---- */
-    int head_dim_v;                /* dv=N: V, O, dO, dV have N columns (1..512); 0: d */
-    double softcap;                /* softcap=C: the f32 value of c > 0 */
-    ac_sinks_kind sinks;           /* sinks=normal(M,S) | over(MARGIN): how the sink logits are drawn */
-    double sinks_a, sinks_b;       /* M, S; or MARGIN */
-    ac_alibi_kind alibi;           /* alibi=paper | uniform(LO,HI), :bh suffix for (B, Hq) slopes */
-    double alibi_a, alibi_b;       /* LO, HI */
+    int head_dim_v; /* dv=N: V, O, dO, dV have N columns (1..512); 0: d */
+    double softcap; /* softcap=C: the f32 value of c > 0 */
+    ac_sinks_kind sinks; /* sinks=normal(M,S) | over(MARGIN): how the sink logits are drawn */
+    double sinks_a, sinks_b; /* M, S; or MARGIN */
+    ac_alibi_kind alibi; /* alibi=paper | uniform(LO,HI), :bh suffix for (B, Hq) slopes */
+    double alibi_a, alibi_b; /* LO, HI */
     bool alibi_bh;
-    ac_bias_kind bias;             /* bias=normal(M,S):SHAPE[:f32][:inf(F)] */
+    ac_bias_kind bias; /* bias=normal(M,S):SHAPE[:f32][:inf(F)] */
     double bias_a, bias_b, bias_inf; /* M, S, F */
     bool bias_per_batch, bias_per_head, bias_f32;
     bool mask_per_batch, mask_per_head; /* maskdims=1h|b1|bh: a dense mask (1|B, 1|Hq, Nq, Nk) */
-    int sink_tokens;               /* sinktokens=K: with window-*(L,R), L finite, the first K keys stay visible */
-    double dropout;                /* dropout=P: P in (0, 1), the kernel's seed drawn from the case seed */
+    int sink_tokens; /* sinktokens=K: with window-*(L,R), L finite, the first K keys stay visible */
+    double dropout; /* dropout=P: P in (0, 1), the kernel's seed drawn from the case seed */
     /* ---- paged KV cache and split-KV (case_paged.c), optional; 0 = off ---- */
-    int kv_page_size;              /* kv=paged(P): K, V in pages of P keys, 1..AC_CASE_MAX_PAGE_SIZE; 0: contiguous */
-    bool kv_contig;                /* kv=paged(P,contig): the table in order, no shared or spare pages */
-    int num_splits;                /* splits=S: S >= 1 split-KV key ranges; 0 (absent, or splits=auto): the kernel's */
+    int kv_page_size; /* kv=paged(P): K, V in pages of P keys, 1..AC_CASE_MAX_PAGE_SIZE; 0: contiguous */
+    bool kv_contig; /* kv=paged(P,contig): the table in order, no shared or spare pages */
+    int num_splits; /* splits=S: S >= 1 split-KV key ranges; 0 (absent, or splits=auto): the kernel's */
     /* ---- fp8 (dtype e4m3/e5m2 only; case_fp8.c): printed with every fp8 line, never with another ---- */
-    ac_dtype out_dtype;            /* out=bf16|f16: O's dtype (default bf16) */
-    int descale_rows;              /* descale=tensor|head|block(N): AC_DESCALE_TENSOR, _HEAD or N rows */
-    ac_dtype p_dtype;              /* p=e4m3|e5m2|bf16|f16: P's format before P V, as the kernel declares (e4m3) */
+    ac_dtype out_dtype; /* out=bf16|f16: O's dtype (default bf16) */
+    int descale_rows; /* descale=tensor|head|block(N): AC_DESCALE_TENSOR, _HEAD or N rows */
+    ac_dtype p_dtype; /* p=e4m3|e5m2|bf16|f16: P's format before P V, as the kernel declares (e4m3) */
 } ac_case;
 #define AC_CASE_MAX_PAGE_SIZE 4096
 #define AC_CASE_MAX_SPLITS 1024

@@ -18,13 +18,13 @@
 /* AC_ERR_INPUT with "KEY: expected WHAT, got 'GOT'". */
 int case_bad(ac_err *err, const char *key, const char *what, const char *got);
 bool case_read_digits(const char *s, unsigned long long max, unsigned long long *out); /* [0-9]+, <= max */
-bool case_read_number(const char *s, double *out);                                   /* a finite decimal */
+bool case_read_number(const char *s, double *out); /* a finite decimal */
 /* "name(args)": NUL-terminates both in place; false when the shape is wrong. */
 bool case_split_call(char *s, const char **name, char **args);
 /* Splits args at commas into at most max numbers; the count, or -1. */
 int case_read_numbers(char *args, double *vals, int max);
 void case_fmt_double(char *buf, size_t len, double x); /* shortest %g that reads back exactly */
-void case_fmt_f32(char *buf, size_t len, double x);    /* shortest %g that reads back to the same f32 */
+void case_fmt_f32(char *buf, size_t len, double x); /* shortest %g that reads back to the same f32 */
 
 /* ---- the fields' table (case.c): one row per field, in canonical order ---------- */
 typedef struct case_field case_field;
@@ -32,8 +32,8 @@ typedef enum { FIELD_INT, FIELD_DOUBLE, FIELD_CUSTOM } field_type;
 
 struct case_field {
     const char *key;
-    bool required;      /* a v1 line must give it */
-    bool always;        /* printed at its default too (v1 prints mask, layout, dist, scale) */
+    bool required; /* a v1 line must give it */
+    bool always; /* printed at its default too (v1 prints mask, layout, dist, scale) */
     field_type type;
     /* FIELD_INT, FIELD_DOUBLE: the member, its default and range, and what a value must be */
     size_t offset;
@@ -47,12 +47,11 @@ struct case_field {
     int (*validate)(const case_field *f, const ac_case *c, ac_err *err);
 };
 
-
 /* The variants' fields (case_variants.c), rows of case.c's table. */
-#define CASE_VARIANT_FIELD_FNS(name)                                                                   \
-    int case_parse_##name(const case_field *f, const char *value, ac_case *c, ac_err *err);            \
-    bool case_format_##name(const case_field *f, const ac_case *c, char *buf, size_t len);             \
-    void case_reset_##name(ac_case *c);                                                                \
+#define CASE_VARIANT_FIELD_FNS(name) \
+    int case_parse_##name(const case_field *f, const char *value, ac_case *c, ac_err *err); \
+    bool case_format_##name(const case_field *f, const ac_case *c, char *buf, size_t len); \
+    void case_reset_##name(ac_case *c); \
     int case_validate_##name(const case_field *f, const ac_case *c, ac_err *err);
 CASE_VARIANT_FIELD_FNS(dv)
 CASE_VARIANT_FIELD_FNS(softcap)
@@ -83,8 +82,8 @@ typedef struct {
     uint64_t state;
 } case_rng;
 static inline uint64_t case_rng_u64(case_rng *r) { return ac_splitmix64(&r->state); }
-int case_rng_int(case_rng *r, int lo, int hi);               /* uniform in lo..hi */
-int case_rng_pick(case_rng *r, const int *weights, int n);   /* i with probability weights[i] / sum */
+int case_rng_int(case_rng *r, int lo, int hi); /* uniform in lo..hi */
+int case_rng_pick(case_rng *r, const int *weights, int n); /* i with probability weights[i] / sum */
 /* The generator's weight of mask kind k (before the kernel's claims and --mask),
  * and the draw of its parameters for case c (sizes already drawn). */
 int case_mask_weight(ac_mask_kind k);

@@ -54,7 +54,8 @@ void case_reset_softcap(ac_case *c) { c->softcap = 0.0; }
 
 int case_validate_softcap(const case_field *f, const ac_case *c, ac_err *err)
 {
-    if (c->softcap != 0.0 && (!(c->softcap > 0.0) || !isfinite((float)c->softcap) || (double)(float)c->softcap != c->softcap))
+    if (c->softcap != 0.0 &&
+        (!(c->softcap > 0.0) || !isfinite((float)c->softcap) || (double)(float)c->softcap != c->softcap))
         return ac_fail(err, AC_ERR_INPUT, "%s: must be an f32 value > 0, got %g", f->key, c->softcap);
     return AC_OK;
 }
@@ -156,7 +157,8 @@ int case_validate_alibi(const case_field *f, const ac_case *c, ac_err *err)
     if (c->alibi != AC_ALIBI_NONE && c->alibi != AC_ALIBI_PAPER && c->alibi != AC_ALIBI_UNIFORM)
         return ac_fail(err, AC_ERR_INPUT, "%s: unknown kind %d", f->key, (int)c->alibi);
     /* the slopes are f32 values: the range must fit one */
-    if (c->alibi == AC_ALIBI_UNIFORM && !(c->alibi_a <= c->alibi_b && fabs(c->alibi_a) < 1e30 && fabs(c->alibi_b) < 1e30))
+    if (c->alibi == AC_ALIBI_UNIFORM &&
+        !(c->alibi_a <= c->alibi_b && fabs(c->alibi_a) < 1e30 && fabs(c->alibi_b) < 1e30))
         return ac_fail(err, AC_ERR_INPUT, "%s: uniform(LO,HI) needs LO <= HI within an f32's range", f->key);
     return AC_OK;
 }

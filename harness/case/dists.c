@@ -10,17 +10,27 @@
 #include "harness/case/case_internal.h"
 
 static const char *const dist_names[AC_DIST_COUNT] = {
-    [AC_DIST_NORMAL] = "normal", [AC_DIST_UNIFORM] = "uniform", [AC_DIST_OUTLIERS] = "outliers",
-    [AC_DIST_INCREASING] = "increasing", [AC_DIST_EQUAL] = "equal", [AC_DIST_DOMINANT] = "dominant",
-    [AC_DIST_HUGE] = "huge", [AC_DIST_TINY] = "tiny", [AC_DIST_FA3] = "fa3",
+    [AC_DIST_NORMAL] = "normal",     [AC_DIST_UNIFORM] = "uniform",
+    [AC_DIST_OUTLIERS] = "outliers", [AC_DIST_INCREASING] = "increasing",
+    [AC_DIST_EQUAL] = "equal",       [AC_DIST_DOMINANT] = "dominant",
+    [AC_DIST_HUGE] = "huge",         [AC_DIST_TINY] = "tiny",
+    [AC_DIST_FA3] = "fa3",
 };
 
 int ac_dist_param_count(ac_dist_kind k)
 {
     switch (k) {
-    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: case AC_DIST_OUTLIERS: case AC_DIST_FA3: return 2;
-    case AC_DIST_INCREASING: case AC_DIST_DOMINANT: case AC_DIST_HUGE: return 1;
-    default: return 0;
+    case AC_DIST_NORMAL:
+    case AC_DIST_UNIFORM:
+    case AC_DIST_OUTLIERS:
+    case AC_DIST_FA3:
+        return 2;
+    case AC_DIST_INCREASING:
+    case AC_DIST_DOMINANT:
+    case AC_DIST_HUGE:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -32,9 +42,15 @@ void case_dist_format(const ac_case *c, char *buf, size_t len)
     case_fmt_double(a, sizeof a, c->dist_a);
     case_fmt_double(b, sizeof b, c->dist_b);
     switch (ac_dist_param_count(c->dist)) {
-    case 2: snprintf(buf, len, "%s(%s,%s)", ac_dist_name(c->dist), a, b); break;
-    case 1: snprintf(buf, len, "%s(%s)", ac_dist_name(c->dist), a); break;
-    default: snprintf(buf, len, "%s()", ac_dist_name(c->dist)); break;
+    case 2:
+        snprintf(buf, len, "%s(%s,%s)", ac_dist_name(c->dist), a, b);
+        break;
+    case 1:
+        snprintf(buf, len, "%s(%s)", ac_dist_name(c->dist), a);
+        break;
+    default:
+        snprintf(buf, len, "%s()", ac_dist_name(c->dist));
+        break;
     }
 }
 
@@ -54,16 +70,17 @@ int case_dist_parse(const char *value, ac_case *c, ac_err *err)
         double vals[2] = {0, 0};
         int want = ac_dist_param_count((ac_dist_kind)k);
         if (case_read_numbers(args, vals, 2) != want)
-            return ac_fail(err, AC_ERR_INPUT, "dist: %s takes %d number%s, got '%s'", name, want,
-                           want == 1 ? "" : "s", value);
+            return ac_fail(err, AC_ERR_INPUT, "dist: %s takes %d number%s, got '%s'", name, want, want == 1 ? "" : "s",
+                           value);
         c->dist = (ac_dist_kind)k;
         c->dist_a = vals[0];
         c->dist_b = vals[1];
         return AC_OK;
     }
     return case_bad(err, "dist",
-               "normal(M,S), uniform(LO,HI), outliers(S,P), increasing(SLOPE), equal(), "
-               "dominant(MARGIN), huge(FRAC), tiny() or fa3(P,S)", value);
+                    "normal(M,S), uniform(LO,HI), outliers(S,P), increasing(SLOPE), equal(), "
+                    "dominant(MARGIN), huge(FRAC), tiny() or fa3(P,S)",
+                    value);
 }
 
 /* The parameters in range; *need is the largest magnitude the draw of Q, K or
@@ -93,11 +110,13 @@ static int dist_params_ok(const ac_case *c, double *need, ac_err *err)
     case AC_DIST_INCREASING:
     case AC_DIST_DOMINANT:
         if (!(a > 0 && a <= 1e4))
-            return ac_fail(err, AC_ERR_INPUT, "dist: %s needs a parameter in (0,1e4], got %g", ac_dist_name(c->dist), a);
+            return ac_fail(err, AC_ERR_INPUT, "dist: %s needs a parameter in (0,1e4], got %g", ac_dist_name(c->dist),
+                           a);
         return AC_OK;
     case AC_DIST_HUGE:
         return a > 0 && a <= 1 ? AC_OK : ac_fail(err, AC_ERR_INPUT, "dist: huge(FRAC) needs FRAC in (0,1], got %g", a);
-    default: return AC_OK;
+    default:
+        return AC_OK;
     }
 }
 
@@ -114,11 +133,17 @@ static draw_bounds bounds_of(const ac_case *c, double need, double scale)
 {
     const double gauss = 8.0;
     switch (c->dist) {
-    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: case AC_DIST_FA3: return (draw_bounds){need, need, need};
-    case AC_DIST_OUTLIERS: return (draw_bounds){need, need, gauss * c->dist_a};
+    case AC_DIST_NORMAL:
+    case AC_DIST_UNIFORM:
+    case AC_DIST_FA3:
+        return (draw_bounds){need, need, need};
+    case AC_DIST_OUTLIERS:
+        return (draw_bounds){need, need, gauss * c->dist_a};
     /* Q_i = a_i w with a_i <= 1 / (|scale| d): a tiny scale makes Q large */
-    case AC_DIST_INCREASING: return (draw_bounds){1.0 / (fabs(scale) * c->head_dim), c->dist_a, gauss};
-    default: return (draw_bounds){gauss, gauss, gauss};
+    case AC_DIST_INCREASING:
+        return (draw_bounds){1.0 / (fabs(scale) * c->head_dim), c->dist_a, gauss};
+    default:
+        return (draw_bounds){gauss, gauss, gauss};
     }
 }
 
@@ -143,10 +168,13 @@ static int draws_fit(const ac_case *c, double need, ac_err *err)
     draw_bounds bd = bounds_of(c, need, scale);
     double scores = fabs(scale) * c->head_dim * bd.q * bd.k, dp = 8.0 * c->head_dim * bd.v;
     if (bd.q > top)
-        return ac_fail(err, AC_ERR_INPUT, "dist: %s with scale %g and d=%d draws Q up to %g (1/(|scale| d)), "
-                       "beyond %s's largest %g", line, scale, c->head_dim, bd.q, dt, top);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "dist: %s with scale %g and d=%d draws Q up to %g (1/(|scale| d)), "
+                       "beyond %s's largest %g",
+                       line, scale, c->head_dim, bd.q, dt, top);
     if (!(scores <= f32_top))
-        return ac_fail(err, AC_ERR_INPUT, "dist: %s with scale %g and d=%d gives scores up to %g "
+        return ac_fail(err, AC_ERR_INPUT,
+                       "dist: %s with scale %g and d=%d gives scores up to %g "
                        "(|scale| d max|Q| max|K|), beyond f32's largest %g, where fused kernels compute them",
                        line, scale, c->head_dim, scores, f32_top);
     if (!(dp <= f32_top))
@@ -165,7 +193,9 @@ int case_dist_validate(const ac_case *c, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "dist: %s parameters must be finite", name);
     int st = dist_params_ok(c, &need, err);
     if (st == AC_OK && c->dist == AC_DIST_DOMINANT && ac_dtype_is_fp8(c->dtype))
-        return ac_fail(err, AC_ERR_INPUT, "dist: dominant() plants its key in the dtype, not as an fp8 code times "
-                       "a descale factor; not with dtype=%s", ac_dtype_name(c->dtype));
+        return ac_fail(err, AC_ERR_INPUT,
+                       "dist: dominant() plants its key in the dtype, not as an fp8 code times "
+                       "a descale factor; not with dtype=%s",
+                       ac_dtype_name(c->dtype));
     return st == AC_OK ? draws_fit(c, need, err) : st;
 }

@@ -140,10 +140,18 @@ static void draw_lens(case_rng *r, int batch, int extent, int *lens)
     static const int w[] = {5, 10, 25, 60};
     for (int b = 0; b < batch; b++)
         switch (case_rng_pick(r, w, 4)) {
-        case 0: lens[b] = 0; break;
-        case 1: lens[b] = 1; break;
-        case 2: lens[b] = extent; break;
-        default: lens[b] = case_rng_int(r, 1, extent); break;
+        case 0:
+            lens[b] = 0;
+            break;
+        case 1:
+            lens[b] = 1;
+            break;
+        case 2:
+            lens[b] = extent;
+            break;
+        default:
+            lens[b] = case_rng_int(r, 1, extent);
+            break;
         }
 }
 
@@ -274,6 +282,6 @@ void case_variants_after_cap(const ac_caps *caps, ac_case *c)
 bool case_variants_any(const ac_case *c)
 {
     return c->layout == AC_LAYOUT_THD || (c->head_dim_v > 0 && c->head_dim_v != c->head_dim) || c->softcap > 0.0 ||
-           c->sinks != AC_SINKS_NONE || c->alibi != AC_ALIBI_NONE || c->bias != AC_BIAS_NONE || c->sink_tokens > 0 ||
-           c->dropout > 0.0 || c->kv_page_size > 0 || c->num_splits >= 2;
+        c->sinks != AC_SINKS_NONE || c->alibi != AC_ALIBI_NONE || c->bias != AC_BIAS_NONE || c->sink_tokens > 0 ||
+        c->dropout > 0.0 || c->kv_page_size > 0 || c->num_splits >= 2;
 }

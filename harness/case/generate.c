@@ -115,16 +115,23 @@ static int draw_length(case_rng *r, int max)
 {
     static const int w[] = {12, 50, 10, 12, 4, 3};
     static const int tiles[] = {63, 64, 65, 127, 128, 129};
-    static const int primes[] = {5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 97, 101, 113, 131, 257};
+    static const int primes[] = {5,  7,  11, 13, 17, 19, 23, 29, 31,  37,  41,  43, 47,
+                                 53, 59, 61, 67, 71, 73, 79, 97, 101, 113, 131, 257};
     static const int powers[] = {16, 32, 256};
     int small_hi = max < 80 ? max : 80;
     switch (case_rng_pick(r, w, COUNT(w))) {
-    case 0: return case_rng_int(r, 1, max < 3 ? max : 3);
-    case 2: return gen_pick_le(r, tiles, COUNT(tiles), max, case_rng_int(r, 1, small_hi));
-    case 3: return gen_pick_le(r, primes, COUNT(primes), max, case_rng_int(r, 1, small_hi));
-    case 4: return gen_pick_le(r, powers, COUNT(powers), max, case_rng_int(r, 1, small_hi));
-    case 5: return max > 129 ? case_rng_int(r, 129, max) : case_rng_int(r, 1, max);
-    default: return case_rng_int(r, small_hi < 4 ? 1 : 4, small_hi);
+    case 0:
+        return case_rng_int(r, 1, max < 3 ? max : 3);
+    case 2:
+        return gen_pick_le(r, tiles, COUNT(tiles), max, case_rng_int(r, 1, small_hi));
+    case 3:
+        return gen_pick_le(r, primes, COUNT(primes), max, case_rng_int(r, 1, small_hi));
+    case 4:
+        return gen_pick_le(r, powers, COUNT(powers), max, case_rng_int(r, 1, small_hi));
+    case 5:
+        return max > 129 ? case_rng_int(r, 129, max) : case_rng_int(r, 1, max);
+    default:
+        return case_rng_int(r, small_hi < 4 ? 1 : 4, small_hi);
     }
 }
 
@@ -138,12 +145,16 @@ static void draw_heads(case_rng *r, bool gqa, ac_case *c)
     static const int w[] = {50, 35, 15};
     static const int groups[] = {2, 4, 8};
     switch (case_rng_pick(r, w, COUNT(w))) {
-    case 0: c->heads_q = c->heads_kv = case_rng_int(r, 1, 3); break;
+    case 0:
+        c->heads_q = c->heads_kv = case_rng_int(r, 1, 3);
+        break;
     case 1:
         c->heads_kv = case_rng_int(r, 1, 2);
         c->heads_q = c->heads_kv * groups[case_rng_int(r, 0, 2)];
         break;
-    default: c->heads_kv = 1, c->heads_q = case_rng_int(r, 2, 8); break;
+    default:
+        c->heads_kv = 1, c->heads_q = case_rng_int(r, 2, 8);
+        break;
     }
 }
 
@@ -159,10 +170,14 @@ int gen_draw_head_dim(case_rng *r, const ac_caps *caps)
     int large[] = {80, 96, 128, 160, 256, top};
     int small_top = top < 8 ? top : 8, mid_top = top < 64 ? top : 64;
     switch (case_rng_pick(r, w, COUNT(w))) {
-    case 0: return case_rng_int(r, 1, small_top);
-    case 1: return gen_pick_le(r, pow2, COUNT(pow2), top, case_rng_int(r, 1, top));
-    case 2: return case_rng_int(r, mid_top < 9 ? 1 : 9, mid_top);
-    default: return gen_pick_le(r, large, COUNT(large), top, case_rng_int(r, 1, top));
+    case 0:
+        return case_rng_int(r, 1, small_top);
+    case 1:
+        return gen_pick_le(r, pow2, COUNT(pow2), top, case_rng_int(r, 1, top));
+    case 2:
+        return case_rng_int(r, mid_top < 9 ? 1 : 9, mid_top);
+    default:
+        return gen_pick_le(r, large, COUNT(large), top, case_rng_int(r, 1, top));
     }
 }
 
@@ -172,10 +187,18 @@ static void draw_one_lens(case_rng *r, int batch, int padded, int *lens)
     static const int w[] = {5, 10, 25, 60};
     for (int b = 0; b < batch; b++) {
         switch (case_rng_pick(r, w, COUNT(w))) {
-        case 0: lens[b] = 0; break;
-        case 1: lens[b] = 1; break;
-        case 2: lens[b] = padded; break;
-        default: lens[b] = case_rng_int(r, 1, padded); break;
+        case 0:
+            lens[b] = 0;
+            break;
+        case 1:
+            lens[b] = 1;
+            break;
+        case 2:
+            lens[b] = padded;
+            break;
+        default:
+            lens[b] = case_rng_int(r, 1, padded);
+            break;
         }
     }
 }
@@ -241,15 +264,13 @@ typedef struct {
 } dist_choice;
 
 static const dist_choice dists[] = {
-    {15, AC_DIST_NORMAL, 0, 1}, {5, AC_DIST_NORMAL, 0, 0.1}, {5, AC_DIST_NORMAL, 0, 4}, {5, AC_DIST_NORMAL, 1, 0.5},
-    {5, AC_DIST_UNIFORM, -1, 1}, {4, AC_DIST_UNIFORM, 0, 1}, {3, AC_DIST_UNIFORM, -4, 4},
-    {5, AC_DIST_OUTLIERS, 1, 0.01}, {3, AC_DIST_OUTLIERS, 1, 0.001},
-    {3, AC_DIST_INCREASING, 8, 0}, {3, AC_DIST_INCREASING, 16, 0}, {2, AC_DIST_INCREASING, 32, 0},
-    {2, AC_DIST_INCREASING, 64, 0},
-    {7, AC_DIST_EQUAL, 0, 0},
-    {3, AC_DIST_DOMINANT, 2, 0}, {3, AC_DIST_DOMINANT, 8, 0}, {3, AC_DIST_DOMINANT, 20, 0},
-    {3, AC_DIST_HUGE, 0.6, 0}, {3, AC_DIST_HUGE, 0.9, 0}, {4, AC_DIST_HUGE, 1, 0},
-    {9, AC_DIST_TINY, 0, 0},
+    {15, AC_DIST_NORMAL, 0, 1},     {5, AC_DIST_NORMAL, 0, 0.1},    {5, AC_DIST_NORMAL, 0, 4},
+    {5, AC_DIST_NORMAL, 1, 0.5},    {5, AC_DIST_UNIFORM, -1, 1},    {4, AC_DIST_UNIFORM, 0, 1},
+    {3, AC_DIST_UNIFORM, -4, 4},    {5, AC_DIST_OUTLIERS, 1, 0.01}, {3, AC_DIST_OUTLIERS, 1, 0.001},
+    {3, AC_DIST_INCREASING, 8, 0},  {3, AC_DIST_INCREASING, 16, 0}, {2, AC_DIST_INCREASING, 32, 0},
+    {2, AC_DIST_INCREASING, 64, 0}, {7, AC_DIST_EQUAL, 0, 0},       {3, AC_DIST_DOMINANT, 2, 0},
+    {3, AC_DIST_DOMINANT, 8, 0},    {3, AC_DIST_DOMINANT, 20, 0},   {3, AC_DIST_HUGE, 0.6, 0},
+    {3, AC_DIST_HUGE, 0.9, 0},      {4, AC_DIST_HUGE, 1, 0},        {9, AC_DIST_TINY, 0, 0},
 };
 
 static void draw_dist(case_rng *r, ac_case *c)
@@ -342,13 +363,10 @@ void gen_apply_cap(const ac_gen *g, ac_case *c)
 
 /* ---- the stream ------------------------------------------------------------------- */
 
-static const char *const profile_names[] = {[AC_PROFILE_DEFAULT] = "default", [AC_PROFILE_LONG] = "long",
-                                            [AC_PROFILE_DECODE] = "decode"};
+static const char *const profile_names[] = {
+    [AC_PROFILE_DEFAULT] = "default", [AC_PROFILE_LONG] = "long", [AC_PROFILE_DECODE] = "decode"};
 
-const char *ac_profile_name(ac_profile p)
-{
-    return (unsigned)p < COUNT(profile_names) ? profile_names[p] : "?";
-}
+const char *ac_profile_name(ac_profile p) { return (unsigned)p < COUNT(profile_names) ? profile_names[p] : "?"; }
 
 int ac_profile_parse(const char *name, ac_profile *out, ac_err *err)
 {
@@ -380,8 +398,8 @@ static int uniform_bit(case_rng *r, unsigned bits)
 static int check_choices(const ac_gen *g, unsigned dtypes, const int mw[AC_MASK_KIND_COUNT], ac_err *err)
 {
     if (!dtypes)
-        return ac_fail(err, AC_ERR_INPUT, "generator: no dtype left (kernel claims 0x%x, filter 0x%x)",
-                       g->caps.dtypes, g->dtype_filter);
+        return ac_fail(err, AC_ERR_INPUT, "generator: no dtype left (kernel claims 0x%x, filter 0x%x)", g->caps.dtypes,
+                       g->dtype_filter);
     int total = 0;
     for (int i = 0; i < AC_MASK_KIND_COUNT; i++)
         total += mw[i];
@@ -420,7 +438,7 @@ int ac_gen_case_at(const ac_gen *g, uint64_t index, ac_case *out, ac_err *err)
     draw_scale(&r, &c);
     c.seed = case_rng_u64(&r) >> 34; /* 30 bits: short lines */
     case_variants_draw(g->campaign_seed, index, &g->caps, &c); /* gen_variants.c */
-    case_fp8_draw(g->campaign_seed, index, &g->caps, &c);      /* gen_fp8.c */
+    case_fp8_draw(g->campaign_seed, index, &g->caps, &c); /* gen_fp8.c */
     gen_apply_cap(g, &c);
     case_variants_after_cap(&g->caps, &c);
     st = ac_case_validate(&c, err);

@@ -15,9 +15,9 @@
 /* What the lengths, heads and shapes are weighted toward. */
 typedef enum {
     AC_PROFILE_DEFAULT = 0, /* small shapes, edges, every input distribution */
-    AC_PROFILE_LONG,        /* 2k..128k contexts: powers of two and +-1, tile-edge remainders,
+    AC_PROFILE_LONG, /* 2k..128k contexts: powers of two and +-1, tile-edge remainders,
                              * GQA, decode-like Nq << Nk, tensors crossing 2^31 elements */
-    AC_PROFILE_DECODE,      /* serving decode: Nq 1..16, Nk 1..128k, batches of very unequal lengths,
+    AC_PROFILE_DECODE, /* serving decode: Nq 1..16, Nk 1..128k, batches of very unequal lengths,
                              * GQA packing, paged KV caches and split-KV (generate_decode.c) */
 } ac_profile;
 /* "default" / "long" -> AC_OK, else AC_ERR_INPUT naming the choices. */
@@ -31,19 +31,19 @@ const char *ac_profile_name(ac_profile p);
  * bounded and `fits` its memory within the host budget; on the GPU tier
  * `fits` alone (the device plan and the host arrays). */
 typedef struct {
-    double max_work;  /* b*hq*nq*nk*d at most; 0 = the default max(2^22, 16 N^2); < 0 = no work cap */
+    double max_work; /* b*hq*nq*nk*d at most; 0 = the default max(2^22, 16 N^2); < 0 = no work cap */
     bool (*fits)(const ac_case *c, const void *ctx); /* memory; NULL = anything fits */
     const void *ctx;
 } ac_gen_cap;
 
 typedef struct {
     uint64_t campaign_seed;
-    uint64_t index;           /* cases drawn so far */
-    ac_caps caps;             /* only cases inside these are drawn */
-    unsigned dtype_filter;    /* bit per ac_dtype; 0 = all the kernel claims */
-    unsigned mask_filter;     /* bit (1u << ac_mask_kind) per kind; 0 = all the kernel claims */
-    int min_seqlen;           /* floor on the drawn nq, nk (the long profile's decode-like nq excepted); 0 = 1 */
-    int max_seqlen;           /* cap on nq, nk (keeps CPU kernels in budget); 0 = default */
+    uint64_t index; /* cases drawn so far */
+    ac_caps caps; /* only cases inside these are drawn */
+    unsigned dtype_filter; /* bit per ac_dtype; 0 = all the kernel claims */
+    unsigned mask_filter; /* bit (1u << ac_mask_kind) per kind; 0 = all the kernel claims */
+    int min_seqlen; /* floor on the drawn nq, nk (the long profile's decode-like nq excepted); 0 = 1 */
+    int max_seqlen; /* cap on nq, nk (keeps CPU kernels in budget); 0 = default */
     ac_profile profile;
     ac_gen_cap cap;
 } ac_gen;

@@ -23,9 +23,12 @@ static int decode_batch(case_rng *r)
 {
     static const int w[] = {15, 45, 40};
     switch (case_rng_pick(r, w, COUNT(w))) {
-    case 0: return 1;
-    case 1: return case_rng_int(r, 2, 8);
-    default: return case_rng_int(r, 9, AC_CASE_MAX_BATCH);
+    case 0:
+        return 1;
+    case 1:
+        return case_rng_int(r, 2, 8);
+    default:
+        return case_rng_int(r, 9, AC_CASE_MAX_BATCH);
     }
 }
 
@@ -51,8 +54,8 @@ static void decode_lengths(case_rng *r, const ac_gen *g, ac_case *c)
 {
     int hi = ac_gen_max_seqlen(g);
     c->seqlen_q = case_rng_int(r, 0, 99) < 35 ? 1 : case_rng_int(r, 2, 16);
-    c->seqlen_k = case_rng_int(r, 0, 99) < 15 || hi <= 64 ? case_rng_int(r, 1, hi < 64 ? hi : 64)
-                                                         : gen_long_length(r, 64, hi);
+    c->seqlen_k =
+        case_rng_int(r, 0, 99) < 15 || hi <= 64 ? case_rng_int(r, 1, hi < 64 ? hi : 64) : gen_long_length(r, 64, hi);
     if (c->seqlen_q > hi)
         c->seqlen_q = hi;
 }
@@ -64,10 +67,18 @@ static void decode_lens(case_rng *r, ac_case *c)
     c->n_seqlens_k = c->batch;
     for (int b = 0; b < c->batch; b++)
         switch (case_rng_pick(r, w, COUNT(w))) {
-        case 0: c->seqlens_k[b] = 0; break;
-        case 1: c->seqlens_k[b] = 1; break;
-        case 2: c->seqlens_k[b] = c->seqlen_k; break;
-        default: c->seqlens_k[b] = case_rng_int(r, 1, c->seqlen_k); break;
+        case 0:
+            c->seqlens_k[b] = 0;
+            break;
+        case 1:
+            c->seqlens_k[b] = 1;
+            break;
+        case 2:
+            c->seqlens_k[b] = c->seqlen_k;
+            break;
+        default:
+            c->seqlens_k[b] = case_rng_int(r, 1, c->seqlen_k);
+            break;
         }
 }
 

@@ -63,10 +63,14 @@ int gen_long_length(case_rng *r, int lo, int hi)
 {
     static const int w[] = {30, 25, 25, 20};
     switch (case_rng_pick(r, w, COUNT(w))) {
-    case 0: return power_or_neighbour(r, lo, hi, false);
-    case 1: return power_or_neighbour(r, lo, hi, true);
-    case 2: return tile_remainder(r, lo, hi);
-    default: return case_rng_int(r, lo, hi);
+    case 0:
+        return power_or_neighbour(r, lo, hi, false);
+    case 1:
+        return power_or_neighbour(r, lo, hi, true);
+    case 2:
+        return tile_remainder(r, lo, hi);
+    default:
+        return case_rng_int(r, lo, hi);
     }
 }
 
@@ -75,11 +79,21 @@ static int decode_rows(case_rng *r, int nk)
     static const int w[] = {20, 30, 10, 20, 20};
     int nq;
     switch (case_rng_pick(r, w, COUNT(w))) {
-    case 0: nq = 1; break;
-    case 1: nq = case_rng_int(r, 2, 16); break;
-    case 2: nq = 64; break;
-    case 3: nq = 127 + case_rng_int(r, 0, 2); break;
-    default: nq = case_rng_int(r, 1, 512); break;
+    case 0:
+        nq = 1;
+        break;
+    case 1:
+        nq = case_rng_int(r, 2, 16);
+        break;
+    case 2:
+        nq = 64;
+        break;
+    case 3:
+        nq = 127 + case_rng_int(r, 0, 2);
+        break;
+    default:
+        nq = case_rng_int(r, 1, 512);
+        break;
     }
     return nq < nk ? nq : nk;
 }
@@ -89,12 +103,16 @@ static void long_heads(case_rng *r, bool gqa, ac_case *c)
     static const int w[] = {25, 60, 15};
     static const int groups[] = {2, 4, 8}, mqa[] = {4, 8, 16};
     switch (gqa ? case_rng_pick(r, w, COUNT(w)) : 0) {
-    case 0: c->heads_q = c->heads_kv = case_rng_int(r, 1, 4); break;
+    case 0:
+        c->heads_q = c->heads_kv = case_rng_int(r, 1, 4);
+        break;
     case 1:
         c->heads_kv = case_rng_int(r, 1, 4);
         c->heads_q = c->heads_kv * groups[case_rng_int(r, 0, COUNT(groups) - 1)];
         break;
-    default: c->heads_kv = 1, c->heads_q = mqa[case_rng_int(r, 0, COUNT(mqa) - 1)]; break;
+    default:
+        c->heads_kv = 1, c->heads_q = mqa[case_rng_int(r, 0, COUNT(mqa) - 1)];
+        break;
     }
 }
 
@@ -107,12 +125,24 @@ static int long_head_dim(case_rng *r, const ac_caps *caps)
     static const int mid[] = {80, 96, 160};
     int d;
     switch (case_rng_pick(r, w, COUNT(w))) {
-    case 0: d = 128; break;
-    case 1: d = 64; break;
-    case 2: d = 256; break;
-    case 3: d = mid[case_rng_int(r, 0, COUNT(mid) - 1)]; break;
-    case 4: d = 32; break;
-    default: d = case_rng_int(r, 1, 63); break;
+    case 0:
+        d = 128;
+        break;
+    case 1:
+        d = 64;
+        break;
+    case 2:
+        d = 256;
+        break;
+    case 3:
+        d = mid[case_rng_int(r, 0, COUNT(mid) - 1)];
+        break;
+    case 4:
+        d = 32;
+        break;
+    default:
+        d = case_rng_int(r, 1, 63);
+        break;
     }
     return d <= top ? d : case_rng_int(r, 1, top);
 }
@@ -169,7 +199,8 @@ void gen_long_shape(case_rng *r, const ac_gen *g, const int mw[AC_MASK_KIND_COUN
     *c = before; /* what the refused 2^31 shape drew is dropped */
     c->seqlen_k = gen_long_length(r, lo, hi);
     c->seqlen_q = shape == SHAPE_DECODE ? decode_rows(r, c->seqlen_k)
-                  : shape == SHAPE_APART ? gen_long_length(r, lo, hi) : c->seqlen_k;
+        : shape == SHAPE_APART          ? gen_long_length(r, lo, hi)
+                                        : c->seqlen_k;
     c->batch = batches[case_rng_pick(r, wb, COUNT(wb))];
     long_heads(r, g->caps.gqa, c);
     c->head_dim = long_head_dim(r, &g->caps);

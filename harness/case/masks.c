@@ -12,14 +12,14 @@
 #include "harness/case/case_internal.h"
 
 typedef struct {
-    int gen_weight;     /* generator weight, over the kinds the kernel claims and --mask keeps */
+    int gen_weight; /* generator weight, over the kinds the kernel claims and --mask keeps */
     const char *params; /* how the parameters are written, for messages: "(L,R)"; "" for none */
     /* Reads the text inside the parentheses (NULL: the kind takes none); AC_OK or a case_bad. */
     int (*parse)(char *args, const char *value, ac_case *c, ac_err *err);
     void (*format)(const ac_case *c, char *buf, size_t len); /* "(8,0)" */
     int (*validate)(const ac_case *c, ac_err *err);
     void (*draw)(case_rng *r, ac_case *c);
-    void (*enter)(ac_case *c);                          /* the parameters the kind fixes; NULL: none */
+    void (*enter)(ac_case *c); /* the parameters the kind fixes; NULL: none */
     void (*to_problem)(const ac_case *c, ac_problem *p); /* beyond the alignment; NULL: nothing */
     ac_mask_kind simpler, top_left; /* the shrinker's steps, see case.h */
 } mask_behaviour;
@@ -81,10 +81,14 @@ static int draw_side(case_rng *r, int n)
 {
     static const int w[] = {20, 15, 40, 25};
     switch (case_rng_pick(r, w, 4)) {
-    case 0: return 1;
-    case 1: return 2;
-    case 2: return case_rng_int(r, 3, 16);
-    default: return case_rng_int(r, n / 4 > 0 ? n / 4 : 1, n);
+    case 0:
+        return 1;
+    case 1:
+        return 2;
+    case 2:
+        return case_rng_int(r, 3, 16);
+    default:
+        return case_rng_int(r, n / 4 > 0 ? n / 4 : 1, n);
     }
 }
 
@@ -95,11 +99,20 @@ static void draw_window(case_rng *r, ac_case *c)
     int n = c->seqlen_q > c->seqlen_k ? c->seqlen_q : c->seqlen_k;
     int left = 0, right = 0;
     switch (case_rng_pick(r, w, 5)) {
-    case 0: break;                                                   /* width 1: the diagonal */
-    case 1: left = draw_side(r, n); break;                           /* local causal */
-    case 2: left = AC_WINDOW_INF, right = draw_side(r, n); break;    /* causal + look-ahead */
-    case 3: left = draw_side(r, n), right = AC_WINDOW_INF; break;
-    default: left = draw_side(r, n), right = draw_side(r, n); break;
+    case 0:
+        break; /* width 1: the diagonal */
+    case 1:
+        left = draw_side(r, n);
+        break; /* local causal */
+    case 2:
+        left = AC_WINDOW_INF, right = draw_side(r, n);
+        break; /* causal + look-ahead */
+    case 3:
+        left = draw_side(r, n), right = AC_WINDOW_INF;
+        break;
+    default:
+        left = draw_side(r, n), right = draw_side(r, n);
+        break;
     }
     c->window_left = left;
     c->window_right = right;
@@ -165,10 +178,15 @@ static void draw_dense(case_rng *r, ac_case *c)
 
 /* ---- the table: one row per kind of ref/mask_kinds.h ------------------------------------ */
 
-#define CAUSAL_ROW(tl_kind) {4, "", NULL, NULL, NULL, NULL, enter_causal, causal_to_problem, AC_MASK_NONE, tl_kind}
-#define WINDOW_ROW(simpler_kind, tl_kind)                                                                   \
-    {3, "(L,R)", parse_window, format_window, validate_window, draw_window, NULL, window_to_problem, simpler_kind, \
-     tl_kind}
+#define CAUSAL_ROW(tl_kind) \
+    { \
+        4, "", NULL, NULL, NULL, NULL, enter_causal, causal_to_problem, AC_MASK_NONE, tl_kind \
+    }
+#define WINDOW_ROW(simpler_kind, tl_kind) \
+    { \
+        3, "(L,R)", parse_window, format_window, validate_window, draw_window, NULL, window_to_problem, simpler_kind, \
+            tl_kind \
+    }
 
 static const mask_behaviour behaviours[AC_MASK_KIND_COUNT] = {
     [AC_MASK_NONE] = {4, "", NULL, NULL, NULL, NULL, NULL, NULL, AC_MASK_NONE, AC_MASK_NONE},
@@ -194,8 +212,10 @@ static int bad_mask(ac_err *err, const char *value)
     char expected[400] = "";
     for (int k = 0; k < AC_MASK_KIND_COUNT; k++)
         snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%s%s%s",
-                 k == 0 ? "" : k == AC_MASK_KIND_COUNT - 1 ? " or " : ", ", ac_mask_name((ac_mask_kind)k),
-                 behaviours[k].params);
+                 k == 0                            ? ""
+                     : k == AC_MASK_KIND_COUNT - 1 ? " or "
+                                                   : ", ",
+                 ac_mask_name((ac_mask_kind)k), behaviours[k].params);
     return case_bad(err, "mask", expected, value);
 }
 

@@ -26,15 +26,23 @@ typedef struct {
 ParameterizedTestParameters(harness_case, hand_written_canonical_lines_round_trip_byte_for_byte)
 {
     static good_line lines[] = {
-        {"v1 seed=9 b=2 hq=8 hkv=2 nq=300 nk=700 d=96 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"},
+        {"v1 seed=9 b=2 hq=8 hkv=2 nq=300 nk=700 d=96 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) "
+         "scale=auto"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=1 d=1 dtype=f32 mask=none layout=bshd dist=tiny() scale=auto"},
-        {"v1 seed=18446744073709551615 b=3 hq=6 hkv=3 nq=65 nk=64 d=63 dtype=f16 mask=window-tl(0,0) layout=bhsd dist=equal() scale=0.3"},
-        {"v1 seed=5 b=1 hq=4 hkv=1 nq=7 nk=129 d=128 dtype=f16 mask=window-br(inf,3) layout=bhsd dist=increasing(16) scale=auto"},
-        {"v1 seed=5 b=1 hq=4 hkv=1 nq=7 nk=129 d=128 dtype=f16 mask=window-tl(12,inf) layout=bhsd dist=dominant(8) scale=2"},
-        {"v1 seed=7 b=2 hq=2 hkv=2 nq=33 nk=17 d=64 dtype=bf16 mask=dense(0.5) maskrows=0.25 seqlens-q=0,33 seqlens-k=17,1 layout=bshd dist=outliers(1,0.001) scale=0.05"},
-        {"v1 seed=2 b=2 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f16 mask=causal-tl seqlens-k=2,0 layout=bhsd dist=uniform(-4,4) scale=1e-05"},
-        {"v1 seed=3 b=1 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f16 mask=dense(1) maskrows=1 layout=bhsd dist=huge(0.9) scale=auto"},
-        {"v1 seed=4 b=1 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f32 mask=none layout=bhsd dist=normal(-1.25,0.1) scale=0.33333334"},
+        {"v1 seed=18446744073709551615 b=3 hq=6 hkv=3 nq=65 nk=64 d=63 dtype=f16 mask=window-tl(0,0) layout=bhsd "
+         "dist=equal() scale=0.3"},
+        {"v1 seed=5 b=1 hq=4 hkv=1 nq=7 nk=129 d=128 dtype=f16 mask=window-br(inf,3) layout=bhsd dist=increasing(16) "
+         "scale=auto"},
+        {"v1 seed=5 b=1 hq=4 hkv=1 nq=7 nk=129 d=128 dtype=f16 mask=window-tl(12,inf) layout=bhsd dist=dominant(8) "
+         "scale=2"},
+        {"v1 seed=7 b=2 hq=2 hkv=2 nq=33 nk=17 d=64 dtype=bf16 mask=dense(0.5) maskrows=0.25 seqlens-q=0,33 "
+         "seqlens-k=17,1 layout=bshd dist=outliers(1,0.001) scale=0.05"},
+        {"v1 seed=2 b=2 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f16 mask=causal-tl seqlens-k=2,0 layout=bhsd dist=uniform(-4,4) "
+         "scale=1e-05"},
+        {"v1 seed=3 b=1 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f16 mask=dense(1) maskrows=1 layout=bhsd dist=huge(0.9) "
+         "scale=auto"},
+        {"v1 seed=4 b=1 hq=1 hkv=1 nq=3 nk=2 d=8 dtype=f32 mask=none layout=bhsd dist=normal(-1.25,0.1) "
+         "scale=0.33333334"},
     };
     return cr_make_param_array(good_line, lines, sizeof lines / sizeof lines[0]);
 }
@@ -47,7 +55,12 @@ ParameterizedTest(good_line *line, harness_case, hand_written_canonical_lines_ro
 Test(harness_case, generated_lines_round_trip_byte_for_byte)
 {
     ac_caps caps = {
-        .dtypes = 7, .max_head_dim = 256, .masks = AC_MASKCAP_ALL, .layouts = 3, .gqa = true, .varlen = true,
+        .dtypes = 7,
+        .max_head_dim = 256,
+        .masks = AC_MASKCAP_ALL,
+        .layouts = 3,
+        .gqa = true,
+        .varlen = true,
     };
     ac_gen g;
     ac_gen_init(&g, 12345, &caps);
@@ -69,7 +82,8 @@ Test(harness_case, non_canonical_line_is_accepted_and_canonicalised)
     cr_assert_eq(ac_case_parse(in, &c, &err), AC_OK, "%s", err.msg);
     char out[AC_CASE_LINE_MAX];
     ac_case_format(&c, out, sizeof out);
-    cr_assert_str_eq(out, "v1 seed=3 b=1 hq=1 hkv=1 nq=4 nk=5 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=0.1");
+    cr_assert_str_eq(
+        out, "v1 seed=3 b=1 hq=1 hkv=1 nq=4 nk=5 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=0.1");
     cr_assert_eq(c.scale, (double)0.1f, "an explicit scale is the f32 the kernel uses");
 }
 
@@ -104,7 +118,8 @@ ParameterizedTestParameters(harness_case, malformed_fields_are_rejected_naming_t
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 foo=3", "unknown field 'foo'"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 dtype=f16", "missing field 'd'"},
         {"v1 seed=1 b=1 hq=6 hkv=4 nq=4 nk=4 d=8 dtype=f16", "hq=6 is not a multiple of hkv=4"},
-        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f8", "dtype: expected one of f32, f16, bf16, e4m3, e5m2, got 'f8'"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f8",
+         "dtype: expected one of f32, f16, bf16, e4m3, e5m2, got 'f8'"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 d=9", "duplicate field 'd'"},
         {"v2 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16", "version: expected 'v1'"},
         {"v1 seed=-1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16", "seed: expected an unsigned 64-bit integer"},
@@ -116,12 +131,16 @@ ParameterizedTestParameters(harness_case, malformed_fields_are_rejected_naming_t
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 mask=window-br(3)", "mask: expected window-tl(L,R)"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 mask=dense(0)", "mask: dense(KEEP) needs KEEP in (0,1]"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 mask=dense(1.5)", "mask: dense(KEEP) needs KEEP in (0,1]"},
-        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 mask=dense(0.5) maskrows=2", "maskrows: must be a fraction in [0,1]"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 mask=dense(0.5) maskrows=2",
+         "maskrows: must be a fraction in [0,1]"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 maskrows=0.5", "maskrows: needs mask=dense(KEEP)"},
         {"v1 seed=1 b=2 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 seqlens-q=1", "seqlens-q: 1 length for b=2"},
-        {"v1 seed=1 b=2 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 seqlens-k=1,5", "seqlens-k: length 5 of sequence 1 is outside 0..nk=4"},
-        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 seqlens-k=a", "seqlens-k: expected comma-separated integers >= 0"},
-        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 layout=sbhd", "layout: expected bhsd, bshd or thd, got 'sbhd'"},
+        {"v1 seed=1 b=2 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 seqlens-k=1,5",
+         "seqlens-k: length 5 of sequence 1 is outside 0..nk=4"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 seqlens-k=a",
+         "seqlens-k: expected comma-separated integers >= 0"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 layout=sbhd",
+         "layout: expected bhsd, bshd or thd, got 'sbhd'"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=normal(0)", "dist: normal takes 2 numbers"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=gamma(1)", "dist: expected normal(M,S)"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=normal(0,-1)", "dist: normal(M,S) needs S > 0"},
@@ -129,7 +148,8 @@ ParameterizedTestParameters(harness_case, malformed_fields_are_rejected_naming_t
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=normal(0,1e5)", "beyond f16's largest 65504"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=huge(2)", "dist: huge(FRAC) needs FRAC in (0,1]"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 dist=normal(nan,1)", "dist: normal takes 2 numbers"},
-        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=fast", "scale: expected auto or a finite number, got 'fast'"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=fast",
+         "scale: expected auto or a finite number, got 'fast'"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=0", "scale: must be a nonzero finite f32"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 scale=1e300", "scale: must be a nonzero finite f32"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 nk", "'nk': expected key=value"},
@@ -184,7 +204,8 @@ Test(harness_case, default_case_is_the_documented_one)
     ac_case c = ac_case_default();
     char line[AC_CASE_LINE_MAX];
     ac_case_format(&c, line, sizeof line);
-    cr_assert_str_eq(line, "v1 seed=1 b=1 hq=1 hkv=1 nq=16 nk=16 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto");
+    cr_assert_str_eq(
+        line, "v1 seed=1 b=1 hq=1 hkv=1 nq=16 nk=16 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto");
 }
 
 /* Every row of the mask-kind table: its line round-trips, and the problem it
@@ -192,12 +213,14 @@ Test(harness_case, default_case_is_the_documented_one)
  * problem's classification all read the same row). */
 Test(harness_case, every_mask_kind_round_trips_and_gives_the_problem_it_names)
 {
-    static const char *const params[AC_MASK_KIND_COUNT] = {[AC_MASK_WINDOW_TL] = "(3,inf)",
-                                                           [AC_MASK_WINDOW_BR] = "(inf,2)", [AC_MASK_DENSE] = "(0.5)"};
+    static const char *const params[AC_MASK_KIND_COUNT] = {
+        [AC_MASK_WINDOW_TL] = "(3,inf)", [AC_MASK_WINDOW_BR] = "(inf,2)", [AC_MASK_DENSE] = "(0.5)"};
     for (int k = 0; k < AC_MASK_KIND_COUNT; k++) {
         char line[AC_CASE_LINE_MAX];
-        snprintf(line, sizeof line, "v1 seed=3 b=1 hq=2 hkv=1 nq=9 nk=7 d=8 dtype=f16 mask=%s%s layout=bhsd "
-                 "dist=normal(0,1) scale=auto", ac_mask_name((ac_mask_kind)k), params[k] ? params[k] : "");
+        snprintf(line, sizeof line,
+                 "v1 seed=3 b=1 hq=2 hkv=1 nq=9 nk=7 d=8 dtype=f16 mask=%s%s layout=bhsd "
+                 "dist=normal(0,1) scale=auto",
+                 ac_mask_name((ac_mask_kind)k), params[k] ? params[k] : "");
         assert_round_trip(line);
         ac_case c;
         cr_assert_eq(ac_case_parse(line, &c, NULL), AC_OK);

@@ -9,7 +9,8 @@
 #include "harness/case/generate.h"
 #include "kernels/kernel.h"
 
-#define HEAD "v1 seed=9 b=2 hq=8 hkv=2 nq=3 nk=700 d=64 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"
+#define HEAD \
+    "v1 seed=9 b=2 hq=8 hkv=2 nq=3 nk=700 d=64 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"
 
 Test(harness_case_paged, lines_round_trip_byte_for_byte)
 {
@@ -60,7 +61,8 @@ Test(harness_case_paged, bad_values_are_named)
         {HEAD " splits=0", "splits: expected auto or a split count in 1..1024, got '0'"},
         {HEAD " splits=-2", "splits: expected auto"},
         {"v1 seed=9 b=2 hq=8 hkv=2 nq=3 nk=700 d=64 dtype=bf16 mask=causal-br layout=thd dist=normal(0,1) scale=auto "
-         "kv=paged(16)", "kv: a paged KV cache takes layout=bhsd or bshd, not thd"},
+         "kv=paged(16)",
+         "kv: a paged KV cache takes layout=bhsd or bshd, not thd"},
         {HEAD " dropout=0.1 kv=paged(16)", "kv: a paged KV cache is decode (forward only): no dropout"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -73,8 +75,14 @@ Test(harness_case_paged, bad_values_are_named)
 
 static ac_caps all_caps(void)
 {
-    ac_caps caps = {.dtypes = 7, .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL, .layouts = AC_LAYOUTS_ALL,
-                    .gqa = true, .varlen = true, .backward = true, .variants = AC_VAR_ALL};
+    ac_caps caps = {.dtypes = 7,
+                    .max_head_dim = AC_MAX_HEAD_DIM,
+                    .masks = AC_MASKCAP_ALL,
+                    .layouts = AC_LAYOUTS_ALL,
+                    .gqa = true,
+                    .varlen = true,
+                    .backward = true,
+                    .variants = AC_VAR_ALL};
     return caps;
 }
 

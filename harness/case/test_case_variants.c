@@ -22,7 +22,8 @@ static void assert_round_trip(const char *line)
     cr_assert_str_eq(out, line);
 }
 
-#define BASE "v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"
+#define BASE \
+    "v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"
 
 ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte_for_byte)
 {
@@ -95,13 +96,16 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " dropout=1", "dropout"},
         {BASE " dropout=x", "dropout"},
         {BASE " maskdims=bh", "maskdims"}, /* BASE's mask is causal-br */
-        {BASE " sinktokens=4", "sinktokens"},   /* causal: no left edge to pass */
+        {BASE " sinktokens=4", "sinktokens"}, /* causal: no left edge to pass */
         {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=window-br(inf,8) layout=bhsd dist=normal(0,1) "
-         "scale=auto sinktokens=4", "sinktokens"},
+         "scale=auto sinktokens=4",
+         "sinktokens"},
         {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=window-br(8,0) layout=bhsd dist=normal(0,1) "
-         "scale=auto sinktokens=0", "sinktokens"},
+         "scale=auto sinktokens=0",
+         "sinktokens"},
         {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=dense(0.5) layout=bhsd dist=normal(0,1) "
-         "scale=auto maskdims=11", "maskdims"},
+         "scale=auto maskdims=11",
+         "maskdims"},
         {BASE " bias=normal(0,1):hb", "bias"},
         {BASE " bias=normal(0,1):11:f16", "bias"},
         {BASE " bias=normal(0,1):11:inf(2)", "bias"},
@@ -135,13 +139,19 @@ Test(harness_case_variants, the_softcap_is_stored_as_its_f32_value)
 static bool has_variant(const ac_case *c)
 {
     return c->softcap != 0.0 || c->sinks != AC_SINKS_NONE || c->head_dim_v != 0 || c->alibi != AC_ALIBI_NONE ||
-           c->bias != AC_BIAS_NONE || c->sink_tokens != 0 || c->dropout != 0.0;
+        c->bias != AC_BIAS_NONE || c->sink_tokens != 0 || c->dropout != 0.0;
 }
 
 static ac_caps caps_with(unsigned variants)
 {
-    ac_caps caps = {.dtypes = 7, .max_head_dim = 256, .masks = AC_MASKCAP_ALL, .layouts = 3, .gqa = true,
-                    .varlen = true, .backward = true, .variants = variants};
+    ac_caps caps = {.dtypes = 7,
+                    .max_head_dim = 256,
+                    .masks = AC_MASKCAP_ALL,
+                    .layouts = 3,
+                    .gqa = true,
+                    .varlen = true,
+                    .backward = true,
+                    .variants = variants};
     return caps;
 }
 
@@ -192,7 +202,8 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
             cr_assert_str_eq(la, lb, "case %d: the plain part moved", k);
     }
     /* 15% +- 4 sigma */
-    cr_assert(with_softcap > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_softcap < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
+    cr_assert(with_softcap > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) &&
+                  with_softcap < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
               "%d of %d cases with a softcap", with_softcap, n);
     cr_assert(with_bias > 0.15 * n - 4 * sqrt(n * 0.15 * 0.85) && with_bias < 0.15 * n + 4 * sqrt(n * 0.15 * 0.85),
               "%d of %d cases with a bias", with_bias, n);
@@ -201,7 +212,8 @@ Test(harness_case_variants, a_kernel_claiming_no_variant_gets_none_and_the_same_
     cr_assert(with_dv > 0.12 * n - 4 * sqrt(n * 0.12 * 0.88) && with_dv < 0.12 * n + 4 * sqrt(n * 0.12 * 0.88),
               "%d of %d cases with dv", with_dv, n);
     /* sinks: 15% of the cases without huge() (90% of them) */
-    cr_assert(with_sinks > 0.135 * n - 4 * sqrt(n * 0.135 * 0.865) && with_sinks < 0.135 * n + 4 * sqrt(n * 0.135 * 0.865),
+    cr_assert(with_sinks > 0.135 * n - 4 * sqrt(n * 0.135 * 0.865) &&
+                  with_sinks < 0.135 * n + 4 * sqrt(n * 0.135 * 0.865),
               "%d of %d cases with sinks", with_sinks, n);
 }
 
@@ -322,12 +334,14 @@ Test(harness_case_variants, the_shrinker_unpacks_a_thd_case_the_failure_does_not
 {
     ac_case c, min;
     cr_assert_eq(ac_case_parse("v1 seed=3 b=3 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=none seqlens-q=33,0,5 "
-                               "seqlens-k=1,65,9 layout=thd dist=normal(0,1) scale=auto", &c, NULL), AC_OK);
+                               "seqlens-k=1,65,9 layout=thd dist=normal(0,1) scale=auto",
+                               &c, NULL),
+                 AC_OK);
     ac_shrink(&c, always, NULL, 500, &min);
     cr_assert_eq(min.layout, AC_LAYOUT_BHSD);
     ac_shrink(&c, needs_thd, NULL, 500, &min);
-    cr_assert(min.layout == AC_LAYOUT_THD && min.batch == 2 && min.seqlen_q == 1, "kept packed, b=%d nq=%d",
-              min.batch, min.seqlen_q);
+    cr_assert(min.layout == AC_LAYOUT_THD && min.batch == 2 && min.seqlen_q == 1, "kept packed, b=%d nq=%d", min.batch,
+              min.seqlen_q);
 }
 
 static bool needs_alibi(const ac_case *c, void *ctx)
@@ -360,5 +374,6 @@ Test(harness_case_variants, the_shrinker_drops_a_bias_or_simplifies_it_to_a_plai
     cr_assert_eq(min.bias, AC_BIAS_NONE);
     ac_shrink(&c, needs_a_bias, NULL, 500, &min);
     cr_assert(min.bias == AC_BIAS_NORMAL && min.bias_a == 0.0 && min.bias_b == 1.0 && min.bias_inf == 0.0 &&
-              !min.bias_per_batch && !min.bias_per_head && !min.bias_f32, "bias not simplified");
+                  !min.bias_per_batch && !min.bias_per_head && !min.bias_f32,
+              "bias not simplified");
 }

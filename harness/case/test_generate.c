@@ -8,16 +8,18 @@
 static ac_caps claim_everything(void)
 {
     ac_caps caps = {
-        .dtypes = (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16), .max_head_dim = 256,
-        .masks = AC_MASKCAP_ALL, .layouts = 3, .gqa = true, .varlen = true, .backward = true,
+        .dtypes = (1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16),
+        .max_head_dim = 256,
+        .masks = AC_MASKCAP_ALL,
+        .layouts = 3,
+        .gqa = true,
+        .varlen = true,
+        .backward = true,
     };
     return caps;
 }
 
-static void line_of(const ac_case *c, char *buf)
-{
-    cr_assert_gt(ac_case_format(c, buf, AC_CASE_LINE_MAX), 0);
-}
+static void line_of(const ac_case *c, char *buf) { cr_assert_gt(ac_case_format(c, buf, AC_CASE_LINE_MAX), 0); }
 
 Test(harness_generate, same_seed_gives_the_same_stream_and_case_k_alone_equals_the_kth)
 {
@@ -70,17 +72,27 @@ static void tally(const ac_case *c, int max_len, coverage *cv)
     cv->dtype[c->dtype]++, cv->dist[c->dist]++, cv->layout[c->layout]++;
     bool br = ac_mask_align(c->mask) == AC_ALIGN_BOTTOM_RIGHT;
     switch (c->mask) {
-    case AC_MASK_NONE: cv->none++; break;
-    case AC_MASK_CAUSAL_TL: cv->causal_tl++; break;
-    case AC_MASK_CAUSAL_BR: cv->causal_br++; break;
-    case AC_MASK_WINDOW_TL: case AC_MASK_WINDOW_BR:
+    case AC_MASK_NONE:
+        cv->none++;
+        break;
+    case AC_MASK_CAUSAL_TL:
+        cv->causal_tl++;
+        break;
+    case AC_MASK_CAUSAL_BR:
+        cv->causal_br++;
+        break;
+    case AC_MASK_WINDOW_TL:
+    case AC_MASK_WINDOW_BR:
         br ? cv->window_br++ : cv->window_tl++;
         cv->window_width1 += c->window_left == 0 && c->window_right == 0;
         cv->window_left_inf += c->window_left == AC_WINDOW_INF && c->window_right != AC_WINDOW_INF;
         cv->window_right_inf += c->window_right == AC_WINDOW_INF && c->window_left != AC_WINDOW_INF;
         break;
-    case AC_MASK_DENSE: cv->dense++, c->masked_rows > 0 ? cv->dense_masked_rows++ : cv->dense_no_masked_rows++; break;
-    default: break;
+    case AC_MASK_DENSE:
+        cv->dense++, c->masked_rows > 0 ? cv->dense_masked_rows++ : cv->dense_no_masked_rows++;
+        break;
+    default:
+        break;
     }
     cv->gqa += c->heads_kv > 1 && c->heads_q > c->heads_kv;
     cv->mqa += c->heads_kv == 1 && c->heads_q > 1;
@@ -113,8 +125,8 @@ Test(harness_generate, first_2000_cases_cover_every_feature_claimed)
             cr_assert_gt(cv.dist[d], 40, "dist %s: %d", ac_dist_name((ac_dist_kind)d), cv.dist[d]);
     cr_assert(cv.layout[0] > 500 && cv.layout[1] > 500);
     cr_assert(cv.none > 100 && cv.causal_tl > 100 && cv.causal_br > 100 && cv.window_tl > 50 && cv.window_br > 50 &&
-              cv.dense > 100, "masks: %d %d %d %d %d %d", cv.none, cv.causal_tl, cv.causal_br, cv.window_tl,
-              cv.window_br, cv.dense);
+                  cv.dense > 100,
+              "masks: %d %d %d %d %d %d", cv.none, cv.causal_tl, cv.causal_br, cv.window_tl, cv.window_br, cv.dense);
     cr_assert(cv.dense_masked_rows > 30 && cv.dense_no_masked_rows > 30);
     cr_assert(cv.window_width1 > 5 && cv.window_left_inf > 5 && cv.window_right_inf > 5);
     cr_assert(cv.gqa > 100 && cv.mqa > 50, "gqa %d mqa %d", cv.gqa, cv.mqa);
@@ -130,8 +142,12 @@ Test(harness_generate, first_2000_cases_cover_every_feature_claimed)
 Test(harness_generate, a_narrow_kernel_gets_only_what_it_claims)
 {
     ac_caps caps = {
-        .dtypes = 1u << AC_F16, .head_dims = {64, 128}, .n_head_dims = 2, .max_head_dim = 128,
-        .masks = AC_MASKCAP_NONE, .layouts = 1u << AC_LAYOUT_BHSD,
+        .dtypes = 1u << AC_F16,
+        .head_dims = {64, 128},
+        .n_head_dims = 2,
+        .max_head_dim = 128,
+        .masks = AC_MASKCAP_NONE,
+        .layouts = 1u << AC_LAYOUT_BHSD,
     };
     ac_gen g;
     ac_gen_init(&g, 5, &caps);
@@ -322,8 +338,8 @@ Test(harness_generate, a_length_floor_folds_the_default_profile_into_range)
     for (int i = 0; i < 1000; i++) {
         ac_case c;
         cr_assert_eq(ac_gen_next(&g, &c, NULL), AC_OK);
-        cr_assert(c.seqlen_q >= 100 && c.seqlen_q <= 300 && c.seqlen_k >= 100 && c.seqlen_k <= 300,
-                  "nq=%d nk=%d", c.seqlen_q, c.seqlen_k);
+        cr_assert(c.seqlen_q >= 100 && c.seqlen_q <= 300 && c.seqlen_k >= 100 && c.seqlen_k <= 300, "nq=%d nk=%d",
+                  c.seqlen_q, c.seqlen_k);
         at_floor += c.seqlen_q == 100;
     }
     cr_assert_lt(at_floor, 100, "folded, not clamped: %d cases at the floor", at_floor);

@@ -26,9 +26,9 @@
 #include <unistd.h>
 
 #include "harness/cli/check_internal.h"
-#include "harness/run/dropout.h"
 #include "harness/exec/exec.h"
 #include "harness/report/summary.h"
+#include "harness/run/dropout.h"
 #include "harness/run/reference.h"
 #include "harness/run/run.h"
 #include "harness/verdict/budget.h"
@@ -48,9 +48,10 @@ static int required(const ac_cli *o, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "--out DIR or --out FILE.safetensors is required");
     struct stat s;
     if (ac_check_ends_with(o->out, ".npz") || ac_check_ends_with(o->out, ".npy"))
-        return ac_fail(err, AC_ERR_INPUT, "--out %s: reference writes a directory (one .npy per tensor: o.npy, "
-                       "lse.npy, ...) or one FILE.safetensors, not a .%s file", o->out,
-                       ac_check_ends_with(o->out, ".npz") ? "npz" : "npy");
+        return ac_fail(err, AC_ERR_INPUT,
+                       "--out %s: reference writes a directory (one .npy per tensor: o.npy, "
+                       "lse.npy, ...) or one FILE.safetensors, not a .%s file",
+                       o->out, ac_check_ends_with(o->out, ".npz") ? "npz" : "npy");
     if (!ac_check_ends_with(o->out, ".safetensors") && stat(o->out, &s) == 0 && !S_ISDIR(s.st_mode))
         return ac_fail(err, AC_ERR_INPUT, "--out %s is a file: give a directory or FILE.safetensors", o->out);
     return AC_OK;
@@ -70,10 +71,10 @@ static int case_dir_options(const ac_cli *o, ac_cli *eff, ac_case_options *co, a
     int st = ac_case_dir_options(o->path, co, &found, err);
     if (st != AC_OK || !found)
         return st;
-    const char *given[] = {o->dtype, o->layout, o->mask, o->mask_file, o->seqlens_q, o->seqlens_k, o->scale,
-                           o->block_table};
-    const char *names[] = {"--dtype", "--layout", "--mask", "--mask-file", "--seqlens-q", "--seqlens-k", "--scale",
-                           "--block-table"};
+    const char *given[] = {o->dtype,     o->layout,    o->mask,  o->mask_file,
+                           o->seqlens_q, o->seqlens_k, o->scale, o->block_table};
+    const char *names[] = {"--dtype",     "--layout",    "--mask",  "--mask-file",
+                           "--seqlens-q", "--seqlens-k", "--scale", "--block-table"};
     for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
         if (given[i])
             return ac_fail(err, AC_ERR_INPUT, "%s/%s already gives the problem (%s); drop %s", o->path, AC_CASE_JSON,
@@ -142,11 +143,11 @@ static void progress_stop(progress *pr)
 
 typedef struct {
     const void *o, *dq, *dk, *dv; /* dtype bits: views into the files or kernel buffers */
-    float *lse;                   /* owned: natural log */
-    void *owned[4];               /* kernel outputs when --kernel ran */
-    const float *dsink;           /* the variants' parameter gradients: a view, or dsink_owned */
+    float *lse; /* owned: natural log */
+    void *owned[4]; /* kernel outputs when --kernel ran */
+    const float *dsink; /* the variants' parameter gradients: a view, or dsink_owned */
     float *dsink_owned;
-    const void *dbias;            /* the bias's dtype bits: a view, or dbias_owned */
+    const void *dbias; /* the bias's dtype bits: a view, or dbias_owned */
     void *dbias_owned;
     uint8_t *dropout_bits, *dropout_keep; /* --kernel with dropout: the mask it drew, and unpacked */
 } outputs;
@@ -185,8 +186,10 @@ static int run_kernel(const ac_cli *o, const ac_inputs *in, bool backward, outpu
     if (!k)
         return ac_fail(err, AC_ERR_INPUT, "--kernel: no kernel named '%s' (see attncheck list)", o->kernel);
     if (k->memory != AC_MEM_HOST)
-        return ac_fail(err, AC_ERR_INPUT, "--kernel %s: check runs host-memory kernels only; for a CUDA kernel "
-                       "dump its outputs into the files", k->name);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "--kernel %s: check runs host-memory kernels only; for a CUDA kernel "
+                       "dump its outputs into the files",
+                       k->name);
     backward = backward && k->caps.backward && k->backward;
     int st = ac_kernel_supports(k, &in->p, in->c.dtype, backward, err);
     if (st != AC_OK)
@@ -254,8 +257,8 @@ static void print_result(const ac_inputs *in, const char *label, const ac_result
     char variants[256];
     ac_check_variants_describe(in, variants, sizeof variants);
     printf("%s: %s b=%d hq=%d hkv=%d nq=%d nk=%d d=%d layout=%s scale=%.9g%s\n", label, ac_dtype_name(in->c.dtype),
-           p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim,
-           ac_layout_name(p->layout), p->scale, variants);
+           p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim, ac_layout_name(p->layout),
+           p->scale, variants);
     printf("%-5s %11s %7s %-16s %11s %11s %9s %11s %7s %9s %10s\n", "out", "max-scaled*", "budget", "at", "expected",
            "actual", "E", "naive-mean*", "budget", "specials*", "max-ulp");
     for (int o = 0; o < AC_OUT_COUNT; o++) {
@@ -280,7 +283,8 @@ static void print_result(const ac_inputs *in, const char *label, const ac_result
     }
     printf("* gated: max-scaled <= budget, naive-mean <= budget (where the problem has >= 1024 elements, 32 rows\n"
            "  and 32 keys), specials (NaN/Inf/zero/unwritten) = 0; max-ulp is not gated (it explodes near 0).\n"
-           "reference and comparison: %.3g s\n", r->seconds);
+           "reference and comparison: %.3g s\n",
+           r->seconds);
     printf("%s%s%s\n", r->verdict == AC_VERDICT_PASS ? "PASS" : "FAIL", r->why[0] ? ": " : "", r->why);
 }
 
@@ -336,8 +340,8 @@ static int verdict(const ac_cli *o, const ac_inputs *in_files, const outputs *g,
     ac_reference_free(&ref);
     if (r->verdict == AC_VERDICT_PASS && in->p.dropout_p > 0.0) { /* files: the keep fraction; --kernel: reruns too */
         ac_run_opts ro = {.isolate = !o->in_process, .kernel_timeout_s = o->kernel_timeout_s};
-        st = ac_run_dropout_checks(o->kernel ? ac_kernel_find(o->kernel) : NULL, in_files, &ro, in->p.dropout_keep,
-                                   r, err);
+        st = ac_run_dropout_checks(o->kernel ? ac_kernel_find(o->kernel) : NULL, in_files, &ro, in->p.dropout_keep, r,
+                                   err);
     }
     if (st != AC_OK)
         return st;
@@ -493,7 +497,7 @@ static int input_files(const ac_cli *o, char (*paths)[AC_PATH_LEN], int max)
     else
         snprintf(paths[n++], AC_PATH_LEN, "%s", o->path);
     const char *extra[] = {o->mask_file, o->seqlens_q, o->seqlens_k, o->cu_seqlens_q, o->cu_seqlens_k,
-                           o->sinks, o->alibi, o->bias, o->dropout_mask, o->block_table};
+                           o->sinks,     o->alibi,     o->bias,      o->dropout_mask, o->block_table};
     for (size_t i = 0; i < sizeof extra / sizeof extra[0] && n < max; i++)
         if (extra[i])
             snprintf(paths[n++], AC_PATH_LEN, "%s", extra[i]);
@@ -515,8 +519,10 @@ static int check_out(const ac_cli *o, ac_err *err)
     struct stat sb;
     bool out_dir = !to_file && stat(o->out, &sb) == 0;
     if (!to_file && same_file(o->out, o->path))
-        return ac_fail(err, AC_ERR_INPUT, "--out %s is the input folder %s: the reference would replace the files "
-                       "under test; write it elsewhere", o->out, o->path);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "--out %s is the input folder %s: the reference would replace the files "
+                       "under test; write it elsewhere",
+                       o->out, o->path);
     if (out_dir && !S_ISDIR(sb.st_mode))
         return ac_fail(err, AC_ERR_INPUT, "--out %s: is %s, not a folder (or give FILE.safetensors)", o->out,
                        ac_file_kind(sb.st_mode));
@@ -589,8 +595,9 @@ static int run_reference(const ac_cli *given, ac_err *err)
         ac_tensor lse_shape, o_shape, dsink_shape = {.ndim = 1, .shape = {p->heads_q}};
         ac_check_out_shapes(&in, &f, &o_shape, &lse_shape); /* check_thd.c: THD's too */
         int nd = f.t[T_Q].ndim;
-        ac_tensor dbias_shape = {.ndim = 4, .shape = {p->bias_batch > 1 ? p->bias_batch : 1,
-                                                      p->bias_heads > 1 ? p->bias_heads : 1, p->seqlen_q, p->seqlen_k}};
+        ac_tensor dbias_shape = {.ndim = 4,
+                                 .shape = {p->bias_batch > 1 ? p->bias_batch : 1, p->bias_heads > 1 ? p->bias_heads : 1,
+                                           p->seqlen_q, p->seqlen_k}};
         ac_tensor ts[7] = {f64_like("o", &o_shape, nd, x[X_O]), f64_like("lse", &lse_shape, lse_shape.ndim, x[X_LSE]),
                            f64_like("dq", &f.t[T_Q], nd, x[X_DQ]), f64_like("dk", &f.t[T_K], nd, x[X_DK]),
                            f64_like("dv", &f.t[T_V], nd, x[X_DV])};

@@ -50,8 +50,9 @@ static int read_safetensors(const char *path, tensor_files *f, ac_err *err)
         while (i < T_N && strcmp(set.t[j].name, ac_check_tnames[i]) != 0)
             i++;
         if (i == T_N)
-            st = ac_fail(err, AC_ERR_INPUT, "%s: unknown tensor '%s' (expected q, k, v, o, lse, do, dq, dk, dv, dsink, dbias)",
-                         path, set.t[j].name);
+            st = ac_fail(err, AC_ERR_INPUT,
+                         "%s: unknown tensor '%s' (expected q, k, v, o, lse, do, dq, dk, dv, dsink, dbias)", path,
+                         set.t[j].name);
         else
             f->t[i] = set.t[j], f->have[i] = true, set.t[j].data = NULL; /* moved */
     }
@@ -74,7 +75,8 @@ int ac_check_read_files(const char *path, tensor_files *f, ac_err *err)
         st = read_safetensors(path, f, err);
     for (int i = 0; st == AC_OK && i < T_V + 1; i++)
         if (!f->have[i])
-            st = ac_fail(err, AC_ERR_INPUT, "%s: no tensor %s%s", path, ac_check_tnames[i], S_ISDIR(s.st_mode) ? ".npy" : "");
+            st = ac_fail(err, AC_ERR_INPUT, "%s: no tensor %s%s", path, ac_check_tnames[i],
+                         S_ISDIR(s.st_mode) ? ".npy" : "");
     return st;
 }
 
@@ -113,21 +115,24 @@ static int pick_dtype(const tensor_files *f, const char *want, ac_dtype *out, ac
     ac_dtype_list(names, sizeof names);
     if (want && ac_dtype_parse(want, &given) != AC_OK)
         return ac_fail(err, AC_ERR_INPUT, "--dtype: '%s' is not one of %s", want, names);
-    static const int from_file[AC_TF_COUNT] = {[AC_TF_F32] = AC_F32 + 1, [AC_TF_F16] = AC_F16 + 1,
-                                               [AC_TF_BF16] = AC_BF16 + 1};
+    static const int from_file[AC_TF_COUNT] = {
+        [AC_TF_F32] = AC_F32 + 1, [AC_TF_F16] = AC_F16 + 1, [AC_TF_BF16] = AC_BF16 + 1};
     if (q->dtype == AC_TF_U16 && !want)
-        return ac_fail(err, AC_ERR_INPUT, "%s: q holds u16: if these are bf16 bit patterns, pass --dtype bf16", q->file);
+        return ac_fail(err, AC_ERR_INPUT, "%s: q holds u16: if these are bf16 bit patterns, pass --dtype bf16",
+                       q->file);
     if (q->dtype != AC_TF_U16 && !from_file[q->dtype])
         return ac_fail(err, AC_ERR_INPUT, "%s: q holds %s, not an input dtype (f32, f16, bf16; bf16 as <u2 bits)",
                        q->file, ac_tfile_dtype_name(q->dtype));
     *out = q->dtype == AC_TF_U16 ? given : (ac_dtype)(from_file[q->dtype] - 1);
     if (want && given != *out)
-        return ac_fail(err, AC_ERR_INPUT, "%s: q holds %s but --dtype says %s", q->file,
-                       ac_tfile_dtype_name(q->dtype), want);
+        return ac_fail(err, AC_ERR_INPUT, "%s: q holds %s but --dtype says %s", q->file, ac_tfile_dtype_name(q->dtype),
+                       want);
     for (int i = 0; i < T_PLAIN_N; i++)
         if (i != T_LSE && f->have[i] && f->t[i].dtype != q->dtype)
-            return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s holds %s but q holds %s: q, k, v, o, do, dq, dk, dv "
-                           "must share one dtype", f->t[i].file, ac_check_tnames[i], ac_tfile_dtype_name(f->t[i].dtype),
+            return ac_fail(err, AC_ERR_INPUT,
+                           "%s: tensor %s holds %s but q holds %s: q, k, v, o, do, dq, dk, dv "
+                           "must share one dtype",
+                           f->t[i].file, ac_check_tnames[i], ac_tfile_dtype_name(f->t[i].dtype),
                            ac_tfile_dtype_name(q->dtype));
     if (f->have[T_LSE] && f->t[T_LSE].dtype != AC_TF_F32)
         return ac_fail(err, AC_ERR_INPUT, "%s: lse holds %s, expected f32", f->t[T_LSE].file,
@@ -151,8 +156,14 @@ static int check_shapes(const tensor_files *f, bool bshd, dims *d, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "%s: v's head dim must be in 1..512, got %lld", v->file,
                        (long long)v->shape[3]);
     int hs = bshd ? 2 : 1, ss = bshd ? 1 : 2;
-    *d = (dims){.dtype = d->dtype, .b = (int)q->shape[0], .hq = (int)q->shape[hs], .nq = (int)q->shape[ss], .d = (int)q->shape[3],
-                .hkv = (int)k->shape[hs], .nk = (int)k->shape[ss], .d_v = (int)v->shape[3]};
+    *d = (dims){.dtype = d->dtype,
+                .b = (int)q->shape[0],
+                .hq = (int)q->shape[hs],
+                .nq = (int)q->shape[ss],
+                .d = (int)q->shape[3],
+                .hkv = (int)k->shape[hs],
+                .nk = (int)k->shape[ss],
+                .d_v = (int)v->shape[3]};
     int64_t kshape[4] = {d->b, 0, 0, d->d}, vshape[4] = {d->b, 0, 0, d->d_v}, oshape[4] = {d->b, 0, 0, d->d_v};
     kshape[hs] = vshape[hs] = d->hkv, kshape[ss] = vshape[ss] = d->nk;
     oshape[hs] = d->hq, oshape[ss] = d->nq;
@@ -162,8 +173,10 @@ static int check_shapes(const tensor_files *f, bool bshd, dims *d, ac_err *err)
             continue;
         /* Q-like (dq): q's shape; K-like (dk): k's; V-like (v, dv) and O-like (o, do): d_v columns */
         const int64_t *want = i == T_DK ? kshape : i == T_V || i == T_DV ? vshape : i == T_DQ ? q->shape : oshape;
-        const char *why = i == T_DK ? "k's shape" : i == T_V || i == T_DV ? "k's with v's head dim" :
-                          i == T_DQ ? "q's shape" : "q's with v's head dim";
+        const char *why = i == T_DK ? "k's shape"
+            : i == T_V || i == T_DV ? "k's with v's head dim"
+            : i == T_DQ             ? "q's shape"
+                                    : "q's with v's head dim";
         if (i == T_LSE) {
             int64_t ls[3] = {d->b, d->hq, d->nq};
             st = ac_check_want_shape(&f->t[i], 3, ls, "(B, Hq, Nq)", err);
@@ -235,9 +248,10 @@ static int read_lengths(const char *arg, const char *label, int b, int limit, in
             size_t len = strcspn(s, ",");
             unsigned long long v = 0;
             bool ok = len < sizeof tok && (memcpy(tok, s, len), tok[len] = '\0', true) &&
-                      ac_read_unsigned(tok, (unsigned long long)limit, &v);
+                ac_read_unsigned(tok, (unsigned long long)limit, &v);
             if (!ok)
-                st = ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not a file nor a list of lengths in 0..%d", label, arg, limit);
+                st = ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not a file nor a list of lengths in 0..%d", label, arg,
+                             limit);
             else if (n < b)
                 (*out)[n] = (int)v;
             s += len + (s[len] == ',');
@@ -297,9 +311,11 @@ static int build_problem(const ac_cli *o, const tensor_files *f, const dims *d, 
     int st = set_scale(o, d->d, &in->p, c, err);
     if (st == AC_OK)
         st = set_mask(o, &in->p, c, err);
-    if (st == AC_OK && o->seqlens_q && (st = read_lengths(o->seqlens_q, "--seqlens-q", d->b, d->nq, &in->seqlens_q, err)) == AC_OK)
+    if (st == AC_OK && o->seqlens_q &&
+        (st = read_lengths(o->seqlens_q, "--seqlens-q", d->b, d->nq, &in->seqlens_q, err)) == AC_OK)
         in->p.seqlens_q = in->seqlens_q;
-    if (st == AC_OK && o->seqlens_k && (st = read_lengths(o->seqlens_k, "--seqlens-k", d->b, d->nk, &in->seqlens_k, err)) == AC_OK)
+    if (st == AC_OK && o->seqlens_k &&
+        (st = read_lengths(o->seqlens_k, "--seqlens-k", d->b, d->nk, &in->seqlens_k, err)) == AC_OK)
         in->p.seqlens_k = in->seqlens_k;
     for (int i = 0; st == AC_OK && d->b <= AC_CASE_MAX_BATCH && i < d->b; i++) { /* descriptive only */
         c->n_seqlens_q = in->seqlens_q ? d->b : 0, c->n_seqlens_k = in->seqlens_k ? d->b : 0;
@@ -337,8 +353,10 @@ static int widen(const ac_inputs *in, const ac_tensor *t, ac_tensor_kind kind, d
                 for (int c = 0; c < ac_tensor_dim(p, kind); c++) {
                     double x = (*out)[ac_tensor_index(p, kind, b, h, s, c)];
                     if (!isfinite(x))
-                        return ac_fail(err, AC_ERR_INPUT, "%s: input %s holds %g at (b=%d, h=%d, s=%d, c=%d): an "
-                                       "input NaN/Inf makes the reference meaningless", t->file, t->name, x, b, h, s, c);
+                        return ac_fail(err, AC_ERR_INPUT,
+                                       "%s: input %s holds %g at (b=%d, h=%d, s=%d, c=%d): an "
+                                       "input NaN/Inf makes the reference meaningless",
+                                       t->file, t->name, x, b, h, s, c);
                 }
     return AC_OK;
 }

@@ -30,8 +30,10 @@ int ac_check_fp8_dtype(const tensor_files *f, const char *want, bool *is_fp8, ac
         ac_tfile_dtype d = f->t[i].dtype;
         bool ok = i == T_LSE ? d == AC_TF_F32 : d == AC_TF_F16 || d == AC_TF_BF16 || d == AC_TF_U16;
         if (f->have[i] && !ok)
-            return ac_fail(err, AC_ERR_INPUT, "%s: %s holds %s: with fp8 inputs the outputs are f16 or bf16 (<u2 "
-                           "bits), lse f32", f->t[i].file, ac_check_tnames[i], ac_tfile_dtype_name(d));
+            return ac_fail(err, AC_ERR_INPUT,
+                           "%s: %s holds %s: with fp8 inputs the outputs are f16 or bf16 (<u2 "
+                           "bits), lse f32",
+                           f->t[i].file, ac_check_tnames[i], ac_tfile_dtype_name(d));
     }
     *is_fp8 = true;
     *out = t;
@@ -59,13 +61,15 @@ static int read_factors(const ac_cli *o, const char *path, const char *label, ac
              t.shape[2] == (rows_of(p, kind) + atoi(o->descale_block) - 1) / atoi(o->descale_block))
         *rows = atoi(o->descale_block);
     else
-        st = ac_fail(err, AC_ERR_INPUT, "%s: %s has %zu elements in %d dimensions: expected (1), (B, Hkv) = (%d, %d) "
-                     "or (B, H, ceil(S / N)) with --descale-block N", path, label, t.n_elems, t.ndim, p->batch, p->heads_kv);
+        st = ac_fail(err, AC_ERR_INPUT,
+                     "%s: %s has %zu elements in %d dimensions: expected (1), (B, Hkv) = (%d, %d) "
+                     "or (B, H, ceil(S / N)) with --descale-block N",
+                     path, label, t.n_elems, t.ndim, p->batch, p->heads_kv);
     for (size_t i = 0; st == AC_OK && i < t.n_elems; i++) {
         float x = ((const float *)t.data)[i];
         if (!(isfinite(x) && x > 0.0f))
-            st = ac_fail(err, AC_ERR_INPUT, "%s: %s[%zu] is %g: descale factors are finite and positive", path, label, i,
-                         (double)x);
+            st = ac_fail(err, AC_ERR_INPUT, "%s: %s[%zu] is %g: descale factors are finite and positive", path, label,
+                         i, (double)x);
     }
     if (st == AC_OK)
         *out = t.data, t.data = NULL;
@@ -90,7 +94,8 @@ int ac_check_fp8_problem(const ac_cli *o, const tensor_files *f, ac_inputs *in, 
     const ac_kernel *k = o->kernel ? ac_kernel_find(o->kernel) : NULL;
     p->fp8_p = k && k->caps.fp8_p != AC_F32 ? k->caps.fp8_p : AC_E4M3;
     in->c.out_dtype = p->fp8_out, in->c.p_dtype = p->fp8_p;
-    const char *files[3] = {o->descale_q, o->descale_k, o->descale_v}, *labels[3] = {"descale_q", "descale_k", "descale_v"};
+    const char *files[3] = {o->descale_q, o->descale_k, o->descale_v},
+               *labels[3] = {"descale_q", "descale_k", "descale_v"};
     float **arr[3] = {&in->descale_q, &in->descale_k, &in->descale_v};
     const ac_tensor_kind kinds[3] = {AC_TENSOR_Q, AC_TENSOR_K, AC_TENSOR_V};
     int rows[3] = {0, 0, 0}, st = check_block(o, err);

@@ -21,8 +21,10 @@ static int read_table(const char *path, int batch, int **table, int *per_seq, ac
     if (t.ndim != 2 || (t.dtype != AC_TF_I32 && t.dtype != AC_TF_I64))
         st = ac_fail(err, AC_ERR_INPUT, "%s: --block-table must be a 2-D i32 or i64 array (B, max_pages)", path);
     else if (t.shape[0] != batch || t.shape[1] < 1 || t.shape[1] > INT_MAX / 2)
-        st = ac_fail(err, AC_ERR_INPUT, "%s: --block-table has shape (%lld, %lld), expected (%d, max_pages >= 1): "
-                     "one row per sequence of q", path, (long long)t.shape[0], (long long)t.shape[1], batch);
+        st = ac_fail(err, AC_ERR_INPUT,
+                     "%s: --block-table has shape (%lld, %lld), expected (%d, max_pages >= 1): "
+                     "one row per sequence of q",
+                     path, (long long)t.shape[0], (long long)t.shape[1], batch);
     if (st == AC_OK && !(*table = malloc(t.n_elems * sizeof(int) + 1)))
         st = ac_fail(err, AC_ERR_ENV, "--block-table: out of memory");
     for (size_t i = 0; st == AC_OK && i < t.n_elems; i++) {
@@ -78,7 +80,8 @@ static int paged_shapes(const ac_cli *o, const tensor_files *f, dims *d, ac_err 
 int ac_check_paged_shapes(const ac_cli *o, const tensor_files *f, dims *d, ac_inputs *in, ac_err *err)
 {
     if (!o->block_table || o->page_size < 1)
-        return ac_fail(err, AC_ERR_INPUT, "--block-table and --page-size: a paged KV cache needs both (page size >= 1)");
+        return ac_fail(err, AC_ERR_INPUT,
+                       "--block-table and --page-size: a paged KV cache needs both (page size >= 1)");
     if (o->layout && !strcmp(o->layout, "thd"))
         return ac_fail(err, AC_ERR_INPUT, "--block-table: a paged KV cache takes --layout bhsd or bshd, not thd");
     if (!o->seqlens_k)

@@ -81,14 +81,14 @@ static int packed_shapes(const tensor_files *f, const dims *d, int64_t total_q, 
 {
     int64_t qs[3] = {total_q, d->hq, d->d}, ks[3] = {total_k, d->hkv, d->d}, vs[3] = {total_k, d->hkv, d->d_v};
     int64_t os[3] = {total_q, d->hq, d->d_v}, ls[2] = {d->hq, total_q};
-    const int64_t *want[T_PLAIN_N] = {[T_Q] = qs, [T_K] = ks, [T_V] = vs, [T_O] = os, [T_LSE] = ls,
+    const int64_t *want[T_PLAIN_N] = {[T_Q] = qs,  [T_K] = ks,  [T_V] = vs,  [T_O] = os, [T_LSE] = ls,
                                       [T_DO] = os, [T_DQ] = qs, [T_DK] = ks, [T_DV] = vs};
     int st = AC_OK;
     for (int i = 0; st == AC_OK && i < T_PLAIN_N; i++)
         if (f->have[i])
-            st = ac_check_want_shape(&f->t[i], i == T_LSE ? 2 : 3, want[i],
-                                     i == T_LSE ? "(Hq, total_q) for --layout thd" : "packed (total, H, d) for --layout thd",
-                                     err);
+            st = ac_check_want_shape(
+                &f->t[i], i == T_LSE ? 2 : 3, want[i],
+                i == T_LSE ? "(Hq, total_q) for --layout thd" : "packed (total, H, d) for --layout thd", err);
     return st;
 }
 
@@ -99,13 +99,16 @@ int ac_check_thd_shapes(const ac_cli *o, const tensor_files *f, dims *d, ac_inpu
         return ac_fail(err, AC_ERR_INPUT, "--seqlens-q/-k: --layout thd takes --cu-seqlens-q/-k (the row offsets)");
     for (int i = 0; i < 3; i++)
         if (f->t[i].ndim != 3)
-            return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s has %d dimensions, expected 3, packed (total, H, d) for "
-                           "--layout thd", f->t[i].file, ac_check_tnames[i], f->t[i].ndim);
+            return ac_fail(err, AC_ERR_INPUT,
+                           "%s: tensor %s has %d dimensions, expected 3, packed (total, H, d) for "
+                           "--layout thd",
+                           f->t[i].file, ac_check_tnames[i], f->t[i].ndim);
     for (int i = 1; i < 3; i++)
         if (q->shape[i] < 1 || q->shape[i] > INT_MAX || k->shape[i] < 1 || k->shape[i] > INT_MAX || v->shape[i] < 1)
             return ac_fail(err, AC_ERR_INPUT, "%s: q, k and v need heads and head dims >= 1", q->file);
     if (v->shape[2] > 512)
-        return ac_fail(err, AC_ERR_INPUT, "%s: v's head dim must be in 1..512, got %lld", v->file, (long long)v->shape[2]);
+        return ac_fail(err, AC_ERR_INPUT, "%s: v's head dim must be in 1..512, got %lld", v->file,
+                       (long long)v->shape[2]);
     int bq = 0, bk = 0;
     int st = read_cu(o->cu_seqlens_q, "--cu-seqlens-q", q->shape[0], &in->cu_seqlens_q, &bq, &d->nq, err);
     if (st == AC_OK)

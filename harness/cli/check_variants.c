@@ -59,8 +59,10 @@ static int read_alibi(const ac_cli *o, ac_inputs *in, ac_err *err)
     int hq = in->p.heads_q, b = in->p.batch;
     bool per_head = t.ndim == 1 && t.shape[0] == hq, per_batch = t.ndim == 2 && t.shape[0] == b && t.shape[1] == hq;
     if (t.dtype != AC_TF_F32 || !(per_head || per_batch))
-        st = ac_fail(err, AC_ERR_INPUT, "%s: ALiBi slopes must be f32 (Hq) = (%d) or (B, Hq) = (%d, %d), got %s with "
-                     "%d dimensions", o->alibi, hq, b, hq, ac_tfile_dtype_name(t.dtype), t.ndim);
+        st = ac_fail(err, AC_ERR_INPUT,
+                     "%s: ALiBi slopes must be f32 (Hq) = (%d) or (B, Hq) = (%d, %d), got %s with "
+                     "%d dimensions",
+                     o->alibi, hq, b, hq, ac_tfile_dtype_name(t.dtype), t.ndim);
     for (size_t x = 0; st == AC_OK && x < t.n_elems; x++)
         if (!isfinite(((float *)t.data)[x]))
             st = ac_fail(err, AC_ERR_INPUT, "%s: alibi[%zu] is %g: the slopes must be finite", o->alibi, x,
@@ -92,7 +94,7 @@ static bool bias_shape_of(const ac_tensor *t, const ac_problem *p, int *nb, int 
     const int64_t *nn = t->shape + t->ndim - 2;
     *nb = t->ndim == 4 ? (int)t->shape[0] : 1, *nh = t->ndim == 4 ? (int)t->shape[1] : 1;
     return (t->ndim == 2 || t->ndim == 4) && nn[0] == p->seqlen_q && nn[1] == p->seqlen_k &&
-           (*nb == 1 || *nb == p->batch) && (*nh == 1 || *nh == p->heads_q);
+        (*nb == 1 || *nb == p->batch) && (*nh == 1 || *nh == p->heads_q);
 }
 
 /* --bias FILE: an additive bias, f32 or the inputs' dtype, broadcast as
@@ -149,8 +151,10 @@ static int read_dropout(const ac_cli *o, ac_inputs *in, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "--dropout-p: '%s' is not a probability in (0,1)", o->dropout_p);
     in->p.dropout_p = in->c.dropout = q;
     if (!o->dropout_mask)
-        return o->kernel ? AC_OK : ac_fail(err, AC_ERR_INPUT, "--dropout-p: needs --dropout-mask FILE (the keep mask "
-                                           "the kernel drew) or --kernel NAME");
+        return o->kernel ? AC_OK
+                         : ac_fail(err, AC_ERR_INPUT,
+                                   "--dropout-p: needs --dropout-mask FILE (the keep mask "
+                                   "the kernel drew) or --kernel NAME");
     ac_tensor t;
     int st = ac_check_read_small(o->dropout_mask, "dropout mask", &t, err);
     if (st != AC_OK)

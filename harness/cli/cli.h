@@ -31,21 +31,21 @@ typedef enum {
     AC_CMD_MERGE = 1u << 7,
 } ac_cmd;
 
-#define AC_CLI_HELP (-1)          /* ac_cli_parse: --help asked for; print ac_cli_usage, exit 0 */
+#define AC_CLI_HELP (-1) /* ac_cli_parse: --help asked for; print ac_cli_usage, exit 0 */
 #define AC_DEFAULT_SEED 1
 #define AC_DEFAULT_FUZZ_CASES 300 /* sized to finish well under a minute on 2 CPU cores with cpu-flash */
-#define AC_DEFAULT_CERT_ROWS 2    /* MPFR-certified rows per case, every subcommand */
+#define AC_DEFAULT_CERT_ROWS 2 /* MPFR-certified rows per case, every subcommand */
 #define AC_MAX_CERT_ROWS 1000
 #define AC_DEFAULT_SHRINK_STEPS 200
 #define AC_MAX_PLUGINS 16
-#define AC_MAX_EXEC 16            /* --exec / --exec-persistent kernels */
+#define AC_MAX_EXEC 16 /* --exec / --exec-persistent kernels */
 #define AC_MAX_MERGE_FILES 4096
 
 /* Everything a command line can say; each subcommand reads its own options. */
 typedef struct {
     ac_cmd cmd;
     const char *cmd_name;
-    const char *path;                 /* run FILE|DIR; check, reference PATH */
+    const char *path; /* run FILE|DIR; check, reference PATH */
     /* reports: the file per format of report/report.h's table (NULL: not asked for) */
     const char *report_path[AC_REPORT_MAX_FORMATS];
     const char *budgets;
@@ -57,29 +57,29 @@ typedef struct {
     const char *exec_cmd[AC_MAX_EXEC], *exec_caps[AC_MAX_EXEC], *exec_name[AC_MAX_EXEC];
     bool exec_persistent[AC_MAX_EXEC];
     int n_exec, n_exec_caps, n_exec_name;
-    double exec_timeout;              /* seconds per call; 0: the default */
+    double exec_timeout; /* seconds per call; 0: the default */
     /* fuzz, run, prove */
     const char *kernel, *save_dir, *case_line, *base;
     uint64_t seed;
-    long cases, clean_cases;          /* 0 / -1: not given */
+    long cases, clean_cases; /* 0 / -1: not given */
     double seconds;
-    unsigned dtypes;                  /* --dtype LIST: bit per ac_dtype (0: all) */
-    unsigned masks;                   /* fuzz --mask LIST: bit per ac_mask_kind (0: all) */
+    unsigned dtypes; /* --dtype LIST: bit per ac_dtype (0: all) */
+    unsigned masks; /* fuzz --mask LIST: bit per ac_mask_kind (0: all) */
     int max_seqlen, cert_rows, shrink_steps;
     bool stop_first, no_backward;
-    const char *baseline;             /* fuzz, run, check --baseline OLD.jsonl */
-    bool prove_baseline;              /* prove --baseline: the precision family */
-    bool in_process;                  /* --in-process: the kernel runs in attncheck's own process */
-    double kernel_timeout_s;          /* --kernel-timeout S: per kernel call (0: scaled from the FLOPs) */
+    const char *baseline; /* fuzz, run, check --baseline OLD.jsonl */
+    bool prove_baseline; /* prove --baseline: the precision family */
+    bool in_process; /* --in-process: the kernel runs in attncheck's own process */
+    double kernel_timeout_s; /* --kernel-timeout S: per kernel call (0: scaled from the FLOPs) */
     /* scale: fuzz --jobs, --shard, --profile, --min-seqlen; every subcommand --reference, --mem-budget */
-    int jobs;                         /* 0: not given (the machine's, ac_default_jobs) */
-    int shard_index, shard_count;     /* --shard I/N; count 0: not given (the Slurm array's, else all) */
-    int worker_fd;                    /* --worker FD (internal, a --jobs worker): -1 when not one */
-    double deadline;                  /* --deadline T (internal): a worker's end of the time budget */
+    int jobs; /* 0: not given (the machine's, ac_default_jobs) */
+    int shard_index, shard_count; /* --shard I/N; count 0: not given (the Slurm array's, else all) */
+    int worker_fd; /* --worker FD (internal, a --jobs worker): -1 when not one */
+    double deadline; /* --deadline T (internal): a worker's end of the time budget */
     int min_seqlen;
-    const char *profile, *reference;  /* NULL: default, auto */
-    double mem_budget_gib;            /* 0: not given (AC_DEFAULT_MEM_BUDGET) */
-    int argc;                         /* the subcommand's argv (argv[0] its name): --jobs reruns it */
+    const char *profile, *reference; /* NULL: default, auto */
+    double mem_budget_gib; /* 0: not given (AC_DEFAULT_MEM_BUDGET) */
+    int argc; /* the subcommand's argv (argv[0] its name): --jobs reruns it */
     char **argv;
     /* merge FILE.jsonl... */
     const char *paths[AC_MAX_MERGE_FILES];
@@ -89,8 +89,8 @@ typedef struct {
     /* check, reference: the variants (harness/cli/check_variants.c) */
     const char *softcap, *sinks, *alibi, *bias, *sink_tokens, *dropout_p, *dropout_mask;
     const char *cu_seqlens_q, *cu_seqlens_k; /* --layout thd */
-    const char *block_table;          /* --block-table FILE: a paged KV cache (check_paged.c) */
-    int page_size;                    /* --page-size P; 0: not given */
+    const char *block_table; /* --block-table FILE: a paged KV cache (check_paged.c) */
+    int page_size; /* --page-size P; 0: not given */
     const char *descale_q, *descale_k, *descale_v, *descale_block; /* fp8 inputs (harness/cli/check_fp8.c) */
 } ac_cli;
 

@@ -37,14 +37,15 @@ int ac_cli_shard(const ac_cli *c, int *index, int *count, ac_err *err)
     if (!env_long("SLURM_ARRAY_TASK_ID", &id))
         return AC_OK; /* not a job array: the whole stream */
     bool have = env_long("SLURM_ARRAY_TASK_COUNT", &n) && env_long("SLURM_ARRAY_TASK_MIN", &min) &&
-                env_long("SLURM_ARRAY_TASK_MAX", &max);
+        env_long("SLURM_ARRAY_TASK_MAX", &max);
     if (getenv("SLURM_ARRAY_TASK_STEP") && !env_long("SLURM_ARRAY_TASK_STEP", &step))
         have = false;
     if (!have || min != 0 || step != 1 || max != n - 1 || id < 0 || id >= n)
         return ac_fail(err, AC_ERR_INPUT,
                        "this Slurm job array is not 0..N-1 (SLURM_ARRAY_TASK_ID=%s MIN=%s MAX=%s STEP=%s COUNT=%s), "
                        "so its task is not a shard: pass --shard I/N (e.g. --shard $SLURM_ARRAY_TASK_ID/N)",
-                       getenv("SLURM_ARRAY_TASK_ID"), getenv("SLURM_ARRAY_TASK_MIN") ? getenv("SLURM_ARRAY_TASK_MIN") : "unset",
+                       getenv("SLURM_ARRAY_TASK_ID"),
+                       getenv("SLURM_ARRAY_TASK_MIN") ? getenv("SLURM_ARRAY_TASK_MIN") : "unset",
                        getenv("SLURM_ARRAY_TASK_MAX") ? getenv("SLURM_ARRAY_TASK_MAX") : "unset",
                        getenv("SLURM_ARRAY_TASK_STEP") ? getenv("SLURM_ARRAY_TASK_STEP") : "unset",
                        getenv("SLURM_ARRAY_TASK_COUNT") ? getenv("SLURM_ARRAY_TASK_COUNT") : "unset");

@@ -20,16 +20,22 @@ static int write_case(const ac_cli *o, const ac_inputs *in, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "--case: the line is too long to write back");
     if (mkdir(o->out, 0755) != 0 && errno != EEXIST)
         return ac_fail(err, AC_ERR_INPUT, "--out %s: cannot create the directory: %s", o->out, strerror(errno));
-    ac_case_files cf = {.p = &in->p, .dtype = in->c.dtype, .case_line = line, .q = in->q, .k = in->k, .v = in->v,
+    ac_case_files cf = {.p = &in->p,
+                        .dtype = in->c.dtype,
+                        .case_line = line,
+                        .q = in->q,
+                        .k = in->k,
+                        .v = in->v,
                         .d_o = ac_problem_paged(&in->p) ? NULL : in->d_o, /* paged: forward only */
                         .out_dir = o->out};
     int st = ac_case_dir_write(o->out, &cf, err);
     if (st != AC_OK)
         return st;
-    printf("gen: wrote q, k, v, do%s and %s for\n  %s\ninto %s\n", in->p.dense_mask ? ", mask" : "", AC_CASE_JSON,
-           line, o->out);
+    printf("gen: wrote q, k, v, do%s and %s for\n  %s\ninto %s\n", in->p.dense_mask ? ", mask" : "", AC_CASE_JSON, line,
+           o->out);
     printf("then: put your kernel's o.npy lse.npy [dq.npy dk.npy dv.npy] there and run `attncheck check %s`;\n"
-           "      `attncheck reference %s --out %s/ref` writes the exact outputs (f64)\n", o->out, o->out, o->out);
+           "      `attncheck reference %s --out %s/ref` writes the exact outputs (f64)\n",
+           o->out, o->out, o->out);
     return AC_OK;
 }
 

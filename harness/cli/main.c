@@ -51,7 +51,6 @@ static int pick_kernel(const ac_cli *c, const ac_kernel **out, ac_err *err)
     return AC_OK;
 }
 
-
 /* Errors outrank failures: a run that could not be judged is not a pass. */
 static int exit_status(const ac_summary *s)
 {

@@ -23,8 +23,8 @@
 
 /* Environment keys whose values must agree between shards of one campaign. */
 static const char *const same_campaign_keys[] = {
-    "subcommand", "kernel", "seed", "case_budget", "time_budget", "profile", "min_seqlen", "max_seqlen",
-    "dtypes", "masks", "backward", "cert_rows", "reference", "shrink_steps", "budgets_sha256",
+    "subcommand", "kernel", "seed",     "case_budget", "time_budget", "profile",      "min_seqlen",     "max_seqlen",
+    "dtypes",     "masks",  "backward", "cert_rows",   "reference",   "shrink_steps", "budgets_sha256",
 };
 #define N_KEYS (sizeof same_campaign_keys / sizeof same_campaign_keys[0])
 
@@ -37,16 +37,16 @@ typedef struct {
 
 typedef struct {
     const ac_cli *c;
-    char **text;             /* each file's contents */
+    char **text; /* each file's contents */
     entry *e;
     size_t n, cap;
     char kernel[AC_KERNEL_NAME_LEN];
     int kernel_file;
-    ac_record env;           /* the first environment record, for the merged one */
+    ac_record env; /* the first environment record, for the merged one */
     int env_file;
     bool have_env;
-    double seconds;          /* the longest shard's */
-    long case_budget;        /* from the environment (0: none) */
+    double seconds; /* the longest shard's */
+    long case_budget; /* from the environment (0: none) */
     ac_err *err;
 } merge_state;
 
@@ -67,9 +67,11 @@ static int check_environment(merge_state *m, int file, ac_record *env)
         const char *x = ac_record_value(&m->env, same_campaign_keys[k], a, sizeof a);
         const char *y = ac_record_value(env, same_campaign_keys[k], b, sizeof b);
         if ((x || y) && (!x || !y || strcmp(x, y)))
-            return ac_fail(m->err, AC_ERR_INPUT, "%s and %s are not shards of one campaign: %s is %s in one, %s in "
-                           "the other", m->c->paths[m->env_file], m->c->paths[file], same_campaign_keys[k],
-                           x ? x : "absent", y ? y : "absent");
+            return ac_fail(m->err, AC_ERR_INPUT,
+                           "%s and %s are not shards of one campaign: %s is %s in one, %s in "
+                           "the other",
+                           m->c->paths[m->env_file], m->c->paths[file], same_campaign_keys[k], x ? x : "absent",
+                           y ? y : "absent");
     }
     return AC_OK;
 }
@@ -78,8 +80,10 @@ static int add_case(merge_state *m, int file, const ac_record *rec, char *line, 
 {
     const char *path = m->c->paths[file];
     if (!rec->has_index)
-        return ac_fail(m->err, AC_ERR_INPUT, "%s:%ld: a case record without \"index\" (from an attncheck before "
-                       "merge existed): cannot be merged", path, line_no);
+        return ac_fail(m->err, AC_ERR_INPUT,
+                       "%s:%ld: a case record without \"index\" (from an attncheck before "
+                       "merge existed): cannot be merged",
+                       path, line_no);
     if (!m->kernel[0]) {
         snprintf(m->kernel, sizeof m->kernel, "%s", rec->kernel);
         m->kernel_file = file;
@@ -161,9 +165,11 @@ static int check_duplicates(merge_state *m)
 {
     for (size_t i = 1; i < m->n; i++)
         if (m->e[i].index == m->e[i - 1].index)
-            return ac_fail(m->err, AC_ERR_INPUT, "case %ld is in %s:%ld and in %s:%ld: a shard merged twice, or "
-                           "shards of different splits", m->e[i].index, m->c->paths[m->e[i - 1].file],
-                           m->e[i - 1].line_no, m->c->paths[m->e[i].file], m->e[i].line_no);
+            return ac_fail(m->err, AC_ERR_INPUT,
+                           "case %ld is in %s:%ld and in %s:%ld: a shard merged twice, or "
+                           "shards of different splits",
+                           m->e[i].index, m->c->paths[m->e[i - 1].file], m->e[i - 1].line_no, m->c->paths[m->e[i].file],
+                           m->e[i].line_no);
     return AC_OK;
 }
 
@@ -185,9 +191,10 @@ static long report_missing(const merge_state *m)
             snprintf(list + used, sizeof list - used, "%s%ld", used ? ", " : "", k);
     }
     if (missing)
-        fprintf(stderr, "attncheck merge: MISSING %ld of the %ld cases of the campaign's budget: %s%s (a shard "
-                "that did not run or stopped early; merged the rest)\n", missing, m->case_budget, list,
-                missing > 12 ? ", ..." : "");
+        fprintf(stderr,
+                "attncheck merge: MISSING %ld of the %ld cases of the campaign's budget: %s%s (a shard "
+                "that did not run or stopped early; merged the rest)\n",
+                missing, m->case_budget, list, missing > 12 ? ", ..." : "");
     return missing;
 }
 

@@ -34,7 +34,7 @@ typedef struct {
     ac_cmd cmd;
     const char *positional; /* its one argument, or NULL */
     const char *summary;
-    const char *details;    /* more usage lines, or NULL */
+    const char *details; /* more usage lines, or NULL */
 } cli_command;
 
 static const cli_command commands[] = {
@@ -62,12 +62,12 @@ typedef enum { OPT_FLAG, OPT_STRING, OPT_LONG, OPT_INT, OPT_U64, OPT_SECONDS, OP
 typedef struct cli_option cli_option;
 struct cli_option {
     const char *name;
-    const char *arg;  /* the value's name in --help; NULL for a flag */
-    unsigned cmds;    /* AC_CMD_* taking it */
+    const char *arg; /* the value's name in --help; NULL for a flag */
+    unsigned cmds; /* AC_CMD_* taking it */
     const char *help; /* for OPT_RETIRED: what to write instead */
     opt_type type;
-    size_t offset;    /* where in ac_cli */
-    long min, max;    /* OPT_LONG, OPT_INT */
+    size_t offset; /* where in ac_cli */
+    long min, max; /* OPT_LONG, OPT_INT */
     int (*apply)(const cli_option *o, ac_cli *c, const char *v, ac_err *err); /* OPT_CUSTOM */
 };
 
@@ -104,8 +104,10 @@ static int apply_mask(const cli_option *o, ac_cli *c, const char *v, ac_err *err
     if (ac_case_mask_parse(v, &scratch, &why) != AC_OK)
         return ac_fail(err, AC_ERR_INPUT, "--%s (a boolean mask file goes to --mask-file)", why.msg);
     if (scratch.mask == AC_MASK_DENSE)
-        return ac_fail(err, AC_ERR_INPUT, "%s %s draws a random mask from a case seed; give the kernel's boolean "
-                       "mask with --mask-file FILE", o->name, v);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "%s %s draws a random mask from a case seed; give the kernel's boolean "
+                       "mask with --mask-file FILE",
+                       o->name, v);
     return AC_OK;
 }
 
@@ -183,11 +185,26 @@ static int apply_plugin(const cli_option *o, ac_cli *c, const char *v, ac_err *e
 }
 
 #define AT(member) offsetof(ac_cli, member)
-#define STRING(name, arg, cmds, member, help) {name, arg, cmds, help, OPT_STRING, AT(member), 0, 0, NULL}
-#define FLAG(name, cmds, member, help) {name, NULL, cmds, help, OPT_FLAG, AT(member), 0, 0, NULL}
-#define NUMBER(name, type, cmds, member, min, max, help) {name, "N", cmds, help, type, AT(member), min, max, NULL}
-#define CUSTOM(name, arg, cmds, fn, help) {name, arg, cmds, help, OPT_CUSTOM, 0, 0, 0, fn}
-#define RETIRED(name, cmds, instead) {name, NULL, cmds, instead, OPT_RETIRED, 0, 0, 0, NULL}
+#define STRING(name, arg, cmds, member, help) \
+    { \
+        name, arg, cmds, help, OPT_STRING, AT(member), 0, 0, NULL \
+    }
+#define FLAG(name, cmds, member, help) \
+    { \
+        name, NULL, cmds, help, OPT_FLAG, AT(member), 0, 0, NULL \
+    }
+#define NUMBER(name, type, cmds, member, min, max, help) \
+    { \
+        name, "N", cmds, help, type, AT(member), min, max, NULL \
+    }
+#define CUSTOM(name, arg, cmds, fn, help) \
+    { \
+        name, arg, cmds, help, OPT_CUSTOM, 0, 0, 0, fn \
+    }
+#define RETIRED(name, cmds, instead) \
+    { \
+        name, NULL, cmds, instead, OPT_RETIRED, 0, 0, 0, NULL \
+    }
 
 static const cli_option options[] = {
     STRING("--kernel", "NAME", AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_CHECK, kernel,
@@ -218,7 +235,7 @@ static const cli_option options[] = {
     CUSTOM("--shard", "I/N", AC_CMD_FUZZ, apply_shard,
            "run the cases k with k mod N = I (default: a Slurm job array's task; combine with attncheck merge)"),
     {"--worker", "FD", AC_CMD_FUZZ, NULL, OPT_INT, AT(worker_fd), 0, 1 << 20, NULL}, /* a --jobs worker: hidden */
-    {"--deadline", "T", AC_CMD_FUZZ, NULL, OPT_SECONDS, AT(deadline), 0, 0, NULL},   /* its time budget's end */
+    {"--deadline", "T", AC_CMD_FUZZ, NULL, OPT_SECONDS, AT(deadline), 0, 0, NULL}, /* its time budget's end */
     FLAG("--stop-first", AC_CMD_FUZZ, stop_first, "stop at the first failure"),
     STRING("--save-failures", "DIR", AC_CMD_FUZZ, save_dir, "append minimal failing lines to DIR/<kernel>.cases"),
     NUMBER("--shrink-steps", OPT_INT, AC_CMD_FUZZ | AC_CMD_PROVE, shrink_steps, 0, 1L << 30,
@@ -228,11 +245,12 @@ static const cli_option options[] = {
          "run the kernel in attncheck's own process, not in a worker (for gdb; a crash or hang is then attncheck's)"),
     {"--kernel-timeout", "S", C_CASES | AC_CMD_CHECK,
      "seconds one forward or backward call may take in the worker before it is a kernel:timeout failure "
-     "(default max(10, FLOPs / 1e7) for a CPU kernel, max(10, FLOPs / 1e9) for a CUDA kernel)", OPT_SECONDS,
-     AT(kernel_timeout_s), 0, 0, NULL},
+     "(default max(10, FLOPs / 1e7) for a CPU kernel, max(10, FLOPs / 1e9) for a CUDA kernel)",
+     OPT_SECONDS, AT(kernel_timeout_s), 0, 0, NULL},
     NUMBER("--cert-rows", OPT_INT, C_REPORTS, cert_rows, 0, AC_MAX_CERT_ROWS,
            "MPFR-certified rows per case (default 2)"),
-    STRING("--case", "'LINE'", AC_CMD_RUN | AC_CMD_GEN, case_line, "replay this one case line (gen: the case to write)"),
+    STRING("--case", "'LINE'", AC_CMD_RUN | AC_CMD_GEN, case_line,
+           "replay this one case line (gen: the case to write)"),
     NUMBER("--clean-cases", OPT_LONG, AC_CMD_PROVE, clean_cases, 0, 0, "cases the base kernel must pass"),
     STRING("--base", "NAME", AC_CMD_PROVE, base, "the correct kernel whose mutants are proved (default cpu-flash)"),
     STRING("--out", "DIR|FILE.safetensors", AC_CMD_REFERENCE | AC_CMD_GEN, out,
@@ -240,8 +258,10 @@ static const cli_option options[] = {
     STRING("--layout", "bhsd|bshd|thd", C_FILES, layout,
            "(B,H,S,d) as torch SDPA (default), (B,S,H,d) as flash_attn_func, or packed (total,H,d) as "
            "flash_attn_varlen_func (with --cu-seqlens-q/-k)"),
-    STRING("--cu-seqlens-q", "FILE|LIST", C_FILES, cu_seqlens_q, "--layout thd: the B + 1 row offsets of q's sequences"),
-    STRING("--cu-seqlens-k", "FILE|LIST", C_FILES, cu_seqlens_k, "--layout thd: the B + 1 row offsets of k's sequences"),
+    STRING("--cu-seqlens-q", "FILE|LIST", C_FILES, cu_seqlens_q,
+           "--layout thd: the B + 1 row offsets of q's sequences"),
+    STRING("--cu-seqlens-k", "FILE|LIST", C_FILES, cu_seqlens_k,
+           "--layout thd: the B + 1 row offsets of k's sequences"),
     STRING("--seqlens-q", "FILE|LIST", C_FILES, seqlens_q, "per-sequence query lengths (padding beyond is ignored)"),
     STRING("--seqlens-k", "FILE|LIST", C_FILES, seqlens_k, "per-sequence key lengths"),
     STRING("--block-table", "FILE", C_FILES, block_table,
@@ -251,23 +271,31 @@ static const cli_option options[] = {
     STRING("--lse-base", "e|2", C_FILES, lse_base, "the base of lse (default e)"),
     /* the variants (ref/variants.h; harness/cli/check_variants.c) */
     STRING("--softcap", "C", C_FILES, softcap, "softcap c > 0: S' = c tanh(S / c) (Gemma 2; FlashAttention's softcap)"),
-    STRING("--alibi", "FILE", C_FILES, alibi, "ALiBi slopes: (Hq) or (B, Hq) f32, .npy or .safetensors "
+    STRING("--alibi", "FILE", C_FILES, alibi,
+           "ALiBi slopes: (Hq) or (B, Hq) f32, .npy or .safetensors "
            "(FlashAttention's alibi_slopes: S' -= slope |i + nk - nq - j|)"),
-    STRING("--bias", "FILE", C_FILES, bias, "additive bias (Nq, Nk) or (1|B, 1|Hq, Nq, Nk), f32 or the inputs' "
+    STRING("--bias", "FILE", C_FILES, bias,
+           "additive bias (Nq, Nk) or (1|B, 1|Hq, Nq, Nk), f32 or the inputs' "
            "dtype, added last to the scores (-inf hides a pair); dbias in the files is then checked"),
-    STRING("--sink-tokens", "K", C_FILES, sink_tokens, "with --mask window-*(L,R), L finite: the first K keys stay "
+    STRING("--sink-tokens", "K", C_FILES, sink_tokens,
+           "with --mask window-*(L,R), L finite: the first K keys stay "
            "visible past the window's left edge (StreamingLLM)"),
-    STRING("--dropout-p", "P", C_FILES, dropout_p, "dropout probability in (0,1), with --dropout-mask FILE or "
+    STRING("--dropout-p", "P", C_FILES, dropout_p,
+           "dropout probability in (0,1), with --dropout-mask FILE or "
            "--kernel (judged against the keep mask that kernel draws)"),
-    STRING("--dropout-mask", "FILE", C_FILES, dropout_mask, "the keep mask the kernel drew: bool/u8 (B, Hq, Nq, Nk), "
+    STRING("--dropout-mask", "FILE", C_FILES, dropout_mask,
+           "the keep mask the kernel drew: bool/u8 (B, Hq, Nq, Nk), "
            "1 = kept"),
-    STRING("--sinks", "FILE", C_FILES, sinks, "learnable sinks: (Hq) f32 logits, .npy or .safetensors (gpt-oss); "
+    STRING("--sinks", "FILE", C_FILES, sinks,
+           "learnable sinks: (Hq) f32 logits, .npy or .safetensors (gpt-oss); "
            "dsink in the files is then checked"),
-    STRING("--descale-q", "FILE", C_FILES, descale_q, "fp8 inputs: Q's f32 descale factors, (1), (B, Hkv) or "
+    STRING("--descale-q", "FILE", C_FILES, descale_q,
+           "fp8 inputs: Q's f32 descale factors, (1), (B, Hkv) or "
            "(B, Hq, blocks) with --descale-block N (default: 1 per tensor)"),
     STRING("--descale-k", "FILE", C_FILES, descale_k, "fp8 inputs: K's f32 descale factors, as --descale-q's"),
     STRING("--descale-v", "FILE", C_FILES, descale_v, "fp8 inputs: V's f32 descale factors, as --descale-q's"),
-    STRING("--descale-block", "N", C_FILES, descale_block, "fp8 inputs: rows per descale factor of a (B, H, "
+    STRING("--descale-block", "N", C_FILES, descale_block,
+           "fp8 inputs: rows per descale factor of a (B, H, "
            "blocks) descale file"),
     STRING("--budgets", "FILE", C_REPORTS, budgets, "budgets file (default: the repository's budgets.txt)"),
     CUSTOM("--reference", "auto|cpu|gpu", C_REPORTS, apply_reference,
@@ -287,8 +315,8 @@ static const cli_option options[] = {
            "for all"),
     CUSTOM("--exec-name", "NAME", C_KERNELS, apply_exec_pair,
            "the --exec kernel's name, in order (default: the caps file's \"name\")"),
-    {"--exec-timeout", "SECONDS", C_KERNELS, "deadline of one --exec call (default 60)", OPT_SECONDS,
-     AT(exec_timeout), 0, 0, NULL},
+    {"--exec-timeout", "SECONDS", C_KERNELS, "deadline of one --exec call (default 60)", OPT_SECONDS, AT(exec_timeout),
+     0, 0, NULL},
     FLAG("--quiet", C_CASES | AC_CMD_CHECK, quiet, "print failures and the summary only (check: no progress line)"),
     STRING("--baseline", "OLD.jsonl", AC_CMD_FUZZ | AC_CMD_RUN | AC_CMD_CHECK, baseline,
            "compare case by case with an old --json run: fuzz replays its case lines (the first --cases), run "
@@ -312,11 +340,11 @@ static int parse_long(const cli_option *o, const char *v, long *out, ac_err *err
 {
     unsigned long long x = 0;
     bool ok = ac_read_unsigned(v, o->max > 0 ? (unsigned long long)o->max : (unsigned long long)LONG_MAX, &x) &&
-              x >= (unsigned long long)o->min;
+        x >= (unsigned long long)o->min;
     if (!ok)
         return o->max > 0
-                   ? ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer in %ld..%ld", o->name, v, o->min, o->max)
-                   : ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer >= %ld", o->name, v, o->min);
+            ? ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer in %ld..%ld", o->name, v, o->min, o->max)
+            : ac_fail(err, AC_ERR_INPUT, "%s: '%s' is not an integer >= %ld", o->name, v, o->min);
     *out = (long)x;
     return AC_OK;
 }
@@ -345,17 +373,26 @@ static int apply(const cli_option *o, ac_cli *c, const char *v, ac_err *err)
     long x = 0;
     int st;
     switch (o->type) {
-    case OPT_FLAG: *(bool *)at = true; return AC_OK;
-    case OPT_STRING: *(const char **)at = v; return AC_OK;
-    case OPT_U64: return parse_u64(o, v, at, err);
-    case OPT_SECONDS: return parse_seconds(o, v, at, err);
-    case OPT_LONG: return parse_long(o, v, at, err);
+    case OPT_FLAG:
+        *(bool *)at = true;
+        return AC_OK;
+    case OPT_STRING:
+        *(const char **)at = v;
+        return AC_OK;
+    case OPT_U64:
+        return parse_u64(o, v, at, err);
+    case OPT_SECONDS:
+        return parse_seconds(o, v, at, err);
+    case OPT_LONG:
+        return parse_long(o, v, at, err);
     case OPT_INT:
         if ((st = parse_long(o, v, &x, err)) == AC_OK)
             *(int *)at = (int)x;
         return st;
-    case OPT_RETIRED: return ac_fail(err, AC_ERR_INPUT, "%s is gone: write %s", o->name, o->help);
-    default: return o->apply(o, c, v, err);
+    case OPT_RETIRED:
+        return ac_fail(err, AC_ERR_INPUT, "%s is gone: write %s", o->name, o->help);
+    default:
+        return o->apply(o, c, v, err);
     }
 }
 
@@ -434,8 +471,7 @@ static int parse_option(int argc, char **argv, int *i, ac_cli *c, ac_err *err)
         return st;
     }
     if (!o || !(o->cmds & c->cmd))
-        return ac_fail(err, AC_ERR_INPUT, "unknown option '%.*s' (see attncheck %s --help)", (int)len, a,
-                       c->cmd_name);
+        return ac_fail(err, AC_ERR_INPUT, "unknown option '%.*s' (see attncheck %s --help)", (int)len, a, c->cmd_name);
     if (o->type == OPT_RETIRED) /* say what to write instead, whatever follows */
         return apply(o, c, NULL, err);
     int st = option_value(o->name, eq, o->arg != NULL, argc, argv, i, &v, err);
@@ -495,11 +531,12 @@ void ac_cli_overview(FILE *f)
     fputs("usage: attncheck SUBCOMMAND [options]\n\n", f);
     for (int i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fputs("  report     the HTML report of runs: report FILE.jsonl... --html OUT.html [--baseline OLD] [--history DIR]\n"
-          "  bench      GPU benchmark tables\n\n"
-          "Exit status: 0 all passed, 1 accuracy failure, 2 bad usage or input, 3 environment.\n"
-          "attncheck SUBCOMMAND --help lists its options.\n",
-          f);
+    fputs(
+        "  report     the HTML report of runs: report FILE.jsonl... --html OUT.html [--baseline OLD] [--history DIR]\n"
+        "  bench      GPU benchmark tables\n\n"
+        "Exit status: 0 all passed, 1 accuracy failure, 2 bad usage or input, 3 environment.\n"
+        "attncheck SUBCOMMAND --help lists its options.\n",
+        f);
 }
 
 /* ---- what every subcommand does with its options ----------------------------------- */
@@ -541,15 +578,19 @@ static int register_exec(ac_cli *c, ac_err *err)
     if (c->n_exec_name > c->n_exec)
         return ac_fail(err, AC_ERR_INPUT, "%d --exec-name for %d --exec commands", c->n_exec_name, c->n_exec);
     for (int i = 0; i < c->n_exec; i++) {
-        ac_exec_spec s = {.command = c->exec_cmd[i], .mode = c->exec_persistent[i] ? AC_EXEC_PERSISTENT : AC_EXEC_ONESHOT,
+        ac_exec_spec s = {.command = c->exec_cmd[i],
+                          .mode = c->exec_persistent[i] ? AC_EXEC_PERSISTENT : AC_EXEC_ONESHOT,
                           .caps_path = c->n_exec_caps ? c->exec_caps[c->n_exec_caps > 1 ? i : 0] : NULL,
-                          .name = i < c->n_exec_name ? c->exec_name[i] : NULL, .timeout_s = c->exec_timeout};
+                          .name = i < c->n_exec_name ? c->exec_name[i] : NULL,
+                          .timeout_s = c->exec_timeout};
         const ac_kernel *k;
         ac_err why = {{0}};
         int st = ac_exec_register(&s, &k, &why);
         if (st != AC_OK)
-            return ac_fail(err, st, "%s%s", why.msg, strstr(why.msg, "already registered") && c->n_exec > 1
-                                                          ? " (give each --exec its own --exec-name)" : "");
+            return ac_fail(err, st, "%s%s", why.msg,
+                           strstr(why.msg, "already registered") && c->n_exec > 1
+                               ? " (give each --exec its own --exec-name)"
+                               : "");
         if (i == 0 && !c->kernel)
             c->kernel = k->name; /* the registry keeps the name */
         if (i == 0 && !c->base)
@@ -590,7 +631,9 @@ int ac_cli_open_report(const ac_cli *c, bool skip_markdown, ac_report **rep, ac_
 /* How every subcommand runs a case: backward, certification, the worker. */
 ac_run_opts ac_cli_run_opts(const ac_cli *c)
 {
-    ac_run_opts o = {.backward = !c->no_backward, .cert_rows = c->cert_rows, .isolate = !c->in_process,
+    ac_run_opts o = {.backward = !c->no_backward,
+                     .cert_rows = c->cert_rows,
+                     .isolate = !c->in_process,
                      .kernel_timeout_s = c->kernel_timeout_s};
     return o;
 }

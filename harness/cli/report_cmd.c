@@ -50,9 +50,11 @@ static int find_script(char *out, size_t len, ac_err *err)
     const char *env = getenv("ATTNCHECK_SOURCE_DIR");
     if (env && *env)
         return script_in(env, out, len)
-                   ? AC_OK
-                   : ac_fail(err, AC_ERR_ENV, "%s/%s not found (ATTNCHECK_SOURCE_DIR is set: it must be an attncheck "
-                                              "checkout or bundle with reports/)", env, SCRIPT);
+            ? AC_OK
+            : ac_fail(err, AC_ERR_ENV,
+                      "%s/%s not found (ATTNCHECK_SOURCE_DIR is set: it must be an attncheck "
+                      "checkout or bundle with reports/)",
+                      env, SCRIPT);
     if (script_in(ATTNCHECK_SOURCE_DIR, out, len))
         return AC_OK;
     char self[PATH_MAX];
@@ -62,8 +64,10 @@ static int find_script(char *out, size_t len, ac_err *err)
         *slash = '\0';
     if (slash && script_in(self, out, len))
         return AC_OK;
-    return ac_fail(err, AC_ERR_ENV, "%s not found in %s nor beside the executable (%s); set ATTNCHECK_SOURCE_DIR "
-                   "to an attncheck checkout", SCRIPT, ATTNCHECK_SOURCE_DIR, slash ? self : "unknown");
+    return ac_fail(err, AC_ERR_ENV,
+                   "%s not found in %s nor beside the executable (%s); set ATTNCHECK_SOURCE_DIR "
+                   "to an attncheck checkout",
+                   SCRIPT, ATTNCHECK_SOURCE_DIR, slash ? self : "unknown");
 }
 
 /* argv after "report" into the script's: --html becomes --out; the rest passes as is. */
@@ -113,8 +117,8 @@ int ac_cmd_report(int argc, char **argv)
         args[1] = script;
         fflush(NULL);
         execvp("python3", args);
-        st = ac_fail(&err, AC_ERR_ENV, "cannot run python3 (%s): install it (ci/install-deps.sh does)",
-                     strerror(errno));
+        st =
+            ac_fail(&err, AC_ERR_ENV, "cannot run python3 (%s): install it (ci/install-deps.sh does)", strerror(errno));
     }
     fprintf(stderr, "attncheck report: %s\n", err.msg);
     return st;

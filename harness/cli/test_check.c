@@ -35,9 +35,10 @@ static void put_tensor(const char *name, ac_tfile_dtype t, const ac_problem *p, 
  * dtype (lse to f32) written back as the "kernel's" outputs: a perfect kernel. */
 static void perfect_outputs(const ac_inputs *in, const char *const *extra)
 {
-    char *argv[16] = {"reference", (char *)path_of("case"), "--out", (char *)path_of("ref"), "--dtype",
-                      (char *)ac_dtype_name(in->c.dtype), "--layout",
-                      in->p.layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd"};
+    char *argv[16] = {"reference", (char *)path_of("case"),
+                      "--out",     (char *)path_of("ref"),
+                      "--dtype",   (char *)ac_dtype_name(in->c.dtype),
+                      "--layout",  in->p.layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd"};
     int argc = access(path_of("case/problem.json"), F_OK) == 0 ? 4 : 8; /* a gen dir says dtype and layout */
     for (int i = 0; extra && extra[i] && argc < 15; i++)
         argv[argc++] = (char *)extra[i];
@@ -94,7 +95,8 @@ TestSuite(harness_check, .init = make_dir, .fini = remove_dir);
 
 Test(harness_check, perfect_outputs_pass_and_a_planted_error_fails_at_its_place)
 {
-    ac_inputs in = dump_case("v1 seed=5 b=2 hq=4 hkv=2 nq=9 nk=13 d=8 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto", NULL);
+    ac_inputs in = dump_case(
+        "v1 seed=5 b=2 hq=4 hkv=2 nq=9 nk=13 d=8 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto", NULL);
     cr_assert_eq(check(NULL, NULL, NULL, NULL), AC_OK);
     /* O at (b=1, h=2, i=5, c=3) off by 0.25: far outside any f16 rounding */
     ac_tensor o;
@@ -120,10 +122,15 @@ Test(harness_check, perfect_outputs_pass_and_a_planted_error_fails_at_its_place)
 Test(harness_check, bf16_bits_need_dtype_and_bshd_causal_gqa_passes)
 {
     ac_inputs in = dump_case("v1 seed=8 b=1 hq=4 hkv=1 nq=7 nk=11 d=16 dtype=bf16 mask=causal-br layout=bshd "
-                             "dist=normal(0,1) scale=auto", NULL);
+                             "dist=normal(0,1) scale=auto",
+                             NULL);
     /* the reference above was made without the mask: redo it with --mask causal-br */
-    char *argv[] = {"reference", (char *)path_of("case"), "--out", (char *)path_of("ref"), "--dtype", "bf16",
-                    "--layout", "bshd", "--mask", "causal-br", NULL};
+    char *argv[] = {"reference", (char *)path_of("case"),
+                    "--out",     (char *)path_of("ref"),
+                    "--dtype",   "bf16",
+                    "--layout",  "bshd",
+                    "--mask",    "causal-br",
+                    NULL};
     cr_assert_eq(ac_cmd_reference(10, argv), AC_OK);
     cr_assert_eq(check("--layout", "bshd", "--mask", "causal-br"), AC_ERR_INPUT, "u16 without --dtype bf16");
     char *ok[] = {"check", (char *)path_of("case"), "--layout", "bshd", "--dtype", "bf16", "--mask", "causal-br", NULL};
@@ -134,8 +141,10 @@ Test(harness_check, bf16_bits_need_dtype_and_bshd_causal_gqa_passes)
 
 Test(harness_check, reference_with_lse_base_2_and_safetensors_output)
 {
-    ac_inputs in = dump_case("v1 seed=3 b=1 hq=2 hkv=2 nq=5 nk=6 d=4 dtype=f32 mask=none layout=bhsd dist=normal(0,1) scale=auto", NULL);
-    char *argv[] = {"reference", (char *)path_of("case"), "--out", (char *)path_of("r.safetensors"), "--lse-base", "2", NULL};
+    ac_inputs in = dump_case(
+        "v1 seed=3 b=1 hq=2 hkv=2 nq=5 nk=6 d=4 dtype=f32 mask=none layout=bhsd dist=normal(0,1) scale=auto", NULL);
+    char *argv[] = {"reference", (char *)path_of("case"), "--out", (char *)path_of("r.safetensors"), "--lse-base", "2",
+                    NULL};
     cr_assert_eq(ac_cmd_reference(6, argv), AC_OK);
     ac_tensor_set set;
     ac_err err = {{0}};
@@ -183,7 +192,8 @@ static void overwrite(const char *name, ac_tfile_dtype t, int ndim, const int64_
 
 Test(harness_check, bad_inputs_exit_2_with_the_reason)
 {
-    ac_inputs in = dump_case("v1 seed=4 b=1 hq=2 hkv=2 nq=4 nk=5 d=4 dtype=f32 mask=none layout=bhsd dist=normal(0,1) scale=auto", NULL);
+    ac_inputs in = dump_case(
+        "v1 seed=4 b=1 hq=2 hkv=2 nq=4 nk=5 d=4 dtype=f32 mask=none layout=bhsd dist=normal(0,1) scale=auto", NULL);
     int64_t qs[4] = {1, 2, 4, 4}, ks[4] = {1, 2, 5, 4}, bad[4] = {1, 2, 6, 4};
     overwrite("case/v.npy", AC_TF_F32, 4, bad, -1);
     cr_assert_eq(check(NULL, NULL, NULL, NULL), AC_ERR_INPUT, "v shape differs from k");
@@ -213,7 +223,8 @@ Test(harness_check, mask_file_and_key_lengths_pass_with_a_fully_masked_row)
 {
     /* q, k, v first (outputs are remade below, once the mask exists) */
     ac_inputs in = dump_case("v1 seed=6 b=2 hq=2 hkv=1 nq=6 nk=10 d=8 dtype=f16 mask=none layout=bhsd "
-                             "dist=normal(0,1) scale=auto", NULL);
+                             "dist=normal(0,1) scale=auto",
+                             NULL);
     uint8_t keep[6 * 10];
     for (int i = 0; i < 60; i++)
         keep[i] = (uint8_t)((i * 7 + 3) % 5 != 0);
@@ -236,7 +247,8 @@ Test(harness_check, mask_file_and_key_lengths_pass_with_a_fully_masked_row)
 Test(harness_check, one_safetensors_file_holds_the_whole_case)
 {
     ac_inputs in = dump_case("v1 seed=9 b=1 hq=2 hkv=2 nq=8 nk=8 d=8 dtype=bf16 mask=none layout=bhsd "
-                             "dist=normal(0,1) scale=auto", NULL);
+                             "dist=normal(0,1) scale=auto",
+                             NULL);
     const char *names[] = {"q", "k", "v", "o", "lse", "do", "dq", "dk", "dv"};
     ac_tensor t[9];
     const ac_tensor *all[9];

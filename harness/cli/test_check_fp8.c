@@ -118,8 +118,12 @@ Test(harness_check_fp8, safetensors_f8_e4m3_with_descale_files)
     snprintf(dq, sizeof dq, "%s", path_of("dq.npy"));
     snprintf(dk, sizeof dk, "%s", path_of("dk.npy"));
     snprintf(dv, sizeof dv, "%s", path_of("dv.npy"));
-    char *argv[] = {"check", (char *)path_of("case.safetensors"), "--kernel", "cpu-flash-fp8", "--quiet",
-                    "--descale-q", dq, "--descale-k", dk, "--descale-v", dv, NULL};
+    char *argv[] = {"check",    (char *)path_of("case.safetensors"),
+                    "--kernel", "cpu-flash-fp8",
+                    "--quiet",  "--descale-q",
+                    dq,         "--descale-k",
+                    dk,         "--descale-v",
+                    dv,         NULL};
     cr_assert_eq(ac_cmd_check(11, argv), AC_OK);
     argv[3] = "cpu-flash-fp8-mutant-v-descale-twice";
     cr_assert_eq(ac_cmd_check(11, argv), AC_FAIL_ACCURACY);

@@ -14,8 +14,9 @@
 
 TestSuite(harness_check_paged, .init = make_dir, .fini = remove_dir);
 
-#define LINE "v1 seed=5 b=3 hq=4 hkv=2 nq=2 nk=40 d=8 dtype=bf16 mask=causal-br seqlens-k=40,1,17 layout=bshd " \
-             "dist=normal(0,1) scale=auto kv=paged(8) splits=2"
+#define LINE \
+    "v1 seed=5 b=3 hq=4 hkv=2 nq=2 nk=40 d=8 dtype=bf16 mask=causal-br seqlens-k=40,1,17 layout=bshd " \
+    "dist=normal(0,1) scale=auto kv=paged(8) splits=2"
 
 static void gen_case(void)
 {
@@ -60,8 +61,8 @@ static int make_inputs(const char *table, int page_size, ac_inputs *in, ac_err *
 
 static void write_table(const char *name, int rows, int cols, const int32_t *ids)
 {
-    ac_tensor t = {.dtype = AC_TF_I32, .ndim = 2, .shape = {rows, cols}, .data = (void *)ids,
-                   .n_elems = (size_t)rows * cols};
+    ac_tensor t = {
+        .dtype = AC_TF_I32, .ndim = 2, .shape = {rows, cols}, .data = (void *)ids, .n_elems = (size_t)rows * cols};
     ac_err err = {{0}};
     cr_assert_eq(ac_npy_write(path_of(name), &t, &err), AC_OK, "%s", err.msg);
 }

@@ -246,8 +246,16 @@ Test(harness_cli, report_options_come_from_the_report_table)
 
 Test(harness_cli, exec_and_gen_options_take_opt_equals_value_too)
 {
-    char *fuzz_a[] = {"fuzz", "--exec=python3 k.py {in} {out}", "--caps=k.json", "--exec-name=mine",
-                      "--exec-persistent", "python3 k.py --serve", "--caps", "k2.json", "--exec-timeout=2.5", NULL};
+    char *fuzz_a[] = {"fuzz",
+                      "--exec=python3 k.py {in} {out}",
+                      "--caps=k.json",
+                      "--exec-name=mine",
+                      "--exec-persistent",
+                      "python3 k.py --serve",
+                      "--caps",
+                      "k2.json",
+                      "--exec-timeout=2.5",
+                      NULL};
     char *gen_a[] = {"gen", "--case=v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=1 d=1 dtype=f16", "--out=dir", NULL};
     ac_cli c;
     ac_err err = {{0}};
@@ -269,12 +277,15 @@ Test(harness_cli, exec_and_gen_options_take_opt_equals_value_too)
 Test(harness_cli, an_exec_kernel_is_listed_from_its_caps_file)
 {
     char args[1024];
-    snprintf(args, sizeof args, "list --exec-persistent 'python3 k.py --serve' --caps '%s/plugins/numpy_attention.caps.json'",
+    snprintf(args, sizeof args,
+             "list --exec-persistent 'python3 k.py --serve' --caps '%s/plugins/numpy_attention.caps.json'",
              source_dir());
     cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s", out);
-    cr_assert_not_null(strstr(out, "numpy-attention dtypes=f32,f16,bf16 d=1..256 masks=none,causal-tl,causal-br,"
-                                   "window-tl,window-br,dense layouts=bhsd,bshd gqa varlen backward max-seqlen=256 "
-                                   "device=cpu  available"), "%s", out);
+    cr_assert_not_null(strstr(out,
+                              "numpy-attention dtypes=f32,f16,bf16 d=1..256 masks=none,causal-tl,causal-br,"
+                              "window-tl,window-br,dense layouts=bhsd,bshd gqa varlen backward max-seqlen=256 "
+                              "device=cpu  available"),
+                       "%s", out);
     cr_assert_eq(run_cli("fuzz --caps k.json", out, sizeof out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "--caps, --exec-name and --exec-timeout go with --exec"), "%s", out);
 }
@@ -289,7 +300,8 @@ Test(harness_cli, list_and_the_readme_agree_on_the_cuda_head_dims)
     cr_assert_not_null(d);
     char readme_form[128] = "d ∈ {";
     for (const char *s = d + 3; *s && *s != ' '; s++) /* "32,64,96,128,256" -> "32, 64, 96, 128, 256" */
-        snprintf(readme_form + strlen(readme_form), sizeof readme_form - strlen(readme_form), *s == ',' ? ", " : "%c", *s);
+        snprintf(readme_form + strlen(readme_form), sizeof readme_form - strlen(readme_form), *s == ',' ? ", " : "%c",
+                 *s);
     strcat(readme_form, "}");
     char path[1024], *text = NULL;
     size_t len;
@@ -316,8 +328,8 @@ Test(harness_cli, report_without_its_script_says_where_it_looked_and_exits_3)
     snprintf(cmd, sizeof cmd, "report x.jsonl --html /tmp/attncheck-no.html");
     setenv("ATTNCHECK_SOURCE_DIR", "/nonexistent-attncheck", 1);
     cr_assert_eq(run_cli(cmd, out, sizeof out), 3, "%s", out);
-    cr_assert_not_null(strstr(out, "attncheck report: /nonexistent-attncheck/reports/html_report.py not found"),
-                       "%s", out);
+    cr_assert_not_null(strstr(out, "attncheck report: /nonexistent-attncheck/reports/html_report.py not found"), "%s",
+                       out);
 }
 
 Test(harness_cli, report_passes_the_script_exit_status_through)

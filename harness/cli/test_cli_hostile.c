@@ -83,8 +83,8 @@ TestSuite(harness_cli_hostile, .init = make_dir, .fini = remove_dir);
 static void campaign_fails_every_case(const char *so, const char *name, const char *kind, const char *extra)
 {
     int st = attncheck("fuzz --plugin '%s' --kernel %s --seed 5 --cases 20 --shrink-steps 0 --quiet %s "
-                       "--json '%s' --junit '%s' --markdown '%s'", so, name, extra, path_of("r.jsonl"),
-                       path_of("r.xml"), path_of("r.md"));
+                       "--json '%s' --junit '%s' --markdown '%s'",
+                       so, name, extra, path_of("r.jsonl"), path_of("r.xml"), path_of("r.md"));
     cr_assert_eq(st, 1, "exit %d, not 1:\n%s", st, out);
     char summary[128], fail_line[256], named[PATH_MAX + 64];
     snprintf(summary, sizeof summary, "%s: 20 cases, 0 passed, 20 failed, 0 errors", name);
@@ -102,8 +102,14 @@ static void campaign_fails_every_case(const char *so, const char *name, const ch
     cr_assert(strstr(slurp(path_of("r.md")), "0 passed, 20 failed, 0 errors") != NULL);
 }
 
-Test(harness_cli_hostile, segfault) { campaign_fails_every_case(AC_HOSTILE_PLUGIN_SEGV, "hostile-segv", "kernel:crash", ""); }
-Test(harness_cli_hostile, abort) { campaign_fails_every_case(AC_HOSTILE_PLUGIN_ABORT, "hostile-abort", "kernel:crash", ""); }
+Test(harness_cli_hostile, segfault)
+{
+    campaign_fails_every_case(AC_HOSTILE_PLUGIN_SEGV, "hostile-segv", "kernel:crash", "");
+}
+Test(harness_cli_hostile, abort)
+{
+    campaign_fails_every_case(AC_HOSTILE_PLUGIN_ABORT, "hostile-abort", "kernel:crash", "");
+}
 Test(harness_cli_hostile, exit_0_is_no_pass)
 {
     campaign_fails_every_case(AC_HOSTILE_PLUGIN_EXIT0, "hostile-exit0", "kernel:exited", "");
@@ -144,8 +150,7 @@ Test(harness_cli_hostile, errbuf_overflow)
 }
 Test(harness_cli_hostile, scribbles_are_caught_in_process_too)
 {
-    campaign_fails_every_case(AC_HOSTILE_PLUGIN_O_PAST, "hostile-o-past", "kernel:out-of-bounds-write",
-                              "--in-process");
+    campaign_fails_every_case(AC_HOSTILE_PLUGIN_O_PAST, "hostile-o-past", "kernel:out-of-bounds-write", "--in-process");
 }
 
 Test(harness_cli_hostile, a_crash_above_64_keys_shrinks_to_nk_65_and_the_rest_pass)
@@ -156,13 +161,16 @@ Test(harness_cli_hostile, a_crash_above_64_keys_shrinks_to_nk_65_and_the_rest_pa
     const char *summary = strstr(out, "hostile-crash-nk64: 20 cases, ");
     cr_assert_not_null(summary, "%s", out);
     long passed = -1, fails = -1, errors = -1;
-    cr_assert_eq(sscanf(summary, "hostile-crash-nk64: 20 cases, %ld passed, %ld failed, %ld errors", &passed, &fails,
-                        &errors), 3, "%s", out);
+    cr_assert_eq(
+        sscanf(summary, "hostile-crash-nk64: 20 cases, %ld passed, %ld failed, %ld errors", &passed, &fails, &errors),
+        3, "%s", out);
     cr_assert(fails > 0 && errors == 0 && passed + fails == 20, "the campaign must go on after a crash:\n%s", out);
     /* every failure is the one crash, shrunk to the 65 keys it needs: one distinct failure, counted fails times */
     char distinct[256];
-    snprintf(distinct, sizeof distinct, "  %ldx hostile-crash-nk64 [kernel:crash] v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=65 "
-             "d=1 dtype=f32 mask=none layout=bhsd dist=normal(0,1) scale=auto", fails);
+    snprintf(distinct, sizeof distinct,
+             "  %ldx hostile-crash-nk64 [kernel:crash] v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=65 "
+             "d=1 dtype=f32 mask=none layout=bhsd dist=normal(0,1) scale=auto",
+             fails);
     cr_assert_not_null(strstr(out, distinct), "no '%s' in:\n%s", distinct, out);
     cr_assert_eq(count_of(out, "FAIL hostile-crash-nk64 [kernel:crash] "), 1, "printed once:\n%s", out);
 }
@@ -170,11 +178,13 @@ Test(harness_cli_hostile, a_crash_above_64_keys_shrinks_to_nk_65_and_the_rest_pa
 Test(harness_cli_hostile, run_replays_a_crash_as_a_failure)
 {
     int st = attncheck("run --plugin '%s' --kernel hostile-crash-nk64 --case 'v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=65 "
-                       "d=1 dtype=f32'", AC_HOSTILE_PLUGIN_CRASH_NK64);
+                       "d=1 dtype=f32'",
+                       AC_HOSTILE_PLUGIN_CRASH_NK64);
     cr_assert_eq(st, 1, "%s", out);
     cr_assert(strstr(out, "FAIL  --case:1  [kernel:crash] crash: kernel hostile-crash-nk64") != NULL, "%s", out);
     st = attncheck("run --plugin '%s' --kernel hostile-crash-nk64 --case 'v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=64 "
-                   "d=1 dtype=f32'", AC_HOSTILE_PLUGIN_CRASH_NK64);
+                   "d=1 dtype=f32'",
+                   AC_HOSTILE_PLUGIN_CRASH_NK64);
     cr_assert_eq(st, 0, "64 keys are fine:\n%s", out);
 }
 

@@ -71,8 +71,8 @@ Test(harness_cli_hostile_inputs, a_run_stopped_with_exit_2_leaves_existing_repor
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         put("old.json", "OLD-JSON\n");
         put("old.xml", "OLD-XML\n");
-        cr_assert_eq(attncheck("%s --json old.json --junit old.xml --markdown new.md", runs[i]), 2, "%s:\n%s",
-                     runs[i], out);
+        cr_assert_eq(attncheck("%s --json old.json --junit old.xml --markdown new.md", runs[i]), 2, "%s:\n%s", runs[i],
+                     out);
         assert_text("old.json", "OLD-JSON\n");
         assert_text("old.xml", "OLD-XML\n");
         cr_assert_neq(access(path_of("new.md"), F_OK), 0, "%s wrote a Markdown report", runs[i]);
@@ -128,8 +128,8 @@ Test(harness_cli_hostile_inputs, devices_fifos_and_folders_as_inputs_are_refused
 
 Test(harness_cli_hostile_inputs, numbers_on_the_command_line_are_read_strictly)
 {
-    const char *bad[] = {"fuzz --seed ' -1'", "fuzz --seed=-1", "fuzz --seed 0x10", "fuzz --cases +5",
-                         "fuzz --cases ' 5'", "fuzz --time inf", "fuzz --time 1e400", "fuzz --time 0x10",
+    const char *bad[] = {"fuzz --seed ' -1'",    "fuzz --seed=-1",          "fuzz --seed 0x10",      "fuzz --cases +5",
+                         "fuzz --cases ' 5'",    "fuzz --time inf",         "fuzz --time 1e400",     "fuzz --time 0x10",
                          "fuzz --cert-rows 1.0", "fuzz --max-seqlen '64 '", "prove --clean-cases -0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_assert_eq(attncheck("%s", bad[i]), 2, "%s accepted:\n%s", bad[i], out);
@@ -161,7 +161,8 @@ static void put_inputs(const char *folder, const char *line)
     const void *data[3] = {in.q, in.k, in.v};
     for (int i = 0; i < 3; i++) {
         bool q_like = i == 0;
-        ac_tensor t = {.dtype = AC_TF_F32, .ndim = 4,
+        ac_tensor t = {.dtype = AC_TF_F32,
+                       .ndim = 4,
                        .shape = {in.p.batch, q_like ? in.p.heads_q : in.p.heads_kv,
                                  q_like ? in.p.seqlen_q : in.p.seqlen_k, in.p.head_dim},
                        .data = (void *)data[i]};
@@ -213,8 +214,7 @@ Test(harness_cli_hostile_inputs, reference_never_writes_over_its_inputs)
     cr_assert_eq(attncheck("reference in.safetensors --out in.safetensors"), 2, "%s", out);
     assert_says("would overwrite the input");
     cr_assert_eq(attncheck("reference in.safetensors --out alias.safetensors"), 2, "%s", out);
-    cr_assert_eq(ac_safetensors_read(path_of("in.safetensors"), &set, &err), AC_OK, "the inputs survive: %s",
-                 err.msg);
+    cr_assert_eq(ac_safetensors_read(path_of("in.safetensors"), &set, &err), AC_OK, "the inputs survive: %s", err.msg);
     cr_assert_eq(set.n, 3);
     ac_tensor_set_free(&set);
     for (int i = 0; i < 3; i++)

@@ -117,7 +117,8 @@ static char *slurp(const char *path)
 }
 
 /* A small campaign of a mutant: failures, shrinking, distinct minimal lines. */
-#define CAMPAIGN "fuzz --kernel cpu-flash-mutant-gqa-head-mod --seed 4 --cases 24 --max-seqlen 40 --shrink-steps 30 --quiet"
+#define CAMPAIGN \
+    "fuzz --kernel cpu-flash-mutant-gqa-head-mod --seed 4 --cases 24 --max-seqlen 40 --shrink-steps 30 --quiet"
 
 Test(harness_merge, shards_merged_equal_the_unsharded_run, .init = make_dir, .fini = remove_dir)
 {
@@ -159,8 +160,7 @@ Test(harness_fuzz, jobs_do_not_change_the_records_or_the_summary, .init = make_d
 
 #define SMALL "fuzz --kernel cpu-flash --seed 2 --cases 12 --max-seqlen 24 --quiet --jobs 1"
 
-Test(harness_fuzz, a_slurm_array_task_is_a_shard_and_another_array_is_refused, .init = make_dir,
-     .fini = remove_dir)
+Test(harness_fuzz, a_slurm_array_task_is_a_shard_and_another_array_is_refused, .init = make_dir, .fini = remove_dir)
 {
     cr_assert_eq(run(NULL, SMALL " --shard 1/3 --json %s", in_dir("flag.jsonl")), 0, "%s", out);
     const char *array = "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=3 SLURM_ARRAY_TASK_MIN=0 "
@@ -181,8 +181,7 @@ Test(harness_fuzz, a_slurm_array_task_is_a_shard_and_another_array_is_refused, .
     free(a), free(b);
 }
 
-Test(harness_merge, what_is_not_one_campaign_is_refused_and_missing_cases_named, .init = make_dir,
-     .fini = remove_dir)
+Test(harness_merge, what_is_not_one_campaign_is_refused_and_missing_cases_named, .init = make_dir, .fini = remove_dir)
 {
     for (int i = 0; i < 2; i++) {
         char name[16];
@@ -198,12 +197,18 @@ Test(harness_merge, what_is_not_one_campaign_is_refused_and_missing_cases_named,
     char *half = slurp(in_dir("half.jsonl"));
     cr_assert_not_null(strstr(half, "\"missing\":6"), "the campaign record counts them");
     free(half);
-    cr_assert_eq(run(NULL, "fuzz --kernel cpu-flash --seed 3 --cases 12 --max-seqlen 24 --quiet --jobs 1 "
-                           "--shard 1/2 --json %s", in_dir("seed3.jsonl")), 0);
+    cr_assert_eq(run(NULL,
+                     "fuzz --kernel cpu-flash --seed 3 --cases 12 --max-seqlen 24 --quiet --jobs 1 "
+                     "--shard 1/2 --json %s",
+                     in_dir("seed3.jsonl")),
+                 0);
     cr_assert_eq(run(NULL, "merge %s %s", in_dir("s0.jsonl"), in_dir("seed3.jsonl")), 2);
     cr_assert_not_null(strstr(out, "seed is 2 in one, 3 in the other"), "%s", out);
-    cr_assert_eq(run(NULL, "fuzz --kernel cpu-flash-128x64 --seed 2 --cases 12 --max-seqlen 24 --quiet --jobs 1 "
-                           "--shard 1/2 --json %s", in_dir("other.jsonl")), 0);
+    cr_assert_eq(run(NULL,
+                     "fuzz --kernel cpu-flash-128x64 --seed 2 --cases 12 --max-seqlen 24 --quiet --jobs 1 "
+                     "--shard 1/2 --json %s",
+                     in_dir("other.jsonl")),
+                 0);
     cr_assert_eq(run(NULL, "merge %s %s", in_dir("s0.jsonl"), in_dir("other.jsonl")), 2);
     cr_assert_not_null(strstr(out, "kernel is \"cpu-flash\" in one, \"cpu-flash-128x64\""), "%s", out);
     cr_assert_eq(run(NULL, "merge"), 2, "no file is bad usage");

@@ -12,8 +12,9 @@
 #include "harness/exec/exec.h"
 #include "harness/files/files.h"
 
-static const char *const known_fields[] = {"name", "description", "dtypes", "head_dims", "max_head_dim", "masks",
-                                           "layouts", "gqa", "varlen", "backward", "max_seqlen", "paged", "split"};
+static const char *const known_fields[] = {"name",       "description", "dtypes", "head_dims", "max_head_dim",
+                                           "masks",      "layouts",     "gqa",    "varlen",    "backward",
+                                           "max_seqlen", "paged",       "split"};
 enum { N_FIELDS = (int)(sizeof known_fields / sizeof known_fields[0]) };
 
 typedef struct {
@@ -35,9 +36,11 @@ static int check_fields(const cJSON *root, const where *w)
         while (i < N_FIELDS && strcmp(f->string, known_fields[i]) != 0)
             i++;
         if (i == N_FIELDS)
-            return ac_fail(w->err, AC_ERR_INPUT, "%s: unknown field \"%s\" (fields: name, description, dtypes, "
-                           "head_dims or max_head_dim, masks, layouts, gqa, varlen, backward, max_seqlen, paged, split)",
-                           w->label, f->string);
+            return ac_fail(
+                w->err, AC_ERR_INPUT,
+                "%s: unknown field \"%s\" (fields: name, description, dtypes, "
+                "head_dims or max_head_dim, masks, layouts, gqa, varlen, backward, max_seqlen, paged, split)",
+                w->label, f->string);
     }
     return AC_OK;
 }
@@ -123,14 +126,18 @@ static int mask_caps(unsigned kinds, unsigned *caps, const where *w)
         bool listed = kinds & (1u << k), implied = (*caps & needs) == needs;
         char what[256];
         if (listed && !implied) {
-            snprintf(what, sizeof what, "lists %s without %s: a window is claimed in the alignments claimed for "
-                     "causal (as in the plugin ABI)", ac_mask_name((ac_mask_kind)k),
+            snprintf(what, sizeof what,
+                     "lists %s without %s: a window is claimed in the alignments claimed for "
+                     "causal (as in the plugin ABI)",
+                     ac_mask_name((ac_mask_kind)k),
                      ac_mask_align((ac_mask_kind)k) == AC_ALIGN_BOTTOM_RIGHT ? "causal-br" : "causal-tl");
             return bad(w, "masks", what);
         }
         if (implied && !listed) {
-            snprintf(what, sizeof what, "implies %s (one window bit for both alignments claimed for causal, as in "
-                     "the plugin ABI): list it too, or drop the window", ac_mask_name((ac_mask_kind)k));
+            snprintf(what, sizeof what,
+                     "implies %s (one window bit for both alignments claimed for causal, as in "
+                     "the plugin ABI): list it too, or drop the window",
+                     ac_mask_name((ac_mask_kind)k));
             return bad(w, "masks", what);
         }
     }
@@ -156,7 +163,8 @@ static int head_dims(const cJSON *root, ac_caps *c, const where *w)
         int st = integer(e, "head_dims", 1, AC_MAX_HEAD_DIM, &c->head_dims[c->n_head_dims], w);
         if (st != AC_OK)
             return st;
-        c->max_head_dim = c->head_dims[c->n_head_dims] > c->max_head_dim ? c->head_dims[c->n_head_dims] : c->max_head_dim;
+        c->max_head_dim =
+            c->head_dims[c->n_head_dims] > c->max_head_dim ? c->head_dims[c->n_head_dims] : c->max_head_dim;
         c->n_head_dims++;
     }
     return AC_OK;

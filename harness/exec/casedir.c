@@ -38,7 +38,9 @@ static int write_descales(const char *dir, const ac_problem *p, ac_err *err);
 static ac_tensor shaped(const ac_problem *p, bool q_like, ac_tfile_dtype t, const void *data)
 {
     if (!q_like && p->page_size > 0) { /* a paged cache: (num_pages, page_size, heads_kv, head_dim) */
-        ac_tensor x = {.dtype = t, .ndim = 4, .data = (void *)data,
+        ac_tensor x = {.dtype = t,
+                       .ndim = 4,
+                       .data = (void *)data,
                        .shape = {p->num_pages, p->page_size, p->heads_kv, p->head_dim}};
         x.n_elems = (size_t)p->num_pages * (size_t)p->page_size * (size_t)p->heads_kv * (size_t)p->head_dim;
         return x;
@@ -54,8 +56,11 @@ static ac_tensor shaped(const ac_problem *p, bool q_like, ac_tfile_dtype t, cons
 
 static ac_tensor lse_shaped(const ac_problem *p, const void *data)
 {
-    ac_tensor x = {.dtype = AC_TF_F32, .ndim = 3, .data = (void *)data,
-                   .shape = {p->batch, p->heads_q, p->seqlen_q}, .n_elems = ac_lse_elems(p)};
+    ac_tensor x = {.dtype = AC_TF_F32,
+                   .ndim = 3,
+                   .data = (void *)data,
+                   .shape = {p->batch, p->heads_q, p->seqlen_q},
+                   .n_elems = ac_lse_elems(p)};
     return x;
 }
 
@@ -210,14 +215,16 @@ int ac_case_dir_write(const char *dir, const ac_case_files *cf, ac_err *err)
             st = write_npy(dir, "lse", &l, err);
     }
     if (st == AC_OK && p->dense_mask) {
-        ac_tensor m = {.dtype = AC_TF_U8, .ndim = 4, .data = (void *)p->dense_mask,
+        ac_tensor m = {.dtype = AC_TF_U8,
+                       .ndim = 4,
+                       .data = (void *)p->dense_mask,
                        .shape = {p->mask_batch, p->mask_heads, p->seqlen_q, p->seqlen_k}};
         m.n_elems = (size_t)p->mask_batch * (size_t)p->mask_heads * (size_t)p->seqlen_q * (size_t)p->seqlen_k;
         st = write_npy(dir, "mask", &m, err);
     }
     if (st == AC_OK && p->page_size > 0) {
-        ac_tensor bt = {.dtype = AC_TF_I32, .ndim = 2, .data = (void *)p->block_table,
-                        .shape = {p->batch, p->pages_per_seq}};
+        ac_tensor bt = {
+            .dtype = AC_TF_I32, .ndim = 2, .data = (void *)p->block_table, .shape = {p->batch, p->pages_per_seq}};
         bt.n_elems = (size_t)p->batch * (size_t)p->pages_per_seq;
         st = write_npy(dir, "block_table", &bt, err);
     }
@@ -282,8 +289,8 @@ static int read_output(const char *dir, const char *name, const ac_tensor *want,
     return st;
 }
 
-int ac_case_dir_read_outputs(const char *out_dir, const ac_problem *p, ac_dtype t, bool backward, void *o,
-                             float *lse, void *dq, void *dk, void *dv, ac_err *err)
+int ac_case_dir_read_outputs(const char *out_dir, const ac_problem *p, ac_dtype t, bool backward, void *o, float *lse,
+                             void *dq, void *dk, void *dv, ac_err *err)
 {
     ac_tfile_dtype out_t = file_dtype(out_dtype_of(p, t));
     ac_tensor q_like = shaped(p, true, out_t, NULL), k_like = shaped(p, false, out_t, NULL);
@@ -344,8 +351,9 @@ static int paged_from(const cJSON *root, const char *dir, const char *path, ac_c
         size->valuedouble > (1 << 20))
         return ac_fail(err, AC_ERR_INPUT, "%s: \"page_size\" must be a whole number in 1..%d with a block table", path,
                        1 << 20);
-    if (strchr(table, '/') || snprintf(o->block_table_file, sizeof o->block_table_file, "%s/%s", dir, table) >=
-                                  (int)sizeof o->block_table_file)
+    if (strchr(table, '/') ||
+        snprintf(o->block_table_file, sizeof o->block_table_file, "%s/%s", dir, table) >=
+            (int)sizeof o->block_table_file)
         return ac_fail(err, AC_ERR_INPUT, "%s: \"block_table\" must name a file in %s", path, dir);
     o->page_size = (int)size->valuedouble;
     return AC_OK;
@@ -376,8 +384,8 @@ static int options_from(const cJSON *root, const char *dir, const char *path, ac
     st = paged_from(root, dir, path, o, err);
     if (st != AC_OK)
         return st;
-    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "descale_files"), *grain =
-        cJSON_GetObjectItemCaseSensitive(root, "descale");
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "descale_files"),
+                *grain = cJSON_GetObjectItemCaseSensitive(root, "descale");
     for (int i = 0; cJSON_IsArray(files) && i < 3; i++) { /* fp8: the factors beside the tensors */
         const cJSON *name = cJSON_GetArrayItem(files, i);
         if (!cJSON_IsString(name) || strchr(name->valuestring, '/') ||
@@ -388,8 +396,9 @@ static int options_from(const cJSON *root, const char *dir, const char *path, ac
         snprintf(o->descale_block, sizeof o->descale_block, "%d", (int)grain->valuedouble);
     if (!strcmp(o->mask, "none") || !strcmp(o->mask, "dense"))
         o->mask[0] = '\0'; /* no window: the dense part, if any, is the file */
-    if (dense[0] && (strchr(dense, '/') || snprintf(o->mask_file, sizeof o->mask_file, "%s/%s", dir, dense) >=
-                                              (int)sizeof o->mask_file))
+    if (dense[0] &&
+        (strchr(dense, '/') ||
+         snprintf(o->mask_file, sizeof o->mask_file, "%s/%s", dir, dense) >= (int)sizeof o->mask_file))
         return ac_fail(err, AC_ERR_INPUT, "%s: \"dense_mask\" must name a file in %s", path, dir);
     return AC_OK;
 }

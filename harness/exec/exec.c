@@ -33,9 +33,9 @@ typedef struct exec_ctx {
     ac_exec_mode mode;
     double timeout_s;
     char dir[AC_PATH_LEN], in_dir[AC_PATH_LEN], out_dir[AC_PATH_LEN], log_path[AC_PATH_LEN];
-    pid_t pid;          /* the persistent process; 0 when none runs */
+    pid_t pid; /* the persistent process; 0 when none runs */
     int to_child, from_child;
-    char reply[4096];   /* what it said, up to a newline */
+    char reply[4096]; /* what it said, up to a newline */
     size_t reply_len;
     long starts;
     struct exec_ctx *next;
@@ -81,8 +81,8 @@ static int make_scratch(exec_ctx *c, ac_err *err)
     if (snprintf(c->dir, sizeof c->dir, "%s/attncheck-exec-XXXXXX", base) >= (int)sizeof c->dir || !mkdtemp(c->dir))
         return ac_fail(err, AC_ERR_ENV, "exec: cannot create a scratch directory in %s: %s", base, strerror(errno));
     bool fits = snprintf(c->in_dir, sizeof c->in_dir, "%.4000s/in", c->dir) < (int)sizeof c->in_dir &&
-                snprintf(c->out_dir, sizeof c->out_dir, "%.4000s/out", c->dir) < (int)sizeof c->out_dir &&
-                snprintf(c->log_path, sizeof c->log_path, "%.4000s/log", c->dir) < (int)sizeof c->log_path;
+        snprintf(c->out_dir, sizeof c->out_dir, "%.4000s/out", c->dir) < (int)sizeof c->out_dir &&
+        snprintf(c->log_path, sizeof c->log_path, "%.4000s/log", c->dir) < (int)sizeof c->log_path;
     return fits ? AC_OK : ac_fail(err, AC_ERR_ENV, "exec: scratch path too long: %s", c->dir);
 }
 
@@ -220,8 +220,8 @@ static int ended(const exec_ctx *c, int status, const char *what, ac_err *err)
                        strsignal(WTERMSIG(status)), tail);
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     if (code == 126 || code == 127)
-        return ac_fail(err, AC_ERR_INPUT, "--exec: the shell could not run '%s' (exit status %d); %s", c->command,
-                       code, tail);
+        return ac_fail(err, AC_ERR_INPUT, "--exec: the shell could not run '%s' (exit status %d); %s", c->command, code,
+                       tail);
     if (code > 128 && code < 128 + 32) /* a shell reporting its child's signal */
         return ac_fail(err, AC_KERNEL_FAULT, "crash: %s ended with status %d (signal %d, %s); %s", what, code,
                        code - 128, strsignal(code - 128), tail);
@@ -244,8 +244,10 @@ static int run_oneshot(exec_ctx *c, ac_err *err)
     int status = 0;
     if (!wait_until(pid, now() + c->timeout_s, &status)) {
         kill_group(pid);
-        return ac_fail(err, AC_KERNEL_FAULT, "timeout: the command did not exit within %g s (--exec-timeout); "
-                       "it was killed", c->timeout_s);
+        return ac_fail(err, AC_KERNEL_FAULT,
+                       "timeout: the command did not exit within %g s (--exec-timeout); "
+                       "it was killed",
+                       c->timeout_s);
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return AC_OK;
@@ -300,7 +302,8 @@ static int died(exec_ctx *c, ac_err *err)
     c->pid = 0;
     if (!wait_until(pid, now() + 2.0, &status)) {
         kill_group(pid);
-        return ac_fail(err, AC_KERNEL_FAULT, "exited: the persistent process closed its stdout without answering "
+        return ac_fail(err, AC_KERNEL_FAULT,
+                       "exited: the persistent process closed its stdout without answering "
                        "and was killed");
     }
     return ended(c, status, "the persistent process", err);
@@ -321,8 +324,10 @@ static int read_reply(exec_ctx *c, double deadline, ac_err *err)
         if (ready < 0 && errno == EINTR)
             continue;
         if (ready <= 0)
-            return ac_fail(err, AC_KERNEL_FAULT, "timeout: no answer within %g s (--exec-timeout); the persistent "
-                           "process was killed and will be restarted", c->timeout_s);
+            return ac_fail(err, AC_KERNEL_FAULT,
+                           "timeout: no answer within %g s (--exec-timeout); the persistent "
+                           "process was killed and will be restarted",
+                           c->timeout_s);
         ssize_t got = read(c->from_child, c->reply + c->reply_len, sizeof c->reply - 1 - c->reply_len);
         if (got <= 0)
             return died(c, err);
@@ -375,8 +380,7 @@ static int run_persistent(exec_ctx *c, ac_err *err)
 
 /* ---- the kernel's entry points ------------------------------------------------------- */
 
-static int call(exec_ctx *c, const ac_case_files *cf, void *o, float *lse, void *dq, void *dk, void *dv,
-                ac_err *err)
+static int call(exec_ctx *c, const ac_case_files *cf, void *o, float *lse, void *dq, void *dk, void *dv, ac_err *err)
 {
     int st = fresh_dir(c->in_dir, err);
     if (st == AC_OK)
@@ -393,16 +397,25 @@ static int call(exec_ctx *c, const ac_case_files *cf, void *o, float *lse, void 
 static int exec_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
 {
     exec_ctx *c = (exec_ctx *)self->ctx; /* the registry's copy is const; the state is ours */
-    ac_case_files cf = {.p = p, .dtype = t, .case_line = ac_run_current_line(), .q = a->q, .k = a->k, .v = a->v,
-                        .out_dir = c->out_dir};
+    ac_case_files cf = {
+        .p = p, .dtype = t, .case_line = ac_run_current_line(), .q = a->q, .k = a->k, .v = a->v, .out_dir = c->out_dir};
     return call(c, &cf, a->o, a->lse, NULL, NULL, NULL, err);
 }
 
 static int exec_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
 {
     exec_ctx *c = (exec_ctx *)self->ctx;
-    ac_case_files cf = {.p = p, .dtype = t, .case_line = ac_run_current_line(), .q = a->q, .k = a->k, .v = a->v,
-                        .d_o = a->d_o, .o = a->o, .lse = a->lse, .backward = true, .out_dir = c->out_dir};
+    ac_case_files cf = {.p = p,
+                        .dtype = t,
+                        .case_line = ac_run_current_line(),
+                        .q = a->q,
+                        .k = a->k,
+                        .v = a->v,
+                        .d_o = a->d_o,
+                        .o = a->o,
+                        .lse = a->lse,
+                        .backward = true,
+                        .out_dir = c->out_dir};
     return call(c, &cf, NULL, NULL, a->dq, a->dk, a->dv, err);
 }
 
@@ -423,14 +436,20 @@ static int check_spec(const ac_exec_spec *s, ac_err *err)
     if (!s->command || !s->command[strspn(s->command, " \t")])
         return ac_fail(err, AC_ERR_INPUT, "%s: an empty command", opt);
     if (!s->caps_path)
-        return ac_fail(err, AC_ERR_INPUT, "%s needs --caps FILE: what the kernel claims (dtypes, head dims, masks, "
-                       "layouts, ...; see plugins/numpy_attention.caps.json)", opt);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "%s needs --caps FILE: what the kernel claims (dtypes, head dims, masks, "
+                       "layouts, ...; see plugins/numpy_attention.caps.json)",
+                       opt);
     if (s->mode == AC_EXEC_ONESHOT && !has_in)
-        return ac_fail(err, AC_ERR_INPUT, "--exec '%s': the command needs {in} (the case directory) and usually "
-                       "{out}, e.g. 'python3 k.py {in} {out}'", s->command);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "--exec '%s': the command needs {in} (the case directory) and usually "
+                       "{out}, e.g. 'python3 k.py {in} {out}'",
+                       s->command);
     if (s->mode == AC_EXEC_PERSISTENT && (has_in || strstr(s->command, "{out}")))
-        return ac_fail(err, AC_ERR_INPUT, "--exec-persistent '%s': the command is started once and reads case "
-                       "directories on stdin: no {in} or {out} in it", s->command);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "--exec-persistent '%s': the command is started once and reads case "
+                       "directories on stdin: no {in} or {out} in it",
+                       s->command);
     if (s->timeout_s < 0)
         return ac_fail(err, AC_ERR_INPUT, "--exec-timeout must be > 0");
     return AC_OK;

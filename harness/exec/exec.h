@@ -44,13 +44,13 @@
  * `gen` gives d_o without backward: every output is wanted. */
 typedef struct {
     const ac_problem *p;
-    ac_dtype dtype;        /* of q, k, v, do; outputs are ac_dtype_output(dtype), lse f32 */
+    ac_dtype dtype; /* of q, k, v, do; outputs are ac_dtype_output(dtype), lse f32 */
     const char *case_line; /* NULL when there is none (check --kernel) */
     const void *q, *k, *v;
-    const void *d_o, *o;   /* NULL on a forward call */
-    const float *lse;      /* NULL on a forward call */
-    bool backward;         /* wants dq, dk, dv instead of o, lse */
-    const char *out_dir;   /* where the outputs go: problem.json's "out" */
+    const void *d_o, *o; /* NULL on a forward call */
+    const float *lse; /* NULL on a forward call */
+    bool backward; /* wants dq, dk, dv instead of o, lse */
+    const char *out_dir; /* where the outputs go: problem.json's "out" */
 } ac_case_files;
 
 /* Writes the .npy files and problem.json into dir (which must exist). */
@@ -60,19 +60,20 @@ int ac_case_dir_write(const char *dir, const ac_case_files *cf, ac_err *err);
  * the problem): o, lse on a forward call, dq, dk, dv on a backward one.
  * AC_KERNEL_FAULT "missing-X: ..." / "malformed-X: ..." for a file that is not
  * there or not right; AC_ERR_ENV when memory runs out. */
-int ac_case_dir_read_outputs(const char *out_dir, const ac_problem *p, ac_dtype t, bool backward, void *o,
-                             float *lse, void *dq, void *dk, void *dv, ac_err *err);
+int ac_case_dir_read_outputs(const char *out_dir, const ac_problem *p, ac_dtype t, bool backward, void *o, float *lse,
+                             void *dq, void *dk, void *dv, ac_err *err);
 
 /* A problem.json read back for `check` and `reference`: the options it stands
  * for, as the command line would spell them (strings owned by the struct). */
 typedef struct {
     char dtype[16], layout[8], mask[96], scale[40];
     char seqlens_q[4096], seqlens_k[4096]; /* "" when absent */
-    char mask_file[4200];                  /* "" when absent */
-    char case_line[1024];                  /* "" when absent */
-    char block_table_file[4200];           /* a paged cache: DIR/block_table.npy; "" when absent */
-    int page_size;                         /* 0 when absent */
-    char descale[3][4200], descale_block[16]; /* fp8: the factors' files in dir and the rows per block; "" when absent */
+    char mask_file[4200]; /* "" when absent */
+    char case_line[1024]; /* "" when absent */
+    char block_table_file[4200]; /* a paged cache: DIR/block_table.npy; "" when absent */
+    int page_size; /* 0 when absent */
+    char descale[3][4200],
+        descale_block[16]; /* fp8: the factors' files in dir and the rows per block; "" when absent */
 } ac_case_options;
 /* AC_OK and *found = false when dir has no problem.json; AC_ERR_INPUT naming
  * the field when it is there but wrong. */
@@ -101,11 +102,11 @@ typedef enum { AC_EXEC_ONESHOT = 0, AC_EXEC_PERSISTENT = 1 } ac_exec_mode;
 #define AC_EXEC_DEFAULT_TIMEOUT 60.0 /* seconds per call: room for Python's imports on the first one */
 
 typedef struct {
-    const char *command;   /* run by /bin/sh -c; one-shot: {in} and {out} are replaced by the directories */
+    const char *command; /* run by /bin/sh -c; one-shot: {in} and {out} are replaced by the directories */
     ac_exec_mode mode;
     const char *caps_path; /* the capabilities file */
-    const char *name;      /* NULL: the caps file's "name" */
-    double timeout_s;      /* per call; 0: AC_EXEC_DEFAULT_TIMEOUT */
+    const char *name; /* NULL: the caps file's "name" */
+    double timeout_s; /* per call; 0: AC_EXEC_DEFAULT_TIMEOUT */
 } ac_exec_spec;
 
 /* Checks the spec, reads the caps and registers the kernel (ac_kernel_add);

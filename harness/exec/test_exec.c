@@ -48,9 +48,11 @@ static const char *caps_file(const char *name)
     const char *path = path_of("caps.json");
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
-    fprintf(f, "{\"name\": \"%s\", \"dtypes\": [\"f32\", \"f16\", \"bf16\"], \"max_head_dim\": 256, \"masks\": "
-               "[\"none\", \"causal-tl\", \"causal-br\", \"window-tl\", \"window-br\", \"dense\"], \"layouts\": "
-               "[\"bhsd\", \"bshd\"], \"gqa\": true, \"varlen\": true, \"backward\": true}", name);
+    fprintf(f,
+            "{\"name\": \"%s\", \"dtypes\": [\"f32\", \"f16\", \"bf16\"], \"max_head_dim\": 256, \"masks\": "
+            "[\"none\", \"causal-tl\", \"causal-br\", \"window-tl\", \"window-br\", \"dense\"], \"layouts\": "
+            "[\"bhsd\", \"bshd\"], \"gqa\": true, \"varlen\": true, \"backward\": true}",
+            name);
     fclose(f);
     return path;
 }
@@ -93,7 +95,8 @@ static int forward(const ac_kernel *k, call *c, ac_err *err)
     return k->forward(k, &c->in.p, c->in.c.dtype, &a, err);
 }
 
-#define LINE_F16 "v1 seed=3 b=1 hq=2 hkv=1 nq=5 nk=7 d=4 dtype=f16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"
+#define LINE_F16 \
+    "v1 seed=3 b=1 hq=2 hkv=1 nq=5 nk=7 d=4 dtype=f16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"
 
 TestSuite(harness_exec, .init = make_dir, .fini = remove_dir);
 
@@ -107,21 +110,26 @@ ParameterizedTestParameters(harness_exec, bad_caps_files_are_refused_naming_the_
 {
     static bad_caps cases[] = {
         {"{\"dtypes\": [\"f16\"], \"max_head_dim\": 64, \"masks\": [\"none\"], \"layouts\": [\"bhsd\"], "
-         "\"dtype\": 1}", "unknown field \"dtype\""},
+         "\"dtype\": 1}",
+         "unknown field \"dtype\""},
         {"{\"dtypes\": [\"f8\"], \"max_head_dim\": 64, \"masks\": [\"none\"], \"layouts\": [\"bhsd\"]}",
          "\"dtypes\" has an unknown entry 'f8'"},
         {"{\"dtypes\": [\"f16\"], \"max_head_dim\": 64, \"masks\": [\"window-br\"], \"layouts\": [\"bhsd\"]}",
          "\"masks\" lists window-br without causal-br"},
         {"{\"dtypes\": [\"f16\"], \"max_head_dim\": 64, \"masks\": [\"causal-tl\", \"causal-br\", \"window-tl\"], "
-         "\"layouts\": [\"bhsd\"]}", "\"masks\" implies window-br"},
+         "\"layouts\": [\"bhsd\"]}",
+         "\"masks\" implies window-br"},
         {"{\"dtypes\": [\"f16\"], \"head_dims\": [64], \"max_head_dim\": 64, \"masks\": [\"none\"], "
-         "\"layouts\": [\"bhsd\"]}", "give \"head_dims\" (a list) or \"max_head_dim\", one of them"},
+         "\"layouts\": [\"bhsd\"]}",
+         "give \"head_dims\" (a list) or \"max_head_dim\", one of them"},
         {"{\"dtypes\": [\"f16\"], \"head_dims\": [0], \"masks\": [\"none\"], \"layouts\": [\"bhsd\"]}",
          "\"head_dims\" must be a whole number in 1..512"},
         {"{\"dtypes\": [\"f16\"], \"max_head_dim\": 64, \"masks\": [\"none\"], \"layouts\": [\"bhsd\"], "
-         "\"gqa\": \"yes\"}", "\"gqa\" must be true or false"},
+         "\"gqa\": \"yes\"}",
+         "\"gqa\" must be true or false"},
         {"{\"name\": \"a b\", \"dtypes\": [\"f16\"], \"max_head_dim\": 64, \"masks\": [\"none\"], "
-         "\"layouts\": [\"bhsd\"]}", "\"name\" must be 1-63 characters"},
+         "\"layouts\": [\"bhsd\"]}",
+         "\"name\" must be 1-63 characters"},
         {"{\"dtypes\": [], \"max_head_dim\": 64, \"masks\": [\"none\"], \"layouts\": [\"bhsd\"]}",
          "\"dtypes\" must be a non-empty list"},
         {"[1, 2]", "expected a JSON object"},
@@ -135,8 +143,7 @@ ParameterizedTest(bad_caps *c, harness_exec, bad_caps_files_are_refused_naming_t
     ac_caps caps;
     char name[64];
     ac_err err = {{0}};
-    cr_assert_eq(ac_exec_caps_parse(c->json, strlen(c->json), "k.json", &caps, name, sizeof name, &err),
-                 AC_ERR_INPUT);
+    cr_assert_eq(ac_exec_caps_parse(c->json, strlen(c->json), "k.json", &caps, name, sizeof name, &err), AC_ERR_INPUT);
     cr_assert(strstr(err.msg, c->names) != NULL, "'%s' does not say '%s'", err.msg, c->names);
     cr_assert(strncmp(err.msg, "k.json: ", 8) == 0, "%s", err.msg);
 }
@@ -164,10 +171,16 @@ Test(harness_exec, the_shipped_caps_file_claims_what_it_says)
 Test(harness_exec, a_case_directory_holds_the_exact_inputs_and_the_problem)
 {
     call c;
-    call_make(&c, "v1 seed=9 b=2 hq=4 hkv=2 nq=6 nk=9 d=8 dtype=bf16 mask=window-br(3,inf) seqlens-k=9,4 "
-                  "layout=bshd dist=normal(0,2) scale=0.3");
-    ac_case_files cf = {.p = &c.in.p, .dtype = AC_BF16, .case_line = "LINE", .q = c.in.q, .k = c.in.k,
-                        .v = c.in.v, .out_dir = "/somewhere"};
+    call_make(&c,
+              "v1 seed=9 b=2 hq=4 hkv=2 nq=6 nk=9 d=8 dtype=bf16 mask=window-br(3,inf) seqlens-k=9,4 "
+              "layout=bshd dist=normal(0,2) scale=0.3");
+    ac_case_files cf = {.p = &c.in.p,
+                        .dtype = AC_BF16,
+                        .case_line = "LINE",
+                        .q = c.in.q,
+                        .k = c.in.k,
+                        .v = c.in.v,
+                        .out_dir = "/somewhere"};
     ac_err err = {{0}};
     cr_assert_eq(ac_case_dir_write(dir, &cf, &err), AC_OK, "%s", err.msg);
     ac_tensor k;
@@ -197,10 +210,16 @@ Test(harness_exec, a_case_directory_holds_the_exact_inputs_and_the_problem)
 Test(harness_exec, a_paged_case_directory_holds_the_pages_and_the_block_table)
 {
     call c;
-    call_make(&c, "v1 seed=9 b=2 hq=4 hkv=2 nq=2 nk=40 d=8 dtype=bf16 mask=causal-br seqlens-k=40,3 "
-                  "layout=bshd dist=normal(0,2) scale=auto kv=paged(8) splits=3");
-    ac_case_files cf = {.p = &c.in.p, .dtype = AC_BF16, .case_line = "LINE", .q = c.in.q, .k = c.in.k,
-                        .v = c.in.v, .out_dir = "/somewhere"};
+    call_make(&c,
+              "v1 seed=9 b=2 hq=4 hkv=2 nq=2 nk=40 d=8 dtype=bf16 mask=causal-br seqlens-k=40,3 "
+              "layout=bshd dist=normal(0,2) scale=auto kv=paged(8) splits=3");
+    ac_case_files cf = {.p = &c.in.p,
+                        .dtype = AC_BF16,
+                        .case_line = "LINE",
+                        .q = c.in.q,
+                        .k = c.in.k,
+                        .v = c.in.v,
+                        .out_dir = "/somewhere"};
     ac_err err = {{0}};
     cr_assert_eq(ac_case_dir_write(dir, &cf, &err), AC_OK, "%s", err.msg);
     ac_tensor k, bt;
@@ -218,7 +237,8 @@ Test(harness_exec, a_paged_case_directory_holds_the_pages_and_the_block_table)
     size_t len = 0;
     cr_assert_eq(ac_read_file(path_of("problem.json"), &json, &len, &err), AC_OK, "%s", err.msg);
     cr_assert(strstr(json, "\"page_size\":\t8") && strstr(json, "\"num_splits\":\t3") &&
-              strstr(json, "\"block_table\":\t\"block_table.npy\""), "%s", json);
+                  strstr(json, "\"block_table\":\t\"block_table.npy\""),
+              "%s", json);
     free(json);
     ac_caps caps;
     char name[64];
@@ -240,8 +260,13 @@ Test(harness_exec, an_fp8_case_directory_holds_codes_descales_and_the_recipe)
 {
     call c;
     call_make(&c, "v1 seed=9 b=2 hq=4 hkv=2 nq=6 nk=70 d=8 dtype=e4m3 out=f16 descale=block(32) p=e4m3");
-    ac_case_files cf = {.p = &c.in.p, .dtype = AC_E4M3, .case_line = "LINE", .q = c.in.q, .k = c.in.k,
-                        .v = c.in.v, .out_dir = "/somewhere"};
+    ac_case_files cf = {.p = &c.in.p,
+                        .dtype = AC_E4M3,
+                        .case_line = "LINE",
+                        .q = c.in.q,
+                        .k = c.in.k,
+                        .v = c.in.v,
+                        .out_dir = "/somewhere"};
     ac_err err = {{0}};
     cr_assert_eq(ac_case_dir_write(dir, &cf, &err), AC_OK, "%s", err.msg);
     ac_tensor v, dk;
@@ -269,7 +294,7 @@ Test(harness_exec, an_fp8_case_directory_holds_codes_descales_and_the_recipe)
 typedef struct {
     char command[100]; /* one-shot, with {in} {out} */
     int status;
-    char starts[40];   /* the message's beginning: the fault's class */
+    char starts[40]; /* the message's beginning: the fault's class */
     char contains[80];
 } misbehaviour;
 
@@ -277,14 +302,15 @@ ParameterizedTestParameters(harness_exec, each_misbehaviour_is_the_fault_that_na
 {
     static misbehaviour cases[] = {
         {"kill -SEGV $$ # {in}", AC_KERNEL_FAULT, "crash: ", "signal 11"},
-        {"echo 'ValueError: d=4 not tiled' >&2; exit 3 # {in}", AC_KERNEL_FAULT, "exited: ",
-         "exit status 3; last line of its output: ValueError: d=4 not tiled"},
+        {"echo 'ValueError: d=4 not tiled' >&2; exit 3 # {in}", AC_KERNEL_FAULT,
+         "exited: ", "exit status 3; last line of its output: ValueError: d=4 not tiled"},
         {"true {in} {out}", AC_KERNEL_FAULT, "missing-o: ", "wrote no o.npy"},
         {"printf junk > {out}/o.npy # {in}", AC_KERNEL_FAULT, "malformed-o: ", "o.npy"},
-        {"cp {in}/k.npy {out}/o.npy", AC_KERNEL_FAULT, "malformed-o: ", "holds f16 (1, 1, 7, 4), expected f16 "
-                                                                       "(1, 2, 5, 4)"},
-        {"cp {in}/q.npy {out}/o.npy && cp {in}/q.npy {out}/lse.npy", AC_KERNEL_FAULT, "malformed-lse: ",
-         "expected f32 (1, 2, 5)"},
+        {"cp {in}/k.npy {out}/o.npy", AC_KERNEL_FAULT, "malformed-o: ",
+         "holds f16 (1, 1, 7, 4), expected f16 "
+         "(1, 2, 5, 4)"},
+        {"cp {in}/q.npy {out}/o.npy && cp {in}/q.npy {out}/lse.npy", AC_KERNEL_FAULT,
+         "malformed-lse: ", "expected f32 (1, 2, 5)"},
         {"no-such-kernel-command-xyz {in}", AC_ERR_INPUT, "--exec: the shell could not run", "exit status 127"},
     };
     return cr_make_param_array(misbehaviour, cases, sizeof cases / sizeof cases[0]);
@@ -300,8 +326,7 @@ ParameterizedTest(misbehaviour *m, harness_exec, each_misbehaviour_is_the_fault_
     call_make(&c, LINE_F16);
     ac_err err = {{0}};
     cr_assert_eq(forward(k, &c, &err), m->status, "%s", err.msg);
-    cr_assert(strncmp(err.msg, m->starts, strlen(m->starts)) == 0, "'%s' does not start with '%s'", err.msg,
-              m->starts);
+    cr_assert(strncmp(err.msg, m->starts, strlen(m->starts)) == 0, "'%s' does not start with '%s'", err.msg, m->starts);
     cr_assert(strstr(err.msg, m->contains) != NULL, "'%s' does not say '%s'", err.msg, m->contains);
     call_free(&c);
 }
@@ -355,16 +380,18 @@ Test(harness_exec, a_persistent_error_answer_is_a_fault_and_the_process_stays)
 
 Test(harness_exec, a_dead_or_silent_persistent_process_is_a_fault_and_is_restarted)
 {
-    const ac_kernel *dies = exec_kernel("dies", "read d; echo 'Segmentation fault' >&2; exit 9", AC_EXEC_PERSISTENT,
-                                        10.0);
+    const ac_kernel *dies =
+        exec_kernel("dies", "read d; echo 'Segmentation fault' >&2; exit 9", AC_EXEC_PERSISTENT, 10.0);
     const ac_kernel *silent = exec_kernel("silent", "read d; sleep 30", AC_EXEC_PERSISTENT, 0.3);
     call c;
     call_make(&c, LINE_F16);
     ac_err err = {{0}};
     for (int i = 1; i <= 2; i++) {
         cr_assert_eq(forward(dies, &c, &err), AC_KERNEL_FAULT, "%s", err.msg);
-        cr_assert(strstr(err.msg, "exited: the persistent process ended with exit status 9 without answering; "
-                                  "last line of its output: Segmentation fault") == err.msg, "%s", err.msg);
+        cr_assert(strstr(err.msg,
+                         "exited: the persistent process ended with exit status 9 without answering; "
+                         "last line of its output: Segmentation fault") == err.msg,
+                  "%s", err.msg);
         cr_assert_eq(ac_exec_starts(dies), i, "restarted for every call");
         cr_assert_eq(forward(silent, &c, &err), AC_KERNEL_FAULT, "%s", err.msg);
         cr_assert(strncmp(err.msg, "timeout: no answer within 0.3 s", 31) == 0, "%s", err.msg);
@@ -402,8 +429,10 @@ Test(harness_exec, the_numpy_example_passes_one_shot_and_persistent, .timeout = 
 {
     char one[1024], served[1024];
     snprintf(one, sizeof one, "%s '%s/plugins/numpy_attention.py' {in} {out}", python(), source_dir());
-    snprintf(served, sizeof served, "echo 'a line the protocol skips'; exec %s '%s/plugins/numpy_attention.py' "
-             "--serve", python(), source_dir());
+    snprintf(served, sizeof served,
+             "echo 'a line the protocol skips'; exec %s '%s/plugins/numpy_attention.py' "
+             "--serve",
+             python(), source_dir());
     passes_three_cases(exec_kernel("numpy-one-shot", one, AC_EXEC_ONESHOT, 30.0));
     const ac_kernel *k = exec_kernel("numpy-served", served, AC_EXEC_PERSISTENT, 30.0);
     passes_three_cases(k);

@@ -17,14 +17,22 @@
 const char *ac_file_kind(unsigned mode)
 {
     switch (mode & S_IFMT) {
-    case S_IFREG: return "a regular file";
-    case S_IFDIR: return "a directory";
-    case S_IFCHR: return "a character device";
-    case S_IFBLK: return "a block device";
-    case S_IFIFO: return "a FIFO";
-    case S_IFSOCK: return "a socket";
-    case S_IFLNK: return "a symbolic link";
-    default: return "not a regular file";
+    case S_IFREG:
+        return "a regular file";
+    case S_IFDIR:
+        return "a directory";
+    case S_IFCHR:
+        return "a character device";
+    case S_IFBLK:
+        return "a block device";
+    case S_IFIFO:
+        return "a FIFO";
+    case S_IFSOCK:
+        return "a socket";
+    case S_IFLNK:
+        return "a symbolic link";
+    default:
+        return "not a regular file";
     }
 }
 
@@ -144,8 +152,8 @@ int ac_write_target(const char *path, char *out, size_t len, ac_err *err)
         link[n] = '\0';
         const char *base;
         int w = link[0] == '/' || !split_path(cur, dir, sizeof dir, &base)
-                    ? snprintf(next, sizeof next, "%s", link)
-                    : snprintf(next, sizeof next, "%s/%s", dir, link);
+            ? snprintf(next, sizeof next, "%s", link)
+            : snprintf(next, sizeof next, "%s/%s", dir, link);
         if (w < 0 || (size_t)w >= sizeof next)
             return ac_fail(err, AC_ERR_INPUT, "%s: path too long", path);
         memcpy(cur, next, (size_t)w + 1);

@@ -24,8 +24,10 @@ static int st_dtype(const char *path, const char *name, const cJSON *j, ac_tenso
             t->dtype = (ac_tfile_dtype)i;
             return AC_OK;
         }
-    return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: dtype %s not supported (F32, F16, BF16, F64, U16, BOOL, "
-                   "U8, I32, I64)", path, name, j->valuestring);
+    return ac_fail(err, AC_ERR_INPUT,
+                   "%s: tensor %s: dtype %s not supported (F32, F16, BF16, F64, U16, BOOL, "
+                   "U8, I32, I64)",
+                   path, name, j->valuestring);
 }
 
 static int st_shape(const char *path, const char *name, const cJSON *j, ac_tensor *t, ac_err *err)
@@ -33,10 +35,10 @@ static int st_shape(const char *path, const char *name, const cJSON *j, ac_tenso
     if (!cJSON_IsArray(j))
         return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: no \"shape\" array", path, name);
     if (cJSON_GetArraySize(j) > AC_TENSOR_MAX_DIMS)
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: more than %d dimensions", path, name,
-                       AC_TENSOR_MAX_DIMS);
+        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: more than %d dimensions", path, name, AC_TENSOR_MAX_DIMS);
     const cJSON *e;
-    cJSON_ArrayForEach(e, j) {
+    cJSON_ArrayForEach(e, j)
+    {
         double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
         if (v < 0 || v > (double)MAX_DIM || v != (double)(int64_t)v)
             return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: bad shape entry", path, name);
@@ -56,15 +58,17 @@ static int st_offsets(const char *path, const char *name, const cJSON *j, long l
     if (b != floor(b) || e != floor(e))
         return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: data_offsets [%g, %g] are not integers", path, name, b, e);
     if (b < 0 || e < b || e > (double)buf_len)
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: data_offsets [%.0f, %.0f] out of range (data "
-                       "buffer holds %lld bytes)", path, name, b, e, buf_len);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "%s: tensor %s: data_offsets [%.0f, %.0f] out of range (data "
+                       "buffer holds %lld bytes)",
+                       path, name, b, e, buf_len);
     range[0] = (long long)b, range[1] = (long long)e;
     size_t need = 0;
     char shp[256];
     ac_tensor_shape_str(t, shp, sizeof shp);
     if (!tio_shape_bytes(t, &need) || (unsigned long long)(range[1] - range[0]) != need)
-        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: data_offsets span %lld bytes, shape %s %s needs %zu",
-                       path, name, range[1] - range[0], shp, ac_tfile_dtype_name(t->dtype), need);
+        return ac_fail(err, AC_ERR_INPUT, "%s: tensor %s: data_offsets span %lld bytes, shape %s %s needs %zu", path,
+                       name, range[1] - range[0], shp, ac_tfile_dtype_name(t->dtype), need);
     return AC_OK;
 }
 
@@ -93,11 +97,11 @@ static int st_header(const tio_source *f, const char *path, long long size, cJSO
     for (int i = 7; i >= 0; i--)
         n = n << 8 | n8[i];
     if (n > AC_SAFETENSORS_MAX_HEADER)
-        return ac_fail(err, AC_ERR_INPUT, "%s: header length %llu bytes is absurd (limit %zu): corrupt file",
-                       path, n, AC_SAFETENSORS_MAX_HEADER);
+        return ac_fail(err, AC_ERR_INPUT, "%s: header length %llu bytes is absurd (limit %zu): corrupt file", path, n,
+                       AC_SAFETENSORS_MAX_HEADER);
     if ((long long)n > size - 8)
-        return ac_fail(err, AC_ERR_INPUT, "%s: header length %llu runs past the end of the file (%lld bytes)",
-                       path, n, size);
+        return ac_fail(err, AC_ERR_INPUT, "%s: header length %llu runs past the end of the file (%lld bytes)", path, n,
+                       size);
     char *json = malloc(n + 1);
     if (!json)
         return ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
@@ -126,8 +130,7 @@ static int st_tensor(const tio_source *f, const char *path, const cJSON *e, long
     if (st == AC_OK)
         st = st_shape(path, e->string, cJSON_GetObjectItemCaseSensitive(e, "shape"), t, err);
     if (st == AC_OK)
-        st = st_offsets(path, e->string, cJSON_GetObjectItemCaseSensitive(e, "data_offsets"), buf_len, t,
-                        range, err);
+        st = st_offsets(path, e->string, cJSON_GetObjectItemCaseSensitive(e, "data_offsets"), buf_len, t, range, err);
     if (st == AC_OK)
         st = tio_load_data(f, t, buf_off + range[0], range[1] - range[0], err);
     return st;
@@ -156,13 +159,15 @@ static int check_spans(const char *path, span *s, size_t n, long long buf_len, a
             return ac_fail(err, AC_ERR_INPUT, "%s: tensors %s [%lld, %lld) and %s [%lld, %lld) overlap", path,
                            s[i - 1].name, s[i - 1].b, s[i - 1].e, s[i].name, s[i].b, s[i].e);
         if (s[i].b > at)
-            return ac_fail(err, AC_ERR_INPUT, "%s: bytes [%lld, %lld) of the data buffer belong to no tensor", path,
-                           at, s[i].b);
+            return ac_fail(err, AC_ERR_INPUT, "%s: bytes [%lld, %lld) of the data buffer belong to no tensor", path, at,
+                           s[i].b);
         at = s[i].e;
     }
     if (at < buf_len)
-        return ac_fail(err, AC_ERR_INPUT, "%s: %lld trailing bytes after the last tensor (the data buffer holds "
-                       "%lld, the tensors %lld)", path, buf_len - at, buf_len, at);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "%s: %lld trailing bytes after the last tensor (the data buffer holds "
+                       "%lld, the tensors %lld)",
+                       path, buf_len - at, buf_len, at);
     return AC_OK;
 }
 
@@ -174,7 +179,8 @@ static int st_all(const tio_source *f, const char *path, const cJSON *root, long
     span *spans = calloc(cap ? cap : 1, sizeof *spans);
     int st = set->t && spans ? AC_OK : ac_fail(err, AC_ERR_ENV, "%s: out of memory", path);
     const cJSON *e;
-    cJSON_ArrayForEach(e, root) {
+    cJSON_ArrayForEach(e, root)
+    {
         if (st != AC_OK)
             break;
         if (!strcmp(e->string, "__metadata__"))

@@ -16,9 +16,9 @@
  *        "shape": [2, 3], "data_offsets": [begin, end]}, "__metadata__": {...}},
  *        then the byte buffer the offsets index.
  * Hosts are little-endian (x86-64, AArch64), as both formats store here. */
-#include <stdio.h>
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,25 +27,23 @@
 #include "harness/files/tensor_io.h"
 #include "harness/files/tensor_io_internal.h"
 
-
 const tio_dtype tio_dtypes[AC_TF_COUNT] = {
-    [AC_TF_F32] = {"f32", "<f4", "F32", 4},   [AC_TF_F16] = {"f16", "<f2", "F16", 2},
-    [AC_TF_BF16] = {"bf16", NULL, "BF16", 2}, [AC_TF_F64] = {"f64", "<f8", "F64", 8},
-    [AC_TF_U16] = {"u16", "<u2", "U16", 2},   [AC_TF_BOOL] = {"bool", "|b1", "BOOL", 1},
-    [AC_TF_U8] = {"u8", "|u1", "U8", 1},      [AC_TF_I32] = {"i32", "<i4", "I32", 4},
+    [AC_TF_F32] = {"f32", "<f4", "F32", 4},
+    [AC_TF_F16] = {"f16", "<f2", "F16", 2},
+    [AC_TF_BF16] = {"bf16", NULL, "BF16", 2},
+    [AC_TF_F64] = {"f64", "<f8", "F64", 8},
+    [AC_TF_U16] = {"u16", "<u2", "U16", 2},
+    [AC_TF_BOOL] = {"bool", "|b1", "BOOL", 1},
+    [AC_TF_U8] = {"u8", "|u1", "U8", 1},
+    [AC_TF_I32] = {"i32", "<i4", "I32", 4},
     [AC_TF_I64] = {"i64", "<i8", "I64", 8},
-    [AC_TF_F8_E4M3] = {"e4m3", NULL, "F8_E4M3", 1}, [AC_TF_F8_E5M2] = {"e5m2", NULL, "F8_E5M2", 1},
+    [AC_TF_F8_E4M3] = {"e4m3", NULL, "F8_E4M3", 1},
+    [AC_TF_F8_E5M2] = {"e5m2", NULL, "F8_E5M2", 1},
 };
 
-const char *ac_tfile_dtype_name(ac_tfile_dtype t)
-{
-    return (unsigned)t < AC_TF_COUNT ? tio_dtypes[t].name : "?";
-}
+const char *ac_tfile_dtype_name(ac_tfile_dtype t) { return (unsigned)t < AC_TF_COUNT ? tio_dtypes[t].name : "?"; }
 
-size_t ac_tfile_dtype_size(ac_tfile_dtype t)
-{
-    return (unsigned)t < AC_TF_COUNT ? tio_dtypes[t].size : 0;
-}
+size_t ac_tfile_dtype_size(ac_tfile_dtype t) { return (unsigned)t < AC_TF_COUNT ? tio_dtypes[t].size : 0; }
 
 void ac_tensor_free(ac_tensor *t)
 {
@@ -124,8 +122,8 @@ int tio_load_data(const tio_source *f, ac_tensor *t, long long off, long long av
     if ((unsigned long long)avail > need)
         return ac_fail(err, AC_ERR_INPUT,
                        "%s: tensor %s: holds %lld bytes of data, more than shape %s %s needs (%zu): "
-                       "the header does not describe the data", t->file, t->name, avail, shp,
-                       ac_tfile_dtype_name(t->dtype), need);
+                       "the header does not describe the data",
+                       t->file, t->name, avail, shp, ac_tfile_dtype_name(t->dtype), need);
     t->data = malloc(need ? need : 1);
     if (!t->data)
         return ac_fail(err, AC_ERR_ENV, "%s: tensor %s: out of memory for %zu bytes", t->file, t->name, need);
@@ -190,8 +188,10 @@ static int npy_descr(const char *path, ac_tensor *t, cursor *c, ac_err *err)
             t->dtype = (ac_tfile_dtype)i;
             return AC_OK;
         }
-    return ac_fail(err, AC_ERR_INPUT, "%s: dtype '%s' not supported (use <f4, <f2, <u2 for bf16 bits, <f8, "
-                   "|b1, |u1, <i4, <i8)", path, d);
+    return ac_fail(err, AC_ERR_INPUT,
+                   "%s: dtype '%s' not supported (use <f4, <f2, <u2 for bf16 bits, <f8, "
+                   "|b1, |u1, <i4, <i8)",
+                   path, d);
 }
 
 /* One dimension: decimal digits within the header (it is not NUL-terminated,
@@ -279,10 +279,14 @@ static int npy_dict(const char *path, const char *hdr, size_t len, ac_tensor *t,
     }
     if (!seen[0] || !seen[1] || !seen[2])
         return ac_fail(err, AC_ERR_INPUT, "%s: header lacks '%s'", path,
-                       !seen[0] ? "descr" : !seen[1] ? "fortran_order" : "shape");
+                       !seen[0]       ? "descr"
+                           : !seen[1] ? "fortran_order"
+                                      : "shape");
     if (fortran)
-        return ac_fail(err, AC_ERR_INPUT, "%s: Fortran-order (column-major) array: save it C-contiguous "
-                       "(numpy.ascontiguousarray, torch .contiguous())", path);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "%s: Fortran-order (column-major) array: save it C-contiguous "
+                       "(numpy.ascontiguousarray, torch .contiguous())",
+                       path);
     return AC_OK;
 }
 
@@ -303,15 +307,15 @@ static int npy_preamble(const tio_source *f, const char *path, long long size, s
         *hdr_len = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
         *data_off = 12;
     } else {
-        return ac_fail(err, AC_ERR_INPUT, "%s: .npy format version %d.%d not supported (1.0, 2.0, 3.0)", path,
-                       major, pre[7]);
+        return ac_fail(err, AC_ERR_INPUT, "%s: .npy format version %d.%d not supported (1.0, 2.0, 3.0)", path, major,
+                       pre[7]);
     }
     if (*hdr_len > AC_NPY_MAX_HEADER)
-        return ac_fail(err, AC_ERR_INPUT, "%s: header length %zu bytes is absurd (limit %zu): corrupt file",
-                       path, *hdr_len, AC_NPY_MAX_HEADER);
+        return ac_fail(err, AC_ERR_INPUT, "%s: header length %zu bytes is absurd (limit %zu): corrupt file", path,
+                       *hdr_len, AC_NPY_MAX_HEADER);
     if ((long long)*hdr_len > size - *data_off)
-        return ac_fail(err, AC_ERR_INPUT, "%s: header length %zu runs past the end of the file (%lld bytes)",
-                       path, *hdr_len, size);
+        return ac_fail(err, AC_ERR_INPUT, "%s: header length %zu runs past the end of the file (%lld bytes)", path,
+                       *hdr_len, size);
     *data_off += (long long)*hdr_len;
     return AC_OK;
 }

@@ -18,25 +18,33 @@
 #include "ref/ref.h"
 
 typedef enum {
-    AC_TF_F32 = 0, AC_TF_F16, AC_TF_BF16, AC_TF_F64, AC_TF_U16,
-    AC_TF_BOOL, AC_TF_U8, AC_TF_I32, AC_TF_I64,
-    AC_TF_F8_E4M3, AC_TF_F8_E5M2, /* safetensors only (.npy holds fp8 codes as |u1: U8) */
+    AC_TF_F32 = 0,
+    AC_TF_F16,
+    AC_TF_BF16,
+    AC_TF_F64,
+    AC_TF_U16,
+    AC_TF_BOOL,
+    AC_TF_U8,
+    AC_TF_I32,
+    AC_TF_I64,
+    AC_TF_F8_E4M3,
+    AC_TF_F8_E5M2, /* safetensors only (.npy holds fp8 codes as |u1: U8) */
     AC_TF_COUNT
 } ac_tfile_dtype;
 const char *ac_tfile_dtype_name(ac_tfile_dtype t); /* "f32", ..., "u16", "bool", "u8", "i32", "i64" */
 size_t ac_tfile_dtype_size(ac_tfile_dtype t);
 
 #define AC_TENSOR_MAX_DIMS 8
-#define AC_NPY_MAX_HEADER ((size_t)1 << 20)          /* 1 MiB: any real header is < 1 KiB */
+#define AC_NPY_MAX_HEADER ((size_t)1 << 20) /* 1 MiB: any real header is < 1 KiB */
 #define AC_SAFETENSORS_MAX_HEADER ((size_t)100 << 20) /* safetensors' own limit */
 typedef struct {
-    char name[64];          /* "q", or the safetensors key */
+    char name[64]; /* "q", or the safetensors key */
     char file[AC_PATH_LEN]; /* where it was read from (messages) */
     ac_tfile_dtype dtype;
     int ndim;
     int64_t shape[AC_TENSOR_MAX_DIMS];
     size_t n_elems;
-    void *data;             /* owned: n_elems * ac_tfile_dtype_size(dtype) bytes */
+    void *data; /* owned: n_elems * ac_tfile_dtype_size(dtype) bytes */
 } ac_tensor;
 void ac_tensor_free(ac_tensor *t);
 /* "(1, 2, 3, 4)" into buf. */

@@ -96,8 +96,7 @@ Test(harness_files, non_regular_targets_are_refused_and_left_alone, .timeout = 1
     cr_assert_eq(symlink("/dev/null", path_of("null")), 0);
     cr_assert_eq(mkdir(path_of("sub"), 0755), 0);
     const char *paths[] = {path_of("fifo"), path_of("full"), path_of("null"), path_of("sub")};
-    const char *kinds[] = {"is a FIFO", "/dev/full: is a character device", "is a character device",
-                           "is a directory"};
+    const char *kinds[] = {"is a FIFO", "/dev/full: is a character device", "is a character device", "is a directory"};
     for (int i = 0; i < 4; i++) {
         ac_err err = {{0}};
         cr_assert_eq(ac_write_atomic(paths[i], "x", 1, &err), AC_ERR_INPUT, "%s", paths[i]);

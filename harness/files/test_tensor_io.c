@@ -49,10 +49,10 @@ static int read_bad_npy(const char *dict, size_t data_bytes, ac_err *err)
     return st;
 }
 
-#define assert_refused(st, err, text)                                                                      \
-    do {                                                                                                   \
-        cr_assert_eq(st, AC_ERR_INPUT, "status %d: %s", st, (err).msg);                                    \
-        cr_assert_not_null(strstr((err).msg, text), "message '%s' lacks '%s'", (err).msg, text);           \
+#define assert_refused(st, err, text) \
+    do { \
+        cr_assert_eq(st, AC_ERR_INPUT, "status %d: %s", st, (err).msg); \
+        cr_assert_not_null(strstr((err).msg, text), "message '%s' lacks '%s'", (err).msg, text); \
     } while (0)
 
 TestSuite(harness_tensor_io, .init = make_dir, .fini = remove_dir);
@@ -131,13 +131,15 @@ Test(harness_tensor_io, npy_fortran_big_endian_object_and_unknown_dtypes_are_ref
                    "object dtype");
     assert_refused(read_bad_npy("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16, &err), err,
                    "dtype '<c8' not supported");
-    assert_refused(read_bad_npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8, &err),
-                   err, "structured dtype");
+    assert_refused(read_bad_npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8, &err), err,
+                   "structured dtype");
     assert_refused(read_bad_npy("{'descr': '<f4', 'shape': (2,), }", 8, &err), err, "lacks 'fortran_order'");
     assert_refused(read_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 8, &err), err,
                    "negative shape entry");
     assert_refused(read_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, "
-                                "1099511627776), }", 8, &err), err, "overflows");
+                                "1099511627776), }",
+                                8, &err),
+                   err, "overflows");
 }
 
 Test(harness_tensor_io, npy_absurd_header_length_is_refused_before_allocating)
@@ -232,8 +234,9 @@ Test(harness_tensor_io, safetensors_bad_offsets_dtypes_and_json_are_refused)
     assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, &err), err,
                    "out of range");
     assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                               "\"k\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, &err), err,
-                   "overlap");
+                               "\"k\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                               12, &err),
+                   err, "overlap");
     assert_refused(read_bad_st("{\"q\":{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, &err), err,
                    "dtype C64 not supported");
     assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[2],", 8, &err), err, "not a JSON object");
@@ -245,8 +248,10 @@ Test(harness_tensor_io, safetensors_bad_offsets_dtypes_and_json_are_refused)
 Test(harness_tensor_io, safetensors_metadata_is_skipped)
 {
     float v[2] = {0.5f, 7.0f};
-    write_st(path_of("m.safetensors"), "{\"__metadata__\":{\"format\":\"pt\"},\"v\":{\"dtype\":\"F32\",\"shape\":[2],"
-             "\"data_offsets\":[0,8]}}", v, sizeof v);
+    write_st(path_of("m.safetensors"),
+             "{\"__metadata__\":{\"format\":\"pt\"},\"v\":{\"dtype\":\"F32\",\"shape\":[2],"
+             "\"data_offsets\":[0,8]}}",
+             v, sizeof v);
     ac_tensor_set set;
     ac_err err = {{0}};
     cr_assert_eq(ac_safetensors_read(path_of("m.safetensors"), &set, &err), AC_OK, "%s", err.msg);
@@ -302,10 +307,11 @@ Test(harness_tensor_io, safetensors_trailing_bytes_holes_and_junk_after_the_head
     const char *q2 = "{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
     ac_err err = {{0}};
     assert_refused(read_bad_st(q2, 12, &err), err, "4 trailing bytes after the last tensor");
-    assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, &err),
-                   err, "bytes [0, 4) of the data buffer belong to no tensor");
+    assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, &err), err,
+                   "bytes [0, 4) of the data buffer belong to no tensor");
     assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-                               "\"k\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, &err),
+                               "\"k\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                               12, &err),
                    err, "bytes [4, 8) of the data buffer belong to no tensor");
     assert_refused(read_bad_st("{}", 3, &err), err, "3 trailing bytes");
     char junk[160];
@@ -313,8 +319,8 @@ Test(harness_tensor_io, safetensors_trailing_bytes_holes_and_junk_after_the_head
     assert_refused(read_bad_st(junk, 8, &err), err, "not a JSON object");
     snprintf(junk, sizeof junk, "%s   x", q2);
     assert_refused(read_bad_st(junk, 8, &err), err, "not a JSON object");
-    assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8.5]}}", 9, &err),
-                   err, "are not integers");
+    assert_refused(read_bad_st("{\"q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8.5]}}", 9, &err), err,
+                   "are not integers");
     /* the padding the format allows: blanks after the object */
     snprintf(junk, sizeof junk, "%s    ", q2);
     ac_tensor_set set;

@@ -62,8 +62,8 @@ static void set_first(ac_failure_sig *e, const ac_result *r)
     snprintf(e->why, sizeof e->why, "%s", r->why);
 }
 
-const ac_failure_sig *ac_failure_set_add(ac_failure_set *s, const char *kernel, const ac_result *r,
-                                         const char *minimal, bool *is_new)
+const ac_failure_sig *ac_failure_set_add(ac_failure_set *s, const char *kernel, const ac_result *r, const char *minimal,
+                                         bool *is_new)
 {
     const char *line = minimal && *minimal ? minimal : r->line;
     *is_new = false;

@@ -20,24 +20,24 @@ typedef struct {
     char kind[AC_KIND_LEN];
     char minimal[AC_CASE_LINE_MAX];
     char line[AC_CASE_LINE_MAX]; /* the first case's original line */
-    char why[AC_WHY_LEN];        /* the first case's message */
-    long first_index;            /* the lowest case index with this signature */
+    char why[AC_WHY_LEN]; /* the first case's message */
+    long first_index; /* the lowest case index with this signature */
     long count;
 } ac_failure_sig;
 
 typedef struct {
-    ac_failure_sig **v;  /* entries, in the order they were added */
+    ac_failure_sig **v; /* entries, in the order they were added */
     size_t n, cap;
-    size_t *slots;       /* open-addressing table of entry numbers + 1 (0: empty) */
+    size_t *slots; /* open-addressing table of entry numbers + 1 (0: empty) */
     size_t n_slots;
-    long failures;       /* every failure added */
+    long failures; /* every failure added */
 } ac_failure_set;
 
 /* Adds a failure of kernel (r: its result, r->index its case index; minimal:
  * its shrunk line or NULL).  Returns the entry (NULL when out of memory) and
  * whether the signature is new. */
-const ac_failure_sig *ac_failure_set_add(ac_failure_set *s, const char *kernel, const ac_result *r,
-                                         const char *minimal, bool *is_new);
+const ac_failure_sig *ac_failure_set_add(ac_failure_set *s, const char *kernel, const ac_result *r, const char *minimal,
+                                         bool *is_new);
 /* The entries sorted by first case index (for printing); NULL when there are
  * none or memory is short; free() it. */
 const ac_failure_sig **ac_failure_set_sorted(const ac_failure_set *s);

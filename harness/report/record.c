@@ -99,8 +99,8 @@ static void read_metrics(reader *rd, const cJSON *o, ac_metrics *m)
     m->naive_max_abs = num(rd, o, "naive_max_abs");
     m->naive_mean_abs = num(rd, o, "naive_mean_abs");
     /* rmse, naive_rmse: since fp8 (issue 17); older records lack them and read 0 */
-    const cJSON *rmse = cJSON_GetObjectItemCaseSensitive(o, "rmse"), *naive_rmse =
-        cJSON_GetObjectItemCaseSensitive(o, "naive_rmse");
+    const cJSON *rmse = cJSON_GetObjectItemCaseSensitive(o, "rmse"),
+                *naive_rmse = cJSON_GetObjectItemCaseSensitive(o, "naive_rmse");
     m->rmse = cJSON_IsNumber(rmse) ? rmse->valuedouble : 0.0;
     m->naive_rmse = cJSON_IsNumber(naive_rmse) ? naive_rmse->valuedouble : 0.0;
     m->vs_naive_max = num(rd, o, "vs_naive_max");
@@ -161,8 +161,9 @@ static void read_verdict(reader *rd, const cJSON *o, ac_result *r)
     char verdict[16] = "";
     text(rd, o, "verdict", verdict, sizeof verdict);
     r->unsupported = !strcmp(verdict, "skipped");
-    r->verdict = !strcmp(verdict, "pass") ? AC_VERDICT_PASS : !strcmp(verdict, "fail") ? AC_VERDICT_FAIL
-                                                                                        : AC_VERDICT_ERROR;
+    r->verdict = !strcmp(verdict, "pass") ? AC_VERDICT_PASS
+        : !strcmp(verdict, "fail")        ? AC_VERDICT_FAIL
+                                          : AC_VERDICT_ERROR;
     if (rd->status == AC_OK && !r->unsupported && r->verdict == AC_VERDICT_ERROR && strcmp(verdict, "error"))
         rd->status = ac_fail(rd->err, AC_ERR_INPUT, "verdict: '%s' is not pass, fail, error or skipped", verdict);
     r->status = (int)num(rd, o, "status");
@@ -253,7 +254,7 @@ int ac_record_parse(const char *line, ac_record *rec, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "type: not a string");
     snprintf(rec->type_name, sizeof rec->type_name, "%s", type->valuestring);
     rec->type = !strcmp(type->valuestring, "environment") ? AC_RECORD_ENVIRONMENT
-                : !strcmp(type->valuestring, "campaign")  ? AC_RECORD_CAMPAIGN
+        : !strcmp(type->valuestring, "campaign")          ? AC_RECORD_CAMPAIGN
                                                           : AC_RECORD_OTHER;
     return AC_OK;
 }

@@ -17,14 +17,14 @@ typedef enum { AC_RECORD_CASE, AC_RECORD_ENVIRONMENT, AC_RECORD_CAMPAIGN, AC_REC
 
 typedef struct {
     ac_record_type type;
-    char type_name[32];            /* the "type" key; "" for a case record */
+    char type_name[32]; /* the "type" key; "" for a case record */
     /* case records */
     char kernel[AC_KERNEL_NAME_LEN];
-    ac_result res;                 /* res.index: the case index (has_index) */
+    ac_result res; /* res.index: the case index (has_index) */
     bool has_index;
     char minimal[AC_CASE_LINE_MAX];
     bool has_minimal;
-    void *json;                    /* the parsed object (cJSON), for ac_record_text and _fields */
+    void *json; /* the parsed object (cJSON), for ac_record_text and _fields */
 } ac_record;
 
 /* Parses one line.  AC_ERR_INPUT naming the key when it is not a record this

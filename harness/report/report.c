@@ -133,9 +133,12 @@ const char *report_verdict_name(const ac_result *res)
     if (res->unsupported)
         return "skipped";
     switch (res->verdict) {
-    case AC_VERDICT_PASS: return "pass";
-    case AC_VERDICT_FAIL: return "fail";
-    default: return "error";
+    case AC_VERDICT_PASS:
+        return "pass";
+    case AC_VERDICT_FAIL:
+        return "fail";
+    default:
+        return "error";
     }
 }
 

@@ -30,7 +30,7 @@ typedef struct {
     const char *key;
     ac_field_type type;
     const char *s; /* AC_FIELD_STRING */
-    double x;      /* AC_FIELD_NUMBER; AC_FIELD_BOOL: nonzero is true */
+    double x; /* AC_FIELD_NUMBER; AC_FIELD_BOOL: nonzero is true */
 } ac_report_field;
 
 typedef struct {

@@ -264,6 +264,7 @@ static int json_close(void *state, const char *path, ac_err *err)
     return st;
 }
 
-const ac_report_format ac_report_json = {"--json", "FILE  JSON Lines, one object per case", json_open, json_write,
-                                         json_close, json_write_check, json_record,
-                                         json_write_raw};
+const ac_report_format ac_report_json = {"--json",    "FILE  JSON Lines, one object per case",
+                                         json_open,   json_write,
+                                         json_close,  json_write_check,
+                                         json_record, json_write_raw};

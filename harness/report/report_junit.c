@@ -14,13 +14,13 @@
 
 typedef struct {
     char name[AC_KERNEL_NAME_LEN]; /* first: report_kernel_slot's key */
-    ac_summary s;                      /* passed, failed, errors */
+    ac_summary s; /* passed, failed, errors */
     long skipped;
     char first_kind[AC_KIND_LEN], first_why[AC_WHY_LEN]; /* its first failure or error */
     char first_line[AC_CASE_LINE_MAX], first_minimal[AC_CASE_LINE_MAX];
-    char *body;                        /* its <testcase> elements */
+    char *body; /* its <testcase> elements */
     size_t len;
-    FILE *f;                           /* open_memstream on body */
+    FILE *f; /* open_memstream on body */
 } junit_kernel;
 
 typedef struct {
@@ -40,8 +40,7 @@ static void xml_escaped(FILE *f, const char *s)
     while (*u) {
         uint32_t cp;
         size_t n = report_utf8_char(u, &cp);
-        bool allowed = n > 0 && (cp >= 0x20 || cp == '\t' || cp == '\n' || cp == '\r') && cp != 0xFFFE &&
-                       cp != 0xFFFF;
+        bool allowed = n > 0 && (cp >= 0x20 || cp == '\t' || cp == '\n' || cp == '\r') && cp != 0xFFFE && cp != 0xFFFF;
         if (!allowed)
             fprintf(f, "\\x%02X", *u);
         else if (cp == '&')
@@ -261,5 +260,5 @@ static int junit_close(void *state, const char *path, ac_err *err)
     return st;
 }
 
-const ac_report_format ac_report_junit = {"--junit", "FILE  JUnit XML", junit_open, junit_write, junit_close,
-                                          junit_write_check, NULL, NULL};
+const ac_report_format ac_report_junit = {"--junit",   "FILE  JUnit XML", junit_open, junit_write,
+                                          junit_close, junit_write_check, NULL,       NULL};

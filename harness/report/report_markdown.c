@@ -175,4 +175,6 @@ static int md_close(void *state, const char *path, ac_err *err)
 }
 
 const ac_report_format ac_report_markdown = {"--markdown", "FILE  Markdown summary (prove: the detection table)",
-                                             md_open, md_write, md_close, md_write_check, NULL, NULL};
+                                             md_open,      md_write,
+                                             md_close,     md_write_check,
+                                             NULL,         NULL};

@@ -19,7 +19,8 @@ static ac_result planted_result(void)
 {
     ac_result r;
     memset(&r, 0, sizeof r);
-    snprintf(r.line, sizeof r.line, "v1 seed=9 b=1 hq=2 hkv=1 nq=8 nk=5 d=16 dtype=bf16 mask=causal-br layout=bhsd "
+    snprintf(r.line, sizeof r.line,
+             "v1 seed=9 b=1 hq=2 hkv=1 nq=8 nk=5 d=16 dtype=bf16 mask=causal-br layout=bhsd "
              "dist=normal(0,1) scale=auto");
     r.index = 1234567;
     r.verdict = AC_VERDICT_FAIL;
@@ -27,8 +28,13 @@ static ac_result planted_result(void)
     snprintf(r.kind, sizeof r.kind, "dK:scaled");
     snprintf(r.why, sizeof r.why, "dK scaled error 77.25 > budget 4 \"quoted\"\nsecond line");
     r.cert = (ac_cert){.max_ulp_o = 0.0078125, .max_abs_lse = 3.5e-15, .rows_checked = 2, .certified = true};
-    r.ref = (ac_ref_info){.tier = AC_REF_GPU, .spot_checked = true, .spot_agrees = false, .spot_units = 0.75,
-                          .spot_output = "dV", .spot_rows = 2, .spot_keys = 3};
+    r.ref = (ac_ref_info){.tier = AC_REF_GPU,
+                          .spot_checked = true,
+                          .spot_agrees = false,
+                          .spot_units = 0.75,
+                          .spot_output = "dV",
+                          .spot_rows = 2,
+                          .spot_keys = 3};
     for (int k = 0; k < AC_OUT_COUNT; k++) {
         ac_metrics *m = &r.m[k];
         m->present = k != AC_OUT_DQ; /* one output absent */
@@ -61,8 +67,8 @@ static char *write_json(const ac_result *r, const char *minimal)
     ac_err err;
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
     cr_assert_eq(ac_report_want(rep, "--json", path_of("r.jsonl"), &err), AC_OK);
-    ac_report_field env[] = {{"seed", AC_FIELD_NUMBER, NULL, 7}, {"kernel", AC_FIELD_STRING, "k", 0},
-                             {"backward", AC_FIELD_BOOL, NULL, 1}};
+    ac_report_field env[] = {
+        {"seed", AC_FIELD_NUMBER, NULL, 7}, {"kernel", AC_FIELD_STRING, "k", 0}, {"backward", AC_FIELD_BOOL, NULL, 1}};
     ac_report_record(rep, "environment", env, 3);
     ac_report_add(rep, "cpu-flash", r, minimal);
     ac_report_field camp[] = {{"cases", AC_FIELD_NUMBER, NULL, 1}, {"seconds", AC_FIELD_NUMBER, NULL, 0.5}};
@@ -176,8 +182,7 @@ Test(harness_records, what_is_not_a_record_is_refused_naming_the_key)
     ac_err err = {{0}};
     cr_assert_eq(ac_record_parse("[1, 2]", &rec, &err), AC_ERR_INPUT);
     ac_record_free(&rec);
-    cr_assert_eq(ac_record_parse("{\"kernel\":\"k\",\"case\":\"x\",\"verdict\":\"maybe\"}", &rec, &err),
-                 AC_ERR_INPUT);
+    cr_assert_eq(ac_record_parse("{\"kernel\":\"k\",\"case\":\"x\",\"verdict\":\"maybe\"}", &rec, &err), AC_ERR_INPUT);
     cr_assert_not_null(strstr(err.msg, "verdict"), "%s", err.msg);
     ac_record_free(&rec);
     cr_assert_eq(ac_record_parse("{\"type\":\"note\",\"x\":1}", &rec, &err), AC_OK, "an unknown type is skipped");

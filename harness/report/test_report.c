@@ -1,8 +1,8 @@
 /* harness/report/test_report.c — the JSON Lines, JUnit and Markdown writers: what they
  * write parses back and holds the metrics it was given, at the right place;
  * the JSON holds no timing, so the same campaign gives the same bytes. */
-#include <criterion/criterion.h>
 #include <cjson/cJSON.h>
+#include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,9 +121,11 @@ Test(harness_report, json_lines_parse_back_with_the_metrics)
     int want[4] = {0, 1, 3, 7};
     for (int i = 0; i < 4; i++)
         cr_assert_eq(cJSON_GetArrayItem(at, i)->valueint, want[i], "at_max_scaled[%d]", i);
-    cr_assert_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "outputs"),
-                                                                            "LSE"), "at_max_scaled"), 3)->valueint,
-                 -1, "LSE has no column");
+    cr_assert_eq(
+        cJSON_GetArrayItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "outputs"), "LSE"), "at_max_scaled"), 3)
+            ->valueint,
+        -1, "LSE has no column");
     cr_assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "outputs"), "dQ"), "absent outputs are not written");
     cJSON *cert = cJSON_GetObjectItem(a, "certification");
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cert, "certified")));
@@ -171,10 +173,11 @@ Test(harness_report, junit_has_a_suite_per_kernel_and_escaped_names)
     ac_report_add(rep, "k2", &p, NULL);
     cr_assert_eq(ac_report_close(rep, &err), AC_OK);
     char *x = slurp(path_in("r.xml"), NULL);
-    cr_assert_not_null(strstr(x, "<testsuite name=\"k1\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\">"),
-                       "%s", x);
+    cr_assert_not_null(strstr(x, "<testsuite name=\"k1\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\">"), "%s",
+                       x);
     cr_assert_not_null(strstr(x, "<testsuite name=\"k2\" tests=\"1\" failures=\"0\""));
-    cr_assert_not_null(strstr(x, "name=\"v1 seed=9 b=1 hq=2 hkv=2 nq=8 nk=8 d=16 dtype=f16 mask=&quot;x&quot; &lt;&amp;&gt;\""));
+    cr_assert_not_null(
+        strstr(x, "name=\"v1 seed=9 b=1 hq=2 hkv=2 nq=8 nk=8 d=16 dtype=f16 mask=&quot;x&quot; &lt;&amp;&gt;\""));
     cr_assert_not_null(strstr(x, "<failure message=\"O max scaled error 523.5 &gt; budget 4"), "%s", x);
     cr_assert_not_null(strstr(x, "minimal: MIN</failure>"));
     free(x);
@@ -203,20 +206,26 @@ static char *proof_junit(bool base_clean)
 Test(harness_report, junit_of_a_proof_passes_caught_mutants_and_fails_the_missed_one)
 {
     char *x = proof_junit(true);
-    cr_assert_not_null(strstr(x, "<testsuite name=\"prove fam-base\" tests=\"3\" failures=\"1\" errors=\"0\""),
-                       "%s", x);
+    cr_assert_not_null(strstr(x, "<testsuite name=\"prove fam-base\" tests=\"3\" failures=\"1\" errors=\"0\""), "%s",
+                       x);
     cr_assert_not_null(strstr(x, "name=\"base fam-base is clean (2 cases)\"/>"), "%s", x);
-    cr_assert_not_null(strstr(x, "name=\"mutant fam-mutant-caught is caught\">\n      <system-out>caught after 2 "
-                                 "cases: [O:scaled] minimal: MIN1</system-out>"), "%s", x);
-    cr_assert_not_null(strstr(x, "name=\"mutant fam-mutant-missed is caught\">\n      <failure message=\"not "
-                                 "caught in 3 cases\""), "%s", x);
+    cr_assert_not_null(strstr(x,
+                              "name=\"mutant fam-mutant-caught is caught\">\n      <system-out>caught after 2 "
+                              "cases: [O:scaled] minimal: MIN1</system-out>"),
+                       "%s", x);
+    cr_assert_not_null(strstr(x,
+                              "name=\"mutant fam-mutant-missed is caught\">\n      <failure message=\"not "
+                              "caught in 3 cases\""),
+                       "%s", x);
     cr_assert_null(strstr(x, "<testsuite name=\"fam-mutant"), "mutants appear only in the proof: %s", x);
     cr_assert_not_null(strstr(x, "<testsuite name=\"other-kernel\" tests=\"1\" failures=\"0\""), "%s", x);
     free(x);
     x = proof_junit(false);
     cr_assert_not_null(strstr(x, "tests=\"3\" failures=\"2\""), "%s", x);
-    cr_assert_not_null(strstr(x, "name=\"base fam-base is clean (2 cases)\">\n      <failure message=\"the correct "
-                                 "kernel failed: O max scaled error 523.5"), "%s", x);
+    cr_assert_not_null(strstr(x,
+                              "name=\"base fam-base is clean (2 cases)\">\n      <failure message=\"the correct "
+                              "kernel failed: O max scaled error 523.5"),
+                       "%s", x);
     free(x);
 }
 
@@ -287,24 +296,26 @@ Test(harness_report, any_bytes_from_a_plugin_give_well_formed_reports)
     ac_result f = failing_result();
     /* stray and cut bytes, an overlong '/', a surrogate, past U+10FFFF, controls, U+FFFE; then
      * valid two-, three- and four-byte characters */
-    snprintf(f.why, sizeof f.why, "bad \xff\xfe|\xc3|\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\x01\x1b|\xef\xbf\xbe|"
+    snprintf(f.why, sizeof f.why,
+             "bad \xff\xfe|\xc3|\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\x01\x1b|\xef\xbf\xbe|"
              "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 <&>\"\t\r\n end");
     snprintf(f.kind, sizeof f.kind, "O:\x80");
     ac_report_add(rep, "plug\xffin", &f, "v1 \xfe");
     cr_assert_eq(ac_report_close(rep, &err), AC_OK, "%s", err.msg);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && python3 -c 'import json, xml.dom.minidom as m\n"
-             "row = json.loads(open(\"r.json\", encoding=\"utf-8\").read())\n"
-             "want = \"bad \\\\xFF\\\\xFE|\\\\xC3|\\\\xC0\\\\xAF|\\\\xED\\\\xA0\\\\x80|\\\\xF4\\\\x90\\\\x80\\\\x80|\"\n"
-             "assert row[\"why\"].startswith(want), row[\"why\"]\n"
-             "assert \"ok \\u00e9 \\u20ac \\U0001F600 <&>\" in row[\"why\"], row[\"why\"]\n"
-             "assert row[\"kernel\"] == \"plug\\\\xFFin\" and row[\"minimal\"] == \"v1 \\\\xFE\", row\n"
-             "doc = m.parse(\"r.xml\")\n"
-             "msg = doc.getElementsByTagName(\"failure\")[0].getAttribute(\"message\")\n"
-             "assert \"\\\\x01\\\\x1B|\\\\xEF\\\\xBF\\\\xBE|ok \\u00e9\" in msg, msg\n"
-             "open(\"r.md\", encoding=\"utf-8\").read()'",
-             dir);
+    snprintf(
+        cmd, sizeof cmd,
+        "cd '%s' && python3 -c 'import json, xml.dom.minidom as m\n"
+        "row = json.loads(open(\"r.json\", encoding=\"utf-8\").read())\n"
+        "want = \"bad \\\\xFF\\\\xFE|\\\\xC3|\\\\xC0\\\\xAF|\\\\xED\\\\xA0\\\\x80|\\\\xF4\\\\x90\\\\x80\\\\x80|\"\n"
+        "assert row[\"why\"].startswith(want), row[\"why\"]\n"
+        "assert \"ok \\u00e9 \\u20ac \\U0001F600 <&>\" in row[\"why\"], row[\"why\"]\n"
+        "assert row[\"kernel\"] == \"plug\\\\xFFin\" and row[\"minimal\"] == \"v1 \\\\xFE\", row\n"
+        "doc = m.parse(\"r.xml\")\n"
+        "msg = doc.getElementsByTagName(\"failure\")[0].getAttribute(\"message\")\n"
+        "assert \"\\\\x01\\\\x1B|\\\\xEF\\\\xBF\\\\xBE|ok \\u00e9\" in msg, msg\n"
+        "open(\"r.md\", encoding=\"utf-8\").read()'",
+        dir);
     cr_assert_eq(system(cmd), 0, "a report is not well-formed or lost text (see above)");
 }
 

@@ -8,8 +8,30 @@
 #include "ref/rng.h"
 
 static const char *const buf_names[AC_BUF_COUNT] = {
-    "Q", "K", "V", "dO", "seqlens_q", "seqlens_k", "mask", "cu_seqlens_q", "cu_seqlens_k", "sinks", "alibi_slopes",
-    "bias", "block_table", "descale_q", "descale_k", "descale_v", "O", "LSE", "dropout_mask", "dQ", "dK", "dV", "dSink", "dBias",
+    "Q",
+    "K",
+    "V",
+    "dO",
+    "seqlens_q",
+    "seqlens_k",
+    "mask",
+    "cu_seqlens_q",
+    "cu_seqlens_k",
+    "sinks",
+    "alibi_slopes",
+    "bias",
+    "block_table",
+    "descale_q",
+    "descale_k",
+    "descale_v",
+    "O",
+    "LSE",
+    "dropout_mask",
+    "dQ",
+    "dK",
+    "dV",
+    "dSink",
+    "dBias",
 };
 
 const char *ac_buf_name(ac_buf b) { return (unsigned)b < AC_BUF_COUNT ? buf_names[b] : "?"; }
@@ -88,9 +110,10 @@ void ac_arena_plan(const ac_inputs *in, bool backward, ac_arena_layout *l)
 static const void *input_source(const ac_inputs *in, ac_buf b)
 {
     const ac_problem *p = &in->p;
-    const void *src[AC_BUF_FIRST_OUTPUT] = {in->q, in->k, in->v, in->d_o, p->seqlens_q, p->seqlens_k, p->dense_mask,
-                                            p->cu_seqlens_q, p->cu_seqlens_k, p->sinks, p->alibi_slopes, p->bias,
-                                            p->block_table, p->descale_q, p->descale_k, p->descale_v};
+    const void *src[AC_BUF_FIRST_OUTPUT] = {in->q,           in->k,        in->v,           in->d_o,
+                                            p->seqlens_q,    p->seqlens_k, p->dense_mask,   p->cu_seqlens_q,
+                                            p->cu_seqlens_k, p->sinks,     p->alibi_slopes, p->bias,
+                                            p->block_table,  p->descale_q, p->descale_k,    p->descale_v};
     return b < AC_BUF_FIRST_OUTPUT ? src[b] : NULL;
 }
 
@@ -181,12 +204,27 @@ bool ac_canary_damage(const uint8_t *buf, size_t n, size_t *first, size_t *last)
 static int buf_dtype(const ac_arena_layout *l, ac_buf b)
 {
     switch (b) {
-    case AC_BUF_LSE: case AC_BUF_SINKS: case AC_BUF_ALIBI: case AC_BUF_DSINK: return AC_F32;
-    case AC_BUF_DESCALE_Q: case AC_BUF_DESCALE_K: case AC_BUF_DESCALE_V: return AC_F32;
-    case AC_BUF_BIAS: case AC_BUF_DBIAS: return l->bias_dtype;
-    case AC_BUF_SEQLENS_Q: case AC_BUF_SEQLENS_K: case AC_BUF_CU_SEQLENS_Q: case AC_BUF_CU_SEQLENS_K:
-    case AC_BUF_MASK: case AC_BUF_DROPOUT: return -1;
-    default: return ac_buf_is_output(b) ? l->out_dtype : l->dtype;
+    case AC_BUF_LSE:
+    case AC_BUF_SINKS:
+    case AC_BUF_ALIBI:
+    case AC_BUF_DSINK:
+        return AC_F32;
+    case AC_BUF_DESCALE_Q:
+    case AC_BUF_DESCALE_K:
+    case AC_BUF_DESCALE_V:
+        return AC_F32;
+    case AC_BUF_BIAS:
+    case AC_BUF_DBIAS:
+        return l->bias_dtype;
+    case AC_BUF_SEQLENS_Q:
+    case AC_BUF_SEQLENS_K:
+    case AC_BUF_CU_SEQLENS_Q:
+    case AC_BUF_CU_SEQLENS_K:
+    case AC_BUF_MASK:
+    case AC_BUF_DROPOUT:
+        return -1;
+    default:
+        return ac_buf_is_output(b) ? l->out_dtype : l->dtype;
     }
 }
 
@@ -272,10 +310,14 @@ static void where(const ac_problem *p, ac_buf b, uint64_t idx, char *out, size_t
                      (unsigned long long)i);
         }
         return;
-    case AC_BUF_SEQLENS_Q: case AC_BUF_SEQLENS_K: case AC_BUF_CU_SEQLENS_Q: case AC_BUF_CU_SEQLENS_K:
+    case AC_BUF_SEQLENS_Q:
+    case AC_BUF_SEQLENS_K:
+    case AC_BUF_CU_SEQLENS_Q:
+    case AC_BUF_CU_SEQLENS_K:
         snprintf(out, len, "(b=%llu)", (unsigned long long)idx);
         return;
-    case AC_BUF_SINKS: case AC_BUF_DSINK:
+    case AC_BUF_SINKS:
+    case AC_BUF_DSINK:
         snprintf(out, len, "(h=%llu)", (unsigned long long)idx);
         return;
     case AC_BUF_ALIBI:
@@ -287,19 +329,33 @@ static void where(const ac_problem *p, ac_buf b, uint64_t idx, char *out, size_t
                  (unsigned long long)(r / (uint64_t)p->seqlen_q), (unsigned long long)j);
         return;
     }
-    case AC_BUF_BIAS: case AC_BUF_DBIAS:
+    case AC_BUF_BIAS:
+    case AC_BUF_DBIAS:
         where_pairs(p, idx, (uint64_t)(p->bias_heads > 1 ? p->bias_heads : 1), out, len);
         return;
-    case AC_BUF_DESCALE_Q: case AC_BUF_DESCALE_K: case AC_BUF_DESCALE_V:
+    case AC_BUF_DESCALE_Q:
+    case AC_BUF_DESCALE_K:
+    case AC_BUF_DESCALE_V:
         snprintf(out, len, "(factor %llu)", (unsigned long long)idx);
         return;
     case AC_BUF_DROPOUT:
         snprintf(out, len, "(byte %llu)", (unsigned long long)idx);
         return;
-    case AC_BUF_K: case AC_BUF_DK: where_tensor(p, AC_TENSOR_K, idx, out, len); return;
-    case AC_BUF_V: case AC_BUF_DV: where_tensor(p, AC_TENSOR_V, idx, out, len); return;
-    case AC_BUF_DO: case AC_BUF_O: where_tensor(p, AC_TENSOR_O, idx, out, len); return;
-    default: where_tensor(p, AC_TENSOR_Q, idx, out, len); return;
+    case AC_BUF_K:
+    case AC_BUF_DK:
+        where_tensor(p, AC_TENSOR_K, idx, out, len);
+        return;
+    case AC_BUF_V:
+    case AC_BUF_DV:
+        where_tensor(p, AC_TENSOR_V, idx, out, len);
+        return;
+    case AC_BUF_DO:
+    case AC_BUF_O:
+        where_tensor(p, AC_TENSOR_O, idx, out, len);
+        return;
+    default:
+        where_tensor(p, AC_TENSOR_Q, idx, out, len);
+        return;
     }
 }
 
@@ -312,14 +368,16 @@ static int check_guards(const ac_arena_layout *l, ac_entry e, ac_buf b, const ui
     if (ac_canary_damage(buf - AC_GUARD_BYTES, AC_GUARD_BYTES, &first, &last)) {
         /* byte x of the guard lies AC_GUARD_BYTES - x bytes before the start */
         size_t far = (AC_GUARD_BYTES - first + es - 1) / es, near = (AC_GUARD_BYTES - last + es - 1) / es;
-        return ac_fail(err, AC_KERNEL_FAULT, "out-of-bounds-write: %s wrote before the start of %s: elements "
-                       "start-%zu to start-%zu (%s holds %zu %s elements)", ac_entry_name(e), ac_buf_name(b), far,
-                       near, ac_buf_name(b), n, type);
+        return ac_fail(err, AC_KERNEL_FAULT,
+                       "out-of-bounds-write: %s wrote before the start of %s: elements "
+                       "start-%zu to start-%zu (%s holds %zu %s elements)",
+                       ac_entry_name(e), ac_buf_name(b), far, near, ac_buf_name(b), n, type);
     }
     if (ac_canary_damage(buf + l->bytes[b], AC_GUARD_BYTES, &first, &last))
-        return ac_fail(err, AC_KERNEL_FAULT, "out-of-bounds-write: %s wrote past the end of %s: elements end+%zu "
-                       "to end+%zu (%s holds %zu %s elements; end+0 is the first one past it)", ac_entry_name(e),
-                       ac_buf_name(b), first / es, last / es, ac_buf_name(b), n, type);
+        return ac_fail(err, AC_KERNEL_FAULT,
+                       "out-of-bounds-write: %s wrote past the end of %s: elements end+%zu "
+                       "to end+%zu (%s holds %zu %s elements; end+0 is the first one past it)",
+                       ac_entry_name(e), ac_buf_name(b), first / es, last / es, ac_buf_name(b), n, type);
     return AC_OK;
 }
 
@@ -338,12 +396,14 @@ static int check_input(const ac_arena_layout *l, ac_entry e, ac_buf b, const uin
         }
     char at[128];
     where(p, b, first, at, sizeof at);
-    return ac_fail(err, AC_KERNEL_FAULT, "input-modified: %s changed %zu element%s of %s, the first at element %zu "
-                   "%s", ac_entry_name(e), changed, changed == 1 ? "" : "s", ac_buf_name(b), first, at);
+    return ac_fail(err, AC_KERNEL_FAULT,
+                   "input-modified: %s changed %zu element%s of %s, the first at element %zu "
+                   "%s",
+                   ac_entry_name(e), changed, changed == 1 ? "" : "s", ac_buf_name(b), first, at);
 }
 
-int ac_arena_check(const ac_arena_layout *l, ac_entry e, const uint8_t *base, const ac_inputs *in,
-                   const void *fwd_o, const float *fwd_lse, ac_err *err)
+int ac_arena_check(const ac_arena_layout *l, ac_entry e, const uint8_t *base, const ac_inputs *in, const void *fwd_o,
+                   const float *fwd_lse, ac_err *err)
 {
     int st = AC_OK;
     for (int b = AC_BUF_FIRST_OUTPUT; st == AC_OK && b < AC_BUF_COUNT; b++)

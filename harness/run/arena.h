@@ -31,10 +31,30 @@
 #include "kernels/kernel.h"
 
 typedef enum {
-    AC_BUF_Q, AC_BUF_K, AC_BUF_V, AC_BUF_DO, AC_BUF_SEQLENS_Q, AC_BUF_SEQLENS_K, AC_BUF_MASK,
-    AC_BUF_CU_SEQLENS_Q, AC_BUF_CU_SEQLENS_K, AC_BUF_SINKS, AC_BUF_ALIBI, AC_BUF_BIAS, AC_BUF_BLOCK_TABLE,
-    AC_BUF_DESCALE_Q, AC_BUF_DESCALE_K, AC_BUF_DESCALE_V, /* fp8's f32 descale factors */
-    AC_BUF_O, AC_BUF_LSE, AC_BUF_DROPOUT, AC_BUF_DQ, AC_BUF_DK, AC_BUF_DV, AC_BUF_DSINK, AC_BUF_DBIAS,
+    AC_BUF_Q,
+    AC_BUF_K,
+    AC_BUF_V,
+    AC_BUF_DO,
+    AC_BUF_SEQLENS_Q,
+    AC_BUF_SEQLENS_K,
+    AC_BUF_MASK,
+    AC_BUF_CU_SEQLENS_Q,
+    AC_BUF_CU_SEQLENS_K,
+    AC_BUF_SINKS,
+    AC_BUF_ALIBI,
+    AC_BUF_BIAS,
+    AC_BUF_BLOCK_TABLE,
+    AC_BUF_DESCALE_Q,
+    AC_BUF_DESCALE_K,
+    AC_BUF_DESCALE_V, /* fp8's f32 descale factors */
+    AC_BUF_O,
+    AC_BUF_LSE,
+    AC_BUF_DROPOUT,
+    AC_BUF_DQ,
+    AC_BUF_DK,
+    AC_BUF_DV,
+    AC_BUF_DSINK,
+    AC_BUF_DBIAS,
     AC_BUF_COUNT,
     AC_BUF_FIRST_OUTPUT = AC_BUF_O,
 } ac_buf;
@@ -52,12 +72,12 @@ typedef enum {
 typedef enum { AC_ENTRY_FORWARD = 0, AC_ENTRY_BACKWARD = 1 } ac_entry;
 
 typedef struct {
-    uint64_t off[AC_BUF_COUNT];   /* byte offset of the buffer itself (outputs: inside their guards) */
+    uint64_t off[AC_BUF_COUNT]; /* byte offset of the buffer itself (outputs: inside their guards) */
     uint64_t bytes[AC_BUF_COUNT]; /* 0: absent (no dO without backward, no lengths, no mask) */
-    uint64_t total;               /* bytes of the whole arena */
-    int32_t dtype;                /* ac_dtype of the inputs */
-    int32_t out_dtype;            /* ac_dtype of O, dQ, dK, dV */
-    int32_t bias_dtype;           /* ac_dtype of the bias and dBias */
+    uint64_t total; /* bytes of the whole arena */
+    int32_t dtype; /* ac_dtype of the inputs */
+    int32_t out_dtype; /* ac_dtype of O, dQ, dK, dV */
+    int32_t bias_dtype; /* ac_dtype of the bias and dBias */
 } ac_arena_layout;
 
 const char *ac_buf_name(ac_buf b); /* "Q", ..., "LSE", "dV", "dSink", "dBias" */
@@ -88,8 +108,8 @@ void ac_problem_strip_arrays(ac_problem *p);
  * (a guard of an output it writes changed: which buffer, which elements) or
  * "input-modified: ..." (an input differs from in's copy, or for the backward
  * from the forward's O and LSE in fwd_o/fwd_lse: which tensor, which element). */
-int ac_arena_check(const ac_arena_layout *l, ac_entry e, const uint8_t *base, const ac_inputs *in,
-                   const void *fwd_o, const float *fwd_lse, ac_err *err);
+int ac_arena_check(const ac_arena_layout *l, ac_entry e, const uint8_t *base, const ac_inputs *in, const void *fwd_o,
+                   const float *fwd_lse, ac_err *err);
 
 /* ---- canaries (also plugin.c's errbuf guard) ---- */
 void ac_canary_fill(uint8_t *buf, size_t n);

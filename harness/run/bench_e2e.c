@@ -31,8 +31,8 @@
 #include "ref/ref_gpu.h"
 
 enum { ST_INPUTS, ST_KERNEL, ST_REF, ST_NAIVE, ST_SCALES, ST_CERT, ST_SPOT, ST_COMPARE, ST_COUNT };
-static const char *const stage_names[ST_COUNT] = {"inputs", "kernel", "reference", "naive", "scales",
-                                                  "certify", "spot", "compare"};
+static const char *const stage_names[ST_COUNT] = {"inputs", "kernel",  "reference", "naive",
+                                                  "scales", "certify", "spot",      "compare"};
 
 typedef struct {
     const ac_kernel *k;
@@ -74,8 +74,8 @@ static int kernel_on_device(const ac_kernel *k, const ac_inputs *in, bool bwd, o
         st = stage_dev(&d[i], src[i], bytes[i], err);
     ac_fwd_args fa = {.q = d[0], .k = d[1], .v = d[2], .o = d[3], .lse = d[4]};
     if (st == AC_OK && (st = k->forward(k, &in->p, in->c.dtype, &fa, err)) == AC_OK && bwd) {
-        ac_bwd_args ba = {.q = d[0], .k = d[1], .v = d[2], .o = d[3], .d_o = d[5], .lse = d[4], .dq = d[6],
-                          .dk = d[7], .dv = d[8]};
+        ac_bwd_args ba = {
+            .q = d[0], .k = d[1], .v = d[2], .o = d[3], .d_o = d[5], .lse = d[4], .dq = d[6], .dk = d[7], .dv = d[8]};
         st = k->backward(k, &in->p, in->c.dtype, &ba, err);
     }
     if (st == AC_OK)
@@ -105,8 +105,15 @@ static int run_kernel(const ac_kernel *k, const ac_inputs *in, bool bwd, outputs
         return kernel_on_device(k, in, bwd, h, nq * es, nkv * es, nl * sizeof(float), err);
     ac_fwd_args fa = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .lse = h->lse};
     int st = k->forward(k, &in->p, in->c.dtype, &fa, err);
-    ac_bwd_args ba = {.q = in->q, .k = in->k, .v = in->v, .o = h->o, .d_o = in->d_o, .lse = h->lse, .dq = h->dq,
-                      .dk = h->dk, .dv = h->dv};
+    ac_bwd_args ba = {.q = in->q,
+                      .k = in->k,
+                      .v = in->v,
+                      .o = h->o,
+                      .d_o = in->d_o,
+                      .lse = h->lse,
+                      .dq = h->dq,
+                      .dk = h->dk,
+                      .dv = h->dv};
     return st == AC_OK && bwd ? k->backward(k, &in->p, in->c.dtype, &ba, err) : st;
 }
 
@@ -156,8 +163,8 @@ static int cpu_reference(const ac_inputs *in, bool bwd, ac_reference *r, timing 
 static int gpu_reference(const ac_inputs *in, bool bwd, int cert_rows, double t_choice, ac_reference *r, timing *tm,
                          ac_err *err)
 {
-    ref_gpu_outputs out = {r->o, r->lse, r->dq, r->dk, r->dv, r->delta, r->e_o, r->e_lse, r->e_dq, r->e_dk,
-                           r->e_dv, r->naive_o, r->naive_lse, r->naive_dq, r->naive_dk, r->naive_dv};
+    ref_gpu_outputs out = {r->o,    r->lse,  r->dq,   r->dk,      r->dv,        r->delta,    r->e_o,      r->e_lse,
+                           r->e_dq, r->e_dk, r->e_dv, r->naive_o, r->naive_lse, r->naive_dq, r->naive_dk, r->naive_dv};
     ref_gpu_opts opts = {.timing = true};
     ref_gpu_stats gs;
     int st = ref_gpu_reference(&in->p, in->c.dtype, in->q, in->k, in->v, bwd ? in->d_o : NULL, &opts, &out, &gs, err);
@@ -173,12 +180,12 @@ static int gpu_reference(const ac_inputs *in, bool bwd, int cert_rows, double t_
         return st;
     double t0 = ac_now_seconds();
     ref_gpu_check chk;
-    st = ref_gpu_spot_check(&in->p, in->c.dtype, in->qd, in->kd, in->vd, bwd ? in->d_od : NULL, &out,
-                            (size_t)cert_rows, (size_t)cert_rows, in->c.seed, &chk, err);
+    st = ref_gpu_spot_check(&in->p, in->c.dtype, in->qd, in->kd, in->vd, bwd ? in->d_od : NULL, &out, (size_t)cert_rows,
+                            (size_t)cert_rows, in->c.seed, &chk, err);
     tm->s[ST_SPOT] = ac_now_seconds() - t0;
     if (st == AC_OK && !chk.agrees)
-        fprintf(stderr, "spot check: the GPU reference is %.3g units off at %s\n",
-                chk.worst[chk.worst_output].units, ref_gpu_check_name(chk.worst_output));
+        fprintf(stderr, "spot check: the GPU reference is %.3g units off at %s\n", chk.worst[chk.worst_output].units,
+                ref_gpu_check_name(chk.worst_output));
     return st;
 }
 
@@ -310,8 +317,8 @@ static int parse_args(int argc, char **argv, bench *bn, ac_err *err)
 
 int main(int argc, char **argv)
 {
-    static bench bn = {.hq = 16, .d = 128, .cert_rows = 2, .t = AC_BF16, .backward = true,
-                       .n = {8192, 32768, 131072}, .n_count = 3};
+    static bench bn = {
+        .hq = 16, .d = 128, .cert_rows = 2, .t = AC_BF16, .backward = true, .n = {8192, 32768, 131072}, .n_count = 3};
     ac_err err = {{0}};
     int st = parse_args(argc, argv, &bn, &err);
     if (st == AC_OK)

@@ -25,13 +25,25 @@ static int invoke(const ac_kernel *k, ac_entry e, const ac_problem *p, ac_dtype 
                   ac_err *err)
 {
     if (e == AC_ENTRY_FORWARD) {
-        ac_fwd_args a = {.q = at[AC_BUF_Q], .k = at[AC_BUF_K], .v = at[AC_BUF_V], .o = at[AC_BUF_O],
-                         .lse = at[AC_BUF_LSE], .dropout_mask = at[AC_BUF_DROPOUT]};
+        ac_fwd_args a = {.q = at[AC_BUF_Q],
+                         .k = at[AC_BUF_K],
+                         .v = at[AC_BUF_V],
+                         .o = at[AC_BUF_O],
+                         .lse = at[AC_BUF_LSE],
+                         .dropout_mask = at[AC_BUF_DROPOUT]};
         return k->forward(k, p, t, &a, err);
     }
-    ac_bwd_args a = {.q = at[AC_BUF_Q], .k = at[AC_BUF_K], .v = at[AC_BUF_V], .o = at[AC_BUF_O],
-                     .d_o = at[AC_BUF_DO], .lse = at[AC_BUF_LSE], .dq = at[AC_BUF_DQ], .dk = at[AC_BUF_DK],
-                     .dv = at[AC_BUF_DV], .dsink = at[AC_BUF_DSINK], .dbias = at[AC_BUF_DBIAS]};
+    ac_bwd_args a = {.q = at[AC_BUF_Q],
+                     .k = at[AC_BUF_K],
+                     .v = at[AC_BUF_V],
+                     .o = at[AC_BUF_O],
+                     .d_o = at[AC_BUF_DO],
+                     .lse = at[AC_BUF_LSE],
+                     .dq = at[AC_BUF_DQ],
+                     .dk = at[AC_BUF_DK],
+                     .dv = at[AC_BUF_DV],
+                     .dsink = at[AC_BUF_DSINK],
+                     .dbias = at[AC_BUF_DBIAS]};
     return k->backward(k, p, t, &a, err);
 }
 

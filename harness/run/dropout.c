@@ -69,14 +69,18 @@ int ac_dropout_checks(const ac_problem *p, const uint8_t *keep, ac_dropout_rerun
         return ac_fail(err, AC_ERR_ENV, "dropout: out of memory for a second keep mask");
     int st = rerun(ctx, p->dropout_seed, again, err);
     if (st == AC_OK && (n = count(p, keep, again)).differ > 0)
-        fail(r, "dropout:not-reproducible", "dropout: the same seed drew another mask: %.0f of %.0f visible pairs "
-             "differ", (double)n.differ, (double)n.visible);
+        fail(r, "dropout:not-reproducible",
+             "dropout: the same seed drew another mask: %.0f of %.0f visible pairs "
+             "differ",
+             (double)n.differ, (double)n.visible);
     bool enough = 2.0 * q * (1.0 - q) * (double)n.visible >= 20.0; /* P(no difference) < e^-20 */
     if (st == AC_OK && r->verdict != AC_VERDICT_FAIL && enough &&
         (st = rerun(ctx, p->dropout_seed ^ 0x9E3779B97F4A7C15ull, again, err)) == AC_OK &&
         count(p, keep, again).differ == 0)
-        fail(r, "dropout:seed-ignored", "dropout: another seed drew the same mask on all %.0f visible pairs "
-             "(%.1f expected to differ)", (double)n.visible, 2.0 * q * (1.0 - q) * (double)n.visible);
+        fail(r, "dropout:seed-ignored",
+             "dropout: another seed drew the same mask on all %.0f visible pairs "
+             "(%.1f expected to differ)",
+             (double)n.visible, 2.0 * q * (1.0 - q) * (double)n.visible);
     free(again);
     return st;
 }

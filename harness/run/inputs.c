@@ -96,14 +96,14 @@ typedef struct {
     const ac_case *c;
     const ac_problem *p;
     role r;
-    int mode;            /* ac_dist_mode */
+    int mode; /* ac_dist_mode */
     const double *signs; /* (B, Hkv, max(d, d_v)) of +-1: increasing's w, huge values' column signs */
 } draw_ctx;
 
 /* What a (b, h) slice remembers between its own draws; one per task. */
 typedef struct {
-    double row_val;               /* per-row draw (increasing's a_i), set at channel 0 */
-    double vec[AC_MAX_HEAD_DIM];  /* equal's shared K row, set by row 0 */
+    double row_val; /* per-row draw (increasing's a_i), set at channel 0 */
+    double vec[AC_MAX_HEAD_DIM]; /* equal's shared K row, set by row 0 */
 } slice_state;
 
 static double top_scores(ac_dtype t) { return t == AC_F16 ? ac_max_finite(t) : 0x1p56; }
@@ -113,17 +113,20 @@ static double min_normal(ac_dtype t) { return ac_min_subnormal(t) / (2.0 * ac_un
 static double draw_plain(const ac_case *c, rng *r)
 {
     switch (c->dist) {
-    case AC_DIST_UNIFORM: return c->dist_a + (c->dist_b - c->dist_a) * unif(r);
+    case AC_DIST_UNIFORM:
+        return c->dist_a + (c->dist_b - c->dist_a) * unif(r);
     case AC_DIST_OUTLIERS: {
         double x = c->dist_a * gauss(r);
         return unif(r) < c->dist_b ? x * AC_OUTLIER_FACTOR : x;
     }
-    case AC_DIST_NORMAL: return c->dist_a + c->dist_b * gauss(r);
+    case AC_DIST_NORMAL:
+        return c->dist_a + c->dist_b * gauss(r);
     case AC_DIST_FA3: { /* the outlier's draw only when it happens: P of the elements */
         double x = gauss(r);
         return unif(r) < c->dist_a ? x + c->dist_b * gauss(r) : x;
     }
-    default: return gauss(r);
+    default:
+        return gauss(r);
     }
 }
 
@@ -171,18 +174,25 @@ static double draw_special(const draw_ctx *x, slice_state *ss, rng *r, int b, in
         int binade = 1 + (int)(next_u64(r) % 6);
         return sg * min_normal(c->dtype) * ldexp(1.0 + unif(r), binade);
     }
-    default: return draw_plain(c, r);
+    default:
+        return draw_plain(c, r);
     }
 }
 
 static bool special_applies(const draw_ctx *x)
 {
     switch (x->c->dist) {
-    case AC_DIST_INCREASING: return x->r == ROLE_Q || x->r == ROLE_K;
-    case AC_DIST_EQUAL: return x->r == ROLE_K;
-    case AC_DIST_DOMINANT: return x->r == ROLE_Q;
-    case AC_DIST_HUGE: case AC_DIST_TINY: return extreme_role(x);
-    default: return false;
+    case AC_DIST_INCREASING:
+        return x->r == ROLE_Q || x->r == ROLE_K;
+    case AC_DIST_EQUAL:
+        return x->r == ROLE_K;
+    case AC_DIST_DOMINANT:
+        return x->r == ROLE_Q;
+    case AC_DIST_HUGE:
+    case AC_DIST_TINY:
+        return extreme_role(x);
+    default:
+        return false;
     }
 }
 
@@ -197,8 +207,12 @@ static double draw_value(const draw_ctx *x, slice_state *ss, rng *r, int b, int 
         /* outliers in Q and K (heavy-tailed scores, as LLM activations have); V
          * with a heavy tail too would push dQ = scale dS K past f16's range */
         return x->r == ROLE_V ? x->c->dist_a * gauss(r) : draw_plain(x->c, r);
-    case AC_DIST_NORMAL: case AC_DIST_UNIFORM: case AC_DIST_FA3: return draw_plain(x->c, r);
-    default: return gauss(r);
+    case AC_DIST_NORMAL:
+    case AC_DIST_UNIFORM:
+    case AC_DIST_FA3:
+        return draw_plain(x->c, r);
+    default:
+        return gauss(r);
     }
 }
 
@@ -210,12 +224,12 @@ typedef struct {
     draw_ctx x;
     void *bits;
     double *wide;
-    ac_tensor_kind kind;        /* Q, K, V (d_v columns) or O (dO: d_v columns) */
-    int heads, seqlen, slices;  /* slices = B x heads, (b, h) in logical order */
-    uint64_t first_state;       /* the stream's state before its first draw */
-    uint64_t slice_advance;     /* how far one slice moves it (from slice 0) */
-    atomic_bool nonzero;        /* some element is not zero */
-    bool raw;                   /* fp8's Q, K, V: the draws as they are, quantised later (inputs_fp8.c) */
+    ac_tensor_kind kind; /* Q, K, V (d_v columns) or O (dO: d_v columns) */
+    int heads, seqlen, slices; /* slices = B x heads, (b, h) in logical order */
+    uint64_t first_state; /* the stream's state before its first draw */
+    uint64_t slice_advance; /* how far one slice moves it (from slice 0) */
+    atomic_bool nonzero; /* some element is not zero */
+    bool raw; /* fp8's Q, K, V: the draws as they are, quantised later (inputs_fp8.c) */
 } tensor_fill;
 
 /* Draws slice k = b * heads + h of f from r, in logical order (s, c). */
@@ -318,7 +332,7 @@ static ac_problem problem_of(const ac_case *c)
     p.scale = (double)(float)(c->scale_auto ? 1.0 / sqrt((double)c->head_dim) : c->scale);
     ac_case_mask_to_problem(c, &p);
     inputs_variants_problem(c, &p); /* inputs_variants.c: dv, softcap, dropout, maskdims, ... */
-    inputs_fp8_problem(c, &p);      /* inputs_fp8.c: out, p, descale */
+    inputs_fp8_problem(c, &p); /* inputs_fp8.c: out, p, descale */
     return p;
 }
 
@@ -341,7 +355,7 @@ typedef struct {
     uint8_t *mask;
     size_t nq, nk, blocks; /* blocks: tasks per slice */
     uint64_t first_state;
-    uint64_t slice_draws;  /* Nq Nk + n_masked */
+    uint64_t slice_draws; /* Nq Nk + n_masked */
     double keep;
 } mask_job;
 
@@ -442,8 +456,8 @@ static int alloc_storage(ac_inputs *in, int workers, ac_err *err)
     if (ok && c->mask == AC_MASK_DENSE)
         ok = (in->dense_mask = draw_dense_mask(c, workers)) != NULL;
     if (!ok)
-        return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for b=%d hq=%d hkv=%d nq=%d nk=%d d=%d",
-                       c->batch, c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k, c->head_dim);
+        return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for b=%d hq=%d hkv=%d nq=%d nk=%d d=%d", c->batch,
+                       c->heads_q, c->heads_kv, c->seqlen_q, c->seqlen_k, c->head_dim);
     if (c->layout != AC_LAYOUT_THD) { /* THD: the lengths are cu_seqlens (inputs_variants_layout) */
         in->p.seqlens_q = in->seqlens_q;
         in->p.seqlens_k = in->seqlens_k;
@@ -454,13 +468,15 @@ static int alloc_storage(ac_inputs *in, int workers, ac_err *err)
 
 static void tensor_init(tensor_fill *f, const ac_inputs *in, role r, const double *signs, void *bits, double *wide)
 {
-    static const uint64_t stream_of[] = {[ROLE_Q] = INPUTS_STREAM_Q, [ROLE_K] = INPUTS_STREAM_K, [ROLE_V] = INPUTS_STREAM_V,
+    static const uint64_t stream_of[] = {[ROLE_Q] = INPUTS_STREAM_Q,
+                                         [ROLE_K] = INPUTS_STREAM_K,
+                                         [ROLE_V] = INPUTS_STREAM_V,
                                          [ROLE_DO] = INPUTS_STREAM_DO};
     const ac_problem *p = &in->p;
     bool q_like = r == ROLE_Q || r == ROLE_DO;
     f->x = (draw_ctx){.c = &in->c, .p = p, .r = r, .mode = ac_dist_mode(&in->c), .signs = signs};
-    static const ac_tensor_kind kind_of[] = {[ROLE_Q] = AC_TENSOR_Q, [ROLE_K] = AC_TENSOR_K, [ROLE_V] = AC_TENSOR_V,
-                                             [ROLE_DO] = AC_TENSOR_O};
+    static const ac_tensor_kind kind_of[] = {
+        [ROLE_Q] = AC_TENSOR_Q, [ROLE_K] = AC_TENSOR_K, [ROLE_V] = AC_TENSOR_V, [ROLE_DO] = AC_TENSOR_O};
     f->kind = kind_of[r];
     f->bits = bits, f->wide = wide;
     f->heads = q_like ? p->heads_q : p->heads_kv;
@@ -579,7 +595,7 @@ int inputs_make_workers(const ac_case *c, ac_inputs *in, int workers, ac_err *er
 bool ac_inputs_mask_fits(const ac_case *c)
 {
     return c->mask != AC_MASK_DENSE ||
-           (double)mask_slices(c) * c->seqlen_q * c->seqlen_k <= (double)AC_DEFAULT_MEM_BUDGET / 4;
+        (double)mask_slices(c) * c->seqlen_q * c->seqlen_k <= (double)AC_DEFAULT_MEM_BUDGET / 4;
 }
 
 int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
@@ -589,8 +605,8 @@ int ac_inputs_make(const ac_case *c, ac_inputs *in, ac_err *err)
     int st = ref_thread_count(&workers, err);
     if (st != AC_OK)
         return st;
-    double elems = 2.0 * c->batch * ((double)c->heads_q * c->seqlen_q + (double)c->heads_kv * c->seqlen_k) *
-                   c->head_dim;
+    double elems =
+        2.0 * c->batch * ((double)c->heads_q * c->seqlen_q + (double)c->heads_kv * c->seqlen_k) * c->head_dim;
     if (c->mask == AC_MASK_DENSE)
         elems += (double)mask_slices(c) * c->seqlen_q * c->seqlen_k / 4; /* a keep draw is cheaper */
     double useful = floor(elems / MIN_ELEMS_PER_WORKER);

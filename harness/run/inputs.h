@@ -14,18 +14,18 @@ typedef struct {
     /* Q, K, V and dO are stored in c.dtype; the kernel writes O, dQ, dK, dV in
      * ac_case_out_dtype(&c) (the same dtype for f32, f16, bf16; bf16 for fp8
      * inputs) and LSE in f32: ac_inputs_out_dtype. */
-    void *q, *k, *v, *d_o;          /* c.dtype bit patterns */
-    double *qd, *kd, *vd, *d_od;    /* exact widenings */
-    int *seqlens_q, *seqlens_k;     /* owned; p points at them */
-    uint8_t *dense_mask;            /* owned; p points at it */
+    void *q, *k, *v, *d_o; /* c.dtype bit patterns */
+    double *qd, *kd, *vd, *d_od; /* exact widenings */
+    int *seqlens_q, *seqlens_k; /* owned; p points at them */
+    uint8_t *dense_mask; /* owned; p points at it */
     /* the variants' arrays (run/inputs_variants.c; NULL when unused), owned; p points at them */
-    float *sinks;                   /* (Hq) sink logits */
-    float *alibi;                   /* (1 or B, Hq) ALiBi slopes */
-    void *bias;                     /* (1|B, 1|Hq, Nq, Nk) additive bias, bits of p.bias_dtype */
-    uint8_t *dropout_keep;          /* check's --dropout-mask: (B, Hq, Nq, Nk) 1 = kept */
+    float *sinks; /* (Hq) sink logits */
+    float *alibi; /* (1 or B, Hq) ALiBi slopes */
+    void *bias; /* (1|B, 1|Hq, Nq, Nk) additive bias, bits of p.bias_dtype */
+    uint8_t *dropout_keep; /* check's --dropout-mask: (B, Hq, Nq, Nk) 1 = kept */
     int *cu_seqlens_q, *cu_seqlens_k; /* (B + 1) THD row offsets */
     /* kv=paged(P) (run/inputs_paged.c): k, v, kd, vd are then the pages (num_pages, P, Hkv, d) */
-    int *block_table;               /* (B, pages_per_seq) page ids, owned; p points at it */
+    int *block_table; /* (B, pages_per_seq) page ids, owned; p points at it */
     /* fp8 (run/inputs_fp8.c): f32 descale factors, ac_descale_count(p, Q/K/V) each; the
      * widenings qd, kd, vd are code * descale.  NULL for other dtypes. */
     float *descale_q, *descale_k, *descale_v;

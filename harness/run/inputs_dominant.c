@@ -49,9 +49,9 @@ static double max_other_score(const ac_inputs *in, int b, int hk, int jstar, int
 #define DOMINANT_ROWS 64
 typedef struct {
     const ac_inputs *in;
-    const int *jstar;    /* per group (b, hk); -1: the batch has no keys */
-    int blocks;          /* per group */
-    double *best;        /* per task */
+    const int *jstar; /* per group (b, hk); -1: the batch has no keys */
+    int blocks; /* per group */
+    double *best; /* per task */
 } dominant_job;
 
 static void dominant_task(void *ctx, size_t task, int worker)
@@ -61,8 +61,8 @@ static void dominant_task(void *ctx, size_t task, int worker)
     int g = (int)(task / (size_t)j->blocks), blk = (int)(task % (size_t)j->blocks);
     int heads_kv = j->in->p.heads_kv;
     j->best[task] = j->jstar[g] < 0 ? 0.0
-                  : max_other_score(j->in, g / heads_kv, g % heads_kv, j->jstar[g], blk * DOMINANT_ROWS,
-                                    (blk + 1) * DOMINANT_ROWS);
+                                    : max_other_score(j->in, g / heads_kv, g % heads_kv, j->jstar[g],
+                                                      blk * DOMINANT_ROWS, (blk + 1) * DOMINANT_ROWS);
 }
 
 /* The planted key of group g: column 0 the smallest dtype value with
@@ -77,8 +77,8 @@ static int plant_key(ac_inputs *in, int b, int hk, int jstar, double best, ac_er
     if (ac_widen(t, bits) < beta)
         bits = next_up(t, bits);
     if (!isfinite(ac_widen(t, bits)))
-        return ac_fail(err, AC_ERR_INPUT, "dist: dominant(%g) needs a key of %g, beyond %s's range",
-                       in->c.dist_a, beta, ac_dtype_name(t));
+        return ac_fail(err, AC_ERR_INPUT, "dist: dominant(%g) needs a key of %g, beyond %s's range", in->c.dist_a, beta,
+                       ac_dtype_name(t));
     for (int ch = 0; ch < p->head_dim; ch++) {
         size_t at = ac_kv_index(p, b, hk, jstar, ch);
         uint32_t v = ch == 0 ? bits : ac_narrow(t, 0.0);
@@ -93,8 +93,8 @@ static int plant_key(ac_inputs *in, int b, int hk, int jstar, double best, ac_er
 int inputs_plant_dominant(ac_inputs *in, int workers, ac_err *err)
 {
     const ac_problem *p = &in->p;
-    int groups = p->batch * p->heads_kv, blocks = (p->heads_q / p->heads_kv * p->seqlen_q + DOMINANT_ROWS - 1) /
-                                                  DOMINANT_ROWS;
+    int groups = p->batch * p->heads_kv,
+        blocks = (p->heads_q / p->heads_kv * p->seqlen_q + DOMINANT_ROWS - 1) / DOMINANT_ROWS;
     int *jstar = malloc(sizeof(int) * (size_t)groups);
     double *best = malloc(sizeof(double) * (size_t)groups * (size_t)blocks);
     if (!jstar || !best) {

@@ -10,8 +10,16 @@
 
 /* One splitmix64 stream per tensor and per other random choice of a case. */
 enum {
-    INPUTS_STREAM_Q = 1, INPUTS_STREAM_K, INPUTS_STREAM_V, INPUTS_STREAM_DO, INPUTS_STREAM_MASK,
-    INPUTS_STREAM_MODE, INPUTS_STREAM_SIGNS, INPUTS_STREAM_DOMINANT, INPUTS_STREAM_PAGES, INPUTS_STREAM_FP8
+    INPUTS_STREAM_Q = 1,
+    INPUTS_STREAM_K,
+    INPUTS_STREAM_V,
+    INPUTS_STREAM_DO,
+    INPUTS_STREAM_MASK,
+    INPUTS_STREAM_MODE,
+    INPUTS_STREAM_SIGNS,
+    INPUTS_STREAM_DOMINANT,
+    INPUTS_STREAM_PAGES,
+    INPUTS_STREAM_FP8
 };
 /* The state stream `id` of a case seed starts from (its first draw is ac_splitmix64 of it). */
 uint64_t inputs_stream(uint64_t seed, uint64_t id);

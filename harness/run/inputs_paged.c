@@ -32,10 +32,7 @@ typedef struct {
 
 static int below(uint64_t *state, int n) { return n <= 1 ? 0 : (int)(ac_splitmix64(state) % (uint64_t)n); }
 
-static bool dist_shares(ac_dist_kind d)
-{
-    return d == AC_DIST_NORMAL || d == AC_DIST_UNIFORM || d == AC_DIST_OUTLIERS;
-}
+static bool dist_shares(ac_dist_kind d) { return d == AC_DIST_NORMAL || d == AC_DIST_UNIFORM || d == AC_DIST_OUTLIERS; }
 
 static void plan_pages(const ac_inputs *in, uint64_t *state, page_plan *pl)
 {
@@ -74,7 +71,8 @@ static void copy_prefix(ac_inputs *in, int a, int b, int keys)
         for (int h = 0; h < p->heads_kv; h++)
             for (int j = 0; j < keys; j++)
                 for (int c = 0; c < ac_tensor_dim(p, kinds[x]); c++) {
-                    size_t from = ac_tensor_index(p, kinds[x], a, h, j, c), to = ac_tensor_index(p, kinds[x], b, h, j, c);
+                    size_t from = ac_tensor_index(p, kinds[x], a, h, j, c),
+                           to = ac_tensor_index(p, kinds[x], b, h, j, c);
                     ac_bits_put(t, bits[x], to, ac_bits_get(t, bits[x], from));
                     wide[x][to] = wide[x][from];
                 }
@@ -99,7 +97,7 @@ static bool fill_table(const ac_inputs *in, uint64_t *state, const page_plan *pl
         int *row = table + (size_t)b * pl->pages_per_seq, need = (p->seqlens_k[b] + P - 1) / P;
         for (int e = 0; e < pl->pages_per_seq; e++)
             row[e] = e < pl->shared_pages[b] ? table[(size_t)pl->share_from[b] * pl->pages_per_seq + e]
-                     : e < need              ? perm[next++]
+                : e < need                   ? perm[next++]
                                              : filler;
     }
     free(perm);
@@ -107,8 +105,7 @@ static bool fill_table(const ac_inputs *in, uint64_t *state, const page_plan *pl
 }
 
 /* One K-like tensor moved into pages: NaN everywhere, then the slots in use. */
-static int move_to_pages(const ac_inputs *in, const ac_problem *paged, ac_tensor_kind kind, void **bits,
-                         double **wide)
+static int move_to_pages(const ac_inputs *in, const ac_problem *paged, ac_tensor_kind kind, void **bits, double **wide)
 {
     ac_dtype t = in->c.dtype;
     size_t n = ac_tensor_elems(paged, kind), es = ac_dtype_size(t);
@@ -173,8 +170,8 @@ int ac_inputs_page(ac_inputs *in, ac_err *err)
     paged.block_table = in->block_table;
     if (move_to_pages(in, &paged, AC_TENSOR_K, &in->k, &in->kd) != AC_OK ||
         move_to_pages(in, &paged, AC_TENSOR_V, &in->v, &in->vd) != AC_OK)
-        return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for the KV pages (%d pages of %d keys)",
-                       paged.num_pages, paged.page_size);
+        return ac_fail(err, AC_ERR_ENV, "inputs: out of memory for the KV pages (%d pages of %d keys)", paged.num_pages,
+                       paged.page_size);
     in->p = paged;
     return ac_problem_validate(&in->p, 0, err);
 }

@@ -146,8 +146,8 @@ static int draw_alibi(ac_inputs *in, ac_err *err)
     for (int b = 0; b < rows; b++)
         for (int h = 0; h < hq; h++) {
             double u = (double)(ac_splitmix64(&st) >> 11) * 0x1p-53;
-            double slope = c->alibi == AC_ALIBI_PAPER ? ldexp(paper_slope(h, hq), -b)
-                                                      : c->alibi_a + (c->alibi_b - c->alibi_a) * u;
+            double slope =
+                c->alibi == AC_ALIBI_PAPER ? ldexp(paper_slope(h, hq), -b) : c->alibi_a + (c->alibi_b - c->alibi_a) * u;
             in->alibi[(size_t)b * hq + h] = (float)slope;
         }
     in->p.alibi_slopes = in->alibi;

@@ -30,17 +30,19 @@ _Static_assert(ATTNCHECK_DTYPE_F32 == AC_F32 && ATTNCHECK_DTYPE_F16 == AC_F16 &&
 _Static_assert(ATTNCHECK_DESCALE_TENSOR == AC_DESCALE_TENSOR && ATTNCHECK_DESCALE_HEAD == AC_DESCALE_HEAD,
                "descale granularities");
 _Static_assert(ATTNCHECK_LAYOUT_BHSD == AC_LAYOUT_BHSD && ATTNCHECK_LAYOUT_BSHD == AC_LAYOUT_BSHD &&
-                   ATTNCHECK_LAYOUT_THD == AC_LAYOUT_THD, "layouts");
+                   ATTNCHECK_LAYOUT_THD == AC_LAYOUT_THD,
+               "layouts");
 _Static_assert(ATTNCHECK_ALIGN_TOP_LEFT == AC_ALIGN_TOP_LEFT && ATTNCHECK_ALIGN_BOTTOM_RIGHT == AC_ALIGN_BOTTOM_RIGHT,
                "alignments");
 _Static_assert(ATTNCHECK_WINDOW_INF == AC_WINDOW_INF, "window");
 _Static_assert(ATTNCHECK_MASK_NONE == AC_MASKCAP_NONE && ATTNCHECK_MASK_CAUSAL_TL == AC_MASKCAP_CAUSAL_TL &&
-               ATTNCHECK_MASK_CAUSAL_BR == AC_MASKCAP_CAUSAL_BR && ATTNCHECK_MASK_WINDOW == AC_MASKCAP_WINDOW &&
-               ATTNCHECK_MASK_DENSE == AC_MASKCAP_DENSE, "mask bits");
+                   ATTNCHECK_MASK_CAUSAL_BR == AC_MASKCAP_CAUSAL_BR && ATTNCHECK_MASK_WINDOW == AC_MASKCAP_WINDOW &&
+                   ATTNCHECK_MASK_DENSE == AC_MASKCAP_DENSE,
+               "mask bits");
 /* The mask kinds ABI v1 can describe (its problem struct has a window and a
  * dense mask): a kind added to ref/mask_kinds.h later is not claimable by a
  * v1 plugin, whose problem could not carry it. */
-#define ABI_V1_MASKS                                                                                     \
+#define ABI_V1_MASKS \
     (ATTNCHECK_MASK_NONE | ATTNCHECK_MASK_CAUSAL_TL | ATTNCHECK_MASK_CAUSAL_BR | ATTNCHECK_MASK_WINDOW | \
      ATTNCHECK_MASK_DENSE)
 _Static_assert(ATTNCHECK_MAX_LISTED_HEAD_DIMS == AC_MAX_LISTED_HEAD_DIMS, "listed head dims");
@@ -52,10 +54,10 @@ _Static_assert(sizeof(int) == sizeof(int32_t), "seqlens arrays are passed throug
 #define ABI_V1_SIZE offsetof(attncheck_plugin, struct_size)
 #define ABI_V2_MIN_SIZE (offsetof(attncheck_plugin, backward2) + sizeof(attncheck_backward2_fn))
 _Static_assert(ATTNCHECK_VARIANT_SOFTCAP == AC_VAR_SOFTCAP && ATTNCHECK_VARIANT_SINKS == AC_VAR_SINKS &&
-               ATTNCHECK_VARIANT_DV == AC_VAR_DV && ATTNCHECK_VARIANT_ALIBI == AC_VAR_ALIBI &&
+                   ATTNCHECK_VARIANT_DV == AC_VAR_DV && ATTNCHECK_VARIANT_ALIBI == AC_VAR_ALIBI &&
                    ATTNCHECK_VARIANT_BIAS == AC_VAR_BIAS && ATTNCHECK_VARIANT_SINK_TOKENS == AC_VAR_SINK_TOKENS &&
-                   ATTNCHECK_VARIANT_DROPOUT == AC_VAR_DROPOUT &&
-                   ATTNCHECK_VARIANT_PAGED == AC_VAR_PAGED && ATTNCHECK_VARIANT_SPLIT == AC_VAR_SPLIT,
+                   ATTNCHECK_VARIANT_DROPOUT == AC_VAR_DROPOUT && ATTNCHECK_VARIANT_PAGED == AC_VAR_PAGED &&
+                   ATTNCHECK_VARIANT_SPLIT == AC_VAR_SPLIT,
                "variant bits");
 _Static_assert(ATTNCHECK_MAX_DV_PAIRS == AC_MAX_DV_PAIRS, "d_v pairs");
 #define ABI_V2_VARIANTS \
@@ -80,7 +82,7 @@ static const char *loaded_paths[MAX_PLUGINS];
 static size_t n_loaded;
 
 typedef struct {
-    ac_kernel k;          /* k.ctx points back here */
+    ac_kernel k; /* k.ctx points back here */
     attncheck_plugin desc; /* as read_descriptor read it */
     char path[AC_PATH_LEN];
     char name[AC_KERNEL_NAME_LEN];
@@ -102,12 +104,23 @@ static attncheck_plugin read_descriptor(const attncheck_plugin *d)
 static attncheck_problem to_abi(const ac_problem *p)
 {
     return (attncheck_problem){
-        .batch = p->batch, .heads_q = p->heads_q, .heads_kv = p->heads_kv,
-        .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k, .head_dim = p->head_dim,
-        .layout = (int32_t)p->layout, .scale = p->scale, .windowed = p->windowed ? 1 : 0,
-        .window_left = p->window_left, .window_right = p->window_right, .align = (int32_t)p->align,
-        .seqlens_q = (const int32_t *)p->seqlens_q, .seqlens_k = (const int32_t *)p->seqlens_k,
-        .dense_mask = p->dense_mask, .mask_batch = p->mask_batch, .mask_heads = p->mask_heads,
+        .batch = p->batch,
+        .heads_q = p->heads_q,
+        .heads_kv = p->heads_kv,
+        .seqlen_q = p->seqlen_q,
+        .seqlen_k = p->seqlen_k,
+        .head_dim = p->head_dim,
+        .layout = (int32_t)p->layout,
+        .scale = p->scale,
+        .windowed = p->windowed ? 1 : 0,
+        .window_left = p->window_left,
+        .window_right = p->window_right,
+        .align = (int32_t)p->align,
+        .seqlens_q = (const int32_t *)p->seqlens_q,
+        .seqlens_k = (const int32_t *)p->seqlens_k,
+        .dense_mask = p->dense_mask,
+        .mask_batch = p->mask_batch,
+        .mask_heads = p->mask_heads,
     };
 }
 
@@ -117,23 +130,47 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
     attncheck_problem v1 = to_abi(p);
     return (attncheck_problem2){
         .struct_size = sizeof(attncheck_problem2),
-        .batch = v1.batch, .heads_q = v1.heads_q, .heads_kv = v1.heads_kv,
-        .seqlen_q = v1.seqlen_q, .seqlen_k = v1.seqlen_k, .head_dim = v1.head_dim,
-        .layout = v1.layout, .scale = v1.scale, .windowed = v1.windowed,
-        .window_left = v1.window_left, .window_right = v1.window_right, .align = v1.align,
-        .seqlens_q = v1.seqlens_q, .seqlens_k = v1.seqlens_k,
-        .dense_mask = v1.dense_mask, .mask_batch = v1.mask_batch, .mask_heads = v1.mask_heads,
-        .head_dim_v = p->head_dim_v, .softcap = p->softcap, .sinks = p->sinks,
-        .cu_seqlens_q = (const int32_t *)p->cu_seqlens_q, .cu_seqlens_k = (const int32_t *)p->cu_seqlens_k,
-        .alibi_slopes = p->alibi_slopes, .alibi_batch = p->alibi_slopes ? (p->alibi_batch > 1 ? p->alibi_batch : 1) : 0,
-        .bias = p->bias, .bias_dtype = (int32_t)p->bias_dtype,
+        .batch = v1.batch,
+        .heads_q = v1.heads_q,
+        .heads_kv = v1.heads_kv,
+        .seqlen_q = v1.seqlen_q,
+        .seqlen_k = v1.seqlen_k,
+        .head_dim = v1.head_dim,
+        .layout = v1.layout,
+        .scale = v1.scale,
+        .windowed = v1.windowed,
+        .window_left = v1.window_left,
+        .window_right = v1.window_right,
+        .align = v1.align,
+        .seqlens_q = v1.seqlens_q,
+        .seqlens_k = v1.seqlens_k,
+        .dense_mask = v1.dense_mask,
+        .mask_batch = v1.mask_batch,
+        .mask_heads = v1.mask_heads,
+        .head_dim_v = p->head_dim_v,
+        .softcap = p->softcap,
+        .sinks = p->sinks,
+        .cu_seqlens_q = (const int32_t *)p->cu_seqlens_q,
+        .cu_seqlens_k = (const int32_t *)p->cu_seqlens_k,
+        .alibi_slopes = p->alibi_slopes,
+        .alibi_batch = p->alibi_slopes ? (p->alibi_batch > 1 ? p->alibi_batch : 1) : 0,
+        .bias = p->bias,
+        .bias_dtype = (int32_t)p->bias_dtype,
         .bias_batch = p->bias ? (p->bias_batch > 1 ? p->bias_batch : 1) : 0,
         .bias_heads = p->bias ? (p->bias_heads > 1 ? p->bias_heads : 1) : 0,
-        .sink_tokens = p->sink_tokens, .dropout_p = p->dropout_p, .dropout_seed = p->dropout_seed,
-        .page_size = p->page_size, .num_pages = p->num_pages, .pages_per_seq = p->pages_per_seq,
-        .block_table = (const int32_t *)p->block_table, .num_splits = p->num_splits,
-        .out_dtype = (int32_t)p->fp8_out, .p_dtype = ac_problem_is_fp8(p) ? (int32_t)p->fp8_p : 0,
-        .descale_rows = p->descale_rows, .descale_q = p->descale_q, .descale_k = p->descale_k,
+        .sink_tokens = p->sink_tokens,
+        .dropout_p = p->dropout_p,
+        .dropout_seed = p->dropout_seed,
+        .page_size = p->page_size,
+        .num_pages = p->num_pages,
+        .pages_per_seq = p->pages_per_seq,
+        .block_table = (const int32_t *)p->block_table,
+        .num_splits = p->num_splits,
+        .out_dtype = (int32_t)p->fp8_out,
+        .p_dtype = ac_problem_is_fp8(p) ? (int32_t)p->fp8_p : 0,
+        .descale_rows = p->descale_rows,
+        .descale_q = p->descale_q,
+        .descale_k = p->descale_k,
         .descale_v = p->descale_v,
     };
 }
@@ -152,8 +189,10 @@ static int after_call(const plugin_ctx *c, const char *entry, int rc, ac_err *er
 {
     size_t first, last;
     if (ac_canary_damage(errbuf.guard, sizeof errbuf.guard, &first, &last))
-        return ac_fail(err, AC_KERNEL_FAULT, "out-of-bounds-write: %s wrote past the end of errbuf: bytes end+%zu "
-                       "to end+%zu (errbuf_len is %d)", entry, first, last, PLUGIN_ERRBUF);
+        return ac_fail(err, AC_KERNEL_FAULT,
+                       "out-of-bounds-write: %s wrote past the end of errbuf: bytes end+%zu "
+                       "to end+%zu (errbuf_len is %d)",
+                       entry, first, last, PLUGIN_ERRBUF);
     errbuf.text[PLUGIN_ERRBUF - 1] = 0;
     if (rc != 0)
         return ac_fail(err, AC_ERR_ENV, "plugin %s (%s): %s returned %d: %s", c->name, c->path, entry, rc,
@@ -169,16 +208,21 @@ static int after_call(const plugin_ctx *c, const char *entry, int rc, ac_err *er
     return AC_OK;
 }
 
-static int plugin_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a,
-                          ac_err *err)
+static int plugin_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
 {
     const plugin_ctx *c = self->ctx;
     char *buf = errbuf_arm();
     int rc;
     if (c->desc.abi_version >= 2) {
         attncheck_problem2 ap = to_abi2(p);
-        attncheck_fwd_args fa = {.struct_size = sizeof fa, .dtype = (int32_t)t, .q = a->q, .k = a->k, .v = a->v,
-                                 .o = a->o, .lse = a->lse, .dropout_mask = a->dropout_mask};
+        attncheck_fwd_args fa = {.struct_size = sizeof fa,
+                                 .dtype = (int32_t)t,
+                                 .q = a->q,
+                                 .k = a->k,
+                                 .v = a->v,
+                                 .o = a->o,
+                                 .lse = a->lse,
+                                 .dropout_mask = a->dropout_mask};
         rc = c->desc.forward2(c->desc.user, &ap, &fa, buf, PLUGIN_ERRBUF);
     } else {
         attncheck_problem ap = to_abi(p);
@@ -187,17 +231,26 @@ static int plugin_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t
     return after_call(c, "forward", rc, err);
 }
 
-static int plugin_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a,
-                           ac_err *err)
+static int plugin_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err)
 {
     const plugin_ctx *c = self->ctx;
     char *buf = errbuf_arm();
     int rc;
     if (c->desc.abi_version >= 2) {
         attncheck_problem2 ap = to_abi2(p);
-        attncheck_bwd_args ba = {.struct_size = sizeof ba, .dtype = (int32_t)t, .q = a->q, .k = a->k, .v = a->v,
-                                 .o = a->o, .d_o = a->d_o, .lse = a->lse, .dq = a->dq, .dk = a->dk, .dv = a->dv,
-                                 .dsink = a->dsink, .dbias = a->dbias};
+        attncheck_bwd_args ba = {.struct_size = sizeof ba,
+                                 .dtype = (int32_t)t,
+                                 .q = a->q,
+                                 .k = a->k,
+                                 .v = a->v,
+                                 .o = a->o,
+                                 .d_o = a->d_o,
+                                 .lse = a->lse,
+                                 .dq = a->dq,
+                                 .dk = a->dk,
+                                 .dv = a->dv,
+                                 .dsink = a->dsink,
+                                 .dbias = a->dbias};
         rc = c->desc.backward2(c->desc.user, &ap, &ba, buf, PLUGIN_ERRBUF);
     } else {
         attncheck_problem ap = to_abi(p);
@@ -238,8 +291,8 @@ static int check_head_dims(const char *path, const attncheck_caps *c, ac_err *er
             return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.head_dims[%d] = %d outside 1..%d", path, i,
                            (int)c->head_dims[i], AC_MAX_HEAD_DIM);
     if (c->n_head_dims == 0 && (c->max_head_dim < 1 || c->max_head_dim > AC_MAX_HEAD_DIM))
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.max_head_dim %d outside 1..%d (with no listed dims)",
-                       path, (int)c->max_head_dim, AC_MAX_HEAD_DIM);
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.max_head_dim %d outside 1..%d (with no listed dims)", path,
+                       (int)c->max_head_dim, AC_MAX_HEAD_DIM);
     return AC_OK;
 }
 
@@ -265,8 +318,7 @@ static int check_caps(const char *path, const attncheck_plugin *d, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: memory %d is neither host (0) nor cuda (1)", path,
                        (int)d->memory);
     if (d->abi_version == ATTNCHECK_PLUGIN_ABI_V1 && c->backward && !d->backward)
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.backward is set but the backward entry point is NULL",
-                       path);
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.backward is set but the backward entry point is NULL", path);
     return check_head_dims(path, c, err);
 }
 
@@ -276,11 +328,12 @@ static int check_v2(const char *path, const attncheck_plugin *d, ac_err *err)
     if (!d->forward2)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): ABI 2: forward2 entry point is NULL", path, d->name);
     if (d->forward || d->backward)
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): ABI 2 calls forward2/backward2; forward and backward "
-                       "(ABI 1's) must be NULL", path, d->name);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "plugin %s (%s): ABI 2 calls forward2/backward2; forward and backward "
+                       "(ABI 1's) must be NULL",
+                       path, d->name);
     if (d->caps.backward && !d->backward2)
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): caps.backward is set but backward2 is NULL", path,
-                       d->name);
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): caps.backward is set but backward2 is NULL", path, d->name);
     if (d->variants & ~(uint32_t)ABI_V2_VARIANTS)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s (%s): variants 0x%x: unknown variant bits", path, d->name,
                        (unsigned)d->variants);
@@ -301,12 +354,15 @@ static int check_descriptor(const char *path, const attncheck_plugin *raw, attnc
     if (!raw)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: attncheck_plugin_describe() returned NULL", path);
     if (raw->abi_version != ATTNCHECK_PLUGIN_ABI_V1 && raw->abi_version != ATTNCHECK_PLUGIN_ABI_VERSION)
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s: ABI version %u, attncheck speaks %d and %d (rebuild it "
-                       "against this attncheck_plugin.h)", path, (unsigned)raw->abi_version, ATTNCHECK_PLUGIN_ABI_V1,
-                       ATTNCHECK_PLUGIN_ABI_VERSION);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "plugin %s: ABI version %u, attncheck speaks %d and %d (rebuild it "
+                       "against this attncheck_plugin.h)",
+                       path, (unsigned)raw->abi_version, ATTNCHECK_PLUGIN_ABI_V1, ATTNCHECK_PLUGIN_ABI_VERSION);
     if (raw->abi_version >= 2 && raw->struct_size < ABI_V2_MIN_SIZE) /* before anything is read by it */
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s: ABI 2 needs struct_size = sizeof(attncheck_plugin) (at least "
-                       "%zu), got %u", path, ABI_V2_MIN_SIZE, (unsigned)raw->struct_size);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "plugin %s: ABI 2 needs struct_size = sizeof(attncheck_plugin) (at least "
+                       "%zu), got %u",
+                       path, ABI_V2_MIN_SIZE, (unsigned)raw->struct_size);
     const attncheck_plugin d = read_descriptor(raw);
     *out = d;
     if (!d.name || !name_ok(d.name))
@@ -321,10 +377,17 @@ static int check_descriptor(const char *path, const attncheck_plugin *raw, attnc
 static ac_caps to_caps(const attncheck_plugin *d)
 {
     const attncheck_caps *c = &d->caps;
-    ac_caps k = {.dtypes = c->dtypes, .n_head_dims = c->n_head_dims, .max_head_dim = c->max_head_dim,
-                 .masks = c->masks, .layouts = c->layouts, .gqa = c->gqa != 0, .varlen = c->varlen != 0,
-                 .backward = c->backward != 0, .max_seqlen = c->max_seqlen,
-                 .variants = d->abi_version >= 2 ? d->variants : 0, .fp8_p = (ac_dtype)d->fp8_p};
+    ac_caps k = {.dtypes = c->dtypes,
+                 .n_head_dims = c->n_head_dims,
+                 .max_head_dim = c->max_head_dim,
+                 .masks = c->masks,
+                 .layouts = c->layouts,
+                 .gqa = c->gqa != 0,
+                 .varlen = c->varlen != 0,
+                 .backward = c->backward != 0,
+                 .max_seqlen = c->max_seqlen,
+                 .variants = d->abi_version >= 2 ? d->variants : 0,
+                 .fp8_p = (ac_dtype)d->fp8_p};
     for (int i = 0; i < c->n_head_dims; i++)
         k.head_dims[i] = c->head_dims[i];
     k.n_dv_pairs = d->abi_version >= 2 ? d->n_dv_pairs : 0;
@@ -347,8 +410,10 @@ static int describe(const char *path, attncheck_plugin *out, ac_err *err)
     void *sym = dlsym(h, ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL);
     if (!sym) {
         dlclose(h);
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s: no symbol %s: not an attncheck plugin (see "
-                       "kernels/attncheck_plugin.h)", path, ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "plugin %s: no symbol %s: not an attncheck plugin (see "
+                       "kernels/attncheck_plugin.h)",
+                       path, ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL);
     }
     attncheck_plugin_describe_fn fn;
     memcpy(&fn, &sym, sizeof fn); /* object pointer -> function pointer, as POSIX allows */
@@ -384,11 +449,15 @@ int ac_plugin_load(const char *path, const ac_kernel **out, ac_err *err)
     c->desc = d;
     snprintf(c->path, sizeof c->path, "%s", path);
     snprintf(c->name, sizeof c->name, "%s", d.name);
-    c->k = (ac_kernel){.name = c->name, .description = d.description ? d.description : "plugin",
-                       .caps = to_caps(&d), .memory = (ac_memory)d.memory,
+    c->k = (ac_kernel){.name = c->name,
+                       .description = d.description ? d.description : "plugin",
+                       .caps = to_caps(&d),
+                       .memory = (ac_memory)d.memory,
                        .device = d.memory == ATTNCHECK_MEM_CUDA ? AC_DEV_CUDA : AC_DEV_CPU,
-                       .available = plugin_available, .forward = plugin_forward,
-                       .backward = d.caps.backward ? plugin_backward : NULL, .ctx = c};
+                       .available = plugin_available,
+                       .forward = plugin_forward,
+                       .backward = d.caps.backward ? plugin_backward : NULL,
+                       .ctx = c};
     ac_err why = {{0}};
     if ((st = ac_kernel_add(&c->k, &why)) != AC_OK) {
         free(c);

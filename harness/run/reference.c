@@ -26,15 +26,17 @@ static int alloc_reference(const ac_problem *p, bool backward, ac_reference *r, 
     size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p), no = ac_o_elems(p), nv = ac_v_elems(p);
     double **fwd[] = {&r->o, &r->lse, &r->e_o, &r->e_lse, &r->naive_o, &r->naive_lse};
     size_t fwd_n[] = {no, nl, no, nl, no, nl};
-    double **bwd[] = {&r->dq, &r->dk, &r->dv, &r->delta, &r->e_dq, &r->e_dk, &r->e_dv,
-                      &r->naive_dq, &r->naive_dk, &r->naive_dv};
+    double **bwd[] = {&r->dq,   &r->dk,   &r->dv,       &r->delta,    &r->e_dq,
+                      &r->e_dk, &r->e_dv, &r->naive_dq, &r->naive_dk, &r->naive_dv};
     size_t bwd_n[] = {nq, nkv, nv, nl, nq, nkv, nv, nq, nkv, nv};
     bool ok = alloc_all(fwd, fwd_n, sizeof fwd_n / sizeof fwd_n[0]);
     if (backward)
         ok &= alloc_all(bwd, bwd_n, sizeof bwd_n / sizeof bwd_n[0]);
     if (!ok)
-        return ac_fail(err, AC_ERR_ENV, "reference: out of memory (%zu Q-like and %zu K-like elements, "
-                       "about %zu doubles)", nq, nkv, 3 * nq + 3 * nl + (backward ? 3 * nq + 6 * nkv + nl : 0));
+        return ac_fail(err, AC_ERR_ENV,
+                       "reference: out of memory (%zu Q-like and %zu K-like elements, "
+                       "about %zu doubles)",
+                       nq, nkv, 3 * nq + 3 * nl + (backward ? 3 * nq + 6 * nkv + nl : 0));
     return AC_OK;
 }
 
@@ -73,19 +75,18 @@ static int make_param_scales(const ac_inputs *in, ac_reference *r, ac_err *err)
 {
     if (!r->dsink)
         return AC_OK;
-    return ref_param_error_scales(&in->p, in->c.dtype, r->lse, in->d_od, r->delta, r->e_o, r->e_lse, r->e_dsink,
-                                  err);
+    return ref_param_error_scales(&in->p, in->c.dtype, r->lse, in->d_od, r->delta, r->e_o, r->e_lse, r->e_dsink, err);
 }
 
 static int make_backward(const ac_inputs *in, ac_reference *r, ac_err *err)
 {
     const ac_problem *p = &in->p;
     ac_dtype t = in->c.dtype;
-    int status = ref_backward_fp64(p, in->qd, in->kd, in->vd, r->o, r->lse, in->d_od, r->dq, r->dk,
-                                   r->dv, r->delta, err);
+    int status =
+        ref_backward_fp64(p, in->qd, in->kd, in->vd, r->o, r->lse, in->d_od, r->dq, r->dk, r->dv, r->delta, err);
     if (status == AC_OK)
-        status = ref_naive_backward(p, t, in->qd, in->kd, in->vd, r->naive_o, r->naive_lse,
-                                    in->d_od, r->naive_dq, r->naive_dk, r->naive_dv, err);
+        status = ref_naive_backward(p, t, in->qd, in->kd, in->vd, r->naive_o, r->naive_lse, in->d_od, r->naive_dq,
+                                    r->naive_dk, r->naive_dv, err);
     if (status == AC_OK)
         status = make_params(in, r, err);
     return status;
@@ -101,8 +102,8 @@ static int make_all(const ac_inputs *in, bool backward, int cert_rows, ac_refere
     if (status == AC_OK && backward)
         status = make_backward(in, r, err);
     if (status == AC_OK)
-        status = ref_error_scales_dbias(p, t, in->qd, in->kd, in->vd, r->o, r->lse, backward ? in->d_od : NULL,
-                                        r->e_o, r->e_dq, r->e_dk, r->e_dv, r->e_dbias, err);
+        status = ref_error_scales_dbias(p, t, in->qd, in->kd, in->vd, r->o, r->lse, backward ? in->d_od : NULL, r->e_o,
+                                        r->e_dq, r->e_dk, r->e_dv, r->e_dbias, err);
     if (status == AC_OK)
         status = ref_lse_error_scale(p, in->qd, in->kd, r->lse, r->e_lse, err);
     if (status == AC_OK && backward)
@@ -158,9 +159,9 @@ int ac_reference_make(const ac_inputs *in, bool backward, int cert_rows, ac_refe
 
 void ac_reference_free(ac_reference *r)
 {
-    double *all[] = {r->o, r->lse, r->dq, r->dk, r->dv, r->delta, r->e_o, r->e_lse, r->e_dq,
-                     r->e_dk, r->e_dv, r->naive_o, r->naive_lse, r->naive_dq, r->naive_dk, r->naive_dv,
-                     r->dsink, r->e_dsink, r->dbias, r->e_dbias};
+    double *all[] = {r->o,        r->lse,      r->dq,    r->dk,      r->dv,      r->delta,     r->e_o,
+                     r->e_lse,    r->e_dq,     r->e_dk,  r->e_dv,    r->naive_o, r->naive_lse, r->naive_dq,
+                     r->naive_dk, r->naive_dv, r->dsink, r->e_dsink, r->dbias,   r->e_dbias};
     for (size_t s = 0; s < sizeof all / sizeof all[0]; s++)
         free(all[s]);
     memset(r, 0, sizeof *r);

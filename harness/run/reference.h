@@ -34,18 +34,18 @@ int ac_ref_tier_parse(const char *name, ac_ref_tier *out, ac_err *err);
 
 /* What computed a case's reference and how it was checked. */
 typedef struct {
-    ac_ref_tier tier;          /* AC_REF_CPU or AC_REF_GPU: the one that ran */
-    bool spot_checked;         /* gpu: ref_gpu_spot_check ran (cert_rows > 0) */
-    bool spot_agrees;          /* every sampled element within AC_CERT_MAX_ULP */
-    double spot_units;         /* its largest disagreement, in ref_gpu.h's units */
-    char spot_output[8];       /* the output it was in: "O", "LSE", "dQ", "dK", "dV", "D" */
+    ac_ref_tier tier; /* AC_REF_CPU or AC_REF_GPU: the one that ran */
+    bool spot_checked; /* gpu: ref_gpu_spot_check ran (cert_rows > 0) */
+    bool spot_agrees; /* every sampled element within AC_CERT_MAX_ULP */
+    double spot_units; /* its largest disagreement, in ref_gpu.h's units */
+    char spot_output[8]; /* the output it was in: "O", "LSE", "dQ", "dK", "dV", "D" */
     size_t spot_rows, spot_keys;
 } ac_ref_info;
 
 typedef struct {
     bool has_backward;
-    double *o, *lse, *dq, *dk, *dv, *delta;      /* fp64 reference */
-    double *e_o, *e_lse, *e_dq, *e_dk, *e_dv;    /* error scales (e_lse: see above) */
+    double *o, *lse, *dq, *dk, *dv, *delta; /* fp64 reference */
+    double *e_o, *e_lse, *e_dq, *e_dk, *e_dv; /* error scales (e_lse: see above) */
     double *naive_o, *naive_lse, *naive_dq, *naive_dk, *naive_dv; /* same-dtype naive baseline */
     ac_cert cert;
     /* the variants' parameter gradients (backward, when the problem uses them; else NULL):

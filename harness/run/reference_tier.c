@@ -186,8 +186,8 @@ static void gpu_unlock(int fd)
     close(fd);
 }
 
-static int spot_check(const ac_inputs *in, bool backward, int rows, const ref_gpu_outputs *got,
-                      ac_reference *r, ac_err *err)
+static int spot_check(const ac_inputs *in, bool backward, int rows, const ref_gpu_outputs *got, ac_reference *r,
+                      ac_err *err)
 {
     ref_gpu_check chk;
     int st = ref_gpu_spot_check(&in->p, in->c.dtype, in->qd, in->kd, in->vd, backward ? in->d_od : NULL, got,
@@ -206,13 +206,12 @@ static int spot_check(const ac_inputs *in, bool backward, int rows, const ref_gp
 
 int reference_make_gpu(const ac_inputs *in, bool backward, int cert_rows, ac_reference *r, ac_err *err)
 {
-    ref_gpu_outputs out = {r->o, r->lse, r->dq, r->dk, r->dv, r->delta,
-                           r->e_o, r->e_lse, r->e_dq, r->e_dk, r->e_dv,
-                           r->naive_o, r->naive_lse, r->naive_dq, r->naive_dk, r->naive_dv};
+    ref_gpu_outputs out = {r->o,    r->lse,  r->dq,   r->dk,      r->dv,        r->delta,    r->e_o,      r->e_lse,
+                           r->e_dq, r->e_dk, r->e_dv, r->naive_o, r->naive_lse, r->naive_dq, r->naive_dk, r->naive_dv};
     ref_gpu_opts opts = {.device_mem_limit = gpu_mem_limit()};
     int lock = gpu_lock();
-    int st = ref_gpu_reference(&in->p, in->c.dtype, in->q, in->k, in->v, backward ? in->d_o : NULL, &opts, &out,
-                               NULL, err);
+    int st =
+        ref_gpu_reference(&in->p, in->c.dtype, in->q, in->k, in->v, backward ? in->d_o : NULL, &opts, &out, NULL, err);
     gpu_unlock(lock);
     if (st == AC_OK)
         st = reference_certify(in, cert_rows, r, err);
@@ -310,9 +309,9 @@ void ac_reference_gen_cap(bool backward, ac_gen_cap *cap)
     cap->ctx = &ctx;
 }
 
-#define CPU_UNITS_PER_S 4e8         /* measured: nq=64 nk=2e5 d=64 bf16 with backward, 2 cores */
-#define GPU_UNITS_PER_S 5e11        /* estimated: an H100's fp64 rate over ~20 flops a unit */
-#define MPFR_S_PER_ROW_KEY 0.6e-6   /* measured: 8 rows x 2e5 keys certified in ~1 s */
+#define CPU_UNITS_PER_S 4e8 /* measured: nq=64 nk=2e5 d=64 bf16 with backward, 2 cores */
+#define GPU_UNITS_PER_S 5e11 /* estimated: an H100's fp64 rate over ~20 flops a unit */
+#define MPFR_S_PER_ROW_KEY 0.6e-6 /* measured: 8 rows x 2e5 keys certified in ~1 s */
 
 static double visible_pairs(const ac_problem *problem, const ac_case *c)
 {
@@ -350,7 +349,7 @@ double ac_reference_seconds_prior(const ac_case *c, bool backward, int cert_rows
     ac_problem p;
     problem_of(c, &p);
     double work = (double)c->batch * c->heads_q * visible_pairs(&p, c) * (c->head_dim + 12) * (backward ? 3 : 1) *
-                  variant_cost(c);
+        variant_cost(c);
     double rate = ac_reference_tier_for(&p, c->dtype, backward) == AC_REF_GPU ? GPU_UNITS_PER_S : CPU_UNITS_PER_S;
     double rows = fmin((double)cert_rows, (double)c->batch * c->heads_q * c->seqlen_q);
     return work / rate + rows * c->seqlen_k * MPFR_S_PER_ROW_KEY;

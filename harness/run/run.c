@@ -35,8 +35,8 @@
 #include "harness/run/plugin.h"
 #include "harness/run/reference.h"
 #include "harness/run/run.h"
-#include "harness/verdict/diagnose.h"
 #include "harness/run/worker.h"
+#include "harness/verdict/diagnose.h"
 
 double ac_now_seconds(void)
 {
@@ -134,10 +134,7 @@ static int run_entry(const kernel_run *x, ac_entry e, const ac_kernel_outputs *f
     return st;
 }
 
-static void copy_out(const kernel_run *x, ac_buf b, void *dst)
-{
-    memcpy(dst, x->base + x->l.off[b], x->l.bytes[b]);
-}
+static void copy_out(const kernel_run *x, ac_buf b, void *dst) { memcpy(dst, x->base + x->l.off[b], x->l.bytes[b]); }
 
 static int run_entries(const kernel_run *x, bool backward, ac_kernel_outputs *h, ac_err *err)
 {
@@ -162,8 +159,8 @@ static int run_entries(const kernel_run *x, bool backward, ac_kernel_outputs *h,
     return AC_OK;
 }
 
-int ac_run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, const ac_run_opts *o,
-                  ac_kernel_outputs *out, ac_err *err)
+int ac_run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, const ac_run_opts *o, ac_kernel_outputs *out,
+                  ac_err *err)
 {
     ac_run_opts here = *o;
     here.isolate = o->isolate && !k->own_process; /* an --exec kernel is a process already */
@@ -176,8 +173,9 @@ int ac_run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, const 
     uint8_t *own = o->isolate ? NULL : aligned_alloc(256, x.l.total); /* --in-process: one per case */
     x.base = o->isolate ? ac_worker_arena(x.l.total, err) : own;
     if (!x.base)
-        return o->isolate ? AC_ERR_ENV : ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's buffers (%llu bytes)",
-                                                 (unsigned long long)x.l.total);
+        return o->isolate ? AC_ERR_ENV
+                          : ac_fail(err, AC_ERR_ENV, "out of memory for the kernel's buffers (%llu bytes)",
+                                    (unsigned long long)x.l.total);
     ac_arena_put_inputs(&x.l, in, x.base);
     st = run_entries(&x, backward, out, err);
     free(own);
@@ -290,7 +288,7 @@ static int run_loaded(const ac_kernel *k, const ac_inputs *in_case, const ac_bud
     ac_inputs ref_in = *in_case, *in = &ref_in; /* a view; with dropout the reference's gets the kernel's mask */
     /* a paged KV cache is a decode-time layout, and fp8 (issue 17) is forward only */
     bool backward = o->backward && k->caps.backward && k->backward != NULL && !ac_problem_paged(&in->p) &&
-                    !ac_dtype_is_fp8(in_case->c.dtype);
+        !ac_dtype_is_fp8(in_case->c.dtype);
     int st = ac_kernel_supports(k, &in->p, in->c.dtype, backward, err);
     if (st != AC_OK) {
         r->unsupported = true;

@@ -15,8 +15,8 @@
 #include "kernels/kernel.h"
 
 typedef struct {
-    bool backward;     /* run the backward when the kernel has one */
-    int cert_rows;     /* MPFR certification rows per case (0 = none) */
+    bool backward; /* run the backward when the kernel has one */
+    int cert_rows; /* MPFR certification rows per case (0 = none) */
     /* Where the kernel runs.  true: in a worker process (worker.h; the command
      * line's default), so a kernel that crashes, exits or hangs becomes a
      * failure (kind kernel:crash, kernel:exited, kernel:timeout) and the caller
@@ -30,17 +30,17 @@ typedef struct {
 typedef struct {
     char line[AC_CASE_LINE_MAX];
     ac_verdict verdict;
-    int status;                    /* AC_OK, or the AC_ERR_* that stopped it */
+    int status; /* AC_OK, or the AC_ERR_* that stopped it */
     ac_metrics m[AC_OUT_COUNT];
     ac_cert cert;
-    ac_ref_info ref;               /* the reference tier that ran, its GPU spot check */
-    long index;                    /* the case's index in its campaign stream (run: its place in the corpus) */
+    ac_ref_info ref; /* the reference tier that ran, its GPU spot check */
+    long index; /* the case's index in its campaign stream (run: its place in the corpus) */
     char why[AC_WHY_LEN];
     char kind[AC_KIND_LEN];
     double seconds;
-    ac_dtype dtype;                /* the case's dtype (for per-dtype summaries) */
-    bool has_backward;             /* dQ, dK, dV were run and compared */
-    bool unsupported;              /* outside the kernel's claimed caps: not run (AC_ERR_INPUT, kind "error:input") */
+    ac_dtype dtype; /* the case's dtype (for per-dtype summaries) */
+    bool has_backward; /* dQ, dK, dV were run and compared */
+    bool unsupported; /* outside the kernel's claimed caps: not run (AC_ERR_INPUT, kind "error:input") */
 } ac_result;
 
 /* Runs one case end to end: inputs, poisoned outputs, kernel forward (and
@@ -50,8 +50,8 @@ typedef struct {
  * device-fault, out-of-bounds-write, input-modified, or any class a kernel
  * reports itself) is a verdict: FAIL with kind "kernel:CLASS" and a why that
  * names the kernel (and its plugin file), shrunk like any failure. */
-int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const ac_run_opts *o,
-                ac_result *r, ac_err *err);
+int ac_run_case(const ac_kernel *k, const ac_case *c, const ac_budgets *b, const ac_run_opts *o, ac_result *r,
+                ac_err *err);
 
 /* The line of the case ac_run_case is running on this thread (NULL outside
  * one): the --exec kernels write it into the case directory they hand over. */
@@ -66,7 +66,7 @@ typedef struct {
     void *o, *dq, *dk, *dv;
     float *lse;
     size_t q_bytes, kv_bytes, lse_bytes;
-    size_t o_bytes, v_bytes;  /* O and dV: d_v columns (= q_bytes, kv_bytes when d_v = d) */
+    size_t o_bytes, v_bytes; /* O and dV: d_v columns (= q_bytes, kv_bytes when d_v = d) */
     float *dsink;
     size_t dsink_bytes;
     void *dbias;
@@ -81,8 +81,8 @@ typedef struct {
  * ac_kernel_outputs_free, also after a failure); AC_ERR_INPUT or AC_ERR_ENV
  * when the kernel could not run; AC_KERNEL_FAULT with err->msg "CLASS: ..."
  * when it misbehaved. */
-int ac_run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, const ac_run_opts *o,
-                  ac_kernel_outputs *out, ac_err *err);
+int ac_run_kernel(const ac_kernel *k, const ac_inputs *in, bool backward, const ac_run_opts *o, ac_kernel_outputs *out,
+                  ac_err *err);
 void ac_kernel_outputs_free(ac_kernel_outputs *out);
 
 /* Dropout's checks beyond the outputs (harness/run/dropout.h) on the keep

@@ -37,7 +37,7 @@ static uint8_t *armed(const ac_inputs *in, bool backward, ac_arena_layout *l)
 static bool variant_buf(ac_buf b)
 {
     return (b >= AC_BUF_CU_SEQLENS_Q && b <= AC_BUF_DESCALE_V) || b == AC_BUF_DROPOUT || b == AC_BUF_DSINK ||
-           b == AC_BUF_DBIAS;
+        b == AC_BUF_DBIAS;
 }
 
 Test(harness_arena, buffers_are_disjoint_aligned_and_outputs_sit_between_guards)
@@ -110,8 +110,10 @@ Test(harness_arena, a_write_past_an_output_names_it_and_the_elements_after_its_e
     ac_err err = {{0}};
     long o_bytes = (long)ac_q_elems(&in.p) * 2, lse_bytes = (long)ac_lse_elems(&in.p) * 4;
     cr_assert_eq(damage(&in, AC_BUF_O, o_bytes, o_bytes + 64 * 2, &err), AC_KERNEL_FAULT);
-    cr_assert(strstr(err.msg, "out-of-bounds-write: backward wrote past the end of O: elements end+0 to end+63 "
-                              "(O holds 360 f16 elements") != NULL, "%s", err.msg);
+    cr_assert(strstr(err.msg,
+                     "out-of-bounds-write: backward wrote past the end of O: elements end+0 to end+63 "
+                     "(O holds 360 f16 elements") != NULL,
+              "%s", err.msg);
     /* a single byte of the 16th float past LSE */
     cr_assert_eq(damage(&in, AC_BUF_LSE, lse_bytes + 15 * 4 + 2, lse_bytes + 15 * 4 + 3, &err), AC_KERNEL_FAULT);
     cr_assert(strstr(err.msg, "past the end of LSE: elements end+15 to end+15 (LSE holds 72 f32") != NULL, "%s",
@@ -142,13 +144,15 @@ Test(harness_arena, a_modified_input_names_the_tensor_the_element_and_its_coordi
     ac_err err = {{0}};
     /* K is bshd (b, j, hkv, c): element ((1 * 13 + 7) * 2 + 1) * 5 + 3 = 208 is b=1 j=7 h=1 c=3 */
     cr_assert_eq(damage(&in, AC_BUF_K, 208 * 2, 208 * 2 + 1, &err), AC_KERNEL_FAULT);
-    cr_assert_str_eq(err.msg, "input-modified: backward changed 1 element of K, the first at element 208 (b=1 h=1 "
-                              "j=7 c=3)");
+    cr_assert_str_eq(err.msg,
+                     "input-modified: backward changed 1 element of K, the first at element 208 (b=1 h=1 "
+                     "j=7 c=3)");
     cr_assert_eq(damage(&in, AC_BUF_SEQLENS_Q, 4, 8, &err), AC_KERNEL_FAULT);
     cr_assert_str_eq(err.msg, "input-modified: backward changed 1 element of seqlens_q, the first at element 1 (b=1)");
     cr_assert_eq(damage(&in, AC_BUF_MASK, 20, 30, &err), AC_KERNEL_FAULT);
-    cr_assert(strstr(err.msg, "changed 10 elements of mask, the first at element 20 (row 1 of head slice 0, key 7)")
-                  != NULL, "%s", err.msg);
+    cr_assert(strstr(err.msg, "changed 10 elements of mask, the first at element 20 (row 1 of head slice 0, key 7)") !=
+                  NULL,
+              "%s", err.msg);
     ac_inputs_free(&in);
 }
 
@@ -165,10 +169,10 @@ Test(harness_arena, the_backward_may_not_change_the_forwards_outputs)
     cr_assert_eq(ac_arena_check(&l, AC_ENTRY_BACKWARD, base, &in, o_copy, (float *)lse_copy, &err), AC_OK, "%s",
                  err.msg);
     ((float *)(base + l.off[AC_BUF_LSE]))[5] = 0.0f; /* LSE is (B, Hq, Nq): element 5 is b=0 h=0 i=5 */
-    cr_assert_eq(ac_arena_check(&l, AC_ENTRY_BACKWARD, base, &in, o_copy, (float *)lse_copy, &err),
-                 AC_KERNEL_FAULT);
-    cr_assert_str_eq(err.msg, "input-modified: backward changed 1 element of LSE, the first at element 5 (b=0 h=0 "
-                              "i=5)");
+    cr_assert_eq(ac_arena_check(&l, AC_ENTRY_BACKWARD, base, &in, o_copy, (float *)lse_copy, &err), AC_KERNEL_FAULT);
+    cr_assert_str_eq(err.msg,
+                     "input-modified: backward changed 1 element of LSE, the first at element 5 (b=0 h=0 "
+                     "i=5)");
     free(o_copy), free(lse_copy), free(base);
     ac_inputs_free(&in);
 }
@@ -242,8 +246,9 @@ Test(harness_arena, the_variants_arrays_are_inputs_and_their_gradients_guarded_o
     cr_assert(strstr(err.msg, "past the end of dBias: elements end+0 to end+0 (dBias holds 2640 f16") != NULL, "%s",
               err.msg);
     cr_assert_eq(damage(&in, AC_BUF_ALIBI, 4, 5, &err), AC_KERNEL_FAULT);
-    cr_assert_str_eq(err.msg, "input-modified: backward changed 1 element of alibi_slopes, the first at element 1 "
-                              "(b=0 h=1)");
+    cr_assert_str_eq(err.msg,
+                     "input-modified: backward changed 1 element of alibi_slopes, the first at element 1 "
+                     "(b=0 h=1)");
     /* K's packed row 40 is sequence 2's key 7 (cu_seqlens_k 0, 33, 33, 50: sequence 1 has none) */
     cr_assert_eq(damage(&in, AC_BUF_K, ((40 * 2 + 1) * 16 + 5) * 2, ((40 * 2 + 1) * 16 + 5) * 2 + 1, &err),
                  AC_KERNEL_FAULT);

@@ -65,21 +65,25 @@ Test(harness_inputs, values_are_exact_dtype_values_in_every_dtype)
 
 Test(harness_inputs, same_case_gives_byte_identical_tensors)
 {
-    const char *line = "v1 seed=11 b=2 hq=2 hkv=1 nq=17 nk=5 d=12 dtype=bf16 mask=dense(0.5) maskrows=0.25 layout=bhsd dist=normal(0,1) scale=auto";
+    const char *line = "v1 seed=11 b=2 hq=2 hkv=1 nq=17 nk=5 d=12 dtype=bf16 mask=dense(0.5) maskrows=0.25 layout=bhsd "
+                       "dist=normal(0,1) scale=auto";
     ac_inputs a = make(line), b = make(line);
     size_t nq = ac_q_elems(&a.p) * 2, nkv = ac_kv_elems(&a.p) * 2;
     cr_assert(memcmp(a.q, b.q, nq) == 0 && memcmp(a.k, b.k, nkv) == 0 && memcmp(a.v, b.v, nkv) == 0 &&
               memcmp(a.d_o, b.d_o, nq) == 0);
     cr_assert(memcmp(a.dense_mask, b.dense_mask, 17 * 5) == 0);
-    ac_inputs c = make("v1 seed=12 b=2 hq=2 hkv=1 nq=17 nk=5 d=12 dtype=bf16 mask=dense(0.5) maskrows=0.25 layout=bhsd dist=normal(0,1) scale=auto");
+    ac_inputs c = make("v1 seed=12 b=2 hq=2 hkv=1 nq=17 nk=5 d=12 dtype=bf16 mask=dense(0.5) maskrows=0.25 layout=bhsd "
+                       "dist=normal(0,1) scale=auto");
     cr_assert(memcmp(a.q, c.q, nq) != 0, "another seed, other values");
     ac_inputs_free(&a), ac_inputs_free(&b), ac_inputs_free(&c);
 }
 
 Test(harness_inputs, both_layouts_hold_the_same_logical_values)
 {
-    ac_inputs a = make("v1 seed=3 b=2 hq=4 hkv=2 nq=5 nk=6 d=3 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto");
-    ac_inputs b = make("v1 seed=3 b=2 hq=4 hkv=2 nq=5 nk=6 d=3 dtype=f16 mask=none layout=bshd dist=normal(0,1) scale=auto");
+    ac_inputs a =
+        make("v1 seed=3 b=2 hq=4 hkv=2 nq=5 nk=6 d=3 dtype=f16 mask=none layout=bhsd dist=normal(0,1) scale=auto");
+    ac_inputs b =
+        make("v1 seed=3 b=2 hq=4 hkv=2 nq=5 nk=6 d=3 dtype=f16 mask=none layout=bshd dist=normal(0,1) scale=auto");
     for (int bb = 0; bb < 2; bb++)
         for (int h = 0; h < 4; h++)
             for (int i = 0; i < 5; i++)
@@ -95,13 +99,15 @@ Test(harness_inputs, both_layouts_hold_the_same_logical_values)
 
 Test(harness_inputs, problem_carries_scale_mask_and_lengths)
 {
-    ac_inputs in = make("v1 seed=1 b=2 hq=2 hkv=1 nq=8 nk=6 d=10 dtype=f16 mask=window-br(inf,2) seqlens-k=6,3 layout=bhsd dist=normal(0,1) scale=auto");
+    ac_inputs in = make("v1 seed=1 b=2 hq=2 hkv=1 nq=8 nk=6 d=10 dtype=f16 mask=window-br(inf,2) seqlens-k=6,3 "
+                        "layout=bhsd dist=normal(0,1) scale=auto");
     cr_assert_eq(in.p.scale, (double)(float)(1.0 / sqrt(10.0)));
     cr_assert(in.p.windowed && in.p.window_left == AC_WINDOW_INF && in.p.window_right == 2);
     cr_assert_eq(in.p.align, AC_ALIGN_BOTTOM_RIGHT);
     cr_assert(in.p.seqlens_q == NULL && in.p.seqlens_k == in.seqlens_k && in.seqlens_k[1] == 3);
     ac_inputs_free(&in);
-    in = make("v1 seed=1 b=1 hq=1 hkv=1 nq=8 nk=6 d=10 dtype=f16 mask=causal-tl layout=bhsd dist=normal(0,1) scale=0.1");
+    in =
+        make("v1 seed=1 b=1 hq=1 hkv=1 nq=8 nk=6 d=10 dtype=f16 mask=causal-tl layout=bhsd dist=normal(0,1) scale=0.1");
     cr_assert_eq(in.p.scale, (double)0.1f);
     cr_assert(in.p.windowed && in.p.window_left == AC_WINDOW_INF && in.p.window_right == 0);
     cr_assert_eq(in.p.align, AC_ALIGN_TOP_LEFT);
@@ -137,7 +143,8 @@ Test(harness_inputs, increasing_raises_every_rows_scores_along_the_keys)
 
 Test(harness_inputs, equal_gives_identical_key_rows)
 {
-    ac_inputs in = make("v1 seed=8 b=2 hq=4 hkv=2 nq=5 nk=9 d=6 dtype=f16 mask=none layout=bshd dist=equal() scale=auto");
+    ac_inputs in =
+        make("v1 seed=8 b=2 hq=4 hkv=2 nq=5 nk=9 d=6 dtype=f16 mask=none layout=bshd dist=equal() scale=auto");
     for (int b = 0; b < 2; b++)
         for (int h = 0; h < 2; h++)
             for (int j = 1; j < 9; j++)
@@ -186,7 +193,8 @@ Test(harness_inputs, huge_reaches_past_half_the_f16_maximum_in_both_modes)
 {
     char line[AC_CASE_LINE_MAX];
     for (int mode = 0; mode < 2; mode++) {
-        snprintf(line, sizeof line, "v1 seed=%llu b=1 hq=2 hkv=1 nq=6 nk=7 d=8 dtype=f16 mask=none layout=bhsd dist=huge(0.9) scale=auto",
+        snprintf(line, sizeof line,
+                 "v1 seed=%llu b=1 hq=2 hkv=1 nq=6 nk=7 d=8 dtype=f16 mask=none layout=bhsd dist=huge(0.9) scale=auto",
                  (unsigned long long)seed_with_mode(mode));
         ac_inputs in = make(line);
         assert_exact_widenings(&in); /* and every element finite */
@@ -201,7 +209,8 @@ Test(harness_inputs, huge_reaches_past_half_the_f16_maximum_in_both_modes)
 Test(harness_inputs, tiny_stays_just_above_the_smallest_normal)
 {
     char line[AC_CASE_LINE_MAX];
-    snprintf(line, sizeof line, "v1 seed=%llu b=1 hq=1 hkv=1 nq=6 nk=40 d=8 dtype=f16 mask=none layout=bhsd dist=tiny() scale=auto",
+    snprintf(line, sizeof line,
+             "v1 seed=%llu b=1 hq=1 hkv=1 nq=6 nk=40 d=8 dtype=f16 mask=none layout=bhsd dist=tiny() scale=auto",
              (unsigned long long)seed_with_mode(1));
     ac_inputs in = make(line);
     double min_normal = 0x1p-14;
@@ -214,7 +223,8 @@ Test(harness_inputs, tiny_stays_just_above_the_smallest_normal)
 
 Test(harness_inputs, dense_maskrows_masks_exactly_the_chosen_rows_fully)
 {
-    ac_inputs in = make("v1 seed=9 b=1 hq=1 hkv=1 nq=20 nk=7 d=4 dtype=f16 mask=dense(1) maskrows=0.25 layout=bhsd dist=normal(0,1) scale=auto");
+    ac_inputs in = make("v1 seed=9 b=1 hq=1 hkv=1 nq=20 nk=7 d=4 dtype=f16 mask=dense(1) maskrows=0.25 layout=bhsd "
+                        "dist=normal(0,1) scale=auto");
     int masked = 0;
     for (int i = 0; i < 20; i++) {
         int visible = 0;
@@ -225,7 +235,8 @@ Test(harness_inputs, dense_maskrows_masks_exactly_the_chosen_rows_fully)
     }
     cr_assert_eq(masked, 5, "0.25 of 20 rows");
     ac_inputs_free(&in);
-    in = make("v1 seed=9 b=1 hq=1 hkv=1 nq=3 nk=7 d=4 dtype=f16 mask=dense(0.5) maskrows=0.01 layout=bhsd dist=normal(0,1) scale=auto");
+    in = make("v1 seed=9 b=1 hq=1 hkv=1 nq=3 nk=7 d=4 dtype=f16 mask=dense(0.5) maskrows=0.01 layout=bhsd "
+              "dist=normal(0,1) scale=auto");
     int empty = 0;
     for (int i = 0; i < 3; i++) {
         int visible = 0;
@@ -239,7 +250,8 @@ Test(harness_inputs, dense_maskrows_masks_exactly_the_chosen_rows_fully)
 
 Test(harness_inputs, d_o_is_standard_normal)
 {
-    ac_inputs in = make("v1 seed=21 b=1 hq=4 hkv=4 nq=64 nk=8 d=32 dtype=f32 mask=none layout=bhsd dist=huge(1) scale=auto");
+    ac_inputs in =
+        make("v1 seed=21 b=1 hq=4 hkv=4 nq=64 nk=8 d=32 dtype=f32 mask=none layout=bhsd dist=huge(1) scale=auto");
     size_t n = ac_q_elems(&in.p);
     double sum = 0, sum2 = 0;
     for (size_t i = 0; i < n; i++)
@@ -290,7 +302,8 @@ static double check_padding(const ac_inputs *in, bool q_like, const void *bits, 
 
 Test(harness_inputs, varlen_padding_is_nan_and_the_rest_is_drawn_as_without_lengths)
 {
-    ac_inputs a = make("v1 seed=8 b=3 hq=4 hkv=2 nq=9 nk=13 d=5 dtype=bf16 mask=none seqlens-q=9,0,4 seqlens-k=2,13,0 layout=bshd");
+    ac_inputs a = make(
+        "v1 seed=8 b=3 hq=4 hkv=2 nq=9 nk=13 d=5 dtype=bf16 mask=none seqlens-q=9,0,4 seqlens-k=2,13,0 layout=bshd");
     ac_inputs full = make("v1 seed=8 b=3 hq=4 hkv=2 nq=9 nk=13 d=5 dtype=bf16 mask=none layout=bshd");
     cr_assert_gt(check_padding(&a, true, a.q, a.qd), 0);
     cr_assert_gt(check_padding(&a, true, a.d_o, a.d_od), 0);
@@ -314,7 +327,12 @@ Test(harness_inputs, varlen_padding_is_nan_and_the_rest_is_drawn_as_without_leng
 Test(harness_inputs, generated_cases_all_make_finite_nonzero_inputs_with_nan_padding)
 {
     ac_caps caps = {
-        .dtypes = 7, .max_head_dim = 256, .masks = AC_MASKCAP_ALL, .layouts = 3, .gqa = true, .varlen = true,
+        .dtypes = 7,
+        .max_head_dim = 256,
+        .masks = AC_MASKCAP_ALL,
+        .layouts = 3,
+        .gqa = true,
+        .varlen = true,
     };
     ac_gen g;
     ac_gen_init(&g, 31, &caps);

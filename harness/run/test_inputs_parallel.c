@@ -79,8 +79,8 @@ static void assert_same_bytes(const ac_inputs *a, const ac_inputs *b, const char
     cr_assert_eq(!a->dense_mask, !b->dense_mask);
     if (a->dense_mask)
         cr_assert_eq(memcmp(a->dense_mask, b->dense_mask,
-                            (size_t)a->p.mask_batch * a->p.mask_heads * a->c.seqlen_q * a->c.seqlen_k), 0,
-                     "%s: dense mask differs", what);
+                            (size_t)a->p.mask_batch * a->p.mask_heads * a->c.seqlen_q * a->c.seqlen_k),
+                     0, "%s: dense mask differs", what);
     assert_same_variants(a, b, what);
 }
 
@@ -141,8 +141,13 @@ Test(harness_inputs, variant_draws_are_the_single_stream_bytes_on_1_3_8_workers)
 Test(harness_inputs, generated_cases_draw_the_same_bytes_on_3_workers)
 {
     ac_caps caps = {
-        .dtypes = 7, .max_head_dim = 256, .masks = AC_MASKCAP_ALL, .layouts = AC_LAYOUTS_ALL, .gqa = true,
-        .varlen = true, .variants = AC_VAR_ALL,
+        .dtypes = 7,
+        .max_head_dim = 256,
+        .masks = AC_MASKCAP_ALL,
+        .layouts = AC_LAYOUTS_ALL,
+        .gqa = true,
+        .varlen = true,
+        .variants = AC_VAR_ALL,
     };
     ac_gen g;
     ac_gen_init(&g, 47, &caps);
@@ -193,8 +198,7 @@ Test(harness_inputs, streams_give_the_bytes_of_earlier_attncheck)
         ac_err err = {{0}};
         cr_assert_eq(ac_inputs_make(&c, &in, &err), AC_OK, "%s", err.msg);
         size_t nq = ac_q_elems(&in.p), nkv = ac_kv_elems(&in.p), es = ac_dtype_size(c.dtype);
-        uint64_t got[5] = {fnv1a(in.q, nq * es), fnv1a(in.k, nkv * es), fnv1a(in.v, nkv * es),
-                           fnv1a(in.d_o, nq * es),
+        uint64_t got[5] = {fnv1a(in.q, nq * es), fnv1a(in.k, nkv * es), fnv1a(in.v, nkv * es), fnv1a(in.d_o, nq * es),
                            in.dense_mask ? fnv1a(in.dense_mask, (size_t)c.seqlen_q * c.seqlen_k) : 0};
         for (int t = 0; t < 5; t++)
             cr_assert_eq(got[t], earlier[l][t], "line %zu tensor %d: %016llx, earlier %016llx", l, t,
@@ -233,13 +237,16 @@ Test(harness_inputs, variant_streams_give_the_bytes_of_the_variants_before_the_p
         size_t es = ac_dtype_size(c.dtype), cu = sizeof(int) * ((size_t)p->batch + 1);
         size_t mask = (size_t)p->mask_batch * p->mask_heads * c.seqlen_q * c.seqlen_k;
         size_t slopes = sizeof(float) * (size_t)p->heads_q * (size_t)(p->alibi_batch > 1 ? p->batch : 1);
-        uint64_t got[10] = {
-            fnv1a(in.q, ac_q_elems(p) * es), fnv1a(in.k, ac_kv_elems(p) * es), fnv1a(in.v, ac_v_elems(p) * es),
-            fnv1a(in.d_o, ac_o_elems(p) * es), in.dense_mask ? fnv1a(in.dense_mask, mask) : 0,
-            p->sinks ? fnv1a(p->sinks, sizeof(float) * (size_t)p->heads_q) : 0,
-            p->alibi_slopes ? fnv1a(p->alibi_slopes, slopes) : 0,
-            p->bias ? fnv1a(p->bias, ac_bias_elems(p) * ac_dtype_size(p->bias_dtype)) : 0,
-            p->cu_seqlens_q ? fnv1a(p->cu_seqlens_q, cu) ^ fnv1a(p->cu_seqlens_k, cu) : 0, p->dropout_seed};
+        uint64_t got[10] = {fnv1a(in.q, ac_q_elems(p) * es),
+                            fnv1a(in.k, ac_kv_elems(p) * es),
+                            fnv1a(in.v, ac_v_elems(p) * es),
+                            fnv1a(in.d_o, ac_o_elems(p) * es),
+                            in.dense_mask ? fnv1a(in.dense_mask, mask) : 0,
+                            p->sinks ? fnv1a(p->sinks, sizeof(float) * (size_t)p->heads_q) : 0,
+                            p->alibi_slopes ? fnv1a(p->alibi_slopes, slopes) : 0,
+                            p->bias ? fnv1a(p->bias, ac_bias_elems(p) * ac_dtype_size(p->bias_dtype)) : 0,
+                            p->cu_seqlens_q ? fnv1a(p->cu_seqlens_q, cu) ^ fnv1a(p->cu_seqlens_k, cu) : 0,
+                            p->dropout_seed};
         for (int t = 0; t < 10; t++)
             cr_assert_eq(got[t], earlier_variants[l][t], "variant line %zu array %d: %016llx, earlier %016llx", l, t,
                          (unsigned long long)got[t], (unsigned long long)earlier_variants[l][t]);

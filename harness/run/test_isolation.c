@@ -73,8 +73,10 @@ static const hostile hostiles[] = {
      "forward wrote past the end of O: elements end+0 to end+63 (O holds 1536 f32", true},
     {AC_HOSTILE_PLUGIN_LSE_PAST, "kernel:out-of-bounds-write",
      "forward wrote past the end of LSE: elements end+0 to end+15 (LSE holds 96 f32", true},
-    {AC_HOSTILE_PLUGIN_O_BEFORE, "kernel:out-of-bounds-write", "forward wrote before the start of O: elements "
-     "start-8 to start-1", true},
+    {AC_HOSTILE_PLUGIN_O_BEFORE, "kernel:out-of-bounds-write",
+     "forward wrote before the start of O: elements "
+     "start-8 to start-1",
+     true},
     {AC_HOSTILE_PLUGIN_MODIFY_Q, "kernel:input-modified",
      "forward changed 1 element of Q, the first at element 0 (b=0 h=0 i=0 c=0)", true},
     {AC_HOSTILE_PLUGIN_ERRBUF, "kernel:out-of-bounds-write",
@@ -147,8 +149,9 @@ Test(harness_isolation, a_crash_above_64_keys_shrinks_to_nk_65)
     cr_assert_gt(runs, 0);
     char text[AC_CASE_LINE_MAX];
     ac_case_format(&minimal, text, sizeof text);
-    cr_assert_str_eq(text, "v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=65 d=1 dtype=f32 mask=none layout=bhsd "
-                           "dist=normal(0,1) scale=auto");
+    cr_assert_str_eq(text,
+                     "v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=65 d=1 dtype=f32 mask=none layout=bhsd "
+                     "dist=normal(0,1) scale=auto");
     cr_assert_eq(run(k, "v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=64 d=1 dtype=f32", &isolated).verdict, AC_VERDICT_PASS);
 }
 

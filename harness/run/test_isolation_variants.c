@@ -109,8 +109,8 @@ Test(harness_isolation_variants, variant_cases_give_identical_metrics_isolated_a
 Test(harness_isolation_variants, dsink_and_dbias_come_back_from_the_worker)
 {
     const ac_kernel *k = ac_kernel_find("cpu-flash");
-    ac_result r = run(k, "v1 seed=8 b=2 hq=3 hkv=1 nq=17 nk=19 d=8 dtype=f16 sinks=normal(0,1) bias=normal(0,1):b1",
-                      &isolated);
+    ac_result r =
+        run(k, "v1 seed=8 b=2 hq=3 hkv=1 nq=17 nk=19 d=8 dtype=f16 sinks=normal(0,1) bias=normal(0,1):b1", &isolated);
     cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s", r.why);
     cr_assert(r.m[AC_OUT_DSINK].present && r.m[AC_OUT_DBIAS].present);
     cr_assert_eq(r.m[AC_OUT_DSINK].n_compared, 3);

@@ -55,8 +55,10 @@ Test(harness_plugin, example_passes_cases_of_every_dtype_mask_and_layout)
     const ac_kernel *k = load_example();
     static const char *const lines[] = {
         "v1 seed=11 b=2 hq=4 hkv=2 nq=33 nk=70 d=16 dtype=f16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto",
-        "v1 seed=12 b=1 hq=2 hkv=1 nq=65 nk=40 d=32 dtype=bf16 mask=window-tl(5,3) layout=bshd dist=normal(0,1) scale=auto",
-        "v1 seed=13 b=2 hq=2 hkv=2 nq=20 nk=129 d=8 dtype=f32 mask=dense(0.5) maskrows=0.2 layout=bhsd dist=normal(0,1) scale=auto",
+        "v1 seed=12 b=1 hq=2 hkv=1 nq=65 nk=40 d=32 dtype=bf16 mask=window-tl(5,3) layout=bshd dist=normal(0,1) "
+        "scale=auto",
+        "v1 seed=13 b=2 hq=2 hkv=2 nq=20 nk=129 d=8 dtype=f32 mask=dense(0.5) maskrows=0.2 layout=bhsd "
+        "dist=normal(0,1) scale=auto",
         "v1 seed=14 b=1 hq=1 hkv=1 nq=70 nk=90 d=16 dtype=f16 mask=causal-tl layout=bhsd dist=increasing(8) scale=auto",
     };
     ac_budgets b;
@@ -99,10 +101,7 @@ Test(harness_plugin, missing_describe_symbol_is_refused)
     refused(AC_BAD_PLUGIN_NOSYM, "no symbol attncheck_plugin_describe");
 }
 
-Test(harness_plugin, null_forward_is_refused)
-{
-    refused(AC_BAD_PLUGIN_NULLFWD, "forward entry point is NULL");
-}
+Test(harness_plugin, null_forward_is_refused) { refused(AC_BAD_PLUGIN_NULLFWD, "forward entry point is NULL"); }
 
 Test(harness_plugin, claimed_backward_without_entry_point_is_refused)
 {
@@ -152,14 +151,19 @@ Test(harness_plugin, check_runs_a_plugin_kernel_on_tensor_files)
     ac_inputs in;
     ac_err err = {{0}};
     cr_assert_eq(ac_case_parse("v1 seed=21 b=1 hq=2 hkv=1 nq=10 nk=12 d=8 dtype=f16 mask=none layout=bhsd "
-                               "dist=normal(0,1) scale=auto", &c, &err), AC_OK);
+                               "dist=normal(0,1) scale=auto",
+                               &c, &err),
+                 AC_OK);
     cr_assert_eq(ac_inputs_make(&c, &in, &err), AC_OK);
     const char *names[] = {"q", "k", "v", "do"};
     void *bufs[] = {in.q, in.k, in.v, in.d_o};
     for (int i = 0; i < 4; i++) {
         bool q_like = i == 0 || i == 3;
-        ac_tensor t = {.dtype = AC_TF_F16, .ndim = 4, .shape = {1, q_like ? 2 : 1, q_like ? 10 : 12, 8},
-                       .n_elems = (size_t)(q_like ? 2 * 10 : 12) * 8, .data = bufs[i]};
+        ac_tensor t = {.dtype = AC_TF_F16,
+                       .ndim = 4,
+                       .shape = {1, q_like ? 2 : 1, q_like ? 10 : 12, 8},
+                       .n_elems = (size_t)(q_like ? 2 * 10 : 12) * 8,
+                       .data = bufs[i]};
         char path[64];
         snprintf(path, sizeof path, "%s/%s.npy", dir, names[i]);
         cr_assert_eq(ac_npy_write(path, &t, &err), AC_OK, "%s", err.msg);

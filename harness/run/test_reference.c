@@ -110,8 +110,9 @@ static long child_peak_kb(const char *line, long *baseline_kb)
         ac_budgets b;
         ac_result r;
         ac_run_opts o = {.backward = true, .cert_rows = 2};
-        int ok = ac_case_parse(line, &c, NULL) == AC_OK && ac_budgets_load(ac_budgets_default_path(), &b, NULL) == AC_OK &&
-                 ac_run_case(&ac_kernel_ref_fp64, &c, &b, &o, &r, NULL) == AC_OK;
+        int ok = ac_case_parse(line, &c, NULL) == AC_OK &&
+            ac_budgets_load(ac_budgets_default_path(), &b, NULL) == AC_OK &&
+            ac_run_case(&ac_kernel_ref_fp64, &c, &b, &o, &r, NULL) == AC_OK;
         if (write(fd[1], &start, sizeof start) != sizeof start)
             ok = 0;
         _exit(ok ? 0 : 1);

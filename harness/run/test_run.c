@@ -29,9 +29,12 @@ static char *read_text(const char *path)
  * planted bug chosen by ctx.  Lets the runner be tested whatever kernels exist. */
 
 typedef enum {
-    DBL_CORRECT, DBL_SKIP_LAST_ROW, DBL_DEVICE_FAULT, DBL_SCALE_BIAS,
-    DBL_READS_PADDING,   /* ignores the key lengths: padding keys reach its sums */
-    DBL_REPORTS_CRASH,   /* AC_KERNEL_FAULT "crash: ..." of its own, as a kernel running a command does */
+    DBL_CORRECT,
+    DBL_SKIP_LAST_ROW,
+    DBL_DEVICE_FAULT,
+    DBL_SCALE_BIAS,
+    DBL_READS_PADDING, /* ignores the key lengths: padding keys reach its sums */
+    DBL_REPORTS_CRASH, /* AC_KERNEL_FAULT "crash: ..." of its own, as a kernel running a command does */
     DBL_REPORTS_NOCLASS, /* AC_KERNEL_FAULT with a message that names no class */
     DBL_WRITES_PAST_LSE, /* a correct forward, then 3 floats past LSE */
 } dbl_mode;
@@ -78,7 +81,7 @@ static int dbl_forward(const ac_kernel *self, const ac_problem *p_in, ac_dtype t
     return st;
 }
 
-static const dbl_mode modes[] = {DBL_CORRECT, DBL_SKIP_LAST_ROW, DBL_DEVICE_FAULT, DBL_SCALE_BIAS,
+static const dbl_mode modes[] = {DBL_CORRECT,       DBL_SKIP_LAST_ROW, DBL_DEVICE_FAULT,    DBL_SCALE_BIAS,
                                  DBL_READS_PADDING, DBL_REPORTS_CRASH, DBL_REPORTS_NOCLASS, DBL_WRITES_PAST_LSE};
 
 static ac_kernel double_kernel(dbl_mode mode)
@@ -209,8 +212,9 @@ Test(harness_run, a_fault_a_kernel_reports_is_a_failure_of_its_class_naming_it)
     k = double_kernel(DBL_WRITES_PAST_LSE); /* in this process too, the guards catch it */
     cr_assert_eq(ac_run_case(&k, &c, &b, &o, &r, &err), AC_OK);
     cr_assert_str_eq(r.kind, "kernel:out-of-bounds-write");
-    cr_assert_str_eq(r.why, "out-of-bounds-write: kernel double: forward wrote past the end of LSE: elements end+0 to "
-                            "end+2 (LSE holds 160 f32 elements; end+0 is the first one past it)");
+    cr_assert_str_eq(r.why,
+                     "out-of-bounds-write: kernel double: forward wrote past the end of LSE: elements end+0 to "
+                     "end+2 (LSE holds 160 f32 elements; end+0 is the first one past it)");
 }
 
 Test(harness_run, the_default_deadline_is_generous_and_scales_with_the_flops)

@@ -43,7 +43,7 @@ static int first_slice_backward(const ac_kernel *self, const ac_problem *p, ac_d
     return k->backward(k, &q, t, a, err);
 }
 
-#define LINE(dims)                                                                                        \
+#define LINE(dims) \
     "v1 seed=6 b=3 hq=4 hkv=2 nq=40 nk=50 d=16 dtype=bf16 mask=dense(0.5) maskrows=0.1 layout=bhsd " \
     "dist=normal(0,1) scale=auto" dims
 
@@ -83,8 +83,13 @@ Test(harness_broadcast, a_broadcast_masks_first_slice_is_the_one_slice_mask)
  * scales, for a kernel that claims no variant as for one that claims all. */
 Test(harness_broadcast, the_generator_draws_broadcast_masks_and_negative_scales_for_every_kernel)
 {
-    ac_caps caps = {.dtypes = 7, .max_head_dim = 256, .masks = AC_MASKCAP_ALL, .layouts = 3, .gqa = true,
-                    .varlen = true, .backward = true};
+    ac_caps caps = {.dtypes = 7,
+                    .max_head_dim = 256,
+                    .masks = AC_MASKCAP_ALL,
+                    .layouts = 3,
+                    .gqa = true,
+                    .varlen = true,
+                    .backward = true};
     ac_gen g;
     ac_gen_init(&g, 31, &caps);
     int dense = 0, dims = 0, negative = 0, n = 3000;

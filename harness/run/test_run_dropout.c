@@ -28,8 +28,9 @@ static ac_result run_with(const ac_kernel *k, const char *line)
     return r;
 }
 
-#define LINE "v1 seed=2 b=2 hq=2 hkv=1 nq=40 nk=70 d=16 dtype=f16 mask=causal-br layout=bhsd dist=normal(0,1) " \
-             "scale=auto dropout=0.3"
+#define LINE \
+    "v1 seed=2 b=2 hq=2 hkv=1 nq=40 nk=70 d=16 dtype=f16 mask=causal-br layout=bhsd dist=normal(0,1) " \
+    "scale=auto dropout=0.3"
 
 Test(harness_dropout, correct_kernels_pass_against_the_mask_they_drew)
 {
@@ -98,7 +99,8 @@ static int keep_all_forward(const ac_kernel *self, const ac_problem *p, ac_dtype
     (void)self;
     size_t n = ac_dropout_elems(p), nq = ac_q_elems(p), nkv = ac_kv_elems(p), no = ac_o_elems(p), nv = ac_v_elems(p);
     uint8_t *keep = malloc(n);
-    double *q = malloc(nq * 8), *k = malloc(nkv * 8), *v = malloc(nv * 8), *o = malloc(no * 8), *lse = malloc(ac_lse_elems(p) * 8);
+    double *q = malloc(nq * 8), *k = malloc(nkv * 8), *v = malloc(nv * 8), *o = malloc(no * 8),
+           *lse = malloc(ac_lse_elems(p) * 8);
     cr_assert(keep && q && k && v && o && lse);
     memset(keep, 1, n);
     memset(a->dropout_mask, 0xFF, (n + 7) / 8);
@@ -122,7 +124,8 @@ Test(harness_dropout, a_mask_that_keeps_too_much_fails_the_keep_fraction)
     ac_result r = run_with(&k, LINE);
     cr_assert_eq(r.verdict, AC_VERDICT_FAIL, "keeping every pair passed");
     cr_assert_str_eq(r.kind, "dropout:keep-fraction", "%s", r.why);
-    cr_assert_lt(r.m[AC_OUT_O].max_scaled, 1.0, "its O is the reference's given its mask: %g", r.m[AC_OUT_O].max_scaled);
+    cr_assert_lt(r.m[AC_OUT_O].max_scaled, 1.0, "its O is the reference's given its mask: %g",
+                 r.m[AC_OUT_O].max_scaled);
 }
 
 /* check: the outputs and the keep mask from files (u8 (B, Hq, Nq, Nk)), or --kernel. */
@@ -148,8 +151,8 @@ Test(harness_dropout, check_reads_the_keep_mask_from_a_file_or_the_kernel)
     const void *data[] = {in.q, in.k, in.v, o};
     for (int i = 0; i < 4; i++) {
         bool q_like = i == 0 || i == 3;
-        ac_tensor t = {.dtype = AC_TF_F16, .ndim = 4, .shape = {2, q_like ? 2 : 1, q_like ? 40 : 70, 16},
-                       .data = (void *)data[i]};
+        ac_tensor t = {
+            .dtype = AC_TF_F16, .ndim = 4, .shape = {2, q_like ? 2 : 1, q_like ? 40 : 70, 16}, .data = (void *)data[i]};
         t.n_elems = (size_t)t.shape[0] * t.shape[1] * t.shape[2] * t.shape[3];
         snprintf(path, sizeof path, "%s/%s.npy", dir, names[i]);
         cr_assert_eq(ac_npy_write(path, &t, &err), AC_OK, "%s", err.msg);
@@ -158,8 +161,8 @@ Test(harness_dropout, check_reads_the_keep_mask_from_a_file_or_the_kernel)
     snprintf(mask, sizeof mask, "%s/keep.npy", dir);
     ac_tensor t = {.dtype = AC_TF_U8, .ndim = 4, .shape = {2, 2, 40, 70}, .n_elems = n, .data = keep};
     cr_assert_eq(ac_npy_write(mask, &t, &err), AC_OK, "%s", err.msg);
-    char *ok[] = {"check", dir, "--mask", "causal-br", "--dropout-p", "0.3", "--dropout-mask", mask, "--cert-rows", "0",
-                  NULL};
+    char *ok[] = {"check",          dir,  "--mask",      "causal-br", "--dropout-p", "0.3",
+                  "--dropout-mask", mask, "--cert-rows", "0",         NULL};
     cr_assert_eq(ac_cmd_check(10, ok), AC_OK, "cpu-flash's O with the mask it drew passes");
     char *p5[] = {"check", dir, "--mask", "causal-br", "--dropout-p", "0.5", "--dropout-mask", mask, NULL};
     cr_assert_eq(ac_cmd_check(8, p5), AC_FAIL_ACCURACY, "p = 0.3 checked as 0.5 fails");

@@ -102,9 +102,10 @@ Test(harness_fp8, inputs_are_codes_times_descale_over_the_whole_range)
     for (int gi = 0; gi < 3; gi++)
         for (int seed = 1; seed <= 6; seed++) {
             char line[256];
-            snprintf(line, sizeof line,
-                     "v1 seed=%d b=2 hq=4 hkv=2 nq=70 nk=130 d=32 dtype=e4m3 out=bf16 descale=%s p=e4m3 dist=normal(0,1)",
-                     seed, grains[gi]);
+            snprintf(
+                line, sizeof line,
+                "v1 seed=%d b=2 hq=4 hkv=2 nq=70 nk=130 d=32 dtype=e4m3 out=bf16 descale=%s p=e4m3 dist=normal(0,1)",
+                seed, grains[gi]);
             ac_case c = parse(line);
             ac_inputs in;
             ac_err err = {{0}};
@@ -118,7 +119,8 @@ Test(harness_fp8, inputs_are_codes_times_descale_over_the_whole_range)
                         for (int ch = 0; ch < 32; ch++) {
                             size_t at = ac_kv_index(p, b, h, j, ch);
                             uint32_t code = ac_bits_get(AC_E4M3, in.k, at);
-                            double want = ac_widen(AC_E4M3, code) * p->descale_k[ac_descale_index(p, AC_TENSOR_K, b, h, j)];
+                            double want =
+                                ac_widen(AC_E4M3, code) * p->descale_k[ac_descale_index(p, AC_TENSOR_K, b, h, j)];
                             cr_assert_eq(in.kd[at], want, "%s: K[%zu] = %a, code 0x%02x times its factor is %a", line,
                                          at, in.kd[at], code, want);
                             saw_max |= (code & 0x7f) == 0x7e;
@@ -163,9 +165,9 @@ static void check_e_o(const char *line, double p_rel, double tau_p_per_max, bool
             for (int ch = 0; ch < d; ch++) {
                 double want = tau;
                 for (int j = 0; j < nk; j++)
-                    want += (prob[j] * (p_rel + 2 * rho + rho * (g[j] + g_row)) +
-                             tau_p_per_max * (per_max ? p_max : 1.0)) *
-                            fabs(in.vd[ac_v_index(p, 0, ac_kv_head_of(p, h), j, ch)]);
+                    want +=
+                        (prob[j] * (p_rel + 2 * rho + rho * (g[j] + g_row)) + tau_p_per_max * (per_max ? p_max : 1.0)) *
+                        fabs(in.vd[ac_v_index(p, 0, ac_kv_head_of(p, h), j, ch)]);
                 double got = r.e_o[ac_o_index(p, 0, h, i, ch)];
                 cr_assert(fabs(got - want) <= 1e-12 * want, "%s: E_O(h=%d i=%d c=%d) = %.17g, formula %.17g", line, h,
                           i, ch, got, want);
@@ -177,10 +179,10 @@ static void check_e_o(const char *line, double p_rel, double tau_p_per_max, bool
 
 Test(harness_fp8, error_scale_carries_p_rounding_at_the_declared_format)
 {
-    check_e_o("v1 seed=5 b=1 hq=2 hkv=1 nq=6 nk=40 d=16 dtype=e4m3 out=bf16 descale=head p=e4m3 dist=normal(0,2)",
-              16.0, 0x1p-9 / (2 * 256 * 0x1p-8), true);
-    check_e_o("v1 seed=6 b=1 hq=1 hkv=1 nq=5 nk=33 d=8 dtype=e5m2 out=bf16 descale=tensor p=bf16 dist=normal(0,1)",
-              1.0, 0x1p-133 / (2 * 0x1p-8), false);
+    check_e_o("v1 seed=5 b=1 hq=2 hkv=1 nq=6 nk=40 d=16 dtype=e4m3 out=bf16 descale=head p=e4m3 dist=normal(0,2)", 16.0,
+              0x1p-9 / (2 * 256 * 0x1p-8), true);
+    check_e_o("v1 seed=6 b=1 hq=1 hkv=1 nq=5 nk=33 d=8 dtype=e5m2 out=bf16 descale=tensor p=bf16 dist=normal(0,1)", 1.0,
+              0x1p-133 / (2 * 0x1p-8), false);
 }
 
 /* The reference rounded to bf16 everywhere, one element moved by 3 u E: the
@@ -206,10 +208,9 @@ Test(harness_fp8, a_planted_error_is_reported_exactly_at_its_place)
     double want = fabs(moved - r.o[at]) / (u * r.e_o[at]);
     cr_assert_eq(m.max_scaled, want, "max scaled %.17g, planted %.17g", m.max_scaled, want);
     cr_assert(want > 2.5 && want < 3.5, "%g", want);
-    cr_assert(m.at_max_scaled.b == 1 && m.at_max_scaled.h == 1 && m.at_max_scaled.row == 33 &&
-                  m.at_max_scaled.col == 17,
-              "at b=%d h=%d row=%d col=%d", m.at_max_scaled.b, m.at_max_scaled.h, m.at_max_scaled.row,
-              m.at_max_scaled.col);
+    cr_assert(
+        m.at_max_scaled.b == 1 && m.at_max_scaled.h == 1 && m.at_max_scaled.row == 33 && m.at_max_scaled.col == 17,
+        "at b=%d h=%d row=%d col=%d", m.at_max_scaled.b, m.at_max_scaled.h, m.at_max_scaled.row, m.at_max_scaled.col);
     free(got);
     ac_reference_free(&r);
     ac_inputs_free(&in);
@@ -306,8 +307,9 @@ Test(harness_fp8, every_fp8_mutant_fails_on_a_line_that_shows_its_bug)
  * on average (the gate's vs-naive ratio near 1). */
 Test(harness_fp8, naive_baseline_follows_the_declared_recipe)
 {
-    ac_result r = run_line("cpu-flash-fp8", "v1 seed=8 b=1 hq=4 hkv=2 nq=64 nk=512 d=64 dtype=e4m3 out=bf16 "
-                                            "descale=head p=e4m3 dist=normal(0,1)");
+    ac_result r = run_line("cpu-flash-fp8",
+                           "v1 seed=8 b=1 hq=4 hkv=2 nq=64 nk=512 d=64 dtype=e4m3 out=bf16 "
+                           "descale=head p=e4m3 dist=normal(0,1)");
     cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s", r.why);
     const ac_metrics *m = &r.m[AC_OUT_O];
     cr_assert(m->has_naive && m->vs_naive_mean > 0.8 && m->vs_naive_mean < 1.25, "vs-naive mean %g", m->vs_naive_mean);
@@ -338,14 +340,16 @@ Test(harness_fp8, rmse_is_reported_beside_the_verdict_on_fa3_outliers)
     static const char *const grains[] = {"tensor", "head"};
     for (int g = 0; g < 2; g++) {
         char line[256];
-        snprintf(line, sizeof line, "v1 seed=9 b=1 hq=2 hkv=2 nq=64 nk=256 d=64 dtype=e4m3 out=bf16 descale=%s "
-                 "p=e4m3 dist=fa3(0.001,10)", grains[g]);
+        snprintf(line, sizeof line,
+                 "v1 seed=9 b=1 hq=2 hkv=2 nq=64 nk=256 d=64 dtype=e4m3 out=bf16 descale=%s "
+                 "p=e4m3 dist=fa3(0.001,10)",
+                 grains[g]);
         ac_result r = run_line("cpu-flash-fp8", line);
         cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s: %s", line, r.why);
         const ac_metrics *m = &r.m[AC_OUT_O];
         cr_assert(m->rmse > 0.0 && m->rmse <= m->max_abs && m->rmse >= m->mean_abs * 0.5, "rmse %g", m->rmse);
-        cr_assert(m->naive_rmse > 0.5 * m->rmse && m->naive_rmse < 2.0 * m->rmse, "naive %g, kernel %g",
-                  m->naive_rmse, m->rmse);
+        cr_assert(m->naive_rmse > 0.5 * m->rmse && m->naive_rmse < 2.0 * m->rmse, "naive %g, kernel %g", m->naive_rmse,
+                  m->rmse);
         ac_summary_add(&s, &r);
     }
     char *text = NULL;

@@ -109,7 +109,8 @@ Test(harness_paged, the_table_is_shuffled_with_shared_prefix_pages)
         char line[512];
         snprintf(line, sizeof line,
                  "v1 seed=%d b=4 hq=2 hkv=1 nq=1 nk=64 d=8 dtype=f16 mask=causal-br seqlens-k=64,64,40,64 layout=bhsd "
-                 "dist=normal(0,1) scale=auto kv=paged(8)", seed);
+                 "dist=normal(0,1) scale=auto kv=paged(8)",
+                 seed);
         ac_inputs in = make(line);
         const ac_problem *p = &in.p;
         bool identity = true;
@@ -160,18 +161,24 @@ Test(harness_paged, each_decode_mutant_is_caught_where_its_bug_is)
 {
     static const caught_row rows[] = {
         /* sequence 1 has one key: two of its three splits are empty */
-        {"empty-split-nan", BASE "dist=normal(0,1) scale=auto kv=paged(16) splits=3", "O:unexpected-nan", "at b=1 h=0 row="},
+        {"empty-split-nan", BASE "dist=normal(0,1) scale=auto kv=paged(16) splits=3", "O:unexpected-nan",
+         "at b=1 h=0 row="},
         /* only the last sequence is unwritten */
-        {"later-seq-unwritten", BASE "dist=normal(0,1) scale=auto kv=paged(16) splits=3", "O:unwritten", "at b=2 h=0 row=0"},
+        {"later-seq-unwritten", BASE "dist=normal(0,1) scale=auto kv=paged(16) splits=3", "O:unwritten",
+         "at b=2 h=0 row=0"},
         /* 150 keys in pages of 16: slots 150..159 of sequence 0's last page; sequence 1 (1 key) reads 15 */
         {"last-page-slots", BASE "dist=normal(0,1) scale=auto kv=paged(16,contig) splits=1", "O:unexpected-nan",
          "at b=0 h=0 row="},
         /* keys 16.. read from the wrong page: sequences 0 and 2 (the worst, here), never 1 (one key) */
         {"page-size-wrong", BASE "dist=normal(0,1) scale=auto kv=paged(16,contig) splits=1", "O:scaled", "at b=2"},
-        {"split-off-by-one", "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=150 d=16 dtype=bf16 mask=none layout=bhsd "
-         "dist=normal(0,1) scale=auto kv=paged(16) splits=3", "O:scaled", "at b=0 h=0 row=0"},
-        {"combine-no-rescale", "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=150 d=16 dtype=bf16 mask=none layout=bhsd "
-         "dist=increasing(16) scale=auto kv=paged(16) splits=3", "O:scaled", "at b=0 h=0 row=0"},
+        {"split-off-by-one",
+         "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=150 d=16 dtype=bf16 mask=none layout=bhsd "
+         "dist=normal(0,1) scale=auto kv=paged(16) splits=3",
+         "O:scaled", "at b=0 h=0 row=0"},
+        {"combine-no-rescale",
+         "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=150 d=16 dtype=bf16 mask=none layout=bhsd "
+         "dist=increasing(16) scale=auto kv=paged(16) splits=3",
+         "O:scaled", "at b=0 h=0 row=0"},
     };
     for (size_t x = 0; x < sizeof rows / sizeof rows[0]; x++) {
         char name[96];
@@ -192,12 +199,18 @@ Test(harness_paged, decode_mutants_pass_where_their_bug_cannot_show)
         {"empty-split-nan", BASE "dist=normal(0,1) scale=auto kv=paged(16) splits=1", NULL, NULL},
         {"split-off-by-one", BASE "dist=normal(0,1) scale=auto kv=paged(16) splits=1", NULL, NULL},
         {"combine-no-rescale", BASE "dist=normal(0,1) scale=auto kv=paged(16) splits=1", NULL, NULL},
-        {"last-page-slots", "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=64 d=16 dtype=bf16 mask=none layout=bhsd "
-         "dist=normal(0,1) scale=auto kv=paged(16)", NULL, NULL},
-        {"page-size-wrong", "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=16 d=16 dtype=bf16 mask=none layout=bhsd "
-         "dist=normal(0,1) scale=auto kv=paged(16)", NULL, NULL},
-        {"later-seq-unwritten", "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=64 d=16 dtype=bf16 mask=none layout=bhsd "
-         "dist=normal(0,1) scale=auto kv=paged(16)", NULL, NULL},
+        {"last-page-slots",
+         "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=64 d=16 dtype=bf16 mask=none layout=bhsd "
+         "dist=normal(0,1) scale=auto kv=paged(16)",
+         NULL, NULL},
+        {"page-size-wrong",
+         "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=16 d=16 dtype=bf16 mask=none layout=bhsd "
+         "dist=normal(0,1) scale=auto kv=paged(16)",
+         NULL, NULL},
+        {"later-seq-unwritten",
+         "v1 seed=5 b=1 hq=1 hkv=1 nq=1 nk=64 d=16 dtype=bf16 mask=none layout=bhsd "
+         "dist=normal(0,1) scale=auto kv=paged(16)",
+         NULL, NULL},
     };
     for (size_t x = 0; x < sizeof rows / sizeof rows[0]; x++) {
         char name[96];

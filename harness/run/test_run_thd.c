@@ -15,10 +15,10 @@
 
 TestSuite(harness_thd, .init = use_attncheck_as_worker); /* check --kernel runs it in a worker */
 
-#define THD_LINE                                                                                                  \
+#define THD_LINE \
     "v1 seed=4 b=3 hq=4 hkv=2 nq=40 nk=90 d=24 dtype=bf16 mask=causal-br seqlens-q=40,7,23 seqlens-k=90,1,50 " \
     "layout=thd dist=normal(0,1) scale=auto"
-#define PAD_LINE                                                                                                  \
+#define PAD_LINE \
     "v1 seed=4 b=3 hq=4 hkv=2 nq=40 nk=90 d=24 dtype=bf16 mask=causal-br seqlens-q=40,7,23 seqlens-k=90,1,50 " \
     "layout=bshd dist=normal(0,1) scale=auto"
 
@@ -133,7 +133,8 @@ static void write_packed(const char *dir, const ac_inputs *in, const char *kerne
     const void *bufs[] = {in->q, in->k, in->v, in->d_o, o};
     for (int i = 0; i < 5; i++) {
         bool q_like = i != 1 && i != 2;
-        ac_tensor t = {.dtype = AC_TF_F16, .ndim = 3,
+        ac_tensor t = {.dtype = AC_TF_F16,
+                       .ndim = 3,
                        .shape = {q_like ? tq : tk, q_like ? p->heads_q : p->heads_kv, p->head_dim},
                        .data = (void *)bufs[i]};
         t.n_elems = (size_t)t.shape[0] * t.shape[1] * t.shape[2];
@@ -147,8 +148,9 @@ static void write_packed(const char *dir, const ac_inputs *in, const char *kerne
 
 static int check(const char *dir, const char *kernel, const char *cu_q, const char *cu_k)
 {
-    char *argv[] = {"check", (char *)dir, "--layout", "thd", "--cu-seqlens-q", (char *)cu_q, "--cu-seqlens-k",
-                    (char *)cu_k, "--mask", "causal-br", "--cert-rows", "0", "--kernel", (char *)kernel, NULL};
+    char *argv[] = {"check",          (char *)dir,    "--layout", "thd",       "--cu-seqlens-q", (char *)cu_q,
+                    "--cu-seqlens-k", (char *)cu_k,   "--mask",   "causal-br", "--cert-rows",    "0",
+                    "--kernel",       (char *)kernel, NULL};
     return ac_cmd_check(kernel ? 14 : 12, argv);
 }
 
@@ -158,7 +160,8 @@ Test(harness_thd, check_and_reference_read_and_write_packed_tensors)
     cr_assert_not_null(mkdtemp(dir));
     ac_inputs in;
     make("v1 seed=8 b=3 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=causal-br seqlens-q=20,4,9 seqlens-k=30,2,12 "
-         "layout=thd dist=normal(0,1) scale=auto", &in);
+         "layout=thd dist=normal(0,1) scale=auto",
+         &in);
     write_packed(dir, &in, "cpu-flash");
     ac_inputs_free(&in);
     cr_assert_eq(check(dir, NULL, "0,20,24,33", "0,30,32,44"), AC_OK, "cpu-flash's packed O passes");
@@ -168,8 +171,19 @@ Test(harness_thd, check_and_reference_read_and_write_packed_tensors)
     cr_assert_eq(check(dir, NULL, "0,20,19,33", "0,30,32,44"), AC_ERR_INPUT, "decreasing offsets are bad input");
     cr_assert_eq(check(dir, NULL, "0,20,24,33", "0,30,44"), AC_ERR_INPUT, "different batches are bad input");
     snprintf(out, sizeof out, "%s/ref", dir);
-    char *ref[] = {"reference", dir, "--layout", "thd", "--cu-seqlens-q", "0,20,24,33", "--cu-seqlens-k",
-                   "0,30,32,44", "--mask", "causal-br", "--out", out, NULL};
+    char *ref[] = {"reference",
+                   dir,
+                   "--layout",
+                   "thd",
+                   "--cu-seqlens-q",
+                   "0,20,24,33",
+                   "--cu-seqlens-k",
+                   "0,30,32,44",
+                   "--mask",
+                   "causal-br",
+                   "--out",
+                   out,
+                   NULL};
     cr_assert_eq(ac_cmd_reference(12, ref), AC_OK);
     ac_tensor t;
     ac_err err = {{0}};

@@ -264,7 +264,8 @@ static void write_case(const char *dir, const char *line, const char *kernel, do
     void *bufs[] = {in.q, in.k, in.v, in.d_o, o};
     for (int i = 0; i < 5; i++) {
         bool q_like = i != 1 && i != 2, d_v_cols = i >= 2; /* v, do, o have d_v columns */
-        ac_tensor t = {.dtype = AC_TF_F16, .ndim = 4,
+        ac_tensor t = {.dtype = AC_TF_F16,
+                       .ndim = 4,
                        .shape = {c.batch, q_like ? c.heads_q : c.heads_kv, q_like ? c.seqlen_q : c.seqlen_k,
                                  d_v_cols ? ac_head_dim_v(&in.p) : c.head_dim},
                        .data = bufs[i]};
@@ -289,8 +290,10 @@ Test(harness_variants, check_runs_a_kernel_with_the_sinks_it_is_given)
 {
     char dir[] = "/tmp/ac-var-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    write_case(dir, "v1 seed=8 b=1 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
-               "scale=auto", "cpu-flash", 0.0);
+    write_case(dir,
+               "v1 seed=8 b=1 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
+               "scale=auto",
+               "cpu-flash", 0.0);
     float logits[2] = {1.5f, -0.5f};
     char path[128];
     snprintf(path, sizeof path, "%s/sinks.npy", dir);
@@ -315,8 +318,10 @@ Test(harness_variants, check_takes_d_v_from_the_shape_of_v)
 {
     char dir[] = "/tmp/ac-var-XXXXXX", out[64];
     cr_assert_not_null(mkdtemp(dir));
-    write_case(dir, "v1 seed=9 b=1 hq=2 hkv=1 nq=20 nk=30 d=24 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
-               "scale=auto dv=16", "cpu-flash", 0.0);
+    write_case(dir,
+               "v1 seed=9 b=1 hq=2 hkv=1 nq=20 nk=30 d=24 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
+               "scale=auto dv=16",
+               "cpu-flash", 0.0);
     char *argv[] = {"check", dir, "--cert-rows", "0", NULL};
     cr_assert_eq(ac_cmd_check(4, argv), AC_OK, "cpu-flash's O of d_v = 16 passes");
     snprintf(out, sizeof out, "%s/ref", dir);
@@ -339,8 +344,10 @@ Test(harness_variants, check_judges_a_softcap_kernel_by_the_softcap_it_is_told)
 {
     char dir[] = "/tmp/ac-var-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    write_case(dir, "v1 seed=5 b=1 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,2) "
-               "scale=auto", "cpu-flash", 30.0);
+    write_case(dir,
+               "v1 seed=5 b=1 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,2) "
+               "scale=auto",
+               "cpu-flash", 30.0);
     cr_assert_eq(check_dir(dir, "--softcap", "30"), AC_OK, "the softcap the outputs were made with passes");
     cr_assert_eq(check_dir(dir, "--softcap", "5"), AC_FAIL_ACCURACY, "softcap 30 checked as 5 fails");
     cr_assert_eq(check_dir(dir, "--softcap", "-1"), AC_ERR_INPUT, "a bad softcap is bad input");
@@ -355,8 +362,10 @@ Test(harness_variants, check_judges_alibi_by_the_slopes_it_is_given)
 {
     char dir[] = "/tmp/ac-var-XXXXXX", path[128];
     cr_assert_not_null(mkdtemp(dir));
-    write_case(dir, "v1 seed=6 b=2 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
-               "scale=auto", "cpu-flash", 0.0);
+    write_case(dir,
+               "v1 seed=6 b=2 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
+               "scale=auto",
+               "cpu-flash", 0.0);
     float slopes[4] = {0.5f, 0.125f, 0.25f, 1.0f};
     ac_err err = {{0}};
     snprintf(path, sizeof path, "%s/alibi.npy", dir);
@@ -389,8 +398,10 @@ Test(harness_variants, alibi_paper_slopes_are_the_papers_geometric_sequence)
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         char line[256];
-        snprintf(line, sizeof line, "v1 seed=1 b=2 hq=%d hkv=1 nq=4 nk=4 d=4 dtype=f32 mask=none layout=bhsd "
-                 "dist=normal(0,1) scale=auto alibi=paper:bh", rows[r].hq);
+        snprintf(line, sizeof line,
+                 "v1 seed=1 b=2 hq=%d hkv=1 nq=4 nk=4 d=4 dtype=f32 mask=none layout=bhsd "
+                 "dist=normal(0,1) scale=auto alibi=paper:bh",
+                 rows[r].hq);
         ac_case c;
         ac_inputs in;
         ac_err err = {{0}};
@@ -445,8 +456,10 @@ Test(harness_variants, check_judges_a_bias_and_its_gradient)
 {
     char dir[] = "/tmp/ac-var-XXXXXX", path[128], out[64];
     cr_assert_not_null(mkdtemp(dir));
-    write_case(dir, "v1 seed=7 b=2 hq=2 hkv=1 nq=12 nk=20 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
-               "scale=auto", "cpu-flash", 0.0);
+    write_case(dir,
+               "v1 seed=7 b=2 hq=2 hkv=1 nq=12 nk=20 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
+               "scale=auto",
+               "cpu-flash", 0.0);
     float bias[2 * 12 * 20];
     for (int x = 0; x < 2 * 12 * 20; x++)
         bias[x] = x % 9 == 4 ? -INFINITY : (float)((x * 37 % 23) - 11) / 8.0f;
@@ -482,8 +495,10 @@ Test(harness_variants, check_judges_sink_tokens_by_the_count_it_is_given)
 {
     char dir[] = "/tmp/ac-var-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    write_case(dir, "v1 seed=3 b=1 hq=2 hkv=1 nq=40 nk=60 d=16 dtype=f16 mask=window-br(8,0) layout=bhsd "
-               "dist=normal(0,1) scale=auto sinktokens=3", "cpu-flash", 0.0);
+    write_case(dir,
+               "v1 seed=3 b=1 hq=2 hkv=1 nq=40 nk=60 d=16 dtype=f16 mask=window-br(8,0) layout=bhsd "
+               "dist=normal(0,1) scale=auto sinktokens=3",
+               "cpu-flash", 0.0);
     char *ok[] = {"check", dir, "--mask", "window-br(8,0)", "--sink-tokens", "3", "--cert-rows", "0", NULL};
     cr_assert_eq(ac_cmd_check(8, ok), AC_OK, "3 sink tokens checked as 3 pass");
     char *more[] = {"check", dir, "--mask", "window-br(8,0)", "--sink-tokens", "4", NULL};

@@ -36,10 +36,10 @@ extern char **environ;
 #define SHRINK_FACTOR 4
 
 typedef struct {
-    pid_t owner;     /* the process these belong to */
-    pid_t pid;       /* the worker, 0 when none */
-    int sock;        /* -1 when none */
-    int arena_fd;    /* -1 when none */
+    pid_t owner; /* the process these belong to */
+    pid_t pid; /* the worker, 0 when none */
+    int sock; /* -1 when none */
+    int arena_fd; /* -1 when none */
     uint8_t *arena;
     size_t arena_bytes;
     size_t n_plugins; /* loaded by the worker */
@@ -156,8 +156,8 @@ uint8_t *ac_worker_arena(size_t bytes, ac_err *err)
         return NULL;
     }
     bytes = bytes ? bytes : 1;
-    if (w->arena && bytes <= w->arena_bytes && !(w->arena_bytes > ((size_t)64 << 20) &&
-                                                 bytes < w->arena_bytes / SHRINK_FACTOR))
+    if (w->arena && bytes <= w->arena_bytes &&
+        !(w->arena_bytes > ((size_t)64 << 20) && bytes < w->arena_bytes / SHRINK_FACTOR))
         return w->arena;
     bool shrink = w->arena_fd >= 0 && bytes < w->arena_bytes;
     if (w->arena)
@@ -232,8 +232,8 @@ static wait_result wait_reply(worker_state *w, uint64_t seq, double deadline, wo
                 return WAIT_DIED;
             }
             bool ok = got == (ssize_t)sizeof *r && r->magic == WORKER_MAGIC && r->seq == seq &&
-                      (r->status == AC_OK || r->status == AC_ERR_INPUT || r->status == AC_ERR_ENV ||
-                       r->status == AC_KERNEL_FAULT);
+                (r->status == AC_OK || r->status == AC_ERR_INPUT || r->status == AC_ERR_ENV ||
+                 r->status == AC_KERNEL_FAULT);
             r->msg[sizeof r->msg - 1] = '\0';
             return ok ? WAIT_REPLY : WAIT_GARBLED;
         }
@@ -263,10 +263,13 @@ static int death_fault(int status, ac_entry e, ac_err *err)
                        sig == SIGKILL ? "; SIGKILL may also be the kernel's out-of-memory killer" : "");
     }
     if (status >= 0 && WIFEXITED(status))
-        return ac_fail(err, AC_KERNEL_FAULT, "exited: the worker process exited with status %d during %s (the "
-                       "kernel called exit() or _exit(); a kernel must return)", WEXITSTATUS(status), entry);
-    return ac_fail(err, AC_KERNEL_FAULT, "crash: the worker process %s during %s", status == -2
-                   ? "closed its channel to attncheck and was killed" : "vanished (its status was lost)", entry);
+        return ac_fail(err, AC_KERNEL_FAULT,
+                       "exited: the worker process exited with status %d during %s (the "
+                       "kernel called exit() or _exit(); a kernel must return)",
+                       WEXITSTATUS(status), entry);
+    return ac_fail(err, AC_KERNEL_FAULT, "crash: the worker process %s during %s",
+                   status == -2 ? "closed its channel to attncheck and was killed" : "vanished (its status was lost)",
+                   entry);
 }
 
 /* ---- spawning ---------------------------------------------------------------------------- */
@@ -355,8 +358,10 @@ static int greet(worker_state *w, ac_err *err)
         return AC_OK;
     }
     const char *why = res == WAIT_REPLY ? r.msg : res == WAIT_TIMEOUT ? "no answer within 60 s" : "it died";
-    return ac_fail(err, AC_ERR_ENV, "the kernel worker (%s %s) did not start: %s (--in-process runs kernels "
-                   "without it)", worker_exe(), WORKER_ARG, why);
+    return ac_fail(err, AC_ERR_ENV,
+                   "the kernel worker (%s %s) did not start: %s (--in-process runs kernels "
+                   "without it)",
+                   worker_exe(), WORKER_ARG, why);
 }
 
 static int spawn(worker_state *w, ac_err *err)
@@ -386,8 +391,7 @@ static int ensure_worker(worker_state *w, ac_err *err)
 
 /* ---- the call ------------------------------------------------------------------------------- */
 
-static int send_request(worker_state *w, const ac_kernel *k, ac_entry e, const ac_problem *p,
-                        const ac_arena_layout *l)
+static int send_request(worker_state *w, const ac_kernel *k, ac_entry e, const ac_problem *p, const ac_arena_layout *l)
 {
     worker_request rq;
     memset(&rq, 0, sizeof rq);
@@ -418,15 +422,23 @@ int ac_worker_call(const ac_kernel *k, ac_entry e, const ac_problem *p, const ac
     if (res == WAIT_DIED && w->pid > 0 && !worker_gone(w, &status))
         status = reap_after_eof(w);
     switch (res) {
-    case WAIT_REPLY: st = r.status == AC_OK ? AC_OK : ac_fail(err, r.status, "%s", r.msg); break;
-    case WAIT_TIMEOUT:
-        st = ac_fail(err, AC_KERNEL_FAULT, "timeout: %s ran past its deadline of %.3g s (--kernel-timeout) and was "
-                     "killed", ac_entry_name(e), timeout_s);
+    case WAIT_REPLY:
+        st = r.status == AC_OK ? AC_OK : ac_fail(err, r.status, "%s", r.msg);
         break;
-    case WAIT_DIED: st = death_fault(status, e, err); break;
+    case WAIT_TIMEOUT:
+        st = ac_fail(err, AC_KERNEL_FAULT,
+                     "timeout: %s ran past its deadline of %.3g s (--kernel-timeout) and was "
+                     "killed",
+                     ac_entry_name(e), timeout_s);
+        break;
+    case WAIT_DIED:
+        st = death_fault(status, e, err);
+        break;
     default:
-        st = ac_fail(err, AC_KERNEL_FAULT, "crash: the worker's reply to %s was garbled (the kernel wrote to "
-                     "attncheck's channel?)", ac_entry_name(e));
+        st = ac_fail(err, AC_KERNEL_FAULT,
+                     "crash: the worker's reply to %s was garbled (the kernel wrote to "
+                     "attncheck's channel?)",
+                     ac_entry_name(e));
     }
     if (st != AC_OK && st != AC_ERR_INPUT) /* whatever failed may have left the process damaged */
         kill_worker(w);

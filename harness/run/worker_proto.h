@@ -28,18 +28,18 @@ typedef struct {
 
 typedef struct {
     uint32_t magic;
-    uint32_t entry;       /* ac_entry */
+    uint32_t entry; /* ac_entry */
     uint64_t seq;
     uint64_t arena_bytes; /* the memfd's size now */
     char kernel[AC_KERNEL_NAME_LEN];
-    ac_problem problem;   /* its array pointers are NULL: lengths, mask and the variants' arrays are in the arena */
+    ac_problem problem; /* its array pointers are NULL: lengths, mask and the variants' arrays are in the arena */
     ac_arena_layout layout;
 } worker_request;
 
 typedef struct {
     uint32_t magic;
     int32_t status;
-    uint64_t seq;         /* the request's; 0 for the hello */
+    uint64_t seq; /* the request's; 0 for the hello */
     char msg[sizeof(ac_err)];
 } worker_reply;
 

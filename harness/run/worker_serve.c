@@ -103,8 +103,10 @@ static int serve_one(serve_state *s, worker_request *rq, ac_err *err)
     rq->kernel[sizeof rq->kernel - 1] = '\0';
     const ac_kernel *k = ac_kernel_find(rq->kernel);
     if (!k)
-        return ac_fail(err, AC_ERR_ENV, "the worker has no kernel named '%s' (a kernel neither built in nor loaded "
-                       "with --plugin cannot run isolated)", rq->kernel);
+        return ac_fail(err, AC_ERR_ENV,
+                       "the worker has no kernel named '%s' (a kernel neither built in nor loaded "
+                       "with --plugin cannot run isolated)",
+                       rq->kernel);
     if (rq->entry == AC_ENTRY_BACKWARD && !k->backward)
         return ac_fail(err, AC_ERR_INPUT, "kernel %s has no backward", k->name);
     if (rq->layout.total > rq->arena_bytes)

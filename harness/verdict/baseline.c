@@ -248,7 +248,8 @@ static int pair_one(ac_baseline *b, const ac_result *r, ac_err *err)
     if (!x)
         return baseline_list(b, r->line, "only in this run: not in the baseline", err);
     x->paired = true;
-    bool now_ok = passed(r->verdict, r->unsupported, r->status), then_ok = passed(x->verdict, x->unsupported, x->status);
+    bool now_ok = passed(r->verdict, r->unsupported, r->status),
+         then_ok = passed(x->verdict, x->unsupported, x->status);
     if (!now_ok || !then_ok || (unsigned)r->dtype >= AC_DTYPE_COUNT) {
         char why[2 * AC_KIND_LEN + 64];
         snprintf(why, sizeof why, "not compared: baseline %s%s%s%s, this run %s%s%s%s",

@@ -38,11 +38,11 @@ const char *ac_base_verdict_name(ac_base_verdict v); /* "same", "regression", "i
 
 /* One dtype x output x metric over the paired cases. */
 typedef struct {
-    long pairs;                      /* cases with a ratio (0: nothing to say) */
-    double median_ratio;             /* new / old */
-    long above, below;               /* ratio > T, ratio < T (equal: a tie) */
-    long better, not_better;         /* ratio < 1/T, ratio > 1/T */
-    double p_regression, p_improvement;                   /* sign tests */
+    long pairs; /* cases with a ratio (0: nothing to say) */
+    double median_ratio; /* new / old */
+    long above, below; /* ratio > T, ratio < T (equal: a tie) */
+    long better, not_better; /* ratio < 1/T, ratio > 1/T */
+    double p_regression, p_improvement; /* sign tests */
     double wilcoxon_p_regression, wilcoxon_p_improvement; /* signed-rank, on log ratios */
     ac_base_verdict verdict;
 } ac_base_stat;

@@ -29,7 +29,7 @@ struct ac_baseline {
     baseline_old *old;
     size_t n_old, cap_old;
     long limited_out;
-    size_t *index, index_cap, indexed;     /* open addressing: old index + 1, 0 empty */
+    size_t *index, index_cap, indexed; /* open addressing: old index + 1, 0 empty */
     baseline_cell cells[AC_DTYPE_COUNT][AC_OUT_COUNT][AC_BASE_METRIC_COUNT];
     ac_base_stat stat[AC_DTYPE_COUNT][AC_OUT_COUNT][AC_BASE_METRIC_COUNT];
     ac_base_listed *listed;

@@ -26,8 +26,8 @@ typedef struct {
 
 static int bad(loader *ld, const char *what, const char *key)
 {
-    return ac_fail(ld->err, AC_ERR_INPUT, "--baseline %s:%ld: %s%s%s", ld->path, ld->line_no, what,
-                   key ? " " : "", key ? key : "");
+    return ac_fail(ld->err, AC_ERR_INPUT, "--baseline %s:%ld: %s%s%s", ld->path, ld->line_no, what, key ? " " : "",
+                   key ? key : "");
 }
 
 /* A metric: a JSON number, or "inf", "-inf", "nan" (how the writer spells non-finite ones). */
@@ -156,8 +156,8 @@ static int pick_kernel(loader *ld, ac_baseline *b, const char *kernel)
         char names[512] = "";
         for (int i = 0, used = 0; i < ld->n_kernels && used < (int)sizeof names; i++)
             used += snprintf(names + used, sizeof names - (size_t)used, "%s%s", i ? ", " : "", ld->kernels[i]);
-        return ac_fail(ld->err, AC_ERR_INPUT, "--baseline %s: records of several kernels (%s) and none is %s",
-                       ld->path, names, kernel ? kernel : "the kernel under test");
+        return ac_fail(ld->err, AC_ERR_INPUT, "--baseline %s: records of several kernels (%s) and none is %s", ld->path,
+                       names, kernel ? kernel : "the kernel under test");
     }
     size_t n = 0;
     for (size_t i = 0; i < b->n_old; i++) {

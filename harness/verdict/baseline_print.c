@@ -14,8 +14,8 @@ static const char *verdict_shout(ac_base_verdict v)
 
 static void print_rows(FILE *f, const ac_baseline *b)
 {
-    fprintf(f, "%-5s %-4s %-10s %6s %8s %6s %6s %10s %10s %10s %10s  %s\n", "dtype", "out", "metric", "pairs",
-            "median", ">T", "<T", "p-regress", "p-improve", "wx-regress", "wx-improve", "verdict");
+    fprintf(f, "%-5s %-4s %-10s %6s %8s %6s %6s %10s %10s %10s %10s  %s\n", "dtype", "out", "metric", "pairs", "median",
+            ">T", "<T", "p-regress", "p-improve", "wx-regress", "wx-improve", "verdict");
     for (int t = 0; t < AC_DTYPE_COUNT; t++)
         for (int o = 0; o < AC_OUT_COUNT; o++)
             for (int m = 0; m < AC_BASE_METRIC_COUNT; m++) {
@@ -40,12 +40,12 @@ static void print_verdicts(FILE *f, const ac_baseline *b)
                 if (!s || s->verdict == AC_BASE_SAME)
                     continue;
                 bool worse = s->verdict == AC_BASE_REGRESSION;
-                fprintf(f, "%s: %s %s %s error %s %.3g%% (median ratio %.4g %s %.4g over %ld cases, sign test p = %.2g)\n",
-                        worse ? "REGRESSION" : "improvement", ac_dtype_name((ac_dtype)t),
-                        ac_output_name((ac_output)o), ac_base_metric_name((ac_base_metric)m), worse ? "up" : "down",
-                        100.0 * (worse ? s->median_ratio - 1.0 : 1.0 - s->median_ratio), s->median_ratio,
-                        worse ? ">" : "<", worse ? ratio : 1.0 / ratio, s->pairs,
-                        worse ? s->p_regression : s->p_improvement);
+                fprintf(
+                    f, "%s: %s %s %s error %s %.3g%% (median ratio %.4g %s %.4g over %ld cases, sign test p = %.2g)\n",
+                    worse ? "REGRESSION" : "improvement", ac_dtype_name((ac_dtype)t), ac_output_name((ac_output)o),
+                    ac_base_metric_name((ac_base_metric)m), worse ? "up" : "down",
+                    100.0 * (worse ? s->median_ratio - 1.0 : 1.0 - s->median_ratio), s->median_ratio, worse ? ">" : "<",
+                    worse ? ratio : 1.0 / ratio, s->pairs, worse ? s->p_regression : s->p_improvement);
             }
 }
 
@@ -72,13 +72,15 @@ void ac_baseline_print(FILE *f, const ac_baseline *b)
             ac_baseline_path(b), ac_baseline_kernel(b), c.new_cases, c.compared, listed);
     if (c.limited_out)
         fprintf(f, "; %ld baseline cases beyond --cases not run", c.limited_out);
-    fprintf(f, "\nratios new / old per case; a regression: median > %.4g with a sign test p < %.2g "
-               "(an improvement: median < %.4g)\n",
+    fprintf(f,
+            "\nratios new / old per case; a regression: median > %.4g with a sign test p < %.2g "
+            "(an improvement: median < %.4g)\n",
             ac_baseline_ratio(b), ac_baseline_alpha(b), 1.0 / ac_baseline_ratio(b));
     print_rows(f, b);
     print_verdicts(f, b);
     print_listed(f, b);
-    fprintf(f, "baseline: %s\n", ac_baseline_regressed(b) ? "REGRESSION"
-                                 : ac_baseline_improved(b) ? "no regression; improved"
-                                                           : "no regression");
+    fprintf(f, "baseline: %s\n",
+            ac_baseline_regressed(b)      ? "REGRESSION"
+                : ac_baseline_improved(b) ? "no regression; improved"
+                                          : "no regression");
 }

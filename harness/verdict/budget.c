@@ -182,8 +182,8 @@ static int check_complete(parser *ps)
                 if (!ps->seen_on[t][o][k])
                     return ac_fail(ps->err, AC_ERR_INPUT,
                                    "%s: no '%s %s %s' line (every dtype and output needs a scaled "
-                                   "and a vs-naive-mean budget)", ps->path, ac_dtype_name((ac_dtype)t),
-                                   ac_output_name((ac_output)o), metric_names[k]);
+                                   "and a vs-naive-mean budget)",
+                                   ps->path, ac_dtype_name((ac_dtype)t), ac_output_name((ac_output)o), metric_names[k]);
     return AC_OK;
 }
 

@@ -22,7 +22,7 @@
 #include "ref/ref.h"
 
 typedef struct {
-    double max_scaled[AC_DTYPE_COUNT][AC_OUT_COUNT];        /* before growth */
+    double max_scaled[AC_DTYPE_COUNT][AC_OUT_COUNT]; /* before growth */
     double max_vs_naive_mean[AC_DTYPE_COUNT][AC_OUT_COUNT]; /* 0 = off */
     bool scaled_grows[AC_DTYPE_COUNT][AC_OUT_COUNT];
     double growth_length;

@@ -37,8 +37,9 @@ ac_dtype ac_output_dtype(ac_dtype t, ac_output which)
 const char *ac_special_name(ac_special s)
 {
     static const char *const names[AC_SPECIAL_COUNT] = {
-        [AC_SPECIAL_UNWRITTEN] = "unwritten", [AC_SPECIAL_UNEXPECTED_NAN] = "unexpected-nan",
-        [AC_SPECIAL_OVERFLOW] = "overflow", [AC_SPECIAL_LOST] = "lost-special", [AC_SPECIAL_WRONG_ZERO] = "wrong-zero",
+        [AC_SPECIAL_UNWRITTEN] = "unwritten",   [AC_SPECIAL_UNEXPECTED_NAN] = "unexpected-nan",
+        [AC_SPECIAL_OVERFLOW] = "overflow",     [AC_SPECIAL_LOST] = "lost-special",
+        [AC_SPECIAL_WRONG_ZERO] = "wrong-zero",
     };
     return (unsigned)s < AC_SPECIAL_COUNT ? names[s] : "?";
 }
@@ -46,12 +47,18 @@ const char *ac_special_name(ac_special s)
 size_t ac_metrics_special(const ac_metrics *m, ac_special s)
 {
     switch (s) {
-    case AC_SPECIAL_UNWRITTEN: return m->n_unwritten;
-    case AC_SPECIAL_UNEXPECTED_NAN: return m->n_unexpected_nan;
-    case AC_SPECIAL_OVERFLOW: return m->n_overflow;
-    case AC_SPECIAL_LOST: return m->n_lost_special;
-    case AC_SPECIAL_WRONG_ZERO: return m->n_wrong_zero;
-    default: return 0;
+    case AC_SPECIAL_UNWRITTEN:
+        return m->n_unwritten;
+    case AC_SPECIAL_UNEXPECTED_NAN:
+        return m->n_unexpected_nan;
+    case AC_SPECIAL_OVERFLOW:
+        return m->n_overflow;
+    case AC_SPECIAL_LOST:
+        return m->n_lost_special;
+    case AC_SPECIAL_WRONG_ZERO:
+        return m->n_wrong_zero;
+    default:
+        return 0;
     }
 }
 
@@ -103,12 +110,23 @@ static void note_special(cmp_partial *pt, el_class cls, ac_where w, double x, do
         pt->special_got = y;
     }
     switch (cls) {
-    case EL_UNWRITTEN: pt->n_unwritten++; break;
-    case EL_UNEXPECTED_NAN: pt->n_unexpected_nan++; break;
-    case EL_OVERFLOW: pt->n_overflow++; break;
-    case EL_LOST_SPECIAL: pt->n_lost_special++; break;
-    case EL_WRONG_ZERO: pt->n_wrong_zero++; break;
-    case EL_OK: break;
+    case EL_UNWRITTEN:
+        pt->n_unwritten++;
+        break;
+    case EL_UNEXPECTED_NAN:
+        pt->n_unexpected_nan++;
+        break;
+    case EL_OVERFLOW:
+        pt->n_overflow++;
+        break;
+    case EL_LOST_SPECIAL:
+        pt->n_lost_special++;
+        break;
+    case EL_WRONG_ZERO:
+        pt->n_wrong_zero++;
+        break;
+    case EL_OK:
+        break;
     }
 }
 
@@ -244,7 +262,6 @@ static bool row_has_visible_key(const ac_problem *p, int b, int h, int i)
     return false;
 }
 
-
 /* One row of a Q-like output or of LSE.  A row with no visible key is also
  * classified as a whole: "zero" when every element is +-0 (LSE: +-inf),
  * "nan" when any is NaN. */
@@ -275,8 +292,7 @@ void cmp_q_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const c
     pt->masked_rows_lse_posinf += lse_posinf;
 }
 
-void cmp_k_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int b, int h_kv,
-                          int j)
+void cmp_k_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int b, int h_kv, int j)
 {
     size_t row = ac_tensor_index(p, a->kind, b, h_kv, j, 0);
     for (int c = 0; c < ac_tensor_dim(p, a->kind); c++) {
@@ -301,7 +317,7 @@ int cmp_bias_row_keys(const ac_problem *p, int mb, int i)
 
 /* Row i of dBias slice (mb, mh), at [mb, mh, i, j]. */
 void cmp_bias_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int mb, int mh,
-                             int i)
+                  int i)
 {
     int keys = cmp_bias_row_keys(p, mb, i);
     size_t row = ac_bias_index(p, mb, mh, i, 0);
@@ -394,17 +410,22 @@ void cmp_finish(const cmp_partial *pt, ac_metrics *m)
 ac_tensor_kind cmp_output_kind(ac_output which)
 {
     switch (which) {
-    case AC_OUT_O: return AC_TENSOR_O;
-    case AC_OUT_DK: return AC_TENSOR_K;
-    case AC_OUT_DV: return AC_TENSOR_V;
-    default: return AC_TENSOR_Q;
+    case AC_OUT_O:
+        return AC_TENSOR_O;
+    case AC_OUT_DK:
+        return AC_TENSOR_K;
+    case AC_OUT_DV:
+        return AC_TENSOR_V;
+    default:
+        return AC_TENSOR_Q;
     }
 }
 
 cmp_judge cmp_judge_for(const ac_inputs *in, ac_output which)
 {
-    cmp_judge a = {.t = ac_output_dtype(ac_inputs_out_dtype(in), which), .is_lse = which == AC_OUT_LSE,
-               .kind = cmp_output_kind(which)};
+    cmp_judge a = {.t = ac_output_dtype(ac_inputs_out_dtype(in), which),
+                   .is_lse = which == AC_OUT_LSE,
+                   .kind = cmp_output_kind(which)};
     if (which == AC_OUT_DBIAS) /* stored like the bias */
         a.t = in->p.bias_dtype;
     a.u = ac_unit_roundoff(a.t);

@@ -14,7 +14,14 @@
  * present only when the problem uses them: dSink (Hq, f32); dBias (shaped like
  * the bias, in its dtype: ac_compare measures it in the bias dtype's ulp and u). */
 typedef enum {
-    AC_OUT_O = 0, AC_OUT_LSE, AC_OUT_DQ, AC_OUT_DK, AC_OUT_DV, AC_OUT_DSINK, AC_OUT_DBIAS, AC_OUT_COUNT
+    AC_OUT_O = 0,
+    AC_OUT_LSE,
+    AC_OUT_DQ,
+    AC_OUT_DK,
+    AC_OUT_DV,
+    AC_OUT_DSINK,
+    AC_OUT_DBIAS,
+    AC_OUT_COUNT
 } ac_output;
 const char *ac_output_name(ac_output o); /* "O", "LSE", "dQ", "dK", "dV", "dSink", "dBias" */
 
@@ -23,7 +30,7 @@ typedef struct {
 } ac_where;
 
 #define AC_DIAG_MAX_HEADS 64 /* heads whose over-budget elements are counted one by one */
-#define AC_DIAG_MAX_ROWS 32  /* rows over budget listed with their counts (the first ones) */
+#define AC_DIAG_MAX_ROWS 32 /* rows over budget listed with their counts (the first ones) */
 #define AC_HINT_LEN 384
 
 /* What the gate found wrong with one output (ac_metrics.failed): one bit per
@@ -32,7 +39,7 @@ typedef struct {
 #define AC_FAILED_VS_NAIVE (1u << 9)
 
 typedef struct {
-    int row;  /* a query row (dK, dV: a key), over every batch and head */
+    int row; /* a query row (dK, dV: a key), over every batch and head */
     size_t n; /* its elements over budget */
 } ac_row_count;
 
@@ -57,12 +64,12 @@ typedef struct {
     double naive_max_abs, naive_mean_abs;
     size_t n_mean;
     double vs_naive_max, vs_naive_mean; /* kernel / naive; 0 when both are 0, +inf when only naive is 0 */
-    bool has_naive;                     /* naive was given; otherwise the naive fields are 0 */
-    double mean_escale;                 /* mean E over the elements in the magnitudes (the gate's vs-naive guard) */
+    bool has_naive; /* naive was given; otherwise the naive fields are 0 */
+    double mean_escale; /* mean E over the elements in the magnitudes (the gate's vs-naive guard) */
     /* special-value classes, checked before any magnitude */
     size_t n_unexpected_nan, n_overflow, n_lost_special, n_wrong_zero, n_unwritten;
     ac_where first_special;
-    double special_ref, special_got;    /* at first_special: expected, actual (NaN for unwritten) */
+    double special_ref, special_got; /* at first_special: expected, actual (NaN for unwritten) */
     /* which convention fully masked rows follow: rows seen, rows giving O = 0 (LSE -inf), rows giving NaN.
      * Counted for O, LSE and dQ (Q-like rows with no visible key), never for dK/dV.
      * masked_rows_lse_posinf: LSE rows giving +inf (FlashAttention 2's non-split kernels
@@ -70,31 +77,35 @@ typedef struct {
     size_t masked_rows, masked_rows_zero, masked_rows_nan, masked_rows_lse_posinf;
 
     /* Set by the gate (gate.h): the budgets this case was judged by, and what failed. */
-    double budget_scaled;              /* grown with length where the budget says so */
-    double budget_vs_naive_mean;       /* 0: off */
-    bool vs_naive_applies;             /* the problem was large enough for the mean check */
-    unsigned failed;                   /* AC_FAILED_* and 1u << ac_special bits; 0: passed */
+    double budget_scaled; /* grown with length where the budget says so */
+    double budget_vs_naive_mean; /* 0: off */
+    bool vs_naive_applies; /* the problem was large enough for the mean check */
+    unsigned failed; /* AC_FAILED_* and 1u << ac_special bits; 0: passed */
 
     /* Set by ac_diagnose on a failing output: where its elements over budget are
      * (an element is over when it is special or its scaled error exceeds budget_scaled). */
     size_t n_over;
     size_t over_per_head[AC_DIAG_MAX_HEADS]; /* query heads (dK, dV: KV heads) */
-    int n_heads;                             /* heads in the output; only the first AC_DIAG_MAX_HEADS counted */
+    int n_heads; /* heads in the output; only the first AC_DIAG_MAX_HEADS counted */
     int n_rows_over, first_row_over, last_row_over;
     ac_row_count rows_over[AC_DIAG_MAX_ROWS]; /* the first n_rows_listed rows over budget, ascending */
     int n_rows_listed;
-    char hint[AC_HINT_LEN];                  /* computed hints, "" when none fits */
+    char hint[AC_HINT_LEN]; /* computed hints, "" when none fits */
 } ac_metrics;
 
 /* The special-value classes, each counted on its own before any magnitude, in
  * the gate's order; the name is the class half of a failure kind ("O:overflow"). */
 typedef enum {
-    AC_SPECIAL_UNWRITTEN = 0, AC_SPECIAL_UNEXPECTED_NAN, AC_SPECIAL_OVERFLOW, AC_SPECIAL_LOST,
-    AC_SPECIAL_WRONG_ZERO, AC_SPECIAL_COUNT
+    AC_SPECIAL_UNWRITTEN = 0,
+    AC_SPECIAL_UNEXPECTED_NAN,
+    AC_SPECIAL_OVERFLOW,
+    AC_SPECIAL_LOST,
+    AC_SPECIAL_WRONG_ZERO,
+    AC_SPECIAL_COUNT
 } ac_special;
-const char *ac_special_name(ac_special s);                   /* "unwritten", "unexpected-nan", ... */
+const char *ac_special_name(ac_special s); /* "unwritten", "unexpected-nan", ... */
 size_t ac_metrics_special(const ac_metrics *m, ac_special s); /* the count of one class */
-size_t ac_metrics_specials(const ac_metrics *m);              /* of all of them */
+size_t ac_metrics_specials(const ac_metrics *m); /* of all of them */
 
 /* Poison: fills n elements with ac_dtype_poison(t) (the dtype table's NaN
  * pattern, see ref.h), so a surviving one means "never written". */
@@ -119,8 +130,8 @@ bool ac_is_poison(ac_dtype t, const void *buf, size_t i);
  * abs = |y - x|; LSE uses f32's ulp and u whatever the dtype.  Means are over
  * the elements in the magnitudes; the first maximum wins ties. */
 #define AC_WRONG_ZERO_SCALED 1000.0
-void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
-                const double *escale, const double *naive, ac_metrics *m);
+void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref, const double *escale,
+                const double *naive, ac_metrics *m);
 /* Counts the elements of one output over limit (scaled error above it, or
  * special), per head and per row, into m's n_over .. rows_over (the other
  * fields untouched).  Same arguments as ac_compare.  AC_ERR_ENV when the row

@@ -9,8 +9,8 @@
 
 /* What every element of one comparison is judged with. */
 typedef struct {
-    ac_dtype t;        /* the dtype of the stored output (f32 for LSE and dSink, the bias's for dBias) */
-    double u;          /* its unit roundoff */
+    ac_dtype t; /* the dtype of the stored output (f32 for LSE and dSink, the bias's for dBias) */
+    double u; /* its unit roundoff */
     bool is_lse;
     ac_tensor_kind kind; /* the output's shape: Q (dQ), K (dK), V (dV, d_v columns), O (O, d_v columns) */
     double min_normal; /* of the stored dtype: the means below skip elements under it */
@@ -31,7 +31,7 @@ typedef struct {
     size_t masked_rows, masked_rows_zero, masked_rows_nan, masked_rows_lse_posinf;
     double sum_ulp, sum_abs, sum_naive_abs, sum_escale;
     double sum_sq, sum_naive_sq; /* squared errors over every magnitude (the RMSE's) */
-    size_t n_mag;  /* elements in the magnitudes */
+    size_t n_mag; /* elements in the magnitudes */
     size_t n_mean; /* ...of which in the means: |reference| >= min_normal */
 } cmp_partial;
 
@@ -51,8 +51,7 @@ cmp_judge cmp_judge_for(const ac_inputs *in, ac_output which);
 /* One row of the walk into pt: query row i of (b, h) of a Q-like output or LSE,
  * key j of (b, h_kv) of dK/dV, row i of dBias slice (mb, mh), query head h of dSink. */
 void cmp_q_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int b, int h, int i);
-void cmp_k_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int b, int h_kv,
-               int j);
+void cmp_k_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int b, int h_kv, int j);
 void cmp_bias_row(const cmp_judge *a, cmp_partial *pt, const ac_problem *p, const cmp_tensors *tn, int mb, int mh,
                   int i);
 void cmp_head(const cmp_judge *a, cmp_partial *pt, const cmp_tensors *tn, int h);

@@ -32,10 +32,15 @@ typedef enum { WALK_Q, WALK_K, WALK_BIAS, WALK_HEADS } walk_shape;
 static walk_shape shape_of(ac_output which)
 {
     switch (which) {
-    case AC_OUT_DK: case AC_OUT_DV: return WALK_K;
-    case AC_OUT_DBIAS: return WALK_BIAS;
-    case AC_OUT_DSINK: return WALK_HEADS;
-    default: return WALK_Q;
+    case AC_OUT_DK:
+    case AC_OUT_DV:
+        return WALK_K;
+    case AC_OUT_DBIAS:
+        return WALK_BIAS;
+    case AC_OUT_DSINK:
+        return WALK_HEADS;
+    default:
+        return WALK_Q;
     }
 }
 
@@ -52,10 +57,18 @@ static void walk_task(const walk_job *j, const task_span *sp, cmp_partial *pt)
 {
     for (int r = sp->row0; r < sp->row1; r++)
         switch (j->shape) {
-        case WALK_K: cmp_k_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r); break;
-        case WALK_BIAS: cmp_bias_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r); break;
-        case WALK_HEADS: cmp_head(j->a, pt, j->tn, r); break;
-        case WALK_Q: cmp_q_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r); break;
+        case WALK_K:
+            cmp_k_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r);
+            break;
+        case WALK_BIAS:
+            cmp_bias_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r);
+            break;
+        case WALK_HEADS:
+            cmp_head(j->a, pt, j->tn, r);
+            break;
+        case WALK_Q:
+            cmp_q_row(j->a, pt, j->p, j->tn, sp->b, sp->h, r);
+            break;
         }
 }
 
@@ -68,7 +81,6 @@ static void walk_task_fn(void *ctx, size_t task, int worker)
     walk_task(j, &j->spans[task], &pt);
     j->parts[task] = pt;
 }
-
 
 /* Columns of a row of the walk. */
 static int walk_cols(const ac_problem *p, walk_shape shape, const cmp_judge *a)
@@ -90,19 +102,28 @@ typedef void (*span_fn)(void *ctx, size_t index, const task_span *sp);
 /* The (b, h) slices of a shape and the rows of slice b. */
 static void walk_slices(const ac_problem *p, walk_shape shape, int *batches, int *heads)
 {
-    *batches = shape == WALK_HEADS ? 1 : shape == WALK_BIAS && p->bias_batch <= 1 ? 1
-             : shape == WALK_BIAS ? p->bias_batch : p->batch;
-    *heads = shape == WALK_HEADS ? 1 : shape == WALK_K ? p->heads_kv : shape == WALK_Q ? p->heads_q
-           : p->bias_heads > 1 ? p->bias_heads : 1;
+    *batches = shape == WALK_HEADS                 ? 1
+        : shape == WALK_BIAS && p->bias_batch <= 1 ? 1
+        : shape == WALK_BIAS                       ? p->bias_batch
+                                                   : p->batch;
+    *heads = shape == WALK_HEADS ? 1
+        : shape == WALK_K        ? p->heads_kv
+        : shape == WALK_Q        ? p->heads_q
+        : p->bias_heads > 1      ? p->bias_heads
+                                 : 1;
 }
 
 static int walk_rows(const ac_problem *p, walk_shape shape, int b)
 {
     switch (shape) {
-    case WALK_K: return ac_seqlen_k_of(p, b);
-    case WALK_BIAS: return p->seqlen_q; /* rows no sequence has hold no keys (bias_row_keys) */
-    case WALK_HEADS: return p->heads_q;
-    case WALK_Q: break;
+    case WALK_K:
+        return ac_seqlen_k_of(p, b);
+    case WALK_BIAS:
+        return p->seqlen_q; /* rows no sequence has hold no keys (bias_row_keys) */
+    case WALK_HEADS:
+        return p->heads_q;
+    case WALK_Q:
+        break;
     }
     return ac_seqlen_q_of(p, b);
 }
@@ -188,9 +209,6 @@ static size_t compared_elems(const ac_problem *p, ac_output which)
     return n;
 }
 
-
-
-
 void compare_with(const ac_inputs *in, ac_output which, const void *got, const double *ref, const double *escale,
                   const double *naive, int workers, int rows_per_task, ac_metrics *m)
 {
@@ -208,8 +226,8 @@ void compare_with(const ac_inputs *in, ac_output which, const void *got, const d
 /* At least this many elements a worker: a thread start costs tens of microseconds. */
 #define MIN_ELEMS_PER_WORKER 65536
 
-void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref,
-                const double *escale, const double *naive, ac_metrics *m)
+void ac_compare(const ac_inputs *in, ac_output which, const void *got, const double *ref, const double *escale,
+                const double *naive, ac_metrics *m)
 {
     int workers = 1;
     if (ref_thread_count(&workers, NULL) != AC_OK)

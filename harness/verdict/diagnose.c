@@ -94,11 +94,14 @@ static int hint_layout(const ac_inputs *in, const ac_reference *ref, ac_output o
                     ac_bits_put(t, moved, padded_index(p->layout, heads, seq, d, b, h, s, c),
                                 ac_bits_get(t, got, padded_index(other.layout, heads, seq, d, b, h, s, c)));
     double worst;
-    const char *want = p->layout == AC_LAYOUT_BHSD ? "bhsd" : "bshd", *wrote = p->layout == AC_LAYOUT_BHSD ? "bshd" : "bhsd";
+    const char *want = p->layout == AC_LAYOUT_BHSD ? "bhsd" : "bshd",
+               *wrote = p->layout == AC_LAYOUT_BHSD ? "bshd" : "bhsd";
     if (passes(in, o, moved, ref_of(ref, o), escale_of(ref, o), m->budget_scaled, &worst))
-        add_hint(m, "%s matches the reference with --layout %s (max scaled %.2g): the kernel writes %s where %s "
-                 "was asked (layout=%s in a case line)", ac_output_name(o), wrote, worst,
-                 other.layout == AC_LAYOUT_BSHD ? "(B, S, H, d)" : "(B, H, S, d)", want, wrote);
+        add_hint(m,
+                 "%s matches the reference with --layout %s (max scaled %.2g): the kernel writes %s where %s "
+                 "was asked (layout=%s in a case line)",
+                 ac_output_name(o), wrote, worst, other.layout == AC_LAYOUT_BSHD ? "(B, S, H, d)" : "(B, H, S, d)",
+                 want, wrote);
     free(moved);
     return AC_OK;
 }
@@ -119,11 +122,15 @@ static int hint_lse_base(const ac_inputs *in, const ac_reference *ref, const flo
         if (!passes(in, AC_OUT_LSE, scaled, ref->lse, ref->e_lse, m->budget_scaled, &worst))
             continue;
         if (f == 0)
-            add_hint(m, "LSE x ln 2 matches the reference (max scaled %.2g): the kernel writes LSE in base 2 "
-                     "(log2-sum-exp2); attncheck wants natural log (check: --lse-base 2)", worst);
+            add_hint(m,
+                     "LSE x ln 2 matches the reference (max scaled %.2g): the kernel writes LSE in base 2 "
+                     "(log2-sum-exp2); attncheck wants natural log (check: --lse-base 2)",
+                     worst);
         else
-            add_hint(m, "LSE x log2(e) matches the reference (max scaled %.2g): the file holds natural logs "
-                     "(check: drop --lse-base 2)", worst);
+            add_hint(m,
+                     "LSE x log2(e) matches the reference (max scaled %.2g): the file holds natural logs "
+                     "(check: drop --lse-base 2)",
+                     worst);
     }
     free(scaled);
     return AC_OK;
@@ -148,8 +155,7 @@ static int o_passes_under(const ac_inputs *in, const ac_problem *alt, const void
     if (st == AC_OK)
         st = ref_forward_fp64(&alt_flat, in->qd, flat.kd, flat.vd, o, lse, err);
     if (st == AC_OK)
-        st = ref_error_scales(&alt_flat, in->c.dtype, in->qd, flat.kd, flat.vd, o, lse, NULL, e, NULL, NULL, NULL,
-                              err);
+        st = ref_error_scales(&alt_flat, in->c.dtype, in->qd, flat.kd, flat.vd, o, lse, NULL, e, NULL, NULL, NULL, err);
     *ok = st == AC_OK && passes(&other, AC_OUT_O, got_o, o, e, limit, worst);
     ac_inputs_unpaged_free(in, &flat);
     free(o), free(lse), free(e);
@@ -188,8 +194,8 @@ static int hint_scale(const ac_inputs *in, const void *got_o, ac_metrics *m, ac_
         if (st != AC_OK)
             return st;
         if (ok) {
-            add_hint(m, "O matches the reference with scale %.6g instead of %.6g (max scaled %.2g): %s", g, s,
-                     worst, guesses[i].what);
+            add_hint(m, "O matches the reference with scale %.6g instead of %.6g (max scaled %.2g): %s", g, s, worst,
+                     guesses[i].what);
             return AC_OK;
         }
     }
@@ -250,11 +256,16 @@ static int hint_alignment(const ac_inputs *in, const void *got_o, ac_metrics *m,
         snprintf(rows, sizeof rows, "; the errors are confined to rows %d..%d of the Nq - Nk = %d leading rows",
                  m->first_row_over, m->last_row_over, lead);
     else if (m->n_rows_over > 0)
-        snprintf(rows, sizeof rows, "; the errors sit in rows %d..%d, along the diagonal band the two "
-                 "alignments disagree on", m->first_row_over, m->last_row_over);
-    add_hint(m, "O matches the reference with mask=%s instead of %s (max scaled %.2g): the kernel aligns the mask "
-             "%s%s", used, asked, worst, alt.align == AC_ALIGN_TOP_LEFT ? "top-left (PyTorch's is_causal)"
-             : "bottom-right (FlashAttention >= 2.1)", rows);
+        snprintf(rows, sizeof rows,
+                 "; the errors sit in rows %d..%d, along the diagonal band the two "
+                 "alignments disagree on",
+                 m->first_row_over, m->last_row_over);
+    add_hint(m,
+             "O matches the reference with mask=%s instead of %s (max scaled %.2g): the kernel aligns the mask "
+             "%s%s",
+             used, asked, worst,
+             alt.align == AC_ALIGN_TOP_LEFT ? "top-left (PyTorch's is_causal)" : "bottom-right (FlashAttention >= 2.1)",
+             rows);
     return AC_OK;
 }
 
@@ -270,8 +281,9 @@ static int hint_gradient_scale(const ac_inputs *in, const ac_reference *ref, ac_
         return ac_fail(err, AC_ERR_ENV, "diagnosis: out of memory");
     }
     double s = in->p.scale, factors[2] = {s, 1.0 / s};
-    const char *what[2] = {"the softmax scale applied twice in the backward", "the softmax scale never applied in "
-                                                                                "the backward"};
+    const char *what[2] = {"the softmax scale applied twice in the backward",
+                           "the softmax scale never applied in "
+                           "the backward"};
     for (int f = 0; f < 2 && fabs(s - 1.0) > 1e-6; f++) {
         for (size_t i = 0; i < n; i++)
             x[i] = ref_of(ref, o)[i] * factors[f], e[i] = escale_of(ref, o)[i] * fabs(factors[f]);
@@ -319,8 +331,8 @@ static void describe_over(const ac_metrics *m, ac_output o, char *buf, size_t le
     char heads[160];
     heads_over(m, k_like(o), heads, sizeof heads);
     if (o == AC_OUT_DSINK) { /* one value per head: no rows */
-        snprintf(buf, len, "%s over budget: %zu of %zu elements, in %s", ac_output_name(o), m->n_over,
-                 m->n_compared, heads);
+        snprintf(buf, len, "%s over budget: %zu of %zu elements, in %s", ac_output_name(o), m->n_over, m->n_compared,
+                 heads);
         return;
     }
     const char *rows = k_like(o) ? "keys" : "rows";

@@ -62,7 +62,8 @@ static void why_special(const ac_metrics *m, ac_output o, ac_special k, char *wh
         ac_special_name(k), ac_metrics_special(m, k), m->n_compared, class_meaning[k], where,
         k == AC_SPECIAL_UNWRITTEN ? "" : vals,
         m->masked_rows_nan ? "; fully masked rows give NaN (naive-softmax convention), "
-                             "attncheck expects O = 0 and LSE = -inf (FlashAttention's)" : "");
+                             "attncheck expects O = 0 and LSE = -inf (FlashAttention's)"
+                           : "");
 }
 
 static void why_scaled(const ac_inputs *in, const ac_metrics *m, const ac_budgets *b, ac_output o, char *why,
@@ -83,9 +84,11 @@ static void why_scaled(const ac_inputs *in, const ac_metrics *m, const ac_budget
 static void why_vs_naive(const ac_inputs *in, const ac_metrics *m, ac_output o, char *why, size_t why_len)
 {
     const char *name = ac_output_name(o);
-    put(why, why_len, "%s mean abs error %.3g is %.3gx the naive baseline's %.3g > budget %g (%s %s "
-        "vs-naive-mean; over %zu elements)", name, m->mean_abs, m->vs_naive_mean, m->naive_mean_abs,
-        m->budget_vs_naive_mean, ac_dtype_name(in->c.dtype), name, m->n_mean);
+    put(why, why_len,
+        "%s mean abs error %.3g is %.3gx the naive baseline's %.3g > budget %g (%s %s "
+        "vs-naive-mean; over %zu elements)",
+        name, m->mean_abs, m->vs_naive_mean, m->naive_mean_abs, m->budget_vs_naive_mean, ac_dtype_name(in->c.dtype),
+        name, m->n_mean);
 }
 
 /* Query rows and keys the problem really has (padding excluded), over all heads. */
@@ -103,8 +106,8 @@ static bool vs_naive_applies(const ac_problem *p, const ac_metrics *m, ac_dtype 
 {
     double u = ac_unit_roundoff(ac_output_dtype(out_dtype, o));
     return m->present && m->has_naive && m->n_mean >= AC_VS_NAIVE_MIN_ELEMS &&
-           problem_rows(p, false) >= AC_VS_NAIVE_MIN_ROWS && problem_rows(p, true) >= AC_VS_NAIVE_MIN_ROWS &&
-           m->naive_mean_abs > 0.0 && m->naive_mean_abs >= u * m->mean_escale / AC_VS_NAIVE_FLOOR_DIV;
+        problem_rows(p, false) >= AC_VS_NAIVE_MIN_ROWS && problem_rows(p, true) >= AC_VS_NAIVE_MIN_ROWS &&
+        m->naive_mean_abs > 0.0 && m->naive_mean_abs >= u * m->mean_escale / AC_VS_NAIVE_FLOOR_DIV;
 }
 
 /* The budgets of one output for this problem, and what of it fails (m->failed). */
@@ -137,8 +140,9 @@ static int first_class(unsigned failed)
 
 static const char *class_name(int cls)
 {
-    return cls < AC_SPECIAL_COUNT ? ac_special_name((ac_special)cls) : cls == AC_SPECIAL_COUNT ? "scaled"
-                                                                                               : "vs-naive-mean";
+    return cls < AC_SPECIAL_COUNT ? ac_special_name((ac_special)cls)
+        : cls == AC_SPECIAL_COUNT ? "scaled"
+                                  : "vs-naive-mean";
 }
 
 /* "; also failing: LSE:scaled 12 > 4.3, dQ:unexpected-nan (5 elements)": every failure after the first. */
@@ -148,8 +152,9 @@ static void also_failing(const ac_metrics m[AC_OUT_COUNT], ac_output first, int 
     bool any = false;
     for (int o = 0; o < AC_OUT_COUNT; o++)
         for (int cls = 0; cls <= AC_SPECIAL_COUNT + 1; cls++) {
-            unsigned bit = cls < AC_SPECIAL_COUNT ? 1u << cls : cls == AC_SPECIAL_COUNT ? AC_FAILED_SCALED
-                                                                                        : AC_FAILED_VS_NAIVE;
+            unsigned bit = cls < AC_SPECIAL_COUNT ? 1u << cls
+                : cls == AC_SPECIAL_COUNT         ? AC_FAILED_SCALED
+                                                  : AC_FAILED_VS_NAIVE;
             if (!(m[o].failed & bit) || (o == (int)first && cls == first_cls) || used + 2 >= len)
                 continue;
             char what[96];
@@ -159,8 +164,9 @@ static void also_failing(const ac_metrics m[AC_OUT_COUNT], ac_output first, int 
                 snprintf(what, sizeof what, " %.3g > %.3g", m[o].max_scaled, m[o].budget_scaled);
             else
                 snprintf(what, sizeof what, " %.3gx > %g", m[o].vs_naive_mean, m[o].budget_vs_naive_mean);
-            used += (size_t)snprintf(why + used, len - used, "%s%s:%s%s", any ? ", " : "; also failing: ",
-                                     ac_output_name((ac_output)o), class_name(cls), what);
+            used +=
+                (size_t)snprintf(why + used, len - used, "%s%s:%s%s",
+                                 any ? ", " : "; also failing: ", ac_output_name((ac_output)o), class_name(cls), what);
             used = used < len ? used : len - 1;
             any = true;
         }

@@ -42,8 +42,8 @@ typedef enum { AC_VERDICT_PASS = 0, AC_VERDICT_FAIL = 1, AC_VERDICT_ERROR = 2 } 
 /* Fills why (which budget, by how much, where; then every other failure) on
  * failure, and kind, the first failure's signature; on a pass why and kind are "".
  * Sets the budget_*, vs_naive_applies and failed fields of every output's metrics. */
-ac_verdict ac_gate(const ac_inputs *in, ac_metrics m[AC_OUT_COUNT], const ac_budgets *b,
-                   char *why, size_t why_len, char *kind, size_t kind_len);
+ac_verdict ac_gate(const ac_inputs *in, ac_metrics m[AC_OUT_COUNT], const ac_budgets *b, char *why, size_t why_len,
+                   char *kind, size_t kind_len);
 /* A reference that was checked against MPFR and missed (rows_checked > 0, not
  * certified) is not a kernel failure, but must be said: appends "; reference not
  * certified: ..." to why and returns true.  false (why untouched) otherwise. */

@@ -12,8 +12,7 @@
  * and t_k0 comes from lgamma: no overflow, relative error ~1e-12 at n = 10^5. */
 static double upper_tail(long n, long k0)
 {
-    double log_t = lgamma((double)n + 1) - lgamma((double)k0 + 1) - lgamma((double)(n - k0) + 1) -
-                   (double)n * log(2.0);
+    double log_t = lgamma((double)n + 1) - lgamma((double)k0 + 1) - lgamma((double)(n - k0) + 1) - (double)n * log(2.0);
     double sum = 1.0, r = 1.0;
     for (long k = k0; k < n; k++) {
         r *= (double)(n - k) / (double)(k + 1);

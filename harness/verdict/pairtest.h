@@ -27,10 +27,10 @@
 double ac_sign_test_p(long n_above, long n_below);
 
 typedef struct {
-    size_t n;         /* nonzero differences ranked */
-    double w_plus;    /* sum of the ranks of the positive differences */
+    size_t n; /* nonzero differences ranked */
+    double w_plus; /* sum of the ranks of the positive differences */
     double p_greater; /* one-sided p: P(W+ >= w_plus) under H0 */
-    double p_less;    /* the other side: P(W+ <= w_plus) */
+    double p_less; /* the other side: P(W+ <= w_plus) */
     bool exact;
 } ac_wilcoxon;
 

@@ -190,7 +190,7 @@ static char *write_tmp(const char *text)
     return path;
 }
 
-#define REC(kernel, line, verdict, mean)                                                                    \
+#define REC(kernel, line, verdict, mean) \
     "{\"kernel\":\"" kernel "\",\"case\":\"" line "\",\"verdict\":\"" verdict "\",\"kind\":\"\",\"outputs\":" \
     "{\"O\":{\"n_mean\":64,\"max_scaled\":0.5,\"mean_abs\":" mean "}}}\n"
 

@@ -120,10 +120,10 @@ typedef struct {
 ParameterizedTestParameters(harness_budget, parse_errors_name_the_line_and_field)
 {
     static bad_entry bad[] = {
-        {"f16 Out scaled 4", "field 2 (output)"},       {"f8 O scaled 4", "field 1 (dtype)"},
-        {"f16 O tolerance 4", "field 3 (metric)"},      {"f16 O scaled -1", "field 4 (value)"},
-        {"f16 O scaled four", "field 4 (value)"},       {"f16 O scaled 4 sometimes", "field 5"},
-        {"f16 O vs-naive-mean 1.5 grows", "field 5"},   {"f16 O scaled", "got 3 fields"},
+        {"f16 Out scaled 4", "field 2 (output)"},     {"f8 O scaled 4", "field 1 (dtype)"},
+        {"f16 O tolerance 4", "field 3 (metric)"},    {"f16 O scaled -1", "field 4 (value)"},
+        {"f16 O scaled four", "field 4 (value)"},     {"f16 O scaled 4 sometimes", "field 5"},
+        {"f16 O vs-naive-mean 1.5 grows", "field 5"}, {"f16 O scaled", "got 3 fields"},
         {"growth-length 0", "growth-length"},
     };
     return cr_make_param_array(bad_entry, bad, sizeof bad / sizeof bad[0]);
@@ -230,8 +230,9 @@ Test(harness_budget, scaled_failure_names_budget_excess_and_place)
     m[AC_OUT_O].worst_ref = -1.25, m[AC_OUT_O].worst_got = -1.5, m[AC_OUT_O].worst_escale = 3.5;
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
     cr_assert_str_eq(kind, "O:scaled");
-    cr_assert_str_eq(why, "O scaled error 37.2 > budget 4 (f16 O scaled; 9.3x over) at b=0 h=1 row=5 col=17 "
-                          "(expected -1.25, got -1.5, error scale E 3.5)");
+    cr_assert_str_eq(why,
+                     "O scaled error 37.2 > budget 4 (f16 O scaled; 9.3x over) at b=0 h=1 row=5 col=17 "
+                     "(expected -1.25, got -1.5, error scale E 3.5)");
 }
 
 Test(harness_budget, grown_budget_is_spelled_out_and_kv_places_name_the_key)
@@ -247,8 +248,9 @@ Test(harness_budget, grown_budget_is_spelled_out_and_kv_places_name_the_key)
     m[AC_OUT_DK].worst_ref = 2.0, m[AC_OUT_DK].worst_got = 2.0078125, m[AC_OUT_DK].worst_escale = 0.5;
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
     cr_assert_str_eq(kind, "dK:scaled");
-    cr_assert_str_eq(why, "dK scaled error 40 > budget 32 (f32 dK scaled = 16 x growth 2; 1.25x over) "
-                          "at b=0 hkv=1 key=200 col=3 (expected 2, got 2.00781, error scale E 0.5)");
+    cr_assert_str_eq(why,
+                     "dK scaled error 40 > budget 32 (f32 dK scaled = 16 x growth 2; 1.25x over) "
+                     "at b=0 hkv=1 key=200 col=3 (expected 2, got 2.00781, error scale E 0.5)");
 }
 
 Test(harness_budget, forward_outputs_come_first_and_every_failure_is_listed)
@@ -272,9 +274,11 @@ Test(harness_budget, forward_outputs_come_first_and_every_failure_is_listed)
     m[AC_OUT_O].worst_ref = 0.25, m[AC_OUT_O].worst_got = 0.5, m[AC_OUT_O].worst_escale = 0.125;
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
     cr_assert_str_eq(kind, "O:scaled");
-    cr_assert(strstr(why, "O scaled error 500 > budget 4 (f16 O scaled; 125x over) at b=0 h=0 row=4 col=1 "
-                          "(expected 0.25, got 0.5, error scale E 0.125); also failing: LSE:unexpected-nan "
-                          "(2 elements), dQ:unexpected-nan (7 elements)") == why, "%s", why);
+    cr_assert(strstr(why,
+                     "O scaled error 500 > budget 4 (f16 O scaled; 125x over) at b=0 h=0 row=4 col=1 "
+                     "(expected 0.25, got 0.5, error scale E 0.125); also failing: LSE:unexpected-nan "
+                     "(2 elements), dQ:unexpected-nan (7 elements)") == why,
+              "%s", why);
     cr_assert_eq(m[AC_OUT_O].failed, AC_FAILED_SCALED);
     cr_assert_eq(m[AC_OUT_LSE].failed, 1u << AC_SPECIAL_UNEXPECTED_NAN);
     cr_assert_eq(m[AC_OUT_DK].failed, 0u);
@@ -308,8 +312,7 @@ Test(harness_budget, mean_vs_naive_fails_only_where_the_naive_mean_means_somethi
     m[AC_OUT_DQ].vs_naive_mean = 2.5;
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_FAIL);
     cr_assert_str_eq(kind, "dQ:vs-naive-mean");
-    cr_assert(strstr(why, "is 2.5x the naive baseline's 0.0001 > budget 1.5 (f16 dQ vs-naive-mean") != NULL,
-              "%s", why);
+    cr_assert(strstr(why, "is 2.5x the naive baseline's 0.0001 > budget 1.5 (f16 dQ vs-naive-mean") != NULL, "%s", why);
     m[AC_OUT_DQ].n_mean = AC_VS_NAIVE_MIN_ELEMS - 1; /* too few elements in the means */
     cr_assert_eq(gate(&in, m, why, kind), AC_VERDICT_PASS, "%s", why);
     m[AC_OUT_DQ].n_mean = 4096;
@@ -333,8 +336,8 @@ Test(harness_budget, uncertified_reference_is_noted_not_failed)
     char why[256] = "O scaled error 5 > budget 4";
     ac_cert cert = {.max_ulp_o = 0.05, .rows_checked = 4, .certified = false};
     cr_assert(ac_cert_note(&cert, why, sizeof why));
-    cr_assert(strstr(why, "; reference not certified: fp64 O is 0.05 ulp from MPFR on 4 sampled rows") != NULL,
-              "%s", why);
+    cr_assert(strstr(why, "; reference not certified: fp64 O is 0.05 ulp from MPFR on 4 sampled rows") != NULL, "%s",
+              why);
     cr_assert(strstr(why, "not a kernel failure") != NULL, "%s", why);
     char clean[64] = "";
     cert.certified = true;

@@ -68,8 +68,7 @@ static void run(fixture *f, ac_output which, ac_metrics *m)
 static void assert_where(ac_where w, int b, int h, int row, int col)
 {
     cr_assert(w.b == b && w.h == h && w.row == row && w.col == col,
-              "expected (b=%d h=%d row=%d col=%d), got (%d %d %d %d)", b, h, row, col, w.b, w.h,
-              w.row, w.col);
+              "expected (b=%d h=%d row=%d col=%d), got (%d %d %d %d)", b, h, row, col, w.b, w.h, w.row, w.col);
 }
 
 static void assert_no_specials(const ac_metrics *m)
@@ -170,8 +169,8 @@ Test(harness_compare, vs_naive_ratios_are_kernel_over_naive)
     fixture_init(&f, AC_F16, p, false);
     size_t a = ac_q_index(&p, 0, 0, 0, 0), b = ac_q_index(&p, 0, 0, 3, 3);
     f.ref[a] = f.ref[b] = f.y[b] = 1.0;
-    f.y[a] = 1.0 + 2 * 0x1p-10;     /* kernel: one error of 2 ulps */
-    f.naive[a] = 1.0 + 0x1p-10;     /* naive: 1 ulp there and 3 at b */
+    f.y[a] = 1.0 + 2 * 0x1p-10; /* kernel: one error of 2 ulps */
+    f.naive[a] = 1.0 + 0x1p-10; /* naive: 1 ulp there and 3 at b */
     f.naive[b] = 1.0 - 3 * 0x1p-11; /* 1.0 - 3 half-binade ulps: |err| = 3 * 2^-11 */
     ac_metrics m;
     run(&f, AC_OUT_O, &m);
@@ -209,11 +208,11 @@ Test(harness_compare, means_skip_references_below_the_smallest_normal)
     ac_problem p = ac_problem_dense(1, 1, 1, 4, 4, 4); /* 16 elements */
     fixture_init(&f, AC_F32, p, false);
     size_t a = ac_q_index(&p, 0, 0, 1, 2), z = ac_q_index(&p, 0, 0, 2, 0), b = ac_q_index(&p, 0, 0, 3, 1);
-    f.ref[a] = f.naive[a] = 0x1p-130;  /* subnormal: the kernel 14 eta off, the naive exact */
+    f.ref[a] = f.naive[a] = 0x1p-130; /* subnormal: the kernel 14 eta off, the naive exact */
     f.y[a] = 0x1p-130 + 14 * 0x1p-149;
-    f.ref[z] = f.naive[z] = 0.0;       /* an exact zero reached by cancellation: noise */
+    f.ref[z] = f.naive[z] = 0.0; /* an exact zero reached by cancellation: noise */
     f.y[z] = 3 * 0x1p-149;
-    f.ref[b] = 0x1p-126;               /* the smallest normal is in the means */
+    f.ref[b] = 0x1p-126; /* the smallest normal is in the means */
     f.y[b] = 0x1p-126 + 0x1p-148;
     f.naive[b] = 0x1p-126 + 0x1p-149;
     ac_metrics m;

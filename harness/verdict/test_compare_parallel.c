@@ -60,10 +60,7 @@ static void fixture_init(fixture *f, ac_dtype t, ac_output which)
     free(y);
 }
 
-static void fixture_free(fixture *f)
-{
-    free(f->ref), free(f->escale), free(f->naive), free(f->got);
-}
+static void fixture_free(fixture *f) { free(f->ref), free(f->escale), free(f->naive), free(f->got); }
 
 static void put(fixture *f, ac_output which, size_t at, double y)
 {
@@ -93,7 +90,8 @@ Test(harness_compare, metrics_do_not_depend_on_the_thread_count)
         fixture_init(&f, AC_BF16, outs[o]);
         put(&f, outs[o], f.n / 3, NAN);
         put(&f, outs[o], f.n / 2, INFINITY);
-        ac_bits_put(ac_output_dtype(AC_BF16, outs[o]), f.got, 2 * f.n / 3, ac_dtype_poison(ac_output_dtype(AC_BF16, outs[o])));
+        ac_bits_put(ac_output_dtype(AC_BF16, outs[o]), f.got, 2 * f.n / 3,
+                    ac_dtype_poison(ac_output_dtype(AC_BF16, outs[o])));
         for (int r = 0; r < 3; r++) {
             ac_metrics one, many;
             compare_on(&f, outs[o], 1, rows[r], &one);
@@ -151,9 +149,12 @@ Test(harness_compare, task_size_changes_the_means_in_their_last_bits_only)
         compare_on(&f, outs[o], 1, 1000, &whole); /* one task per (b, h) */
         compare_on(&f, outs[o], 3, 1, &rows1);
         cr_assert_gt(whole.n_mean, 200u);
-        double means[][2] = {{whole.mean_ulp, rows1.mean_ulp}, {whole.mean_abs, rows1.mean_abs},
-                             {whole.mean_escale, rows1.mean_escale}, {whole.naive_mean_abs, rows1.naive_mean_abs},
-                             {whole.rmse, rows1.rmse}, {whole.naive_rmse, rows1.naive_rmse}};
+        double means[][2] = {{whole.mean_ulp, rows1.mean_ulp},
+                             {whole.mean_abs, rows1.mean_abs},
+                             {whole.mean_escale, rows1.mean_escale},
+                             {whole.naive_mean_abs, rows1.naive_mean_abs},
+                             {whole.rmse, rows1.rmse},
+                             {whole.naive_rmse, rows1.naive_rmse}};
         for (int k = 0; k < 6; k++)
             cr_assert_float_eq(means[k][0], means[k][1], 1e-13 * fabs(means[k][0]), "%s mean %d: %.17g vs %.17g",
                                ac_output_name(outs[o]), k, means[k][0], means[k][1]);

@@ -106,8 +106,8 @@ Test(harness_compare, dbias_and_dsink_metrics_do_not_depend_on_the_thread_count)
             cr_assert_eq(one.n_unwritten, 1);
             for (int w = 1; w < 3; w++) {
                 compare_with(&f.in, which, f.got, f.ref, f.escale, NULL, workers[w], rows[r], &many);
-                cr_assert_eq(memcmp(&one, &many, sizeof one), 0, "shape %d, %d rows a task: 1 and %d workers differ",
-                             s, rows[r], workers[w]);
+                cr_assert_eq(memcmp(&one, &many, sizeof one), 0, "shape %d, %d rows a task: 1 and %d workers differ", s,
+                             rows[r], workers[w]);
             }
         }
         pfix_free(&f);

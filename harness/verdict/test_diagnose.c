@@ -126,7 +126,8 @@ Test(harness_diagnose, o_written_in_the_other_layout_is_named_with_its_error)
 Test(harness_diagnose, lse_in_base_2_is_named)
 {
     judged j;
-    setup(&j, "v1 seed=4 b=1 hq=2 hkv=1 nq=6 nk=5 d=16 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto");
+    setup(&j,
+          "v1 seed=4 b=1 hq=2 hkv=1 nq=6 nk=5 d=16 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto");
     double *log2_lse = calloc(ac_lse_elems(&j.in.p), sizeof(double));
     for (size_t i = 0; i < ac_lse_elems(&j.in.p); i++)
         log2_lse[i] = j.ref.lse[i] / M_LN2; /* -inf stays -inf on the row with no key */
@@ -167,15 +168,17 @@ Test(harness_diagnose, a_kernel_without_the_softmax_scale_is_named)
 Test(harness_diagnose, causal_aligned_top_left_where_bottom_right_was_asked_is_named_with_its_rows)
 {
     judged j;
-    setup(&j, "v1 seed=6 b=1 hq=1 hkv=1 nq=12 nk=12 d=8 dtype=f32 mask=causal-br seqlens-q=5 seqlens-k=9 "
-              "layout=bhsd dist=normal(0,1) scale=auto");
+    setup(&j,
+          "v1 seed=6 b=1 hq=1 hkv=1 nq=12 nk=12 d=8 dtype=f32 mask=causal-br seqlens-q=5 seqlens-k=9 "
+          "layout=bhsd dist=normal(0,1) scale=auto");
     ac_problem tl = j.in.p;
     tl.align = AC_ALIGN_TOP_LEFT;
     forward_under(&j, &tl);
     cr_assert_eq(judge(&j), AC_VERDICT_FAIL);
     cr_assert_str_eq(j.kind, "O:scaled");
     /* nq_b = 5 < nk_b = 9: bottom-right row i sees keys 0..i+4, top-left 0..i: every row differs */
-    assert_contains(j.m[AC_OUT_O].hint, "O matches the reference with mask=causal-tl instead of causal-br (max scaled ");
+    assert_contains(j.m[AC_OUT_O].hint,
+                    "O matches the reference with mask=causal-tl instead of causal-br (max scaled ");
     assert_contains(j.m[AC_OUT_O].hint, "aligns the mask top-left (PyTorch's is_causal)");
     assert_contains(j.m[AC_OUT_O].hint, "rows 0..4");
     cr_assert_eq(j.m[AC_OUT_O].n_rows_over, 5);

@@ -10,7 +10,8 @@
 
 #include "harness/verdict/pairtest.h"
 
-#define REL_CLOSE(got, want, rel) cr_assert(fabs((got) - (want)) <= (rel) * fabs(want), "got %.17g, want %.17g", (got), (want))
+#define REL_CLOSE(got, want, rel) \
+    cr_assert(fabs((got) - (want)) <= (rel)*fabs(want), "got %.17g, want %.17g", (got), (want))
 
 typedef struct {
     long above, below;
@@ -21,11 +22,11 @@ typedef struct {
 ParameterizedTestParameters(harness_pairtest, sign_test_matches_exact_binomial_tails)
 {
     static sign_case cases[] = {
-        {15, 5, 0.020694732666015625},      /* 21700 / 2^20 */
-        {10, 0, 0.0009765625},              /* 2^-10: ten of ten, the fewest cases that reach 1e-3 */
+        {15, 5, 0.020694732666015625}, /* 21700 / 2^20 */
+        {10, 0, 0.0009765625}, /* 2^-10: ten of ten, the fewest cases that reach 1e-3 */
         {65, 35, 0.0017588208614850792},
         {550, 450, 0.0008652680424881588},
-        {15, 15, 0.572232224047184},        /* k <= n/2: through the complement */
+        {15, 15, 0.572232224047184}, /* k <= n/2: through the complement */
         {6200, 5800, 0.00013491473939068385},
     };
     return cr_make_param_array(sign_case, cases, sizeof cases / sizeof cases[0]);

@@ -12,21 +12,21 @@ extern "C" {
 #include "family.h" /* the kernels, their claims and the mutant ids */
 
 /* A failed cudart call becomes AC_ERR_ENV naming the call, file and line. */
-#define ACD_CHECK(err, call)                                                             \
-    do {                                                                                 \
-        cudaError_t acd_e_ = (call);                                                     \
-        if (acd_e_ != cudaSuccess)                                                       \
-            return ac_fail((err), AC_ERR_ENV, "%s failed: %s (%s:%d)", #call,            \
-                           cudaGetErrorString(acd_e_), __FILE__, __LINE__);              \
+#define ACD_CHECK(err, call) \
+    do { \
+        cudaError_t acd_e_ = (call); \
+        if (acd_e_ != cudaSuccess) \
+            return ac_fail((err), AC_ERR_ENV, "%s failed: %s (%s:%d)", #call, cudaGetErrorString(acd_e_), __FILE__, \
+                           __LINE__); \
     } while (0)
 
 /* After a launch: a bad configuration shows at once, a fault at the next sync. */
-#define ACD_CHECK_LAUNCH(err, name)                                                      \
-    do {                                                                                 \
-        cudaError_t acd_e_ = cudaGetLastError();                                         \
-        if (acd_e_ != cudaSuccess)                                                       \
-            return ac_fail((err), AC_ERR_ENV, "launch of %s failed: %s (%s:%d)", (name), \
-                           cudaGetErrorString(acd_e_), __FILE__, __LINE__);              \
+#define ACD_CHECK_LAUNCH(err, name) \
+    do { \
+        cudaError_t acd_e_ = cudaGetLastError(); \
+        if (acd_e_ != cudaSuccess) \
+            return ac_fail((err), AC_ERR_ENV, "launch of %s failed: %s (%s:%d)", (name), cudaGetErrorString(acd_e_), \
+                           __FILE__, __LINE__); \
     } while (0)
 
 /* Entry points: device pointers in a, problem arrays (mask, seqlens) on the host.

@@ -32,11 +32,13 @@ __device__ __forceinline__ void acd_dq_add_row(float *acc, long long elems, long
     bool tiny = false;
     if constexpr (!std::is_same<T, __half>::value) {
 #pragma unroll
-        for (int n = 0; n < N; ++n) tiny |= acd_dq_is_tiny(dq[n][2 * r]) | acd_dq_is_tiny(dq[n][2 * r + 1]);
+        for (int n = 0; n < N; ++n)
+            tiny |= acd_dq_is_tiny(dq[n][2 * r]) | acd_dq_is_tiny(dq[n][2 * r + 1]);
     }
     if (!tiny) {
 #pragma unroll
-        for (int n = 0; n < N; ++n) acd_dq_add2_plain(acc, at + n * 8, dq[n][2 * r], dq[n][2 * r + 1]);
+        for (int n = 0; n < N; ++n)
+            acd_dq_add2_plain(acc, at + n * 8, dq[n][2 * r], dq[n][2 * r + 1]);
         return;
     }
     for (int n = 0; n < N; ++n) {
@@ -49,10 +51,11 @@ __device__ __forceinline__ void acd_dq_add_row(float *acc, long long elems, long
 // memory (threads tid < BMQ, one row each, joining the caller's cp.async
 // group); rows past the sequence end get LSE = -inf (they see nothing), D = 0.
 template <int BMQ, bool kVar>
-__device__ __forceinline__ void acd_load_lse_d(float *sLse, float *sDd, const float *LSE, const float *Dv, const acd_params &p,
-                                               int b, int h, int i0, int nq, int tid)
+__device__ __forceinline__ void acd_load_lse_d(float *sLse, float *sDd, const float *LSE, const float *Dv,
+                                               const acd_params &p, int b, int h, int i0, int nq, int tid)
 {
-    if (tid >= BMQ) return;
+    if (tid >= BMQ)
+        return;
     const int i = i0 + tid;
     const long long row = acd_row_index<kVar>(p, b, h, i);
     if (i < nq) {
@@ -68,13 +71,14 @@ __device__ __forceinline__ void acd_load_lse_d(float *sLse, float *sDd, const fl
 // {0, 1} of the accumulator tile dq added into dQacc, whose rows are
 // D floats; rows past the sequence end are skipped.
 template <typename T, int D, bool kVar, int N>
-__device__ __forceinline__ void acd_dq_add_rows(float *dQacc, const acd_params &p, int b, int h, int row, int c0, int t, int nq,
-                                                const float (&dq)[N][4])
+__device__ __forceinline__ void acd_dq_add_rows(float *dQacc, const acd_params &p, int b, int h, int row, int c0, int t,
+                                                int nq, const float (&dq)[N][4])
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int i = row + 8 * r;
-        if (i >= nq) continue;
+        if (i >= nq)
+            continue;
         acd_dq_add_row<T, N>(dQacc, acd_dq_elems(p), acd_row_index<kVar>(p, b, h, i) * D + c0 + 2 * t, dq, r);
     }
 }
@@ -104,12 +108,15 @@ template <int BMQ, int BN> struct acd_bwd_plan {
     // The hidden bits (acd_bwd_hidden) of the tile of rows [i0, i0 + BMQ) for
     // this thread's keys key, key + 8; 0 without computing them where every row
     // sees every key of the block.
-    __device__ __forceinline__ uint32_t hidden(const acd_params &p, int b, int h, int i0, int key, int t, int nq, int nk) const
+    __device__ __forceinline__ uint32_t hidden(const acd_params &p, int b, int h, int i0, int key, int t, int nq,
+                                               int nk) const
     {
         bool full = keys_full && i0 + BMQ <= nq;
         if (p.windowed) {
-            if (p.wl >= 0) full = full && j0 >= i0 + BMQ - 1 + win_off - p.wl;
-            if (p.wr >= 0) full = full && j0 + BN - 1 <= i0 + win_off + p.wr;
+            if (p.wl >= 0)
+                full = full && j0 >= i0 + BMQ - 1 + win_off - p.wl;
+            if (p.wr >= 0)
+                full = full && j0 + BN - 1 <= i0 + win_off + p.wr;
         }
         return full ? 0u : acd_bwd_hidden<BMQ>(p, b, h, i0, key, t, nq, nk);
     }
@@ -119,13 +126,14 @@ template <int BMQ, int BN> struct acd_bwd_plan {
 // times the softmax scale and dV, each rounded once to T.  Keys past Nk, the
 // padding of the last block, are not written (with THD: past the sequence's nk).
 template <typename T, int D, bool kVar>
-__device__ __forceinline__ void acd_store_dk_dv(const acd_params &p, T *dK, T *dV, int b, int hk, int key, int t, int nk,
-                                                const float (&dk)[D / 8][4], const float (&dv)[D / 8][4])
+__device__ __forceinline__ void acd_store_dk_dv(const acd_params &p, T *dK, T *dV, int b, int hk, int key, int t,
+                                                int nk, const float (&dk)[D / 8][4], const float (&dv)[D / 8][4])
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int j = key + 8 * r;
-        if (j >= acd_k_stored<kVar>(p, nk)) continue;
+        if (j >= acd_k_stored<kVar>(p, nk))
+            continue;
         const long long at = acd_k_base<kVar>(p, b) + hk * p.k_sh + (long long)j * p.k_ss + 2 * t; // dV's too: d_v = d
 #pragma unroll
         for (int n = 0; n < D / 8; ++n) {

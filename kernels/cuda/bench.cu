@@ -13,7 +13,8 @@
 
 #include "naive.cuh"
 
-namespace {
+namespace
+{
 
 // Before each timed run a buffer twice the L2's size is written (as llm.c's
 // dev/cuda does), outside the timed events: every run then reads its inputs
@@ -46,9 +47,9 @@ struct bench_variants {
 struct bench_opts {
     bool quick = false;
     int reps = 10;
-    int only_d = 0;          // --d N
-    int only_dtype = -1;     // --dtype f16|bf16
-    int only_n = 0;          // --n N
+    int only_d = 0; // --d N
+    int only_dtype = -1; // --dtype f16|bf16
+    int only_n = 0; // --n N
     bench_variants var;
     l2_flush flush;
 };
@@ -62,7 +63,8 @@ bool parse_variants(const char *list, bench_variants *v)
         if (!strncmp(tok, "softcap=", 8)) {
             char *end = nullptr;
             v->softcap = strtod(tok + 8, &end);
-            if (*end || !(v->softcap > 0.0)) return false;
+            if (*end || !(v->softcap > 0.0))
+                return false;
         } else if (!strcmp(tok, "alibi")) {
             v->alibi = true;
         } else if (!strcmp(tok, "sinks")) {
@@ -84,13 +86,15 @@ void apply_variants(const bench_variants &v, int H, ac_problem *pr, variant_arra
     pr->softcap = v.softcap;
     if (v.alibi) {
         arr->slopes.resize(H);
-        for (int h = 0; h < H; ++h) arr->slopes[h] = powf(2.f, -8.f * (h + 1) / H);
+        for (int h = 0; h < H; ++h)
+            arr->slopes[h] = powf(2.f, -8.f * (h + 1) / H);
         pr->alibi_slopes = arr->slopes.data();
         pr->alibi_batch = 1;
     }
     if (v.sinks) {
         arr->sinks.resize(H);
-        for (int h = 0; h < H; ++h) arr->sinks[h] = 1.f + (float)h / H;
+        for (int h = 0; h < H; ++h)
+            arr->sinks[h] = 1.f + (float)h / H;
         pr->sinks = arr->sinks.data();
     }
 }
@@ -100,14 +104,17 @@ template <> __device__ __half cvt<__half>(float x) { return __float2half_rn(x); 
 template <> __device__ __nv_bfloat16 cvt<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 // Hash-based values in about (-2, 2): sums of uniforms, deterministic.
-template <typename T>
-__global__ void fill_random(T *x, size_t n, unsigned seed)
+template <typename T> __global__ void fill_random(T *x, size_t n, unsigned seed)
 {
     for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
         unsigned h = (unsigned)k * 2654435761u ^ seed;
         float s = 0.f;
         for (int r = 0; r < 4; ++r) {
-            h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+            h ^= h >> 16;
+            h *= 0x7feb352du;
+            h ^= h >> 15;
+            h *= 0x846ca68bu;
+            h ^= h >> 16;
             s += (h & 0xffffff) * (1.f / 16777216.f) - 0.5f;
         }
         x[k] = cvt<T>(s);
@@ -116,21 +123,25 @@ __global__ void fill_random(T *x, size_t n, unsigned seed)
 
 int fill(ac_dtype t, void *x, size_t n, unsigned seed, ac_err *err)
 {
-    if (t == AC_F16) fill_random<__half><<<1024, 256>>>((__half *)x, n, seed);
-    else fill_random<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16 *)x, n, seed);
+    if (t == AC_F16)
+        fill_random<__half><<<1024, 256>>>((__half *)x, n, seed);
+    else
+        fill_random<__nv_bfloat16><<<1024, 256>>>((__nv_bfloat16 *)x, n, seed);
     ACD_CHECK_LAUNCH(err, "fill_random");
     return AC_OK;
 }
 
 struct tensors {
-    void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *d_o = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+    void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *d_o = nullptr, *dq = nullptr, *dk = nullptr,
+         *dv = nullptr;
     float *lse = nullptr;
     size_t q_bytes = 0, kv_bytes = 0;
 };
 
 void free_tensors(tensors &x)
 {
-    for (void *p : {x.q, x.k, x.v, x.o, x.d_o, x.dq, x.dk, x.dv, (void *)x.lse}) ac_dev_free(p);
+    for (void *p : {x.q, x.k, x.v, x.o, x.d_o, x.dq, x.dk, x.dv, (void *)x.lse})
+        ac_dev_free(p);
     x = tensors{};
 }
 
@@ -142,27 +153,36 @@ int alloc_tensors(const ac_problem &pr, ac_dtype t, bool backward, tensors &x, a
     int st = AC_OK;
     void **q_like[] = {&x.q, &x.o, &x.d_o, &x.dq}, **kv_like[] = {&x.k, &x.v, &x.dk, &x.dv};
     for (int i = 0; i < 4 && st == AC_OK; ++i) {
-        if (i >= 2 && !backward) break;
+        if (i >= 2 && !backward)
+            break;
         st = ac_dev_alloc(q_like[i], x.q_bytes, err);
-        if (st == AC_OK) st = ac_dev_alloc(kv_like[i], x.kv_bytes, err);
+        if (st == AC_OK)
+            st = ac_dev_alloc(kv_like[i], x.kv_bytes, err);
     }
-    if (st == AC_OK) st = ac_dev_alloc((void **)&x.lse, ac_lse_elems(&pr) * sizeof(float), err);
-    if (st == AC_OK) st = fill(t, x.q, ac_q_elems(&pr), 1, err);
-    if (st == AC_OK) st = fill(t, x.k, ac_kv_elems(&pr), 2, err);
-    if (st == AC_OK) st = fill(t, x.v, ac_kv_elems(&pr), 3, err);
-    if (st == AC_OK && backward) st = fill(t, x.d_o, ac_q_elems(&pr), 4, err);
-    if (st != AC_OK) free_tensors(x);
+    if (st == AC_OK)
+        st = ac_dev_alloc((void **)&x.lse, ac_lse_elems(&pr) * sizeof(float), err);
+    if (st == AC_OK)
+        st = fill(t, x.q, ac_q_elems(&pr), 1, err);
+    if (st == AC_OK)
+        st = fill(t, x.k, ac_kv_elems(&pr), 2, err);
+    if (st == AC_OK)
+        st = fill(t, x.v, ac_kv_elems(&pr), 3, err);
+    if (st == AC_OK && backward)
+        st = fill(t, x.d_o, ac_q_elems(&pr), 4, err);
+    if (st != AC_OK)
+        free_tensors(x);
     return st;
 }
 
 // Milliseconds of one run of fn between the events a and b, the L2 flushed first.
-template <typename F>
-int time_one(const l2_flush &flush, cudaEvent_t a, cudaEvent_t b, F fn, float *ms, ac_err *err)
+template <typename F> int time_one(const l2_flush &flush, cudaEvent_t a, cudaEvent_t b, F fn, float *ms, ac_err *err)
 {
     int st = l2_flush_run(flush, err);
-    if (st != AC_OK) return st;
+    if (st != AC_OK)
+        return st;
     ACD_CHECK(err, cudaEventRecord(a));
-    if ((st = fn()) != AC_OK) return st;
+    if ((st = fn()) != AC_OK)
+        return st;
     ACD_CHECK(err, cudaEventRecord(b));
     ACD_CHECK(err, cudaEventSynchronize(b));
     ACD_CHECK(err, cudaEventElapsedTime(ms, a, b));
@@ -170,8 +190,7 @@ int time_one(const l2_flush &flush, cudaEvent_t a, cudaEvent_t b, F fn, float *m
 }
 
 // Median milliseconds of o.reps runs of fn (after one warm-up run).
-template <typename F>
-int time_median(const bench_opts &o, F fn, double *ms, ac_err *err)
+template <typename F> int time_median(const bench_opts &o, F fn, double *ms, ac_err *err)
 {
     cudaEvent_t a = nullptr, b = nullptr;
     ACD_CHECK(err, cudaEventCreate(&a));
@@ -180,11 +199,13 @@ int time_median(const bench_opts &o, F fn, double *ms, ac_err *err)
     std::vector<float> times;
     for (int r = 0; r < o.reps && st == AC_OK; ++r) {
         float t = 0.f;
-        if ((st = time_one(o.flush, a, b, fn, &t, err)) == AC_OK) times.push_back(t);
+        if ((st = time_one(o.flush, a, b, fn, &t, err)) == AC_OK)
+            times.push_back(t);
     }
     // The events go whatever happened; a failure to destroy them matters only after a clean run.
     const cudaError_t ea = cudaEventDestroy(a), eb = b ? cudaEventDestroy(b) : cudaSuccess;
-    if (st != AC_OK) return st;
+    if (st != AC_OK)
+        return st;
     if (ea != cudaSuccess || eb != cudaSuccess)
         return ac_fail(err, AC_ERR_ENV, "cudaEventDestroy failed: %s", cudaGetErrorString(ea != cudaSuccess ? ea : eb));
     std::sort(times.begin(), times.end());
@@ -208,7 +229,8 @@ int bench_speed(const bench_opts &o, ac_err *err)
 {
     printf("\n## cuda-flash TFLOP/s (B = 16384/N, H = 2048/d, FLOPs 4BHN^2d fwd, 2.5x bwd, /2 causal)\n");
     if (o.var.softcap > 0.0 || o.var.alibi || o.var.sinks)
-        printf("# variants: softcap %g, alibi %s, sinks %s\n", o.var.softcap, o.var.alibi ? "on" : "off", o.var.sinks ? "on" : "off");
+        printf("# variants: softcap %g, alibi %s, sinks %s\n", o.var.softcap, o.var.alibi ? "on" : "off",
+               o.var.sinks ? "on" : "off");
     printf("%-4s %-5s %4s %6s %6s %3s %3s %10s %9s\n", "dir", "dtype", "d", "causal", "N", "B", "H", "ms", "TFLOP/s");
     const ac_dtype dts[] = {AC_F16, AC_BF16};
     const int dims[] = {64, 128};
@@ -216,9 +238,12 @@ int bench_speed(const bench_opts &o, ac_err *err)
         for (int d : dims)
             for (int causal = 0; causal < 2; ++causal)
                 for (int N = 512; N <= 16384; N *= 2) {
-                    if (o.quick && N != 1024 && N != 8192) continue;
-                    if ((o.only_d && d != o.only_d) || (o.only_dtype >= 0 && (int)t != o.only_dtype)) continue;
-                    if (o.only_n && N != o.only_n) continue;
+                    if (o.quick && N != 1024 && N != 8192)
+                        continue;
+                    if ((o.only_d && d != o.only_d) || (o.only_dtype >= 0 && (int)t != o.only_dtype))
+                        continue;
+                    if (o.only_n && N != o.only_n)
+                        continue;
                     const int B = 16384 / N, H = 2048 / d;
                     ac_problem pr = make_problem(B, H, N, d, causal);
                     variant_arrays arr;
@@ -226,26 +251,38 @@ int bench_speed(const bench_opts &o, ac_err *err)
                     acd_params p;
                     acd_staged st;
                     int s = acd_stage(&pr, ACD_MUT_NONE, &p, &st, err);
-                    if (s != AC_OK) return s;
+                    if (s != AC_OK)
+                        return s;
                     tensors x;
-                    if ((s = alloc_tensors(pr, t, true, x, err)) != AC_OK) return s;
+                    if ((s = alloc_tensors(pr, t, true, x, err)) != AC_OK)
+                        return s;
                     void *ws = nullptr, *dsink = nullptr;
                     const size_t ws_bytes = acd_bwd_workspace_bytes(p);
-                    if ((s = ac_dev_alloc(&ws, ws_bytes, err)) != AC_OK) return s;
-                    if (pr.sinks && (s = ac_dev_alloc(&dsink, sizeof(float) * H, err)) != AC_OK) return s;
+                    if ((s = ac_dev_alloc(&ws, ws_bytes, err)) != AC_OK)
+                        return s;
+                    if (pr.sinks && (s = ac_dev_alloc(&dsink, sizeof(float) * H, err)) != AC_OK)
+                        return s;
                     ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse, NULL}; /* no dropout mask */
-                    ac_bwd_args ba = {x.q, x.k, x.v, x.o, x.d_o, x.lse, x.dq, x.dk, x.dv, (float *)dsink, NULL}; /* no dbias */
+                    ac_bwd_args ba = {x.q, x.k, x.v, x.o, x.d_o, x.lse, x.dq, x.dk, x.dv, (float *)dsink,
+                                      NULL}; /* no dbias */
                     double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0), ms_f = 0, ms_b = 0;
-                    s = time_median(o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
-                    if (s == AC_OK) s = time_median(o, [&] { return acd_flash_backward_async(p, t, &ba, ws, 0, err); }, &ms_b, err);
-                    if (s == AC_OK) s = ac_dev_sync(err);
+                    s = time_median(
+                        o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
+                    if (s == AC_OK)
+                        s = time_median(
+                            o, [&] { return acd_flash_backward_async(p, t, &ba, ws, 0, err); }, &ms_b, err);
+                    if (s == AC_OK)
+                        s = ac_dev_sync(err);
                     ac_dev_free(ws);
                     ac_dev_free(dsink);
                     free_tensors(x);
                     acd_unstage(&st);
-                    if (s != AC_OK) return s;
-                    printf("%-4s %-5s %4d %6d %6d %3d %3d %10.3f %9.1f\n", "fwd", ac_dtype_name(t), d, causal, N, B, H, ms_f, flops / ms_f * 1e-9);
-                    printf("%-4s %-5s %4d %6d %6d %3d %3d %10.3f %9.1f\n", "bwd", ac_dtype_name(t), d, causal, N, B, H, ms_b, 2.5 * flops / ms_b * 1e-9);
+                    if (s != AC_OK)
+                        return s;
+                    printf("%-4s %-5s %4d %6d %6d %3d %3d %10.3f %9.1f\n", "fwd", ac_dtype_name(t), d, causal, N, B, H,
+                           ms_f, flops / ms_f * 1e-9);
+                    printf("%-4s %-5s %4d %6d %6d %3d %3d %10.3f %9.1f\n", "bwd", ac_dtype_name(t), d, causal, N, B, H,
+                           ms_b, 2.5 * flops / ms_b * 1e-9);
                     fflush(stdout);
                 }
     return AC_OK;
@@ -257,34 +294,48 @@ int bench_speed(const bench_opts &o, ac_err *err)
 int bench_memory(const bench_opts &o, ac_err *err)
 {
     printf("\n## fused vs naive forward (f16, d=128, B=1, H=16, no mask)\n");
-    printf("%-6s %12s %12s %8s %14s %14s %8s\n", "N", "fused ms", "naive ms", "speedup", "fused MiB", "naive MiB", "ratio");
+    printf("%-6s %12s %12s %8s %14s %14s %8s\n", "N", "fused ms", "naive ms", "speedup", "fused MiB", "naive MiB",
+           "ratio");
     const ac_dtype t = AC_F16;
     for (int N = 1024; N <= 16384; N *= 2) {
-        if (o.quick && N > 8192) continue;
+        if (o.quick && N > 8192)
+            continue;
         ac_problem pr = make_problem(1, 16, N, 128, false);
         acd_params p;
         acd_staged st;
         int s = acd_stage(&pr, ACD_MUT_NONE, &p, &st, err);
-        if (s != AC_OK) return s;
+        if (s != AC_OK)
+            return s;
         tensors x;
-        if ((s = alloc_tensors(pr, t, false, x, err)) != AC_OK) return s;
+        if ((s = alloc_tensors(pr, t, false, x, err)) != AC_OK)
+            return s;
         ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse, NULL}; /* no dropout mask */
         const double io_bytes = 2.0 * x.q_bytes + 2.0 * x.kv_bytes + ac_lse_elems(&pr) * 4.0;
         double ms_f = 0, ms_n = 0;
-        s = time_median(o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
+        s = time_median(
+            o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
         acd_naive_ws w;
         size_t free0 = 0, free1 = 0, total = 0;
-        if (s == AC_OK) s = cudaMemGetInfo(&free0, &total) == cudaSuccess ? AC_OK : ac_fail(err, AC_ERR_ENV, "cudaMemGetInfo failed");
-        if (s == AC_OK) s = acd_naive_prepare(p, t, &fa, &w, err);
+        if (s == AC_OK)
+            s = cudaMemGetInfo(&free0, &total) == cudaSuccess ? AC_OK
+                                                              : ac_fail(err, AC_ERR_ENV, "cudaMemGetInfo failed");
+        if (s == AC_OK)
+            s = acd_naive_prepare(p, t, &fa, &w, err);
         if (s == AC_OK) {
-            if (cudaMemGetInfo(&free1, &total) != cudaSuccess) s = ac_fail(err, AC_ERR_ENV, "cudaMemGetInfo failed");
-            if (s == AC_OK) s = time_median(o, [&] { return acd_naive_run(p, &pr, t, &fa, &w, 0, err); }, &ms_n, err);
+            if (cudaMemGetInfo(&free1, &total) != cudaSuccess)
+                s = ac_fail(err, AC_ERR_ENV, "cudaMemGetInfo failed");
+            if (s == AC_OK)
+                s = time_median(
+                    o, [&] { return acd_naive_run(p, &pr, t, &fa, &w, 0, err); }, &ms_n, err);
             const double naive_ws = (double)(w.s_bytes + w.p_bytes + w.ptr_bytes);
             acd_naive_release(&w);
-            if (s == AC_OK) s = ac_dev_sync(err);
+            if (s == AC_OK)
+                s = ac_dev_sync(err);
             if (s == AC_OK) {
-                const double mib = 1024.0 * 1024.0, fused = io_bytes, naive = io_bytes + std::max(naive_ws, (double)(free0 - free1));
-                printf("%-6d %12.3f %12.3f %8.1f %14.1f %14.1f %8.1f\n", N, ms_f, ms_n, ms_n / ms_f, fused / mib, naive / mib, naive / fused);
+                const double mib = 1024.0 * 1024.0, fused = io_bytes,
+                             naive = io_bytes + std::max(naive_ws, (double)(free0 - free1));
+                printf("%-6d %12.3f %12.3f %8.1f %14.1f %14.1f %8.1f\n", N, ms_f, ms_n, ms_n / ms_f, fused / mib,
+                       naive / mib, naive / fused);
             }
         } else if (s == AC_ERR_ENV) {
             printf("%-6d %12.3f %12s   (naive: %s)\n", N, ms_f, "OOM", err->msg);
@@ -293,7 +344,8 @@ int bench_memory(const bench_opts &o, ac_err *err)
         }
         free_tensors(x);
         acd_unstage(&st);
-        if (s != AC_OK) return s;
+        if (s != AC_OK)
+            return s;
         fflush(stdout);
     }
     return AC_OK;
@@ -306,19 +358,25 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
     bench_opts o;
     bool speed = true, memory = true;
     for (int i = 0; i < argc; ++i) {
-        if (!strcmp(argv[i], "--quick")) o.quick = true, o.reps = 3;
-        else if (!strcmp(argv[i], "--speed-only")) memory = false;
-        else if (!strcmp(argv[i], "--memory-only")) speed = false;
-        else if (!strcmp(argv[i], "bench")) continue;
-        else if (!strcmp(argv[i], "--d") && i + 1 < argc) o.only_d = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--n") && i + 1 < argc) o.only_n = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--quick"))
+            o.quick = true, o.reps = 3;
+        else if (!strcmp(argv[i], "--speed-only"))
+            memory = false;
+        else if (!strcmp(argv[i], "--memory-only"))
+            speed = false;
+        else if (!strcmp(argv[i], "bench"))
+            continue;
+        else if (!strcmp(argv[i], "--d") && i + 1 < argc)
+            o.only_d = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--n") && i + 1 < argc)
+            o.only_n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
             if (!parse_variants(argv[++i], &o.var)) {
-                fprintf(stderr, "attncheck bench: unknown --variant '%s' (a list of softcap=C, alibi, sinks)\n", argv[i]);
+                fprintf(stderr, "attncheck bench: unknown --variant '%s' (a list of softcap=C, alibi, sinks)\n",
+                        argv[i]);
                 return AC_ERR_INPUT;
             }
-        }
-        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             ac_dtype t;
             ++i;
             if (ac_dtype_parse(argv[i], &t) != AC_OK) {
@@ -326,10 +384,12 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
                 return AC_ERR_INPUT;
             }
             o.only_dtype = (int)t;
-        }
-        else {
-            fprintf(stderr, "attncheck bench: unknown option '%s' (--quick, --speed-only, --memory-only, --d N, --dtype T, --n N, "
-                            "--variant softcap=C,alibi,sinks)\n", argv[i]);
+        } else {
+            fprintf(
+                stderr,
+                "attncheck bench: unknown option '%s' (--quick, --speed-only, --memory-only, --d N, --dtype T, --n N, "
+                "--variant softcap=C,alibi,sinks)\n",
+                argv[i]);
             return AC_ERR_INPUT;
         }
     }
@@ -344,12 +404,15 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
         fprintf(stderr, "attncheck bench: cudaGetDeviceProperties failed: %s\n", cudaGetErrorString(e));
         return AC_ERR_ENV;
     }
-    printf("# attncheck bench v1 on %s (sm_%d%d, %d SMs; L2 %d MiB, flushed before each timed run)\n", prop.name, prop.major,
-           prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    printf("# attncheck bench v1 on %s (sm_%d%d, %d SMs; L2 %d MiB, flushed before each timed run)\n", prop.name,
+           prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     int s = l2_flush_init(&o.flush, prop.l2CacheSize, &err);
-    if (s == AC_OK && speed) s = bench_speed(o, &err);
-    if (s == AC_OK && memory) s = bench_memory(o, &err);
+    if (s == AC_OK && speed)
+        s = bench_speed(o, &err);
+    if (s == AC_OK && memory)
+        s = bench_memory(o, &err);
     ac_dev_free(o.flush.buf);
-    if (s != AC_OK) fprintf(stderr, "attncheck bench: %s\n", err.msg);
+    if (s != AC_OK)
+        fprintf(stderr, "attncheck bench: %s\n", err.msg);
     return s;
 }

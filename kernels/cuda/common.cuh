@@ -4,9 +4,9 @@
 // cp.async).  The stages of the fused kernels are in mask.cuh (visibility),
 // softmax.cuh (online softmax, P and dS) and backward.cuh.
 #pragma once
+#include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cstdint>
 #include <type_traits>
 
 #include "acd.h"
@@ -18,26 +18,26 @@
 struct acd_params {
     int B, Hq, Hkv, Nq, Nk, D, group;
     long long q_sb, q_sh, q_ss, k_sb, k_sh, k_ss;
-    int Dv;                         // d_v: V, O, dO, dV (D otherwise); d_v != D runs the CUDA-core kernels
+    int Dv; // d_v: V, O, dO, dV (D otherwise); d_v != D runs the CUDA-core kernels
     long long o_sb, o_sh, o_ss, v_sb, v_sh, v_ss; // O-like and V-like strides (the Q and K ones when Dv == D)
     float scale, scale_log2;
     int windowed, wl, wr, align_br; // wl, wr < 0: unbounded side
     const int *seqlens_q, *seqlens_k; // device copies or null
-    const unsigned char *mask;        // device copy or null
+    const unsigned char *mask; // device copy or null
     int mask_batch, mask_heads;
     int mutant;
     // Variants (ref/variants.h): score modifiers, sinks, the packed THD layout.
-    int mods;                       // softcap, ALiBi or a bias on: acd_score_mod runs
-    float softcap, softcap_pre;     // c (0: off) and scale / c: T = c tanh(acc scale / c)
-    const float *alibi;             // device (alibi_batch, Hq) slopes, or null
+    int mods; // softcap, ALiBi or a bias on: acd_score_mod runs
+    float softcap, softcap_pre; // c (0: off) and scale / c: T = c tanh(acc scale / c)
+    const float *alibi; // device (alibi_batch, Hq) slopes, or null
     int alibi_batch;
-    const float *sinks;             // device (Hq) sink logits, or null
-    const void *bias;               // device (bias_batch, bias_heads, Nq, Nk) additive bias, or null
+    const float *sinks; // device (Hq) sink logits, or null
+    const void *bias; // device (bias_batch, bias_heads, Nq, Nk) additive bias, or null
     int bias_dtype, bias_batch, bias_heads; // ac_dtype of its elements; 1 or B, 1 or Hq
-    float *dbias_acc;               // the backward's f32 dBias sums (shaped like the bias), then their
-    long long dbias_elems;          // subnormal-keeping twin at dbias_acc + dbias_elems (acd_dq_add); or null
-    int thd;                        // layout THD: rows through cu_q, cu_k; LSE (Hq, total_q)
-    const int *cu_q, *cu_k;         // device (B + 1) offsets, THD only
+    float *dbias_acc; // the backward's f32 dBias sums (shaped like the bias), then their
+    long long dbias_elems; // subnormal-keeping twin at dbias_acc + dbias_elems (acd_dq_add); or null
+    int thd; // layout THD: rows through cu_q, cu_k; LSE (Hq, total_q)
+    const int *cu_q, *cu_k; // device (B + 1) offsets, THD only
     long long total_q;
 };
 
@@ -56,7 +56,10 @@ struct acd_params {
 
 // 0 < |v| < 2^-90 (ACD_DQ_TINY, biased exponent 37) as one unsigned compare on
 // the magnitude's bits; 0, NaN and Inf stay with the plain sum.
-__device__ __forceinline__ bool acd_dq_is_tiny(float v) { return (__float_as_uint(v) & 0x7fffffffu) - 1u < (37u << 23) - 1u; }
+__device__ __forceinline__ bool acd_dq_is_tiny(float v)
+{
+    return (__float_as_uint(v) & 0x7fffffffu) - 1u < (37u << 23) - 1u;
+}
 
 __device__ __forceinline__ void acd_dq_add(float *acc, long long elems, long long at, float v)
 {
@@ -92,14 +95,32 @@ template <bool kThd = true> __device__ __forceinline__ int acd_nk(const acd_para
 }
 // Where sequence b starts (elements) in Q-like and K-like tensors: THD packs
 // the sequences back to back (row cu[b] onward), the others stride by batch.
-template <bool kThd = true> __device__ __forceinline__ long long acd_q_base(const acd_params &p, int b) { return kThd && p.thd ? p.cu_q[b] * p.q_ss : b * p.q_sb; }
-template <bool kThd = true> __device__ __forceinline__ long long acd_k_base(const acd_params &p, int b) { return kThd && p.thd ? p.cu_k[b] * p.k_ss : b * p.k_sb; }
-__device__ __forceinline__ long long acd_o_base(const acd_params &p, int b) { return p.thd ? p.cu_q[b] * p.o_ss : b * p.o_sb; }
-__device__ __forceinline__ long long acd_v_base(const acd_params &p, int b) { return p.thd ? p.cu_k[b] * p.v_ss : b * p.v_sb; }
+template <bool kThd = true> __device__ __forceinline__ long long acd_q_base(const acd_params &p, int b)
+{
+    return kThd && p.thd ? p.cu_q[b] * p.q_ss : b * p.q_sb;
+}
+template <bool kThd = true> __device__ __forceinline__ long long acd_k_base(const acd_params &p, int b)
+{
+    return kThd && p.thd ? p.cu_k[b] * p.k_ss : b * p.k_sb;
+}
+__device__ __forceinline__ long long acd_o_base(const acd_params &p, int b)
+{
+    return p.thd ? p.cu_q[b] * p.o_ss : b * p.o_sb;
+}
+__device__ __forceinline__ long long acd_v_base(const acd_params &p, int b)
+{
+    return p.thd ? p.cu_k[b] * p.v_ss : b * p.v_sb;
+}
 // Rows of sequence b that exist in memory, and may be written: the padded
 // extent, or with THD the sequence's own (past it lies the next sequence).
-template <bool kThd = true> __device__ __forceinline__ int acd_q_stored(const acd_params &p, int nq) { return kThd && p.thd ? nq : p.Nq; }
-template <bool kThd = true> __device__ __forceinline__ int acd_k_stored(const acd_params &p, int nk) { return kThd && p.thd ? nk : p.Nk; }
+template <bool kThd = true> __device__ __forceinline__ int acd_q_stored(const acd_params &p, int nq)
+{
+    return kThd && p.thd ? nq : p.Nq;
+}
+template <bool kThd = true> __device__ __forceinline__ int acd_k_stored(const acd_params &p, int nk)
+{
+    return kThd && p.thd ? nk : p.Nk;
+}
 
 // Row i of query head h of batch b in the LSE-like arrays: LSE, D, dQ's rows;
 // (B, Hq, Nq), or with THD (Hq, total_q) as FlashAttention's varlen LSE.
@@ -151,9 +172,10 @@ template <> struct acd_tc<__half> {
     static __device__ __forceinline__ __half from_f(float x) { return __float2half_rn(x); }
     static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
     {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
 };
 
@@ -171,7 +193,8 @@ template <> struct acd_tc<__nv_bfloat16> {
     static __device__ __forceinline__ __nv_bfloat16 from_f(float x) { return __float2bfloat16_rn(x); }
     static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
     {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
@@ -186,7 +209,8 @@ template <> struct acd_tc<__nv_bfloat16> {
 template <int N> __device__ __forceinline__ void acd_zero(float (&x)[N][4])
 {
 #pragma unroll
-    for (int n = 0; n < N; ++n) x[n][0] = x[n][1] = x[n][2] = x[n][3] = 0.f;
+    for (int n = 0; n < N; ++n)
+        x[n][0] = x[n][1] = x[n][2] = x[n][3] = 0.f;
 }
 
 // The 16-column k step kk of an accumulator tile as the A operand of the next
@@ -206,13 +230,15 @@ __device__ __forceinline__ uint32_t acd_smem_addr(const void *p) { return (uint3
 __device__ __forceinline__ void acd_ldmatrix_x4(uint32_t r[4], const void *p)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(acd_smem_addr(p)));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(acd_smem_addr(p)));
 }
 
 __device__ __forceinline__ void acd_ldmatrix_x4_trans(uint32_t r[4], const void *p)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(acd_smem_addr(p)));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(acd_smem_addr(p)));
 }
 
 // 16 bytes global -> shared; ok == false fills zeros (src is then any valid address).
@@ -221,14 +247,20 @@ __device__ __forceinline__ void acd_cp_async16_to(uint32_t dst, const void *src,
     int src_bytes = ok ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
-__device__ __forceinline__ void acd_cp_async16(void *dst, const void *src, bool ok) { acd_cp_async16_to(acd_smem_addr(dst), src, ok); }
+__device__ __forceinline__ void acd_cp_async16(void *dst, const void *src, bool ok)
+{
+    acd_cp_async16_to(acd_smem_addr(dst), src, ok);
+}
 // 4 bytes global -> shared (LSE and D rows of the backward).
 __device__ __forceinline__ void acd_cp_async4_to(uint32_t dst, const void *src)
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
 }
 __device__ __forceinline__ void acd_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void acd_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void acd_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 // ROWS x D tile of a sequence (row stride ss elements) into shared memory with
 // row pitch D + 8 (16 bytes of padding keep ldmatrix free of bank conflicts).
@@ -265,13 +297,16 @@ inline bool acd_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d =
 // The CUDA-core path: f32 arithmetic throughout on T (float, __half, __nv_bfloat16) storage.
 template <typename T> int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 template <typename T>
-int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc, cudaStream_t stream, ac_err *err);
+int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc,
+                cudaStream_t stream, ac_err *err);
 // flash_fwd_sm90.cu, flash_bwd_sm90.cu (sm_90a): the wgmma kernels for f16/bf16
 // at d = 64, 128 on Hopper.
 bool acd_wgmma_usable(int d);
 template <typename T> int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 template <typename T>
-int acd_bwd_wgmma(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err);
+int acd_bwd_wgmma(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,
+                  ac_err *err);
 int acd_flash_forward_async(const acd_params &p, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 size_t acd_bwd_workspace_bytes(const acd_params &p);
-int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace, cudaStream_t stream, ac_err *err);
+int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace,
+                             cudaStream_t stream, ac_err *err);

@@ -32,11 +32,16 @@ static int naive_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t,
 #define RUN_naive .forward = naive_forward, .backward = NULL
 
 /* ctx: the row's ACD_MUT_* id. */
-#define DESCRIBE(id, name_, role, mutant_, description_)                                                    \
-    static const int id##_mutant = mutant_;                                                                 \
-    static const ac_kernel id = {.name = name_, .description = description_, .caps = ACD_CAPS_##role,       \
-                                 .device = AC_DEV_CUDA, .memory = AC_MEM_CUDA, .available = cuda_available, \
-                                 RUN_##role, .ctx = &id##_mutant};
+#define DESCRIBE(id, name_, role, mutant_, description_) \
+    static const int id##_mutant = mutant_; \
+    static const ac_kernel id = {.name = name_, \
+                                 .description = description_, \
+                                 .caps = ACD_CAPS_##role, \
+                                 .device = AC_DEV_CUDA, \
+                                 .memory = AC_MEM_CUDA, \
+                                 .available = cuda_available, \
+                                 RUN_##role, \
+                                 .ctx = &id##_mutant};
 ACD_FAMILY(DESCRIBE)
 
 #define ADDRESS(id, ...) &id,

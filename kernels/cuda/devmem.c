@@ -31,8 +31,8 @@ int ac_dev_alloc(void **dev, size_t bytes, ac_err *err)
     cudaError_t e = cudaMalloc(dev, bytes ? bytes : 1);
     if (e != cudaSuccess) {
         *dev = NULL;
-        return ac_fail(err, AC_ERR_ENV, "cudaMalloc(%zu bytes) failed: %s (%s:%d)", bytes,
-                       cudaGetErrorString(e), __FILE__, __LINE__);
+        return ac_fail(err, AC_ERR_ENV, "cudaMalloc(%zu bytes) failed: %s (%s:%d)", bytes, cudaGetErrorString(e),
+                       __FILE__, __LINE__);
     }
     return AC_OK;
 }

@@ -12,8 +12,8 @@
 /* Planted bugs of the fused forward (cuda-flash mutants). */
 enum {
     ACD_MUT_NONE = 0,
-    ACD_MUT_RACE = 1,          /* no barrier before a K/V stage is overwritten */
-    ACD_MUT_CAUSAL_SKIP = 2,   /* causal/window tile range ends one tile early */
+    ACD_MUT_RACE = 1, /* no barrier before a K/V stage is overwritten */
+    ACD_MUT_CAUSAL_SKIP = 2, /* causal/window tile range ends one tile early */
     ACD_MUT_TAIL_UNMASKED = 3, /* keys past the sequence end not masked */
 };
 
@@ -35,12 +35,11 @@ enum {
  * flash_bwd.cu; acd_tc_head_dim); d = 192 (MLA's d_qk) and 256, and f32 at
  * every d, run the CUDA-core kernels of flash_f32.cu.  One list serves every
  * dtype. */
-#define ACD_CAPS_FLASH(bwd)                                                                             \
-    {                                                                                                   \
-        .dtypes = ACD_DTYPES, .head_dims = {32, 64, 96, 128, 192, 256}, .n_head_dims = 6,                \
-        .max_head_dim = 256,                                                                            \
-        .masks = AC_MASKCAP_ALL, .layouts = ACD_FLASH_LAYOUTS, .gqa = true, .varlen = true,             \
-        .backward = (bwd), .max_seqlen = 0, .variants = ACD_FLASH_VARIANTS, ACD_DV_PAIRS,               \
+#define ACD_CAPS_FLASH(bwd) \
+    { \
+        .dtypes = ACD_DTYPES, .head_dims = {32, 64, 96, 128, 192, 256}, .n_head_dims = 6, .max_head_dim = 256, \
+        .masks = AC_MASKCAP_ALL, .layouts = ACD_FLASH_LAYOUTS, .gqa = true, .varlen = true, .backward = (bwd), \
+        .max_seqlen = 0, .variants = ACD_FLASH_VARIANTS, ACD_DV_PAIRS, \
     }
 
 /* The roles a row can have; each build maps a role to its entry points.
@@ -50,24 +49,24 @@ enum {
  *           S (B Hq Nq Nk floats) caps the sequence length */
 #define ACD_CAPS_flash ACD_CAPS_FLASH(true)
 #define ACD_CAPS_mutant ACD_CAPS_FLASH(false)
-#define ACD_CAPS_naive                                                                                   \
-    {                                                                                                    \
-        .dtypes = ACD_DTYPES, .n_head_dims = 0, .max_head_dim = 256, .masks = AC_MASKCAP_ALL,            \
-        .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = false, .max_seqlen = 16384,     \
+#define ACD_CAPS_naive \
+    { \
+        .dtypes = ACD_DTYPES, .n_head_dims = 0, .max_head_dim = 256, .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, \
+        .gqa = true, .varlen = true, .backward = false, .max_seqlen = 16384, \
     }
 
 /* X(id, name, role, mutant, description), in the order `attncheck list` shows them. */
-#define ACD_FAMILY(X)                                                                                            \
-    X(cuda_flash, "cuda-flash", flash, ACD_MUT_NONE,                                                             \
-      "FlashAttention-2 on tensor cores (mma.sync m16n8k16, f32 accumulate; f32 on CUDA cores), fused forward "  \
-      "and backward")                                                                                            \
-    X(cuda_naive, "cuda-naive", naive, ACD_MUT_NONE,                                                             \
-      "three kernels: S = QK^T (cuBLAS, f32), masked softmax, O = PV (cuBLAS); S and P in device memory")        \
-    X(cuda_race, "cuda-flash-mutant-race", mutant, ACD_MUT_RACE,                                                 \
-      "mutant: no __syncthreads before the next K/V tile overwrites the stage warps still read (a race)")        \
-    X(cuda_skip, "cuda-flash-mutant-causal-skip", mutant, ACD_MUT_CAUSAL_SKIP,                                   \
-      "mutant: the causal/window tile range stops one K/V tile early (the diagonal tile is skipped)")            \
-    X(cuda_tail, "cuda-flash-mutant-tail-unmasked", mutant, ACD_MUT_TAIL_UNMASKED,                               \
+#define ACD_FAMILY(X) \
+    X(cuda_flash, "cuda-flash", flash, ACD_MUT_NONE, \
+      "FlashAttention-2 on tensor cores (mma.sync m16n8k16, f32 accumulate; f32 on CUDA cores), fused forward " \
+      "and backward") \
+    X(cuda_naive, "cuda-naive", naive, ACD_MUT_NONE, \
+      "three kernels: S = QK^T (cuBLAS, f32), masked softmax, O = PV (cuBLAS); S and P in device memory") \
+    X(cuda_race, "cuda-flash-mutant-race", mutant, ACD_MUT_RACE, \
+      "mutant: no __syncthreads before the next K/V tile overwrites the stage warps still read (a race)") \
+    X(cuda_skip, "cuda-flash-mutant-causal-skip", mutant, ACD_MUT_CAUSAL_SKIP, \
+      "mutant: the causal/window tile range stops one K/V tile early (the diagonal tile is skipped)") \
+    X(cuda_tail, "cuda-flash-mutant-tail-unmasked", mutant, ACD_MUT_TAIL_UNMASKED, \
       "mutant: keys past the sequence end in the last partial K/V tile are not masked")
 
 #endif

@@ -21,7 +21,8 @@ static size_t bwd_rows_padded(const acd_params &p)
 }
 static size_t bwd_delta_floats(const acd_params &p) { return 2 * bwd_rows_padded(p); }
 
-namespace {
+namespace
+{
 
 // D_i = sum_c dO_ic O_ic in f32, one warp per row; padding rows get 0.
 template <typename T>
@@ -30,24 +31,29 @@ __global__ void bwd_delta(acd_params p, const T *__restrict__ O, const T *__rest
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     int b, h, i;
-    if (row >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, row, b, h, i)) return;
+    if (row >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, row, b, h, i))
+        return;
     float acc = 0.f;
     if (i < acd_nq(p, b)) {
         const long long at = acd_o_offset(p, b, h, i);
-        for (int c = lane; c < p.Dv; c += 32) acc = fmaf(acd_cvt<T>::to_f(dO[at + c]), acd_cvt<T>::to_f(O[at + c]), acc);
+        for (int c = lane; c < p.Dv; c += 32)
+            acc = fmaf(acd_cvt<T>::to_f(dO[at + c]), acd_cvt<T>::to_f(O[at + c]), acc);
     }
-    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (lane == 0) Dv[acd_row_index(p, b, h, i)] = acc;
+    for (int off = 16; off > 0; off >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0)
+        Dv[acd_row_index(p, b, h, i)] = acc;
 }
 
-template <typename T>
-__global__ void bwd_dq_convert(acd_params p, const float *__restrict__ dQacc, T *__restrict__ dQ)
+template <typename T> __global__ void bwd_dq_convert(acd_params p, const float *__restrict__ dQacc, T *__restrict__ dQ)
 {
     const long long n = (long long)p.B * p.Hq * p.Nq * p.D;
-    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
+    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n;
+         x += (long long)gridDim.x * blockDim.x) {
         const int c = (int)(x % p.D);
         int b, h, i;
-        if (!acd_grid_row(p, x / p.D, b, h, i)) continue;
+        if (!acd_grid_row(p, x / p.D, b, h, i))
+            continue;
         const long long at = acd_row_index(p, b, h, i) * p.D + c;
         // In double, so the tiny part's unscaling and the softmax scale round once.
         const double dq = ((double)dQacc[at] + (double)dQacc[n + at] * (1.0 / ACD_DQ_TINY_SCALE)) * p.scale;
@@ -61,7 +67,7 @@ __global__ void bwd_dq_convert(acd_params p, const float *__restrict__ dQacc, T 
 // denominator.  Rows that see nothing have LSE = s_h and D = 0.
 constexpr int kDsinkThreads = 256;
 __global__ void __launch_bounds__(kDsinkThreads)
-bwd_dsink(acd_params p, const float *__restrict__ LSE, const float *__restrict__ Dv, float *__restrict__ dsink)
+    bwd_dsink(acd_params p, const float *__restrict__ LSE, const float *__restrict__ Dv, float *__restrict__ dsink)
 {
     __shared__ double part[kDsinkThreads];
     const int h = blockIdx.x;
@@ -72,27 +78,34 @@ bwd_dsink(acd_params p, const float *__restrict__ LSE, const float *__restrict__
         for (int i = threadIdx.x; i < nq; i += kDsinkThreads) {
             const long long row = acd_row_index(p, b, h, i);
             const float lse = LSE[row];
-            if (isfinite(lse)) acc += exp(sink - (double)lse) * (double)Dv[row];
+            if (isfinite(lse))
+                acc += exp(sink - (double)lse) * (double)Dv[row];
         }
     }
     part[threadIdx.x] = acc;
     __syncthreads();
     for (int half = kDsinkThreads / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+        if (threadIdx.x < half)
+            part[threadIdx.x] += part[threadIdx.x + half];
         __syncthreads();
     }
-    if (threadIdx.x == 0) dsink[h] = (float)-part[0];
+    if (threadIdx.x == 0)
+        dsink[h] = (float)-part[0];
 }
 
 // dBias in the bias's dtype from its f32 sums and their subnormal twin (acd_dq_add),
 // added in double and rounded once.
 __global__ void bwd_dbias_convert(const float *__restrict__ acc, void *__restrict__ dbias, long long n, int dtype)
 {
-    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
+    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n;
+         x += (long long)gridDim.x * blockDim.x) {
         const double v = (double)acc[x] + (double)acc[n + x] * (1.0 / ACD_DQ_TINY_SCALE);
-        if (dtype == AC_F16) static_cast<__half *>(dbias)[x] = __double2half(v);
-        else if (dtype == AC_BF16) static_cast<__nv_bfloat16 *>(dbias)[x] = __double2bfloat16(v);
-        else static_cast<float *>(dbias)[x] = (float)v;
+        if (dtype == AC_F16)
+            static_cast<__half *>(dbias)[x] = __double2half(v);
+        else if (dtype == AC_BF16)
+            static_cast<__nv_bfloat16 *>(dbias)[x] = __double2bfloat16(v);
+        else
+            static_cast<float *>(dbias)[x] = (float)v;
     }
 }
 
@@ -100,8 +113,7 @@ __global__ void bwd_dbias_convert(const float *__restrict__ acc, void *__restric
 // kBlockN = 16 kWarps keys of one KV head), query tiles of kBlockQ rows.  For
 // dQ = dS K the warps split into kRowGroups of 16 query rows x kColGroups of
 // kGroupCols columns.
-template <int D, int BMQ, int NW>
-struct bwd_tc_traits {
+template <int D, int BMQ, int NW> struct bwd_tc_traits {
     static constexpr int kHeadDim = D, kBlockQ = BMQ, kWarps = NW, kBlockN = 16 * kWarps, kThreads = 32 * kWarps;
     static constexpr int kPitch = D + 8, kPitchS = kBlockN + 8; // shared row pitches (elements), as in fwd_tc
     static constexpr int kRowGroups = BMQ / 16, kColGroups = kWarps / kRowGroups, kGroupCols = D / kColGroups;
@@ -116,8 +128,8 @@ struct bwd_tc_traits {
 // S^T = K_w Q^T and dP^T = V_w dO^T: a warp's 16 keys (rows kw of sK, sV) x
 // the tile's BMQ queries.
 template <typename T, typename Kt>
-__device__ __forceinline__ void st_dpt_tc(float (&st)[Kt::kBlockQ / 8][4], float (&dpt)[Kt::kBlockQ / 8][4], const T *sK,
-                                          const T *sV, const T *sQ, const T *sdO, int kw, int lane)
+__device__ __forceinline__ void st_dpt_tc(float (&st)[Kt::kBlockQ / 8][4], float (&dpt)[Kt::kBlockQ / 8][4],
+                                          const T *sK, const T *sV, const T *sQ, const T *sdO, int kw, int lane)
 {
     constexpr int D = Kt::kHeadDim, BMQ = Kt::kBlockQ, LD = Kt::kPitch;
     acd_zero(st);
@@ -171,10 +183,11 @@ __device__ __forceinline__ void dv_dk_tc(float (&dv)[Kt::kHeadDim / 8][4], float
 // dQ = dS K for the tile, added into dQacc: dS (queries x keys, through shared
 // memory, since a warp holds dS^T) by the warps' row and column groups.
 template <typename T, typename Kt, bool kVar>
-__device__ __forceinline__ void dq_tc(float *dQacc, const acd_params &p, const T *sdS, const T *sK, int b, int h, int i0,
-                                      int nq, int warp, int lane)
+__device__ __forceinline__ void dq_tc(float *dQacc, const acd_params &p, const T *sdS, const T *sK, int b, int h,
+                                      int i0, int nq, int warp, int lane)
 {
-    constexpr int D = Kt::kHeadDim, BN = Kt::kBlockN, LD = Kt::kPitch, LDS = Kt::kPitchS, RG = Kt::kRowGroups, DC = Kt::kGroupCols;
+    constexpr int D = Kt::kHeadDim, BN = Kt::kBlockN, LD = Kt::kPitch, LDS = Kt::kPitchS, RG = Kt::kRowGroups,
+                  DC = Kt::kGroupCols;
     const int rg = warp % RG, c0 = (warp / RG) * DC;
     float dq[DC / 8][4];
     acd_zero(dq);
@@ -185,7 +198,8 @@ __device__ __forceinline__ void dq_tc(float *dQacc, const acd_params &p, const T
 #pragma unroll
         for (int dn = 0; dn < DC / 16; ++dn) {
             uint32_t kf[4];
-            acd_ldmatrix_x4_trans(kf, sK + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + c0 + dn * 16 + (lane / 16) * 8);
+            acd_ldmatrix_x4_trans(
+                kf, sK + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + c0 + dn * 16 + (lane / 16) * 8);
             acd_tc<T>::mma(dq[2 * dn], sa, kf[0], kf[1]);
             acd_tc<T>::mma(dq[2 * dn + 1], sa, kf[2], kf[3]);
         }
@@ -195,11 +209,12 @@ __device__ __forceinline__ void dq_tc(float *dQacc, const acd_params &p, const T
 
 template <typename T, typename Kt, bool kVar>
 __global__ void __launch_bounds__(Kt::kThreads)
-bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-       const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
-       float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
+    bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+           const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
+           float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
 {
-    constexpr int D = Kt::kHeadDim, BMQ = Kt::kBlockQ, BN = Kt::kBlockN, NT = Kt::kThreads, LD = Kt::kPitch, LDS = Kt::kPitchS;
+    constexpr int D = Kt::kHeadDim, BMQ = Kt::kBlockQ, BN = Kt::kBlockN, NT = Kt::kThreads, LD = Kt::kPitch,
+                  LDS = Kt::kPitchS;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Q, dO, LSE and D come in two stages: the next query tile's copy runs
     // while this one is computed (its latency was exposed on every tile).
@@ -223,12 +238,15 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const acd_bwd_plan<BMQ, BN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
-        acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq,
+                                     tid);
+        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq,
+                                     tid);
         acd_load_lse_d<BMQ, kVar>(sLse2 + stage * BMQ, sDd2 + stage * BMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
-    if (plan.count > 0) load_q_tile(0);
+    if (plan.count > 0)
+        load_q_tile(0);
 
     for (int x = 0; x < plan.count; ++x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
@@ -244,7 +262,8 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         float st[BMQ / 8][4], dpt[BMQ / 8][4];
         st_dpt_tc<T, Kt>(st, dpt, sK, sV, sQ, sdO, kw, lane);
         const uint32_t hidden = plan.hidden(p, b, h, i0, j0 + kw + g, t, nq, nk);
-        acd_bwd_p_ds<T, BMQ, kVar>(st, dpt, sLse2 + stage * BMQ, sDd2 + stage * BMQ, hidden, p, b, h, i0, j0 + kw + g, t, nq, nk); // P^T, dS^T
+        acd_bwd_p_ds<T, BMQ, kVar>(st, dpt, sLse2 + stage * BMQ, sDd2 + stage * BMQ, hidden, p, b, h, i0, j0 + kw + g,
+                                   t, nq, nk); // P^T, dS^T
         dv_dk_tc<T, Kt>(dv, dk, st, dpt, sQ, sdO, lane);
         // dS (queries x keys) to shared memory for dQ = dS K.
 #pragma unroll
@@ -261,19 +280,22 @@ bwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 }
 
 template <typename T, typename Kt, bool kVar>
-int launch_bwd_tc_var(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+int launch_bwd_tc_var(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,
+                      ac_err *err)
 {
     const size_t smem = Kt::template smem_bytes<T>();
     ACD_CHECK(err, cudaFuncSetAttribute(bwd_tc<T, Kt, kVar>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nk + Kt::kBlockN - 1) / Kt::kBlockN, p.Hkv, p.B);
-    bwd_tc<T, Kt, kVar><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
-                                                       a->lse, Dv, dQacc, (T *)a->dk, (T *)a->dv);
+    bwd_tc<T, Kt, kVar><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v,
+                                                              (const T *)a->d_o, a->lse, Dv, dQacc, (T *)a->dk,
+                                                              (T *)a->dv);
     ACD_CHECK_LAUNCH(err, "bwd_tc");
     return AC_OK;
 }
 
 template <typename T, typename Kt>
-int launch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+int launch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,
+                  ac_err *err)
 {
     return acd_variant_kernel(p) ? launch_bwd_tc_var<T, Kt, true>(p, a, Dv, dQacc, stream, err)
                                  : launch_bwd_tc_var<T, Kt, false>(p, a, Dv, dQacc, stream, err);
@@ -288,14 +310,20 @@ using bwd_tc_d96 = bwd_tc_traits<96, 32, 4>;
 using bwd_tc_d128 = bwd_tc_traits<128, 64, 8>;
 
 template <typename T>
-int dispatch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+int dispatch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,
+                    ac_err *err)
 {
     switch (p.D) {
-    case 32: return launch_bwd_tc<T, bwd_tc_d32>(p, a, Dv, dQacc, stream, err);
-    case 64: return launch_bwd_tc<T, bwd_tc_d64>(p, a, Dv, dQacc, stream, err);
-    case 96: return launch_bwd_tc<T, bwd_tc_d96>(p, a, Dv, dQacc, stream, err);
-    case 128: return launch_bwd_tc<T, bwd_tc_d128>(p, a, Dv, dQacc, stream, err);
-    default: return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: head_dim %d not built (32, 64, 96, 128)", p.D);
+    case 32:
+        return launch_bwd_tc<T, bwd_tc_d32>(p, a, Dv, dQacc, stream, err);
+    case 64:
+        return launch_bwd_tc<T, bwd_tc_d64>(p, a, Dv, dQacc, stream, err);
+    case 96:
+        return launch_bwd_tc<T, bwd_tc_d96>(p, a, Dv, dQacc, stream, err);
+    case 128:
+        return launch_bwd_tc<T, bwd_tc_d128>(p, a, Dv, dQacc, stream, err);
+    default:
+        return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: head_dim %d not built (32, 64, 96, 128)", p.D);
     }
 }
 
@@ -315,7 +343,8 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
         status = acd_bwd_wgmma<T>(p, a, Dv, dQacc, stream, err);
     else
         status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);
-    if (status != AC_OK) return status;
+    if (status != AC_OK)
+        return status;
     if (p.sinks && a->dsink) {
         bwd_dsink<<<p.Hq, kDsinkThreads, 0, stream>>>(p, a->lse, Dv, a->dsink);
         ACD_CHECK_LAUNCH(err, "bwd_dsink");
@@ -335,14 +364,19 @@ size_t acd_bwd_workspace_bytes(const acd_params &p)
     return sizeof(float) * (bwd_delta_floats(p) + 2 * rows * (size_t)p.D);
 }
 
-int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace, cudaStream_t stream, ac_err *err)
+int acd_flash_backward_async(const acd_params &p, ac_dtype t, const ac_bwd_args *a, void *workspace,
+                             cudaStream_t stream, ac_err *err)
 {
     float *Dv = (float *)workspace, *dQacc = Dv + bwd_delta_floats(p);
     switch (t) {
-    case AC_F16: return run_bwd<__half>(p, a, Dv, dQacc, stream, err);
-    case AC_BF16: return run_bwd<__nv_bfloat16>(p, a, Dv, dQacc, stream, err);
-    case AC_F32: return run_bwd<float>(p, a, Dv, dQacc, stream, err);
-    default: return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: unsupported dtype %d", (int)t);
+    case AC_F16:
+        return run_bwd<__half>(p, a, Dv, dQacc, stream, err);
+    case AC_BF16:
+        return run_bwd<__nv_bfloat16>(p, a, Dv, dQacc, stream, err);
+    case AC_F32:
+        return run_bwd<float>(p, a, Dv, dQacc, stream, err);
+    default:
+        return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: unsupported dtype %d", (int)t);
     }
 }
 
@@ -351,7 +385,8 @@ extern "C" int acd_flash_backward(const ac_problem *prob, ac_dtype t, const ac_b
     acd_params p;
     acd_staged st;
     int status = acd_stage(prob, ACD_MUT_NONE, &p, &st, err);
-    if (status != AC_OK) return status;
+    if (status != AC_OK)
+        return status;
     if ((p.sinks && !a->dsink) || (p.bias && !a->dbias)) {
         acd_unstage(&st);
         return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: a problem with %s needs the %s output",
@@ -367,14 +402,17 @@ extern "C" int acd_flash_backward(const ac_problem *prob, ac_dtype t, const ac_b
         p.dbias_acc = (float *)dbias_acc;
         p.dbias_elems = (long long)n_bias;
     }
-    if (status == AC_OK) status = acd_flash_backward_async(p, t, a, ws, 0, err);
+    if (status == AC_OK)
+        status = acd_flash_backward_async(p, t, a, ws, 0, err);
     if (status == AC_OK && p.bias) {
         const unsigned blocks = (unsigned)std::min<size_t>((n_bias + 255) / 256, 65535);
         bwd_dbias_convert<<<blocks, 256>>>(p.dbias_acc, a->dbias, (long long)n_bias, p.bias_dtype);
         const cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) status = ac_fail(err, AC_ERR_ENV, "launch of bwd_dbias_convert failed: %s", cudaGetErrorString(e));
+        if (e != cudaSuccess)
+            status = ac_fail(err, AC_ERR_ENV, "launch of bwd_dbias_convert failed: %s", cudaGetErrorString(e));
     }
-    if (status == AC_OK) status = ac_dev_sync(err);
+    if (status == AC_OK)
+        status = ac_dev_sync(err);
     acd_ws_free(dbias_acc, 2 * sizeof(float) * n_bias);
     acd_ws_free(ws, ws_bytes);
     acd_unstage(&st);

@@ -13,7 +13,8 @@
 #include "softmax.cuh"
 #include "wgmma.cuh"
 
-namespace {
+namespace
+{
 
 constexpr int kBN = 128, kBMQ = 64, kNT = 256; // keys per block, query rows per tile, threads
 
@@ -41,8 +42,9 @@ __device__ __forceinline__ void st_dpt_wg(float (&st)[kBMQ / 8][4], float (&dpt)
 // dV += P^T dO and dK += dS^T Q issued, k running over the 64 queries, dO and Q
 // MN-major; the caller waits (pa, sa: P^T and dS^T as register operands).
 template <typename T, int D>
-__device__ __forceinline__ void dv_dk_issue(float (&dv)[D / 8][4], float (&dk)[D / 8][4], const uint32_t (&pa)[kBMQ / 16][4],
-                                            const uint32_t (&sa)[kBMQ / 16][4], uint32_t sQ, uint32_t sdO)
+__device__ __forceinline__ void dv_dk_issue(float (&dv)[D / 8][4], float (&dk)[D / 8][4],
+                                            const uint32_t (&pa)[kBMQ / 16][4], const uint32_t (&sa)[kBMQ / 16][4],
+                                            uint32_t sQ, uint32_t sdO)
 {
     const uint64_t dod = acd_wg_desc(sdO, kBMQ * 128, 1024), dqd = acd_wg_desc(sQ, kBMQ * 128, 1024);
     acd_wg_fence();
@@ -64,7 +66,8 @@ __device__ __forceinline__ void ds_to_smem(unsigned char *sdS, const float (&ds_
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int q = n * 8 + 2 * t + (e & 1), k = kl + (e >= 2 ? 8 : 0);
-            *reinterpret_cast<T *>(sdS + acd_sw128_offset<kBMQ>(q, k / 8) + (k % 8) * 2) = acd_tc<T>::from_f(ds_t[n][e]);
+            *reinterpret_cast<T *>(sdS + acd_sw128_offset<kBMQ>(q, k / 8) + (k % 8) * 2) =
+                acd_tc<T>::from_f(ds_t[n][e]);
         }
 }
 
@@ -90,9 +93,9 @@ __device__ __forceinline__ int dq_issue(float (&dq)[8][4], uint32_t sdS, uint32_
 
 template <typename T, int D, bool kVar>
 __global__ void __launch_bounds__(kNT, 1)
-bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-       const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
-       float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
+    bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+           const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
+           float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr uint32_t kKVBytes = kBN * D * 2, kQBytes = kBMQ * D * 2, kSBytes = kBMQ * kBN * 2;
@@ -100,7 +103,8 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     // Swizzle atoms must start 1024-byte aligned (the launch adds the slack).
     const uint32_t sK = (acd_smem_addr(smem_raw) + 1023u) & ~1023u, sV = sK + kKVBytes;
     const uint32_t sQ2 = sV + kKVBytes, sdO2 = sQ2 + 2 * kQBytes, sdS = sdO2 + 2 * kQBytes; // Q, dO: two stages
-    float *sLse2 = reinterpret_cast<float *>(smem_raw + (sdS + kSBytes - acd_smem_addr(smem_raw))), *sDd2 = sLse2 + 2 * kBMQ;
+    float *sLse2 = reinterpret_cast<float *>(smem_raw + (sdS + kSBytes - acd_smem_addr(smem_raw))),
+          *sDd2 = sLse2 + 2 * kBMQ;
 
     const int tid = threadIdx.x, wg = tid / 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * kBN;
@@ -118,12 +122,15 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
     const acd_bwd_plan<kBMQ, kBN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
-        acd_load_tile_sw128<T, kBMQ, D, kNT>(sQ2 + stage * kQBytes, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
-        acd_load_tile_sw128<T, kBMQ, D, kNT>(sdO2 + stage * kQBytes, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq, tid);
+        acd_load_tile_sw128<T, kBMQ, D, kNT>(sQ2 + stage * kQBytes, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0,
+                                             nq, tid);
+        acd_load_tile_sw128<T, kBMQ, D, kNT>(sdO2 + stage * kQBytes, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss,
+                                             i0, nq, tid);
         acd_load_lse_d<kBMQ, kVar>(sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
-    if (plan.count > 0) load_q_tile(0);
+    if (plan.count > 0)
+        load_q_tile(0);
 
     for (int x = 0; x < plan.count; ++x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
@@ -134,12 +141,14 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         // Every warp sees this tile; every warpgroup is done with the previous
         // one, whose stage the next copy reuses, and with its dS.
         __syncthreads();
-        if (x + 1 < plan.count) load_q_tile(x + 1);
+        if (x + 1 < plan.count)
+            load_q_tile(x + 1);
 
         float st[kBMQ / 8][4], dpt[kBMQ / 8][4];
         st_dpt_wg<T, D>(st, dpt, sK, sV, sQ, sdO, wg);
         const uint32_t hidden = plan.hidden(p, b, h, i0, key, t, nq, nk);
-        acd_bwd_p_ds<T, kBMQ, kVar>(st, dpt, sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, hidden, p, b, h, i0, key, t, nq, nk); // P^T, dS^T
+        acd_bwd_p_ds<T, kBMQ, kVar>(st, dpt, sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, hidden, p, b, h, i0, key, t, nq,
+                                    nk); // P^T, dS^T
         uint32_t pa[kBMQ / 16][4], sa[kBMQ / 16][4];
 #pragma unroll
         for (int kq = 0; kq < kBMQ / 16; ++kq) {
@@ -169,20 +178,23 @@ bwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 }
 
 template <typename T, int D, bool kVar>
-int launch_bwd_wg_var(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+int launch_bwd_wg_var(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,
+                      ac_err *err)
 {
     // K, V; two stages of Q and dO; dS; two stages of LSE and D; alignment slack.
-    const size_t smem = sizeof(T) * ((size_t)(2 * kBN + 4 * kBMQ) * D + (size_t)kBMQ * kBN) + 4 * sizeof(float) * kBMQ + 1024;
+    const size_t smem =
+        sizeof(T) * ((size_t)(2 * kBN + 4 * kBMQ) * D + (size_t)kBMQ * kBN) + 4 * sizeof(float) * kBMQ + 1024;
     ACD_CHECK(err, cudaFuncSetAttribute(bwd_wg<T, D, kVar>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nk + kBN - 1) / kBN, p.Hkv, p.B);
-    bwd_wg<T, D, kVar><<<grid, kNT, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o, a->lse, Dv,
-                                             dQacc, (T *)a->dk, (T *)a->dv);
+    bwd_wg<T, D, kVar><<<grid, kNT, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v,
+                                                    (const T *)a->d_o, a->lse, Dv, dQacc, (T *)a->dk, (T *)a->dv);
     ACD_CHECK_LAUNCH(err, "bwd_wg");
     return AC_OK;
 }
 
 template <typename T, int D>
-int launch_bwd_wg(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+int launch_bwd_wg(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,
+                  ac_err *err)
 {
     return acd_variant_kernel(p) ? launch_bwd_wg_var<T, D, true>(p, a, Dv, dQacc, stream, err)
                                  : launch_bwd_wg_var<T, D, false>(p, a, Dv, dQacc, stream, err);
@@ -191,10 +203,14 @@ int launch_bwd_wg(const acd_params &p, const ac_bwd_args *a, const float *Dv, fl
 } // namespace
 
 template <typename T>
-int acd_bwd_wgmma(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+int acd_bwd_wgmma(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,
+                  ac_err *err)
 {
-    if (p.D == 64) return launch_bwd_wg<T, 64>(p, a, Dv, dQacc, stream, err);
+    if (p.D == 64)
+        return launch_bwd_wg<T, 64>(p, a, Dv, dQacc, stream, err);
     return launch_bwd_wg<T, 128>(p, a, Dv, dQacc, stream, err);
 }
-template int acd_bwd_wgmma<__half>(const acd_params &, const ac_bwd_args *, const float *, float *, cudaStream_t, ac_err *);
-template int acd_bwd_wgmma<__nv_bfloat16>(const acd_params &, const ac_bwd_args *, const float *, float *, cudaStream_t, ac_err *);
+template int acd_bwd_wgmma<__half>(const acd_params &, const ac_bwd_args *, const float *, float *, cudaStream_t,
+                                   ac_err *);
+template int acd_bwd_wgmma<__nv_bfloat16>(const acd_params &, const ac_bwd_args *, const float *, float *, cudaStream_t,
+                                          ac_err *);

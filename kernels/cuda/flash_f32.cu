@@ -9,17 +9,20 @@
 #include "mask.cuh"
 #include "softmax.cuh"
 
-namespace {
+namespace
+{
 
 // S' of a raw product s = (Q K^T)_ij in natural units, as cpu-flash computes it:
 // s times the f32 scale (one rounding), or with the modifiers ref.h's S'.
-__device__ __forceinline__ float acd_score_nat(const acd_params &p, float s, float slope, int b, int h, int i, int j, int nq,
-                                               int nk, float *dt = nullptr)
+__device__ __forceinline__ float acd_score_nat(const acd_params &p, float s, float slope, int b, int h, int i, int j,
+                                               int nq, int nk, float *dt = nullptr)
 {
     float t = 1.f;
-    const float x =
-        p.mods ? acd_score_mod(p, s, p.scale, p.softcap, slope, i + nk - nq - j, acd_bias_at(p, b, h, i, j), 1.f, &t) : s * p.scale;
-    if (dt) *dt = t;
+    const float x = p.mods
+        ? acd_score_mod(p, s, p.scale, p.softcap, slope, i + nk - nq - j, acd_bias_at(p, b, h, i, j), 1.f, &t)
+        : s * p.scale;
+    if (dt)
+        *dt = t;
     return x;
 }
 
@@ -27,21 +30,23 @@ __device__ __forceinline__ float acd_score_nat(const acd_params &p, float s, flo
 // difference's rounding carried as acd_exp_shifted carries its own.
 __device__ __forceinline__ float acd_exp_shifted_mod(float x, float lse, float lse_lo)
 {
-    if (!isfinite(x) || !isfinite(lse)) return expf(x - lse);
+    if (!isfinite(x) || !isfinite(lse))
+        return expf(x - lse);
     const float d = __fsub_rn(x, lse), bb = __fsub_rn(d, x);
     const float err = __fadd_rn(__fsub_rn(x, __fsub_rn(d, bb)), __fsub_rn(-lse, bb));
     const float corr = err - lse_lo;
-    return fabsf(corr) <= 0x1p-10f ? (float)::exp((double)x - (double)lse - (double)lse_lo) : expf(d); // as acd_exp_shifted
+    return fabsf(corr) <= 0x1p-10f ? (float)::exp((double)x - (double)lse - (double)lse_lo)
+                                   : expf(d); // as acd_exp_shifted
 }
 
-constexpr int kF32Rows = 4;   // query rows per warp (forward)
-constexpr int kF32Warps = 4;  // warps per block (forward)
+constexpr int kF32Rows = 4; // query rows per warp (forward)
+constexpr int kF32Warps = 4; // warps per block (forward)
 constexpr int kF32MaxCols = 8; // head dim <= 32 * 8
 
 template <typename T>
 __global__ void __launch_bounds__(kF32Warps * 32)
-fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-        T *__restrict__ O, float *__restrict__ LSE)
+    fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O,
+            float *__restrict__ LSE)
 {
     constexpr int BM = kF32Rows * kF32Warps;
     extern __shared__ float smf[];
@@ -65,7 +70,8 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
 
     for (int nb = span.nb_lo; nb < span.nb_hi; ++nb) {
         const int j0 = nb * 32;
-        if (p.mutant != ACD_MUT_RACE) __syncthreads(); // the previous tile is consumed
+        if (p.mutant != ACD_MUT_RACE)
+            __syncthreads(); // the previous tile is consumed
         for (int x = tid; x < 32 * D; x += blockDim.x) {
             int r = x / D, c = x % D;
             sK[r * LDK + c] = j0 + r < nk ? acd_cvt<T>::to_f(Kb[(long long)(j0 + r) * p.k_ss + c]) : 0.f;
@@ -79,37 +85,45 @@ fwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
         for (int r = 0; r < kF32Rows; ++r) {
             const int il = warp * kF32Rows + r, i = i0 + il, j = j0 + lane;
             float s = 0.f;
-            for (int c = 0; c < D; ++c) s = fmaf(sQ[il * D + c], sK[lane * LDK + c], s);
+            for (int c = 0; c < D; ++c)
+                s = fmaf(sQ[il * D + c], sK[lane * LDK + c], s);
             s = acd_visible(p, b, h, i, j, nq, nk) ? acd_score_nat(p, s, slope, b, h, i, j, nq, nk) : -INFINITY;
             // The online softmax of acd_softmax_row_in over a warp-wide row, in
             // base e with expf for P (kept in f32), as cpu-flash.
             float mx = s, alpha;
-            for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            for (int off = 16; off > 0; off >>= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
             const float pj = acd_base_e::exp(s - rows[r].rescale(mx, alpha));
             float sum = pj;
-            for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            for (int off = 16; off > 0; off >>= 1)
+                sum += __shfl_xor_sync(0xffffffffu, sum, off);
             rows[r].add(alpha, sum);
 #pragma unroll
-            for (int k = 0; k < kF32MaxCols; ++k) o[r][k] *= alpha;
+            for (int k = 0; k < kF32MaxCols; ++k)
+                o[r][k] *= alpha;
             for (int jj = 0; jj < 32; ++jj) {
                 const float pb = __shfl_sync(0xffffffffu, pj, jj);
 #pragma unroll
                 for (int k = 0; k < kF32MaxCols; ++k)
-                    if (lane + 32 * k < DV) o[r][k] = fmaf(pb, sV[jj * LDV + lane + 32 * k], o[r][k]);
+                    if (lane + 32 * k < DV)
+                        o[r][k] = fmaf(pb, sV[jj * LDV + lane + 32 * k], o[r][k]);
             }
         }
     }
 #pragma unroll
     for (int r = 0; r < kF32Rows; ++r) {
         const int i = i0 + warp * kF32Rows + r;
-        if (i >= acd_q_stored(p, nq)) continue;
+        if (i >= acd_q_stored(p, nq))
+            continue;
         const float o_factor = p.sinks ? rows[r].join_sink(p.sinks[h]) : 1.f;
         const float inv = rows[r].inv_l() * o_factor;
         T *Orow = O + acd_o_offset(p, b, h, i);
 #pragma unroll
         for (int k = 0; k < kF32MaxCols; ++k)
-            if (lane + 32 * k < DV) Orow[lane + 32 * k] = acd_cvt<T>::from_f(o[r][k] * inv);
-        if (lane == 0) LSE[acd_row_index(p, b, h, i)] = rows[r].lse();
+            if (lane + 32 * k < DV)
+                Orow[lane + 32 * k] = acd_cvt<T>::from_f(o[r][k] * inv);
+        if (lane == 0)
+            LSE[acd_row_index(p, b, h, i)] = rows[r].lse();
     }
 }
 
@@ -129,7 +143,8 @@ __global__ void bwd_f32_refine_lse(acd_params p, const T *__restrict__ Q, const 
     const long long row = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     int b, h, i;
-    if (row >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, row, b, h, i)) return;
+    if (row >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, row, b, h, i))
+        return;
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
     const long long at = acd_row_index(p, b, h, i);
     const float lse = i < nq ? LSE[at] : -INFINITY, slope = acd_alibi_slope(p, b, h);
@@ -140,12 +155,16 @@ __global__ void bwd_f32_refine_lse(acd_params p, const T *__restrict__ Q, const 
         int lo, hi;
         acd_window(p, i, nq, nk, lo, hi);
         for (int j = max(lo, 0) + lane; j < min(hi, nk); j += 32) {
-            if (!acd_visible(p, b, h, i, j, nq, nk)) continue;
+            if (!acd_visible(p, b, h, i, j, nq, nk))
+                continue;
             float s = 0.f;
-            for (int c = 0; c < p.D; ++c) s = fmaf(acd_cvt<T>::to_f(q[c]), acd_cvt<T>::to_f(Kb[(long long)j * p.k_ss + c]), s);
+            for (int c = 0; c < p.D; ++c)
+                s = fmaf(acd_cvt<T>::to_f(q[c]), acd_cvt<T>::to_f(Kb[(long long)j * p.k_ss + c]), s);
             // bwd_f32's S' (the same f32 chain); without modifiers exactly s scale
-            const double x = p.mods ? (double)acd_score_nat(p, s, slope, b, h, i, j, nq, nk) : (double)s * (double)p.scale;
-            if (x == -INFINITY) continue; // a -inf bias: hidden
+            const double x =
+                p.mods ? (double)acd_score_nat(p, s, slope, b, h, i, j, nq, nk) : (double)s * (double)p.scale;
+            if (x == -INFINITY)
+                continue; // a -inf bias: hidden
             sum += exp(x - (double)lse);
             top = fmax(top, fabs(x));
         }
@@ -155,7 +174,8 @@ __global__ void bwd_f32_refine_lse(acd_params p, const T *__restrict__ Q, const 
         top = fmax(top, __shfl_xor_sync(0xffffffffu, top, off));
     }
     if (lane == 0) {
-        if (p.sinks && i < nq && isfinite(lse)) sum += exp((double)p.sinks[h] - (double)lse); // the sink's share
+        if (p.sinks && i < nq && isfinite(lse))
+            sum += exp((double)p.sinks[h] - (double)lse); // the sink's share
         const double r = sum > 0.0 ? log(sum) : 0.0;
         lse_lo[at] = fabs(r) < 0x1p-12 && top < 0x1p40 ? (float)r : 0.f;
     }
@@ -166,9 +186,9 @@ __global__ void bwd_f32_refine_lse(acd_params p, const T *__restrict__ Q, const 
 // workspace with atomicAdd (acd_dq_add: tiny ones to its scaled twin).  Rows are visited one at a time over the group's heads.
 template <typename T>
 __global__ void __launch_bounds__(32)
-bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-        const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
-        const float *__restrict__ lse_lo, float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
+    bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+            const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
+            const float *__restrict__ lse_lo, float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
 {
     extern __shared__ float smf[];
     const int D = p.D, DV = p.Dv, LDK = D + 1, LDV = DV + 1, lane = threadIdx.x;
@@ -194,28 +214,39 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
         const T *Qb = Q + acd_q_base(p, b) + h * p.q_sh, *dOb = dO + acd_o_base(p, b) + h * p.o_sh;
         const float slope = acd_alibi_slope(p, b, h);
         for (int i = i_lo; i < i_hi; ++i) {
-            for (int c = lane; c < D; c += 32) sq[c] = acd_cvt<T>::to_f(Qb[(long long)i * p.q_ss + c]);
-            for (int c = lane; c < DV; c += 32) sdo[c] = acd_cvt<T>::to_f(dOb[(long long)i * p.o_ss + c]);
+            for (int c = lane; c < D; c += 32)
+                sq[c] = acd_cvt<T>::to_f(Qb[(long long)i * p.q_ss + c]);
+            for (int c = lane; c < DV; c += 32)
+                sdo[c] = acd_cvt<T>::to_f(dOb[(long long)i * p.o_ss + c]);
             __syncwarp();
             const long long row = acd_row_index(p, b, h, i);
             const float lse = LSE[row], dd = Dv[row], lse_rem = lse_lo[row];
             float s = 0.f, dp = 0.f;
-            for (int c = 0; c < D; ++c) s = fmaf(sq[c], sK[lane * LDK + c], s);
-            for (int c = 0; c < DV; ++c) dp = fmaf(sdo[c], sV[lane * LDV + c], dp);
+            for (int c = 0; c < D; ++c)
+                s = fmaf(sq[c], sK[lane * LDK + c], s);
+            for (int c = 0; c < DV; ++c)
+                dp = fmaf(sdo[c], sV[lane * LDV + c], dp);
             const bool vis = acd_visible(p, b, h, i, j, nq, nk) && lse != -INFINITY;
             float dt = 1.f;
             const float xm = p.mods ? acd_score_nat(p, s, slope, b, h, i, j, nq, nk, &dt) : 0.f;
             const acd_p_ds x = acd_recompute_p_ds(
-                vis, [&] { return p.mods ? acd_exp_shifted_mod(xm, lse, lse_rem) : acd_exp_shifted(s, p.scale, lse, lse_rem); },
+                vis,
+                [&] {
+                    return p.mods ? acd_exp_shifted_mod(xm, lse, lse_rem) : acd_exp_shifted(s, p.scale, lse, lse_rem);
+                },
                 dp, dd);
-            if (p.dbias_acc && vis && x.ds != 0.f) acd_dq_add(p.dbias_acc, p.dbias_elems, acd_bias_index(p, b, h, i, j), x.ds); // dS', before t'
+            if (p.dbias_acc && vis && x.ds != 0.f)
+                acd_dq_add(p.dbias_acc, p.dbias_elems, acd_bias_index(p, b, h, i, j), x.ds); // dS', before t'
             const float pr = x.p, ds = x.ds * dt;
             if (__any_sync(0xffffffffu, pr != 0.f)) {
-                for (int c = 0; c < DV; ++c) sdV[lane * LDV + c] = fmaf(pr, sdo[c], sdV[lane * LDV + c]);
-                for (int c = 0; c < D; ++c) sdK[lane * LDK + c] = fmaf(ds, sq[c], sdK[lane * LDK + c]);
+                for (int c = 0; c < DV; ++c)
+                    sdV[lane * LDV + c] = fmaf(pr, sdo[c], sdV[lane * LDV + c]);
+                for (int c = 0; c < D; ++c)
+                    sdK[lane * LDK + c] = fmaf(ds, sq[c], sdK[lane * LDK + c]);
                 for (int c = lane; c < D; c += 32) {
                     float acc = 0.f;
-                    for (int jj = 0; jj < 32; ++jj) acc = fmaf(__shfl_sync(0xffffffffu, ds, jj), sK[jj * LDK + c], acc);
+                    for (int jj = 0; jj < 32; ++jj)
+                        acc = fmaf(__shfl_sync(0xffffffffu, ds, jj), sK[jj * LDK + c], acc);
                     acd_dq_add(dQacc, acd_dq_elems(p), row * D + c, acc);
                 }
             }
@@ -225,12 +256,15 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
     __syncwarp();
     for (int x = lane; x < 32 * D; x += 32) {
         int r = x / D, c = x % D;
-        if (j0 + r >= acd_k_stored(p, nk)) continue;
-        dK[acd_k_base(p, b) + hk * p.k_sh + (long long)(j0 + r) * p.k_ss + c] = acd_cvt<T>::from_f(sdK[r * LDK + c] * p.scale);
+        if (j0 + r >= acd_k_stored(p, nk))
+            continue;
+        dK[acd_k_base(p, b) + hk * p.k_sh + (long long)(j0 + r) * p.k_ss + c] =
+            acd_cvt<T>::from_f(sdK[r * LDK + c] * p.scale);
     }
     for (int x = lane; x < 32 * DV; x += 32) {
         int r = x / DV, c = x % DV;
-        if (j0 + r >= acd_k_stored(p, nk)) continue;
+        if (j0 + r >= acd_k_stored(p, nk))
+            continue;
         dV[acd_v_base(p, b) + hk * p.v_sh + (long long)(j0 + r) * p.v_ss + c] = acd_cvt<T>::from_f(sdV[r * LDV + c]);
     }
 }
@@ -241,43 +275,50 @@ bwd_f32(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T 
 static int f32_dims_ok(const acd_params &p, ac_err *err)
 {
     if (p.D > 32 * kF32MaxCols || p.Dv > 32 * kF32MaxCols)
-        return ac_fail(err, AC_ERR_INPUT, "cuda-flash (CUDA cores): head_dim %d, d_v %d (at most %d)", p.D, p.Dv, 32 * kF32MaxCols);
+        return ac_fail(err, AC_ERR_INPUT, "cuda-flash (CUDA cores): head_dim %d, d_v %d (at most %d)", p.D, p.Dv,
+                       32 * kF32MaxCols);
     return AC_OK;
 }
 
 template <typename T> int acd_fwd_f32(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    if (f32_dims_ok(p, err) != AC_OK) return AC_ERR_INPUT;
+    if (f32_dims_ok(p, err) != AC_OK)
+        return AC_ERR_INPUT;
     constexpr int BM = kF32Rows * kF32Warps;
     // K and V (32 keys, pitches D + 1 and d_v + 1), then Q
     const size_t smem = sizeof(float) * ((size_t)32 * (p.D + 1) + (size_t)32 * (p.Dv + 1) + (size_t)BM * p.D);
     ACD_CHECK(err, cudaFuncSetAttribute(fwd_f32<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nq + BM - 1) / BM, p.Hq, p.B);
-    fwd_f32<T><<<grid, kF32Warps * 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    fwd_f32<T><<<grid, kF32Warps * 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o,
+                                                       a->lse);
     ACD_CHECK_LAUNCH(err, "fwd_f32");
     return AC_OK;
 }
 
 template <typename T>
-int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc, cudaStream_t stream, ac_err *err)
+int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc,
+                cudaStream_t stream, ac_err *err)
 {
-    if (f32_dims_ok(p, err) != AC_OK) return AC_ERR_INPUT;
+    if (f32_dims_ok(p, err) != AC_OK)
+        return AC_ERR_INPUT;
     const long long rows = (long long)p.B * p.Hq * p.Nq;
-    bwd_f32_refine_lse<T><<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, (const T *)a->q, (const T *)a->k, a->lse, lse_lo);
+    bwd_f32_refine_lse<T>
+        <<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, (const T *)a->q, (const T *)a->k, a->lse, lse_lo);
     ACD_CHECK_LAUNCH(err, "bwd_f32_refine_lse");
     // K, V, dK, dV (32 rows each, pitches D + 1 and d_v + 1), then a row of Q and of dO
     const size_t smem = sizeof(float) * ((size_t)64 * (p.D + 1) + (size_t)64 * (p.Dv + 1) + (size_t)p.D + p.Dv);
     ACD_CHECK(err, cudaFuncSetAttribute(bwd_f32<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nk + 31) / 32, p.Hkv, p.B);
     bwd_f32<T><<<grid, 32, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (const T *)a->d_o,
-                                          a->lse, Dv, lse_lo, dQacc, (T *)a->dk, (T *)a->dv);
+                                           a->lse, Dv, lse_lo, dQacc, (T *)a->dk, (T *)a->dv);
     ACD_CHECK_LAUNCH(err, "bwd_f32");
     return AC_OK;
 }
 
-#define ACD_INSTANTIATE_F32_PATH(T)                                                                   \
+#define ACD_INSTANTIATE_F32_PATH(T) \
     template int acd_fwd_f32<T>(const acd_params &, const ac_fwd_args *, cudaStream_t, ac_err *); \
-    template int acd_bwd_f32<T>(const acd_params &, const ac_bwd_args *, const float *, float *, float *, cudaStream_t, ac_err *);
+    template int acd_bwd_f32<T>(const acd_params &, const ac_bwd_args *, const float *, float *, float *, \
+                                cudaStream_t, ac_err *);
 ACD_INSTANTIATE_F32_PATH(float)
 ACD_INSTANTIATE_F32_PATH(__half)
 ACD_INSTANTIATE_F32_PATH(__nv_bfloat16)

@@ -7,22 +7,26 @@
 #include "mask.cuh"
 #include "softmax.cuh"
 
-namespace {
+namespace
+{
 
 // A tile configuration of fwd_tc: kWarps warps of kMTiles m-tiles of 16 query
 // rows each, kBlockN keys per K/V tile.  Two m-tiles halve the shared-memory
 // reads of K and V per tensor-core product (FlashAttention-2's 32 rows per
 // warp); Q's fragments then come from shared memory at each step instead of
 // registers.
-template <int D, int NW, int MR, int BN>
-struct fwd_tc_traits {
+template <int D, int NW, int MR, int BN> struct fwd_tc_traits {
     static constexpr int kHeadDim = D, kWarps = NW, kMTiles = MR, kBlockN = BN;
     static constexpr int kWarpRows = 16 * kMTiles, kBlockM = kWarpRows * kWarps, kThreads = 32 * kWarps;
-    static constexpr int kPitch = D + 8; // shared row pitch (elements): 16 bytes of padding keep ldmatrix free of bank conflicts
+    static constexpr int kPitch =
+        D + 8; // shared row pitch (elements): 16 bytes of padding keep ldmatrix free of bank conflicts
     static constexpr bool kQInRegs = MR == 1;
     static constexpr int kQFrags = kQInRegs ? D / 16 : 1; // Q's A fragments held in registers
     // Q, then two stages each of K and V.
-    template <typename T> static constexpr size_t smem_bytes() { return sizeof(T) * (size_t)(kBlockM + 4 * BN) * kPitch; }
+    template <typename T> static constexpr size_t smem_bytes()
+    {
+        return sizeof(T) * (size_t)(kBlockM + 4 * BN) * kPitch;
+    }
 };
 
 // S = Q K^T for a warp's m-tiles x kBlockN keys of the K stage sKs: Q's
@@ -33,7 +37,8 @@ __device__ __forceinline__ void qk_tc(float (&s)[Kt::kMTiles][Kt::kBlockN / 8][4
 {
     constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, BN = Kt::kBlockN, LD = Kt::kPitch;
 #pragma unroll
-    for (int mr = 0; mr < MR; ++mr) acd_zero(s[mr]);
+    for (int mr = 0; mr < MR; ++mr)
+        acd_zero(s[mr]);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t qa[MR][4];
@@ -41,9 +46,11 @@ __device__ __forceinline__ void qk_tc(float (&s)[Kt::kMTiles][Kt::kBlockN / 8][4
         for (int mr = 0; mr < MR; ++mr) {
             if constexpr (Kt::kQInRegs) {
 #pragma unroll
-                for (int x = 0; x < 4; ++x) qa[mr][x] = qf[kk][x];
+                for (int x = 0; x < 4; ++x)
+                    qa[mr][x] = qf[kk][x];
             } else {
-                acd_ldmatrix_x4(qa[mr], sQ + (warp * Kt::kWarpRows + mr * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+                acd_ldmatrix_x4(qa[mr],
+                                sQ + (warp * Kt::kWarpRows + mr * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
             }
         }
 #pragma unroll
@@ -62,19 +69,21 @@ __device__ __forceinline__ void qk_tc(float (&s)[Kt::kMTiles][Kt::kBlockN / 8][4
 // O += P V for a warp's m-tiles, P rounded to T as the tensor cores need, V
 // from the stage sVs.
 template <typename T, typename Kt>
-__device__ __forceinline__ void pv_tc(float (&o)[Kt::kMTiles][Kt::kHeadDim / 8][4], const float (&pr)[Kt::kMTiles][Kt::kBlockN / 8][4],
-                                      const T *sVs, int lane)
+__device__ __forceinline__ void pv_tc(float (&o)[Kt::kMTiles][Kt::kHeadDim / 8][4],
+                                      const float (&pr)[Kt::kMTiles][Kt::kBlockN / 8][4], const T *sVs, int lane)
 {
     constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, BN = Kt::kBlockN, LD = Kt::kPitch;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
         uint32_t pf[MR][4];
 #pragma unroll
-        for (int mr = 0; mr < MR; ++mr) acd_frag_to_a<T>(pf[mr], pr[mr], kk);
+        for (int mr = 0; mr < MR; ++mr)
+            acd_frag_to_a<T>(pf[mr], pr[mr], kk);
 #pragma unroll
         for (int dn = 0; dn < D / 16; ++dn) {
             uint32_t vf[4];
-            acd_ldmatrix_x4_trans(vf, sVs + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8);
+            acd_ldmatrix_x4_trans(vf,
+                                  sVs + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8);
 #pragma unroll
             for (int mr = 0; mr < MR; ++mr) {
                 acd_tc<T>::mma(o[mr][2 * dn], pf[mr], vf[0], vf[1]);
@@ -86,10 +95,11 @@ __device__ __forceinline__ void pv_tc(float (&o)[Kt::kMTiles][Kt::kHeadDim / 8][
 
 template <typename T, typename Kt, bool kVar>
 __global__ void __launch_bounds__(Kt::kThreads)
-fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-       T *__restrict__ O, float *__restrict__ LSE)
+    fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O,
+           float *__restrict__ LSE)
 {
-    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, BN = Kt::kBlockN, BM = Kt::kBlockM, NT = Kt::kThreads, LD = Kt::kPitch;
+    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, BN = Kt::kBlockN, BM = Kt::kBlockM, NT = Kt::kThreads,
+                  LD = Kt::kPitch;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);
     T *sK = sQ + BM * LD; // two stages
@@ -108,7 +118,8 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 
     float o[MR][D / 8][4];
 #pragma unroll
-    for (int mr = 0; mr < MR; ++mr) acd_zero(o[mr]);
+    for (int mr = 0; mr < MR; ++mr)
+        acd_zero(o[mr]);
     acd_softmax_row rows[MR][2];
     uint32_t qf[Kt::kQFrags][4];
 
@@ -143,7 +154,8 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
 #pragma unroll
         for (int mr = 0; mr < MR; ++mr) {
             acd_scores_tile<BN, kVar>(s[mr], p, b, h, iw + mr * 16 + g, j0, t, nq, nk);
-            if (!tile_full) acd_mask_tile<BN>(s[mr], p, b, h, iw + mr * 16 + g, j0, t, nq, nk);
+            if (!tile_full)
+                acd_mask_tile<BN>(s[mr], p, b, h, iw + mr * 16 + g, j0, t, nq, nk);
         }
 #pragma unroll
         for (int mr = 0; mr < MR; ++mr) {
@@ -154,11 +166,13 @@ fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         pv_tc<T, Kt>(o, s, sV + stage * BN * LD, lane);
         // Every warp must be done with this stage before the next-but-one tile
         // is copied into it; the race mutant forgets.
-        if (p.mutant != ACD_MUT_RACE) __syncthreads();
+        if (p.mutant != ACD_MUT_RACE)
+            __syncthreads();
     }
     acd_cp_async_wait<0>();
 #pragma unroll
-    for (int mr = 0; mr < MR; ++mr) acd_fwd_epilogue<T, D, kVar>(p, O, LSE, b, h, iw + mr * 16 + g, t, nq, o[mr], rows[mr]);
+    for (int mr = 0; mr < MR; ++mr)
+        acd_fwd_epilogue<T, D, kVar>(p, O, LSE, b, h, iw + mr * 16 + g, t, nq, o[mr], rows[mr]);
 }
 
 template <typename T, typename Kt, bool kVar>
@@ -167,7 +181,8 @@ int launch_tc_var(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream
     const size_t smem = Kt::template smem_bytes<T>();
     ACD_CHECK(err, cudaFuncSetAttribute(fwd_tc<T, Kt, kVar>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nq + Kt::kBlockM - 1) / Kt::kBlockM, p.Hq, p.B);
-    fwd_tc<T, Kt, kVar><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    fwd_tc<T, Kt, kVar>
+        <<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
     ACD_CHECK_LAUNCH(err, "fwd_tc");
     return AC_OK;
 }
@@ -175,7 +190,8 @@ int launch_tc_var(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream
 template <typename T, typename Kt>
 int launch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    return acd_variant_kernel(p) ? launch_tc_var<T, Kt, true>(p, a, stream, err) : launch_tc_var<T, Kt, false>(p, a, stream, err);
+    return acd_variant_kernel(p) ? launch_tc_var<T, Kt, true>(p, a, stream, err)
+                                 : launch_tc_var<T, Kt, false>(p, a, stream, err);
 }
 
 // Tile configurations per head dim (head dim, warps, m-tiles per warp, keys
@@ -186,34 +202,43 @@ using fwd_tc_d64 = fwd_tc_traits<64, 4, 1, 64>;
 using fwd_tc_d96 = fwd_tc_traits<96, 8, 1, 64>;
 using fwd_tc_d128 = fwd_tc_traits<128, 4, 2, 32>;
 
-template <typename T>
-int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+template <typename T> int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
     // The race mutant stays on mma.sync: compute-sanitizer's racecheck does not see
     // wgmma's shared-memory reads (async proxy), so with the barrier gone there it
     // reported 0 hazards; ldmatrix's reads it does see.
-    if (p.Dv != p.D) return acd_fwd_f32<T>(p, a, stream, err); // d_v != d_qk: the CUDA-core path
-    if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D)) return acd_fwd_wgmma<T>(p, a, stream, err);
+    if (p.Dv != p.D)
+        return acd_fwd_f32<T>(p, a, stream, err); // d_v != d_qk: the CUDA-core path
+    if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D))
+        return acd_fwd_wgmma<T>(p, a, stream, err);
     switch (p.D) {
-    case 32: return launch_tc<T, fwd_tc_d32>(p, a, stream, err);
-    case 64: return launch_tc<T, fwd_tc_d64>(p, a, stream, err);
-    case 96: return launch_tc<T, fwd_tc_d96>(p, a, stream, err);
-    case 128: return launch_tc<T, fwd_tc_d128>(p, a, stream, err);
-    default: return acd_fwd_f32<T>(p, a, stream, err); // no tensor-core tiles: the CUDA-core path (d <= 256)
+    case 32:
+        return launch_tc<T, fwd_tc_d32>(p, a, stream, err);
+    case 64:
+        return launch_tc<T, fwd_tc_d64>(p, a, stream, err);
+    case 96:
+        return launch_tc<T, fwd_tc_d96>(p, a, stream, err);
+    case 128:
+        return launch_tc<T, fwd_tc_d128>(p, a, stream, err);
+    default:
+        return acd_fwd_f32<T>(p, a, stream, err); // no tensor-core tiles: the CUDA-core path (d <= 256)
     }
 }
 
 } // namespace
 
-
 // Launch only (no sync): the bench times this.
 int acd_flash_forward_async(const acd_params &p, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
     switch (t) {
-    case AC_F16: return dispatch_tc<__half>(p, a, stream, err);
-    case AC_BF16: return dispatch_tc<__nv_bfloat16>(p, a, stream, err);
-    case AC_F32: return acd_fwd_f32<float>(p, a, stream, err);
-    default: return ac_fail(err, AC_ERR_INPUT, "cuda-flash: unsupported dtype %d", (int)t);
+    case AC_F16:
+        return dispatch_tc<__half>(p, a, stream, err);
+    case AC_BF16:
+        return dispatch_tc<__nv_bfloat16>(p, a, stream, err);
+    case AC_F32:
+        return acd_fwd_f32<float>(p, a, stream, err);
+    default:
+        return ac_fail(err, AC_ERR_INPUT, "cuda-flash: unsupported dtype %d", (int)t);
     }
 }
 
@@ -222,9 +247,11 @@ extern "C" int acd_flash_forward(const ac_problem *prob, ac_dtype t, const ac_fw
     acd_params p;
     acd_staged st;
     int status = acd_stage(prob, mutant, &p, &st, err);
-    if (status != AC_OK) return status;
+    if (status != AC_OK)
+        return status;
     status = acd_flash_forward_async(p, t, a, 0, err);
-    if (status == AC_OK) status = ac_dev_sync(err);
+    if (status == AC_OK)
+        status = ac_dev_sync(err);
     acd_unstage(&st);
     return status;
 }

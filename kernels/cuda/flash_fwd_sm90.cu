@@ -14,7 +14,8 @@
 #include "softmax.cuh"
 #include "wgmma.cuh"
 
-namespace {
+namespace
+{
 
 // O += P V for one K/V tile: P (BN keys) from registers, V (BN x D) at sV.
 template <typename T, int D, int BN>
@@ -23,7 +24,8 @@ __device__ __forceinline__ void pv_issue(float (&o)[D / 8][4], const uint32_t (&
     const uint64_t dv0 = acd_wg_desc(sV, BN * 128, 1024);
     acd_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) acd_wg_rs<T, D>::run(o, pf[kk], acd_wg_desc_add(dv0, kk * 16 * 128));
+    for (int kk = 0; kk < BN / 16; ++kk)
+        acd_wg_rs<T, D>::run(o, pf[kk], acd_wg_desc_add(dv0, kk * 16 * 128));
     acd_wg_commit();
 }
 
@@ -33,12 +35,14 @@ constexpr int kStages = 3;
 
 // A tile configuration of fwd_wg: kWarpGroups warpgroups of 64 query rows,
 // kBlockN keys per K/V tile, kMinBlocks blocks per SM for the register budget.
-template <int D, int BN, int NWG, int MINB>
-struct fwd_wg_traits {
+template <int D, int BN, int NWG, int MINB> struct fwd_wg_traits {
     static constexpr int kHeadDim = D, kBlockN = BN, kWarpGroups = NWG, kMinBlocks = MINB;
     static constexpr int kBlockM = 64 * kWarpGroups, kThreads = 128 * kWarpGroups;
     // Q, the stages of K and V, and the slack that aligns them to 1024 bytes.
-    template <typename T> static constexpr size_t smem_bytes() { return sizeof(T) * (size_t)(kBlockM + kStages * 2 * BN) * D + 1024; }
+    template <typename T> static constexpr size_t smem_bytes()
+    {
+        return sizeof(T) * (size_t)(kBlockM + kStages * 2 * BN) * D + 1024;
+    }
 };
 
 // S = Q K^T issued for this warpgroup's 64 rows (Q at dq0) x BN keys (K at
@@ -57,8 +61,8 @@ __device__ __forceinline__ void qk_issue(float (&s)[BN / 8][4], uint64_t dq0, ui
 
 template <typename T, typename Kt, bool kVar>
 __global__ void __launch_bounds__(Kt::kThreads, Kt::kMinBlocks)
-fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-       T *__restrict__ O, float *__restrict__ LSE)
+    fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O,
+           float *__restrict__ LSE)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int D = Kt::kHeadDim, BN = Kt::kBlockN, BM = Kt::kBlockM, NT = Kt::kThreads;
@@ -124,7 +128,8 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         acd_wg_hold(s);
 
         acd_scores_tile<BN, kVar>(s, p, b, h, iw + g, j0, t, nq, nk);
-        if (!span.full(j0, BN, nk)) acd_mask_tile<BN>(s, p, b, h, iw + g, j0, t, nq, nk);
+        if (!span.full(j0, BN, nk))
+            acd_mask_tile<BN>(s, p, b, h, iw + g, j0, t, nq, nk);
         float alpha[2];
         acd_softmax_tile<BN>(rows, s, alpha);
 
@@ -134,7 +139,8 @@ fwd_wg(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *
         acd_wg_hold(pf); // read by that product until the wait
         acd_rescale_rows<D>(o, alpha);
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) acd_frag_to_a<T>(pf[kk], s, kk);
+        for (int kk = 0; kk < BN / 16; ++kk)
+            acd_frag_to_a<T>(pf[kk], s, kk);
         const uint32_t freed = st_prev;
         st_prev = st_cur, st_cur = st_next, st_next = freed;
     }
@@ -156,7 +162,8 @@ int launch_wg_var(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream
     const size_t smem = Kt::template smem_bytes<T>();
     ACD_CHECK(err, cudaFuncSetAttribute(fwd_wg<T, Kt, kVar>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nq + Kt::kBlockM - 1) / Kt::kBlockM, p.Hq, p.B);
-    fwd_wg<T, Kt, kVar><<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    fwd_wg<T, Kt, kVar>
+        <<<grid, Kt::kThreads, smem, stream>>>(p, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
     ACD_CHECK_LAUNCH(err, "fwd_wg");
     return AC_OK;
 }
@@ -164,7 +171,8 @@ int launch_wg_var(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream
 template <typename T, typename Kt>
 int launch_wg(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    return acd_variant_kernel(p) ? launch_wg_var<T, Kt, true>(p, a, stream, err) : launch_wg_var<T, Kt, false>(p, a, stream, err);
+    return acd_variant_kernel(p) ? launch_wg_var<T, Kt, true>(p, a, stream, err)
+                                 : launch_wg_var<T, Kt, false>(p, a, stream, err);
 }
 
 // Tile configurations (head dim, keys per K/V tile, warpgroups, blocks per SM),
@@ -180,23 +188,24 @@ using fwd_wg_d128 = fwd_wg_traits<128, 128, 2, 1>;
 // flash_bwd.cu), which other GPUs run.
 bool acd_wgmma_usable(int d)
 {
-    if (d != 64 && d != 128) return false;
+    if (d != 64 && d != 128)
+        return false;
     static int usable = -1;
     if (usable < 0) {
         int dev = 0, major = 0, minor = 0;
         const char *off = getenv("ACD_NO_WGMMA");
         usable = (!off || !*off || *off == '0') && cudaGetDevice(&dev) == cudaSuccess &&
-                 cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                 cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
-                 minor == 0;
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
+            minor == 0;
     }
     return usable == 1;
 }
 
-template <typename T>
-int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+template <typename T> int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    if (p.D == 64) return launch_wg<T, fwd_wg_d64>(p, a, stream, err);
+    if (p.D == 64)
+        return launch_wg<T, fwd_wg_d64>(p, a, stream, err);
     return launch_wg<T, fwd_wg_d128>(p, a, stream, err);
 }
 template int acd_fwd_wgmma<__half>(const acd_params &, const ac_fwd_args *, cudaStream_t, ac_err *);

@@ -12,8 +12,10 @@ __device__ __forceinline__ void acd_window(const acd_params &p, int i, int nq, i
     hi = 1 << 30;
     if (p.windowed) {
         int c = p.align_br ? i + nk - nq : i;
-        if (p.wl >= 0) lo = c - p.wl;
-        if (p.wr >= 0) hi = c + p.wr + 1;
+        if (p.wl >= 0)
+            lo = c - p.wl;
+        if (p.wr >= 0)
+            hi = c + p.wr + 1;
     }
 }
 
@@ -23,8 +25,10 @@ __device__ __forceinline__ void acd_row_keys(const acd_params &p, int i, int nq,
 {
     acd_window(p, i, nq, nk, lo, hi);
     lo = max(lo, 0);
-    if (p.mutant != ACD_MUT_TAIL_UNMASKED) hi = min(hi, nk);
-    if (i >= nq) hi = lo;
+    if (p.mutant != ACD_MUT_TAIL_UNMASKED)
+        hi = min(hi, nk);
+    if (i >= nq)
+        hi = lo;
 }
 
 // Rows that see key j by the lengths and the window, [lo, hi): acd_row_keys
@@ -34,18 +38,22 @@ __device__ __forceinline__ void acd_key_rows(const acd_params &p, int j, int nq,
 {
     lo = 0;
     hi = nq;
-    if (j < 0 || (j >= nk && p.mutant != ACD_MUT_TAIL_UNMASKED)) hi = 0;
+    if (j < 0 || (j >= nk && p.mutant != ACD_MUT_TAIL_UNMASKED))
+        hi = 0;
     if (p.windowed) {
         const int off = p.align_br ? nk - nq : 0; // row i's window is centred on key i + off
-        if (p.wr >= 0) lo = max(lo, j - p.wr - off);
-        if (p.wl >= 0) hi = min(hi, j + p.wl - off + 1);
+        if (p.wr >= 0)
+            lo = max(lo, j - p.wr - off);
+        if (p.wl >= 0)
+            hi = min(hi, j + p.wl - off + 1);
     }
 }
 
 // The dense mask's row i of (b, h): one byte per key, or null without a mask.
 __device__ __forceinline__ const unsigned char *acd_mask_row(const acd_params &p, int b, int h, int i)
 {
-    if (!p.mask) return nullptr;
+    if (!p.mask)
+        return nullptr;
     const int mb = p.mask_batch == 1 ? 0 : b, mh = p.mask_heads == 1 ? 0 : h;
     return p.mask + (((long long)mb * p.mask_heads + mh) * p.Nq + i) * p.Nk;
 }
@@ -56,13 +64,15 @@ __device__ __forceinline__ bool acd_visible(const acd_params &p, int b, int h, i
 {
     int lo, hi;
     acd_row_keys(p, i, nq, nk, lo, hi);
-    if (j < lo || j >= hi) return false;
+    if (j < lo || j >= hi)
+        return false;
     const unsigned char *mrow = acd_mask_row(p, b, h, i);
     return !mrow || (j < p.Nk && mrow[j] != 0);
 }
 
 // Keys that rows [i_first, i_last] may see, clipped to [0, nk): [lo, hi).
-__device__ __forceinline__ void acd_block_keys(const acd_params &p, int i_first, int i_last, int nq, int nk, int &lo, int &hi)
+__device__ __forceinline__ void acd_block_keys(const acd_params &p, int i_first, int i_last, int nq, int nk, int &lo,
+                                               int &hi)
 {
     int lo0, hi0, lo1, hi1;
     acd_window(p, i_first, nq, nk, lo0, hi0);
@@ -97,23 +107,28 @@ __device__ __forceinline__ acd_fwd_tiles acd_fwd_tile_range(const acd_params &p,
     }
     r.nb_lo = key_lo / bn;
     r.nb_hi = r.key_hi > key_lo ? (r.key_hi + bn - 1) / bn : r.nb_lo;
-    if (p.mutant == ACD_MUT_CAUSAL_SKIP && p.windowed && p.wr >= 0 && r.nb_hi > r.nb_lo) r.nb_hi -= 1;
+    if (p.mutant == ACD_MUT_CAUSAL_SKIP && p.windowed && p.wr >= 0 && r.nb_hi > r.nb_lo)
+        r.nb_hi -= 1;
     r.rows_full = i0 + bm <= nq && !p.mask;
     return r;
 }
 
 // The backward's query rows that can see keys [j0, j0 + bn): [i_lo, i_hi),
 // the window inverted (empty past the key sequence's end).
-__device__ __forceinline__ void acd_bwd_query_rows(const acd_params &p, int j0, int bn, int nq, int nk, int &i_lo, int &i_hi)
+__device__ __forceinline__ void acd_bwd_query_rows(const acd_params &p, int j0, int bn, int nq, int nk, int &i_lo,
+                                                   int &i_hi)
 {
     i_lo = 0;
     i_hi = nq;
     if (p.windowed) {
         const int off = p.align_br ? nk - nq : 0, j_last = min(j0 + bn, nk) - 1;
-        if (p.wr >= 0) i_lo = max(i_lo, j0 - p.wr - off);
-        if (p.wl >= 0) i_hi = min(i_hi, j_last + p.wl - off + 1);
+        if (p.wr >= 0)
+            i_lo = max(i_lo, j0 - p.wr - off);
+        if (p.wl >= 0)
+            i_hi = min(i_hi, j_last + p.wl - off + 1);
     }
-    if (j0 >= nk) i_hi = i_lo;
+    if (j0 >= nk)
+        i_hi = i_lo;
 }
 
 // The backward's S^T / dP^T entries a thread holds for keys key, key + 8 and
@@ -122,7 +137,8 @@ __device__ __forceinline__ void acd_bwd_query_rows(const acd_params &p, int j0, 
 // mask (acd_visible per entry had the compiler compute mask addresses for every
 // entry of every tile).
 template <int BMQ>
-__device__ __forceinline__ uint32_t acd_bwd_hidden(const acd_params &p, int b, int h, int i0, int key, int t, int nq, int nk)
+__device__ __forceinline__ uint32_t acd_bwd_hidden(const acd_params &p, int b, int h, int i0, int key, int t, int nq,
+                                                   int nk)
 {
     static_assert(BMQ <= 64, "one bit per entry");
     uint32_t hidden = 0;
@@ -138,8 +154,10 @@ __device__ __forceinline__ uint32_t acd_bwd_hidden(const acd_params &p, int b, i
             for (int e = 0; e < 2; ++e) {
                 const int i = i0 + n * 8 + 2 * t + e;
                 bool vis = i >= lo && i < hi;
-                if (mask0) vis = vis && j < p.Nk && mask0[(long long)i * p.Nk + j] != 0;
-                if (!vis) hidden |= 1u << (4 * n + 2 * r + e);
+                if (mask0)
+                    vis = vis && j < p.Nk && mask0[(long long)i * p.Nk + j] != 0;
+                if (!vis)
+                    hidden |= 1u << (4 * n + 2 * r + e);
             }
     }
     return hidden;
@@ -149,8 +167,8 @@ __device__ __forceinline__ uint32_t acd_bwd_hidden(const acd_params &p, int b, i
 // row + 8, keys j0 + 8n + 2t + {0, 1}, that the rules hide become -inf: per row
 // the key range (two compares per entry), then the dense mask where there is one.
 template <int N>
-__device__ __forceinline__ void acd_mask_tile(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row, int j0, int t,
-                                              int nq, int nk)
+__device__ __forceinline__ void acd_mask_tile(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row, int j0,
+                                              int t, int nq, int nk)
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -164,8 +182,10 @@ __device__ __forceinline__ void acd_mask_tile(float (&s)[N / 8][4], const acd_pa
             for (int e = 0; e < 2; ++e) {
                 const int j = j0 + n * 8 + 2 * t + e;
                 bool vis = j >= lo && j < hi;
-                if (mrow) vis = vis && j < p.Nk && mrow[j] != 0;
-                if (!vis) s[n][2 * r + e] = -INFINITY;
+                if (mrow)
+                    vis = vis && j < p.Nk && mrow[j] != 0;
+                if (!vis)
+                    s[n][2 * r + e] = -INFINITY;
             }
     }
 }

@@ -4,8 +4,8 @@
 #include "common.cuh"
 
 struct acd_naive_ws {
-    float *S;    // (B, Hq, Nq, Nk) scaled scores, f32
-    void *P;     // (B, Hq, Nq, Nk) probabilities, input dtype
+    float *S; // (B, Hq, Nq, Nk) scaled scores, f32
+    void *P; // (B, Hq, Nq, Nk) probabilities, input dtype
     void **ptrs; // 6 x B*Hq matrix pointers for the batched GEMMs
     size_t s_bytes, p_bytes, ptr_bytes;
 };

@@ -30,14 +30,16 @@ __device__ __forceinline__ float acd_lse(float m_log2, float l) { return fmaf(m_
 __device__ __forceinline__ float acd_exp_shifted(float s, float scale, float lse, float lse_lo)
 {
     const float hi = __fmul_rn(s, scale);
-    if (!isfinite(hi) || !isfinite(lse)) return expf(hi - lse);
+    if (!isfinite(hi) || !isfinite(lse))
+        return expf(hi - lse);
     const float lo = fmaf(s, scale, -hi);
     const float x = __fsub_rn(hi, lse), bb = __fsub_rn(x, hi);
     const float err = __fadd_rn(__fsub_rn(hi, __fsub_rn(x, bb)), __fsub_rn(-lse, bb));
     const float corr = (lo + err) - lse_lo;
     // Scores past ~2^14, where the correction is not small: the forward's LSE came
     // from rounded scores, so P is taken as the forward saw them (one-hot there).
-    if (fabsf(corr) > 0x1p-10f) return expf(x);
+    if (fabsf(corr) > 0x1p-10f)
+        return expf(x);
     // Else the exponent in double (s scale is exact there) and P rounded once: f32's
     // expf errs by up to 2 ulp, alike for a row's equal scores, which put f32 dV at
     // 4.6x the naive mean error where every score is 0 (dist=tiny(), window-tl(7,0):
@@ -54,7 +56,10 @@ template <typename T> __device__ __forceinline__ float acd_exp2_p(float x) { ret
 // bf16: 2^(x+64) 2^-64, one add and one multiply more than MUFU.EX2 (the non-ftz
 // ex2 and exp2f cost the bf16 backward ~15%); P down to 2^-190 survives, far
 // below bf16's smallest subnormal, and the add costs P at most 2^-17 relative.
-template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x) { return acd_exp2(x + 64.f) * 0x1p-64f; }
+template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x)
+{
+    return acd_exp2(x + 64.f) * 0x1p-64f;
+}
 
 // ---- the forward ----
 
@@ -83,7 +88,8 @@ struct acd_base2 {
     }
     static __device__ __forceinline__ float exp_nat_diff(float s, float b)
     {
-        return isfinite(s) && isfinite(b) ? (float)exp2((double)s * 1.4426950408889634 - (double)b) : exp2f(units(s) - b);
+        return isfinite(s) && isfinite(b) ? (float)exp2((double)s * 1.4426950408889634 - (double)b)
+                                          : exp2f(units(s) - b);
     }
     static __device__ __forceinline__ float lse(float m, float l) { return acd_lse(m, l); }
 };
@@ -155,7 +161,8 @@ template <int N> __device__ __forceinline__ void acd_scores_to_log2(float (&s)[N
 #pragma unroll
     for (int n = 0; n < N / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+        for (int e = 0; e < 4; ++e)
+            s[n][e] *= scale_log2;
 }
 
 // ---- the score modifiers (ref.h's ac_score_mod: softcap, then ALiBi) ----
@@ -176,10 +183,13 @@ __device__ __forceinline__ long long acd_bias_index(const acd_params &p, int b, 
 }
 __device__ __forceinline__ float acd_bias_at(const acd_params &p, int b, int h, int i, int j)
 {
-    if (!p.bias || i >= p.Nq || j >= p.Nk) return 0.f;
+    if (!p.bias || i >= p.Nq || j >= p.Nk)
+        return 0.f;
     const long long at = acd_bias_index(p, b, h, i, j);
-    if (p.bias_dtype == AC_F16) return __half2float(static_cast<const __half *>(p.bias)[at]);
-    if (p.bias_dtype == AC_BF16) return __bfloat162float(static_cast<const __nv_bfloat16 *>(p.bias)[at]);
+    if (p.bias_dtype == AC_F16)
+        return __half2float(static_cast<const __half *>(p.bias)[at]);
+    if (p.bias_dtype == AC_BF16)
+        return __bfloat162float(static_cast<const __nv_bfloat16 *>(p.bias)[at]);
     return static_cast<const float *>(p.bias)[at];
 }
 
@@ -191,8 +201,8 @@ __device__ __forceinline__ float acd_bias_at(const acd_params &p, int b, int h, 
 // (bottom-right aligned); then plus the bias (last, as ref.h), one rounding.  *dt gets dT/dS = 1 - tanh^2 (1 without softcap),
 // the backward's factor of dS.  tanhf, not tanh.approx: its 2^-11 relative
 // error would sit in every S' above the f32 rounding the error scales allow.
-__device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, float scale_u, float cap_u, float slope_u,
-                                               int dist, float bias, float unit, float *dt)
+__device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, float scale_u, float cap_u,
+                                               float slope_u, int dist, float bias, float unit, float *dt)
 {
     float x;
     if (p.softcap != 0.f) {
@@ -203,15 +213,16 @@ __device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, f
         x = acc * scale_u;
         *dt = 1.f;
     }
-    if (slope_u != 0.f) x = fmaf(-slope_u, (float)abs(dist), x);
+    if (slope_u != 0.f)
+        x = fmaf(-slope_u, (float)abs(dist), x);
     return p.bias ? fmaf(bias, unit, x) : x;
 }
 
 // A tensor-core tile of raw scores (this thread's rows row, row + 8, keys j0 +
 // 8n + 2t + {0, 1}) to S' in log2 units: acd_scores_to_log2 with the modifiers.
 template <int N>
-__device__ __forceinline__ void acd_scores_mod_log2(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row, int j0,
-                                                    int t, int nq, int nk)
+__device__ __forceinline__ void acd_scores_mod_log2(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row,
+                                                    int j0, int t, int nq, int nk)
 {
     const float slope = acd_alibi_slope(p, b, h) * ACD_LOG2E, cap = p.softcap * ACD_LOG2E;
 #pragma unroll
@@ -235,8 +246,8 @@ __device__ __forceinline__ void acd_scores_mod_log2(float (&s)[N / 8][4], const 
 // one compiles without the modifiers' code, which cost fwd_wg 72-96 bytes of
 // spill when it was only a runtime branch.
 template <int N, bool kVar>
-__device__ __forceinline__ void acd_scores_tile(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row, int j0, int t,
-                                                int nq, int nk)
+__device__ __forceinline__ void acd_scores_tile(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row,
+                                                int j0, int t, int nq, int nk)
 {
     if (kVar && p.mods)
         acd_scores_mod_log2<N>(s, p, b, h, row, j0, t, nq, nk);
@@ -255,7 +266,8 @@ __device__ __forceinline__ void acd_softmax_tile(acd_softmax_row (&rows)[2], flo
     for (int r = 0; r < 2; ++r) {
         float mx = -INFINITY;
 #pragma unroll
-        for (int n = 0; n < N / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+        for (int n = 0; n < N / 8; ++n)
+            mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float shift = rows[r].rescale(mx, alpha[r]);
@@ -276,7 +288,8 @@ template <int D> __device__ __forceinline__ void acd_rescale_rows(float (&o)[D /
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+        for (int e = 0; e < 4; ++e)
+            o[n][e] *= alpha[e / 2];
 }
 
 // The forward's end for a thread's rows row and row + 8 of a tensor-core
@@ -284,8 +297,8 @@ template <int D> __device__ __forceinline__ void acd_rescale_rows(float (&o)[D /
 // rounded once to T, and the LSE (lane t = 0).  Rows past Nq, the padding of
 // the last tile, are not written (with THD: past the sequence's nq).
 template <typename T, int D, bool kVar>
-__device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, float *LSE, int b, int h, int row, int t, int nq,
-                                                 const float (&o)[D / 8][4], const acd_softmax_row (&rows)[2])
+__device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, float *LSE, int b, int h, int row, int t,
+                                                 int nq, const float (&o)[D / 8][4], const acd_softmax_row (&rows)[2])
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -295,11 +308,14 @@ __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, floa
         const float o_factor = kVar && p.sinks ? fin.join_sink(p.sinks[h]) : 1.f;
         const float inv = fin.inv_l() * o_factor;
         const int i = row + 8 * r;
-        if (i >= acd_q_stored<kVar>(p, nq)) continue;
+        if (i >= acd_q_stored<kVar>(p, nq))
+            continue;
         T *Orow = O + acd_q_offset<kVar>(p, b, h, i); // O like Q: d_v = d on the tensor cores
 #pragma unroll
-        for (int n = 0; n < D / 8; ++n) acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-        if (t == 0) LSE[acd_row_index<kVar>(p, b, h, i)] = fin.lse();
+        for (int n = 0; n < D / 8; ++n)
+            acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+        if (t == 0)
+            LSE[acd_row_index<kVar>(p, b, h, i)] = fin.lse();
     }
 }
 
@@ -314,7 +330,8 @@ struct acd_p_ds {
 // cancelled catastrophically (scores ~1e10, where S*c and LSE*log2e each round
 // by more than 1) finite instead of Inf, which turned dS, dQ, dK, dV into NaN
 // (found by the fuzzer).
-template <typename F> __device__ __forceinline__ acd_p_ds acd_recompute_p_ds(bool visible, F p_of, float dp, float delta)
+template <typename F>
+__device__ __forceinline__ acd_p_ds acd_recompute_p_ds(bool visible, F p_of, float dp, float delta)
 {
     const float pr = visible ? fminf(p_of(), 1.f) : 0.f;
     return {pr, pr * (dp - delta)};
@@ -348,9 +365,10 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile(float (&st)[BMQ / 8][4], float
 // with a bias, dS' = P (dP - D) (before the softcap's factor) is added into
 // dBias's f32 sums (atomics: broadcast entries gather several (b, h)).
 template <typename T, int BMQ>
-__device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], float (&dpt)[BMQ / 8][4], const float *sLse,
-                                                      const float *sDd, uint32_t hidden, const acd_params &p, int b, int h,
-                                                      int i0, int key, int t, int nq, int nk)
+__device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], float (&dpt)[BMQ / 8][4],
+                                                      const float *sLse, const float *sDd, uint32_t hidden,
+                                                      const acd_params &p, int b, int h, int i0, int key, int t, int nq,
+                                                      int nk)
 {
     const float slope = acd_alibi_slope(p, b, h) * ACD_LOG2E, cap = p.softcap * ACD_LOG2E;
     const int diag = i0 + 2 * t + nk - nq - key;
@@ -364,10 +382,12 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], f
             float dt;
             const int i = i0 + il, j = key + 8 * (e >> 1);
             const float bias = acd_bias_at(p, b, h, i, j);
-            const float x = acd_score_mod(p, st[n][e], p.scale_log2, cap, slope, diag + 8 * n + (e & 1) - 8 * (e >> 1), bias,
-                                          ACD_LOG2E, &dt);
-            const acd_p_ds r = acd_recompute_p_ds(vis, [&] { return acd_exp2_p<T>(x - lse * ACD_LOG2E); }, dpt[n][e], sDd[il]);
-            if (p.dbias_acc && vis && r.ds != 0.f) acd_dq_add(p.dbias_acc, p.dbias_elems, acd_bias_index(p, b, h, i, j), r.ds);
+            const float x = acd_score_mod(p, st[n][e], p.scale_log2, cap, slope, diag + 8 * n + (e & 1) - 8 * (e >> 1),
+                                          bias, ACD_LOG2E, &dt);
+            const acd_p_ds r = acd_recompute_p_ds(
+                vis, [&] { return acd_exp2_p<T>(x - lse * ACD_LOG2E); }, dpt[n][e], sDd[il]);
+            if (p.dbias_acc && vis && r.ds != 0.f)
+                acd_dq_add(p.dbias_acc, p.dbias_elems, acd_bias_index(p, b, h, i, j), r.ds);
             st[n][e] = r.p;
             dpt[n][e] = r.ds * dt;
         }
@@ -376,9 +396,9 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], f
 // The backward's P^T and dS^T of a tensor-core tile, with the modifiers when
 // the problem has any (kVar: as acd_scores_tile's).
 template <typename T, int BMQ, bool kVar>
-__device__ __forceinline__ void acd_bwd_p_ds(float (&st)[BMQ / 8][4], float (&dpt)[BMQ / 8][4], const float *sLse, const float *sDd,
-                                             uint32_t hidden, const acd_params &p, int b, int h, int i0, int key, int t, int nq,
-                                             int nk)
+__device__ __forceinline__ void acd_bwd_p_ds(float (&st)[BMQ / 8][4], float (&dpt)[BMQ / 8][4], const float *sLse,
+                                             const float *sDd, uint32_t hidden, const acd_params &p, int b, int h,
+                                             int i0, int key, int t, int nq, int nk)
 {
     if (kVar && p.mods)
         acd_bwd_p_ds_tile_mod<T, BMQ>(st, dpt, sLse, sDd, hidden, p, b, h, i0, key, t, nq, nk);

@@ -76,7 +76,8 @@ Test(cuda_kernels, flash_claims_what_it_was_built_for)
 Test(cuda_kernels, mutants_claim_the_forward_of_flash)
 {
     const ac_kernel *flash = find_cuda("cuda-flash");
-    const char *mutants[] = {"cuda-flash-mutant-race", "cuda-flash-mutant-causal-skip", "cuda-flash-mutant-tail-unmasked"};
+    const char *mutants[] = {"cuda-flash-mutant-race", "cuda-flash-mutant-causal-skip",
+                             "cuda-flash-mutant-tail-unmasked"};
     for (int i = 0; i < 3; i++) {
         const ac_kernel *k = find_cuda(mutants[i]);
         cr_assert_not_null(k, "%s", mutants[i]);

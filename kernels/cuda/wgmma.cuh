@@ -9,16 +9,15 @@
 // chunk c ^ (r % 8).  Every block starts 1024-byte aligned, so the hardware's
 // swizzle (address bits 4-6 ^= bits 7-9) and ours agree.
 #pragma once
+#include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cstdint>
 #include <type_traits>
 
 #include "common.cuh"
 
 // Byte offset of the 16-byte chunk `chunk` (8 elements) of row r in such a tile.
-template <int ROWS>
-__device__ __forceinline__ uint32_t acd_sw128_offset(int r, int chunk)
+template <int ROWS> __device__ __forceinline__ uint32_t acd_sw128_offset(int r, int chunk)
 {
     return (uint32_t)((chunk / 8) * (ROWS * 128) + r * 128 + (((chunk % 8) ^ (r % 8)) * 16));
 }
@@ -29,7 +28,7 @@ __device__ __forceinline__ uint32_t acd_sw128_offset(int r, int chunk)
 __device__ __forceinline__ uint64_t acd_wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
 {
     return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
-           (1ull << 62); // 128-byte swizzle
+        (1ull << 62); // 128-byte swizzle
 }
 
 // The descriptor of the same operand `bytes` further on (16-byte multiples that
@@ -51,7 +50,8 @@ __device__ __forceinline__ void acd_load_tile_sw128(uint32_t s, const T *g, long
     const uint32_t dst = s + acd_sw128_offset<ROWS>(r0, chunk); // r % 8 == r0 % 8 for every row below
 #pragma unroll
     for (int k = 0; k < (ROWS + kRowStep - 1) / kRowStep; ++k) {
-        if (ROWS % kRowStep != 0 && r0 + k * kRowStep >= ROWS) break;
+        if (ROWS % kRowStep != 0 && r0 + k * kRowStep >= ROWS)
+            break;
         const bool ok = row0 + r0 + k * kRowStep < limit;
         acd_cp_async16_to(dst + k * kRowStep * 128, ok ? src : g, ok);
         src += kRowStep * ss;
@@ -61,41 +61,51 @@ __device__ __forceinline__ void acd_load_tile_sw128(uint32_t s, const T *g, long
 // An accumulator tile as wgmma's register list: x[n][e] is register 4n + e.
 template <int N> __device__ __forceinline__ float (&acd_wg_regs(float (&x)[N][4]))[4 * N]
 {
-    return reinterpret_cast<float (&)[4 * N]>(x);
+    return reinterpret_cast<float(&)[4 * N]>(x);
 }
 
 __device__ __forceinline__ void acd_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void acd_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void acd_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+template <int N> __device__ __forceinline__ void acd_wg_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 
 // Ties accumulator registers to this point, so the compiler neither reads them
 // before the wait that completes a product nor moves their writes past a fence.
 template <int N> __device__ __forceinline__ void acd_wg_hold(float (&d)[N])
 {
 #pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; ++i)
+        asm volatile("" : "+f"(d[i])::"memory");
 }
 template <int N> __device__ __forceinline__ void acd_wg_hold(uint32_t (&a)[N])
 {
 #pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
+    for (int i = 0; i < N; ++i)
+        asm volatile("" : "+r"(a[i])::"memory");
 }
 template <int N> __device__ __forceinline__ void acd_wg_hold(float (&d)[N][4]) { acd_wg_hold(acd_wg_regs(d)); }
 template <int N> __device__ __forceinline__ void acd_wg_hold(uint32_t (&a)[N][4])
 {
 #pragma unroll
-    for (int i = 0; i < N; ++i) acd_wg_hold(a[i]);
+    for (int i = 0; i < N; ++i)
+        acd_wg_hold(a[i]);
 }
 
-#define ACD_WG_D8(o) "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7])
+#define ACD_WG_D8(o) \
+    "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
+        "+f"(d[o + 7])
 #define ACD_WG_D32 ACD_WG_D8(0), ACD_WG_D8(8), ACD_WG_D8(16), ACD_WG_D8(24)
 #define ACD_WG_D64 ACD_WG_D32, ACD_WG_D8(32), ACD_WG_D8(40), ACD_WG_D8(48), ACD_WG_D8(56)
-#define ACD_WG_R32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-                   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define ACD_WG_R64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "          \
-                   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-                   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-                   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define ACD_WG_R32 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define ACD_WG_R64 \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 // scale_d == 0 overwrites the accumulator (the first k step of S), else adds.
 #define ACD_WG_PRED(i) "{\n.reg .pred p;\nsetp.ne.b32 p, %" #i ", 0;\n"
 
@@ -107,11 +117,15 @@ template <typename T, bool TB> struct acd_wg_ss<T, 64, TB> {
     {
         float(&d)[32] = acd_wg_regs(acc);
         if constexpr (std::is_same<T, __half>::value)
-            asm volatile(ACD_WG_PRED(34) "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " ACD_WG_R32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
-                         : ACD_WG_D32 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
+            asm volatile(ACD_WG_PRED(34) "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " ACD_WG_R32
+                                         ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+                         : ACD_WG_D32
+                         : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
         else
-            asm volatile(ACD_WG_PRED(34) "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACD_WG_R32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
-                         : ACD_WG_D32 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
+            asm volatile(ACD_WG_PRED(34) "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACD_WG_R32
+                                         ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+                         : ACD_WG_D32
+                         : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
     }
 };
 template <typename T, bool TB> struct acd_wg_ss<T, 128, TB> {
@@ -119,11 +133,15 @@ template <typename T, bool TB> struct acd_wg_ss<T, 128, TB> {
     {
         float(&d)[64] = acd_wg_regs(acc);
         if constexpr (std::is_same<T, __half>::value)
-            asm volatile(ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACD_WG_R64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
-                         : ACD_WG_D64 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
+            asm volatile(ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACD_WG_R64
+                                         ", %64, %65, p, 1, 1, 0, %67;\n}\n"
+                         : ACD_WG_D64
+                         : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
         else
-            asm volatile(ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACD_WG_R64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
-                         : ACD_WG_D64 : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
+            asm volatile(ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACD_WG_R64
+                                         ", %64, %65, p, 1, 1, 0, %67;\n}\n"
+                         : ACD_WG_D64
+                         : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
     }
 };
 
@@ -135,11 +153,15 @@ template <typename T> struct acd_wg_rs<T, 64> {
     {
         float(&d)[32] = acd_wg_regs(acc);
         if constexpr (std::is_same<T, __half>::value)
-            asm volatile(ACD_WG_PRED(37) "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " ACD_WG_R32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                         : ACD_WG_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+            asm volatile(ACD_WG_PRED(37) "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " ACD_WG_R32
+                                         ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                         : ACD_WG_D32
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
         else
-            asm volatile(ACD_WG_PRED(37) "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACD_WG_R32 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                         : ACD_WG_D32 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+            asm volatile(ACD_WG_PRED(37) "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " ACD_WG_R32
+                                         ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                         : ACD_WG_D32
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
     }
 };
 template <typename T> struct acd_wg_rs<T, 128> {
@@ -147,10 +169,14 @@ template <typename T> struct acd_wg_rs<T, 128> {
     {
         float(&d)[64] = acd_wg_regs(acc);
         if constexpr (std::is_same<T, __half>::value)
-            asm volatile(ACD_WG_PRED(69) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACD_WG_R64 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                         : ACD_WG_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+            asm volatile(ACD_WG_PRED(69) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " ACD_WG_R64
+                                         ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                         : ACD_WG_D64
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
         else
-            asm volatile(ACD_WG_PRED(69) "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACD_WG_R64 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                         : ACD_WG_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+            asm volatile(ACD_WG_PRED(69) "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " ACD_WG_R64
+                                         ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                         : ACD_WG_D64
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
     }
 };

@@ -72,8 +72,8 @@ static void *fill_range(void *arg)
     uint64_t state = j->seed ^ (j->begin * 0x9e3779b97f4a7c15ull);
     for (size_t e = j->begin; e < j->end; e++) {
         uint64_t r = splitmix(&state);
-        double u = (double)(r & 0xffff) + (double)((r >> 16) & 0xffff) + (double)((r >> 32) & 0xffff) +
-                   (double)(r >> 48);
+        double u =
+            (double)(r & 0xffff) + (double)((r >> 16) & 0xffff) + (double)((r >> 32) & 0xffff) + (double)(r >> 48);
         float x = (float)((u / 65536.0 - 2.0) * 1.7320508075688772);
         uint32_t b;
         memcpy(&b, &x, sizeof b);
@@ -119,8 +119,8 @@ typedef struct {
 static void host_free(host_set *h)
 {
     ref_gpu_outputs *o = &h->out;
-    double *all[] = {o->o, o->lse, o->dq, o->dk, o->dv, o->delta, o->e_o, o->e_lse, o->e_dq, o->e_dk, o->e_dv,
-                     o->naive_o, o->naive_lse, o->naive_dq, o->naive_dk, o->naive_dv};
+    double *all[] = {o->o,    o->lse,  o->dq,   o->dk,      o->dv,        o->delta,    o->e_o,      o->e_lse,
+                     o->e_dq, o->e_dk, o->e_dv, o->naive_o, o->naive_lse, o->naive_dq, o->naive_dk, o->naive_dv};
     for (size_t a = 0; a < sizeof all / sizeof all[0]; a++)
         free(all[a]);
     for (int t = 0; t < 4; t++) {
@@ -169,20 +169,21 @@ static ac_problem problem_of(shape s)
 
 static void print_stats(const ref_gpu_stats *st, double dgemm_tflops)
 {
-    double fp64_s = st->seconds[REF_GPU_STAGE_FORWARD] + st->seconds[REF_GPU_STAGE_BACKWARD] +
-                    st->seconds[REF_GPU_STAGE_SCALES];
+    double fp64_s =
+        st->seconds[REF_GPU_STAGE_FORWARD] + st->seconds[REF_GPU_STAGE_BACKWARD] + st->seconds[REF_GPU_STAGE_SCALES];
     double fp64_flops = st->flops_attention + st->flops_scales;
     say("  stages (s):");
     for (int g = 0; g < REF_GPU_STAGE_COUNT; g++)
         say(" %s %.3f", ref_gpu_stage_name((ref_gpu_stage)g), st->seconds[g]);
     say("\n  GEMM work: fp64 attention %.3g, fp64 scales %.3g, f32 naive %.3g FLOP; %ld blocks of %d rows; "
-        "device memory %.2f GiB\n", st->flops_attention, st->flops_scales, st->flops_naive, st->blocks,
-        st->block_rows, (double)st->device_bytes / (1 << 30));
+        "device memory %.2f GiB\n",
+        st->flops_attention, st->flops_scales, st->flops_naive, st->blocks, st->block_rows,
+        (double)st->device_bytes / (1 << 30));
     if (fp64_s > 0.0) {
         double rate = fp64_flops / fp64_s / 1e12, attn = st->flops_attention / fp64_s / 1e12;
         say("  fp64 rate over the fp64 stages (%.3f s): %.2f TFLOP/s of all fp64 GEMMs (%.2f counting the "
-            "attention GEMMs alone); cuBLAS DGEMM %.2f: %.2fx (%.2fx) below it\n", fp64_s, rate, attn,
-            dgemm_tflops, dgemm_tflops / rate, dgemm_tflops / attn);
+            "attention GEMMs alone); cuBLAS DGEMM %.2f: %.2fx (%.2fx) below it\n",
+            fp64_s, rate, attn, dgemm_tflops, dgemm_tflops / rate, dgemm_tflops / attn);
     }
     say("  naive: %.3f s, %.2f TFLOP/s f32 (sequential-order kernels)\n",
         st->seconds[REF_GPU_STAGE_NAIVE_FWD] + st->seconds[REF_GPU_STAGE_NAIVE_BWD],
@@ -194,8 +195,8 @@ static bool spot(const ac_problem *p, const host_set *h)
     ref_gpu_check chk;
     ac_err err = {{0}};
     double t0 = now_seconds();
-    if (ref_gpu_spot_check(p, AC_BF16, h->wide[0], h->wide[1], h->wide[2], h->wide[3], &h->out, 8, 4, 1, &chk,
-                           &err) != AC_OK) {
+    if (ref_gpu_spot_check(p, AC_BF16, h->wide[0], h->wide[1], h->wide[2], h->wide[3], &h->out, 8, 4, 1, &chk, &err) !=
+        AC_OK) {
         say("  spot check: %s\n", err.msg);
         return false;
     }
@@ -265,8 +266,8 @@ static int bench_small(void)
         ac_err err = {{0}};
         for (int rep = 0; rep < 5; rep++) {
             ref_gpu_stats st;
-            if (ref_gpu_reference(&p, AC_BF16, h.bits[0], h.bits[1], h.bits[2], h.bits[3], NULL, &h.out, &st,
-                                  &err) != AC_OK) {
+            if (ref_gpu_reference(&p, AC_BF16, h.bits[0], h.bits[1], h.bits[2], h.bits[3], NULL, &h.out, &st, &err) !=
+                AC_OK) {
                 say("\n  N=%d: %s\n", s.n, err.msg);
                 host_free(&h);
                 return 3;
@@ -302,10 +303,14 @@ int main(int argc, char **argv)
     int n_shapes = 3;
     bool with_spot = true;
     for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--quick")) n_shapes = 1;
-        else if (!strcmp(argv[a], "--no-spot")) with_spot = false;
-        else if (!strcmp(argv[a], "--n") && a + 1 < argc) shapes[0].n = atoi(argv[++a]), n_shapes = 1;
-        else if (!strcmp(argv[a], "--heads") && a + 1 < argc) shapes[0].heads = atoi(argv[++a]), n_shapes = 1;
+        if (!strcmp(argv[a], "--quick"))
+            n_shapes = 1;
+        else if (!strcmp(argv[a], "--no-spot"))
+            with_spot = false;
+        else if (!strcmp(argv[a], "--n") && a + 1 < argc)
+            shapes[0].n = atoi(argv[++a]), n_shapes = 1;
+        else if (!strcmp(argv[a], "--heads") && a + 1 < argc)
+            shapes[0].heads = atoi(argv[++a]), n_shapes = 1;
         else {
             fprintf(stderr, "usage: %s [--quick] [--n N] [--heads H] [--no-spot]\n", argv[0]);
             return 2;
@@ -325,7 +330,8 @@ int main(int argc, char **argv)
         return 3;
     }
     say("cuBLAS on this device: DGEMM %.2f TFLOP/s (8192^3), %.2f TFLOP/s (32768 x 2048 x 128, an S block's "
-        "shape); SGEMM %.2f TFLOP/s (8192^3, FP32, no TF32)\n", dgemm, dgemm_like, sgemm);
+        "shape); SGEMM %.2f TFLOP/s (8192^3, FP32, no TF32)\n",
+        dgemm, dgemm_like, sgemm);
     int worst = bench_small();
     for (int s = 0; s < n_shapes; s++) {
         int status = bench_shape(shapes[s], with_spot, dgemm);

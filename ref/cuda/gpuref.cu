@@ -27,12 +27,15 @@ int ref_gpu_available(ac_err *why)
     REFG_CUDA(why, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     REFG_CUDA(why, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     if (major < 8)
-        return ac_fail(why, AC_ERR_ENV, "CUDA device %d has compute capability %d.%d; the GPU reference is "
-                       "built for >= 8.0", device, major, minor);
+        return ac_fail(why, AC_ERR_ENV,
+                       "CUDA device %d has compute capability %d.%d; the GPU reference is "
+                       "built for >= 8.0",
+                       device, major, minor);
     return AC_OK;
 }
 
-namespace {
+namespace
+{
 
 // A context made by ref_gpu_warm_up, waiting for the first thread without one.
 std::mutex spare_lock;
@@ -42,11 +45,15 @@ void destroy_context(refg_ctx *c)
 {
     // Teardown after a failed creation: errors here add nothing to the one reported.
     for (int s = 0; s < 2; s++) {
-        if (c->staged[s]) (void)cudaEventDestroy(c->staged[s]);
-        if (c->staging[s]) (void)cudaFreeHost(c->staging[s]);
+        if (c->staged[s])
+            (void)cudaEventDestroy(c->staged[s]);
+        if (c->staging[s])
+            (void)cudaFreeHost(c->staging[s]);
     }
-    if (c->blas) (void)cublasDestroy(c->blas);
-    if (c->stream) (void)cudaStreamDestroy(c->stream);
+    if (c->blas)
+        (void)cublasDestroy(c->blas);
+    if (c->stream)
+        (void)cudaStreamDestroy(c->stream);
     delete c;
 }
 
@@ -59,7 +66,8 @@ void make_staging(refg_ctx *c)
         if (cudaMallocHost(&slot, REFG_STAGING_BYTES) != cudaSuccess ||
             cudaEventCreateWithFlags(&c->staged[s], cudaEventDisableTiming) != cudaSuccess) {
             (void)cudaGetLastError(); // not sticky: clear it
-            if (slot) (void)cudaFreeHost(slot);
+            if (slot)
+                (void)cudaFreeHost(slot);
             for (int t = 0; t < s; t++) {
                 (void)cudaEventDestroy(c->staged[t]);
                 (void)cudaFreeHost(c->staging[t]);
@@ -168,10 +176,11 @@ int refg_stage(refg_run *r, int stage, ac_err *err)
 
 // ---- allocations ----------------------------------------------------------------
 
-namespace {
+namespace
+{
 
-template <typename P> int dev_alloc(refg_run *r, P **ptr, size_t elems, size_t elem_bytes, const char *what,
-                                    ac_err *err)
+template <typename P>
+int dev_alloc(refg_run *r, P **ptr, size_t elems, size_t elem_bytes, const char *what, ac_err *err)
 {
     *ptr = nullptr;
     size_t bytes = elems * elem_bytes;
@@ -181,8 +190,10 @@ template <typename P> int dev_alloc(refg_run *r, P **ptr, size_t elems, size_t e
     cudaError_t e = cudaMalloc(&dev, bytes ? bytes : 1);
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); // an allocation failure is not sticky: clear it
-        return ac_fail(err, AC_ERR_ENV, "GPU reference: cudaMalloc(%zu bytes) for %s failed: %s (%.3g GiB "
-                       "allocated before it)", bytes, what, cudaGetErrorString(e), (double)r->bytes / (1 << 30));
+        return ac_fail(err, AC_ERR_ENV,
+                       "GPU reference: cudaMalloc(%zu bytes) for %s failed: %s (%.3g GiB "
+                       "allocated before it)",
+                       bytes, what, cudaGetErrorString(e), (double)r->bytes / (1 << 30));
     }
     r->allocs[r->n_allocs++] = dev;
     r->bytes += bytes;
@@ -269,13 +280,14 @@ int alloc_block(refg_run *r, ac_err *err)
 
 // ---- validation and the call ------------------------------------------------------
 
-namespace {
+namespace
+{
 
-int check_outputs(const ac_problem *p, ac_dtype t, const void *q, const void *k, const void *v,
-                  const void *d_o, const ref_gpu_outputs *out, ac_err *err)
+int check_outputs(const ac_problem *p, ac_dtype t, const void *q, const void *k, const void *v, const void *d_o,
+                  const ref_gpu_outputs *out, ac_err *err)
 {
     REFG_TRY(ac_problem_validate(p, SIZE_MAX, err)); /* device memory is checked by the plan */
-    REFG_TRY(ref_gpu_supports(p, err));               /* no variant yet: the CPU tier has them */
+    REFG_TRY(ref_gpu_supports(p, err)); /* no variant yet: the CPU tier has them */
     if ((unsigned)t >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "ref_gpu_reference: unknown dtype %d", (int)t);
     if (!q || !k || !v || !out || !out->o || !out->lse)
@@ -289,7 +301,8 @@ int check_outputs(const ac_problem *p, ac_dtype t, const void *q, const void *k,
     if (!out->dq || !out->dk || !out->dv || !out->delta)
         return ac_fail(err, AC_ERR_INPUT, "ref_gpu_reference: d_o given but dq, dk, dv or delta is NULL");
     if (out->e_o && !(out->e_dq && out->e_dk && out->e_dv))
-        return ac_fail(err, AC_ERR_INPUT, "ref_gpu_reference: the backward scales e_dq, e_dk, e_dv are needed with e_o");
+        return ac_fail(err, AC_ERR_INPUT,
+                       "ref_gpu_reference: the backward scales e_dq, e_dk, e_dv are needed with e_o");
     if (out->naive_o && !(out->naive_dq && out->naive_dk && out->naive_dv))
         return ac_fail(err, AC_ERR_INPUT, "ref_gpu_reference: naive_dq, naive_dk, naive_dv are needed with naive_o");
     return AC_OK;
@@ -324,9 +337,8 @@ void init_constants(refg_run *r)
 
 } // namespace
 
-int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void *k, const void *v,
-                      const void *d_o, const ref_gpu_opts *opts, const ref_gpu_outputs *out,
-                      ref_gpu_stats *stats, ac_err *err)
+int ref_gpu_reference(const ac_problem *p, ac_dtype t, const void *q, const void *k, const void *v, const void *d_o,
+                      const ref_gpu_opts *opts, const ref_gpu_outputs *out, ref_gpu_stats *stats, ac_err *err)
 {
     double t0 = refg_now();
     ref_gpu_opts no_opts = {};

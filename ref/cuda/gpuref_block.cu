@@ -18,7 +18,8 @@
 // The naive baseline of the same block: gpuref_naive.cu.
 #include "gpuref_run.cuh"
 
-namespace {
+namespace
+{
 
 // ---- fp64 rows ------------------------------------------------------------
 
@@ -26,9 +27,9 @@ struct fwd_args {
     refg_geom g;
     int i0, jlo, cols;
     const uint8_t *mask; // (R, C) or NULL
-    double *s;           // in S, out P
-    const double *graw;  // NULL without scales
-    double *w;           // E_O weights, NULL without scales
+    double *s; // in S, out P
+    const double *graw; // NULL without scales
+    double *w; // E_O weights, NULL without scales
     double *lse, *e_lse, *g_row; // per row of the block
     double gscale, scale_abs, rho, tau;
 };
@@ -109,9 +110,9 @@ struct bwd_args {
     int i0, jlo, cols;
     const uint8_t *mask;
     const double *p, *graw;
-    double *dp;  // in dP, out dS
+    double *dp; // in dP, out dS
     double *dph; // in dPhat, out the dQ/dK weights (NULL without scales)
-    double *wv;  // out the dV weights (NULL without scales)
+    double *wv; // out the dV weights (NULL without scales)
     const double *lse, *delta, *dhat, *g_row;
     double gscale, rho, tau;
 };
@@ -167,26 +168,38 @@ int block_forward(refg_run *r, const refg_block_view &v, ac_err *err)
     ref_gpu_stats *st = r->stats;
     const int d = v.d;
     REFG_TRY(refg_stage(r, REF_GPU_STAGE_FORWARD, err));
-    REFG_TRY(refg_dgemm(r, false, true, v.rows, v.cols, d, r->scale, g.q + v.q_at, d, g.k + v.kv_at, d,
-                        0.0, bb.s, v.cols, &st->flops_attention, err));
+    REFG_TRY(refg_dgemm(r, false, true, v.rows, v.cols, d, r->scale, g.q + v.q_at, d, g.k + v.kv_at, d, 0.0, bb.s,
+                        v.cols, &st->flops_attention, err));
     if (r->scales) {
         REFG_TRY(refg_stage(r, REF_GPU_STAGE_SCALES, err));
-        REFG_TRY(refg_dgemm(r, false, true, v.rows, v.cols, d, 1.0, g.q_abs + v.q_at, d,
-                            g.k_abs + v.kv_at, d, 0.0, bb.graw, v.cols, &st->flops_scales, err));
+        REFG_TRY(refg_dgemm(r, false, true, v.rows, v.cols, d, 1.0, g.q_abs + v.q_at, d, g.k_abs + v.kv_at, d, 0.0,
+                            bb.graw, v.cols, &st->flops_scales, err));
         REFG_TRY(refg_stage(r, REF_GPU_STAGE_FORWARD, err));
     }
     const size_t row_at = (size_t)v.hl * r->p->seqlen_q + v.i0;
-    fwd_args a = {r->geom, v.i0, v.jlo, v.cols, r->p->dense_mask ? bb.mask : nullptr, bb.s,
-                  r->scales ? bb.graw : nullptr, r->scales ? bb.w : nullptr, g.lse + row_at,
-                  r->scales ? g.e_lse + row_at : nullptr, bb.g_row, r->gscale, r->scale_abs, r->rho, r->tau};
+    fwd_args a = {r->geom,
+                  v.i0,
+                  v.jlo,
+                  v.cols,
+                  r->p->dense_mask ? bb.mask : nullptr,
+                  bb.s,
+                  r->scales ? bb.graw : nullptr,
+                  r->scales ? bb.w : nullptr,
+                  g.lse + row_at,
+                  r->scales ? g.e_lse + row_at : nullptr,
+                  bb.g_row,
+                  r->gscale,
+                  r->scale_abs,
+                  r->rho,
+                  r->tau};
     fwd_rows<<<v.rows, refg_row_threads(v.cols), 0, r->ctx->stream>>>(a);
     REFG_LAUNCH(err, "fwd_rows");
-    REFG_TRY(refg_dgemm(r, false, false, v.rows, d, v.cols, 1.0, bb.s, v.cols, g.v + v.kv_at, d, 0.0,
-                        g.o + v.q_at, d, &st->flops_attention, err));
+    REFG_TRY(refg_dgemm(r, false, false, v.rows, d, v.cols, 1.0, bb.s, v.cols, g.v + v.kv_at, d, 0.0, g.o + v.q_at, d,
+                        &st->flops_attention, err));
     if (r->scales) {
         REFG_TRY(refg_stage(r, REF_GPU_STAGE_SCALES, err));
-        REFG_TRY(refg_dgemm(r, false, false, v.rows, d, v.cols, 1.0, bb.w, v.cols, g.v_abs + v.kv_at, d,
-                            0.0, g.e_o + v.q_at, d, &st->flops_scales, err));
+        REFG_TRY(refg_dgemm(r, false, false, v.rows, d, v.cols, 1.0, bb.w, v.cols, g.v_abs + v.kv_at, d, 0.0,
+                            g.e_o + v.q_at, d, &st->flops_scales, err));
     }
     return AC_OK;
 }
@@ -199,38 +212,51 @@ int block_backward(refg_run *r, const refg_block_view &v, ac_err *err)
     const int d = v.d;
     const size_t row_at = (size_t)v.hl * r->p->seqlen_q + v.i0;
     REFG_TRY(refg_stage(r, REF_GPU_STAGE_BACKWARD, err));
-    delta_rows<<<(v.rows + 7) / 8, 256, 0, r->ctx->stream>>>(g.o + v.q_at, g.d_o + v.q_at, v.rows, d,
-                                                                g.delta + row_at, bb.dhat);
+    delta_rows<<<(v.rows + 7) / 8, 256, 0, r->ctx->stream>>>(g.o + v.q_at, g.d_o + v.q_at, v.rows, d, g.delta + row_at,
+                                                             bb.dhat);
     REFG_LAUNCH(err, "delta_rows");
-    REFG_TRY(refg_dgemm(r, false, true, v.rows, v.cols, d, 1.0, g.d_o + v.q_at, d, g.v + v.kv_at, d, 0.0,
-                        bb.dp, v.cols, &st->flops_attention, err));
+    REFG_TRY(refg_dgemm(r, false, true, v.rows, v.cols, d, 1.0, g.d_o + v.q_at, d, g.v + v.kv_at, d, 0.0, bb.dp, v.cols,
+                        &st->flops_attention, err));
     if (r->scales) {
         REFG_TRY(refg_stage(r, REF_GPU_STAGE_SCALES, err));
-        REFG_TRY(refg_dgemm(r, false, true, v.rows, v.cols, d, 1.0, g.d_o_abs + v.q_at, d,
-                            g.v_abs + v.kv_at, d, 0.0, bb.dph, v.cols, &st->flops_scales, err));
+        REFG_TRY(refg_dgemm(r, false, true, v.rows, v.cols, d, 1.0, g.d_o_abs + v.q_at, d, g.v_abs + v.kv_at, d, 0.0,
+                            bb.dph, v.cols, &st->flops_scales, err));
         REFG_TRY(refg_stage(r, REF_GPU_STAGE_BACKWARD, err));
     }
-    bwd_args a = {r->geom, v.i0, v.jlo, v.cols, r->p->dense_mask ? bb.mask : nullptr, bb.s,
-                  r->scales ? bb.graw : nullptr, bb.dp, r->scales ? bb.dph : nullptr,
-                  r->scales ? bb.w : nullptr, g.lse + row_at, g.delta + row_at, bb.dhat, bb.g_row,
-                  r->gscale, r->rho, r->tau};
+    bwd_args a = {r->geom,
+                  v.i0,
+                  v.jlo,
+                  v.cols,
+                  r->p->dense_mask ? bb.mask : nullptr,
+                  bb.s,
+                  r->scales ? bb.graw : nullptr,
+                  bb.dp,
+                  r->scales ? bb.dph : nullptr,
+                  r->scales ? bb.w : nullptr,
+                  g.lse + row_at,
+                  g.delta + row_at,
+                  bb.dhat,
+                  bb.g_row,
+                  r->gscale,
+                  r->rho,
+                  r->tau};
     bwd_rows<<<v.rows, refg_row_threads(v.cols), 0, r->ctx->stream>>>(a);
     REFG_LAUNCH(err, "bwd_rows");
     REFG_TRY(refg_dgemm(r, false, false, v.rows, d, v.cols, r->scale, bb.dp, v.cols, g.k + v.kv_at, d, 0.0,
                         g.dq + v.q_at, d, &st->flops_attention, err));
     REFG_TRY(refg_dgemm(r, true, false, v.cols, d, v.rows, r->scale, bb.dp, v.cols, g.q + v.q_at, d, 1.0,
                         g.dk + v.kv_at, d, &st->flops_attention, err));
-    REFG_TRY(refg_dgemm(r, true, false, v.cols, d, v.rows, 1.0, bb.s, v.cols, g.d_o + v.q_at, d, 1.0,
-                        g.dv + v.kv_at, d, &st->flops_attention, err));
+    REFG_TRY(refg_dgemm(r, true, false, v.cols, d, v.rows, 1.0, bb.s, v.cols, g.d_o + v.q_at, d, 1.0, g.dv + v.kv_at, d,
+                        &st->flops_attention, err));
     if (!r->scales)
         return AC_OK;
     REFG_TRY(refg_stage(r, REF_GPU_STAGE_SCALES, err));
     REFG_TRY(refg_dgemm(r, true, false, v.cols, d, v.rows, 1.0, bb.w, v.cols, g.d_o_abs + v.q_at, d, 1.0,
                         g.e_dv + v.kv_at, d, &st->flops_scales, err));
-    REFG_TRY(refg_dgemm(r, false, false, v.rows, d, v.cols, r->scale_abs, bb.dph, v.cols, g.k_abs + v.kv_at,
-                        d, 0.0, g.e_dq + v.q_at, d, &st->flops_scales, err));
-    REFG_TRY(refg_dgemm(r, true, false, v.cols, d, v.rows, r->scale_abs, bb.dph, v.cols, g.q_abs + v.q_at,
-                        d, 1.0, g.e_dk + v.kv_at, d, &st->flops_scales, err));
+    REFG_TRY(refg_dgemm(r, false, false, v.rows, d, v.cols, r->scale_abs, bb.dph, v.cols, g.k_abs + v.kv_at, d, 0.0,
+                        g.e_dq + v.q_at, d, &st->flops_scales, err));
+    REFG_TRY(refg_dgemm(r, true, false, v.cols, d, v.rows, r->scale_abs, bb.dph, v.cols, g.q_abs + v.q_at, d, 1.0,
+                        g.e_dk + v.kv_at, d, &st->flops_scales, err));
     return AC_OK;
 }
 
@@ -238,8 +264,14 @@ int block_backward(refg_run *r, const refg_block_view &v, ac_err *err)
 
 int refg_block(refg_run *r, int hl, int i0, int i1, int jlo, int jhi, ac_err *err)
 {
-    refg_block_view v = {hl, i0, i1 - i0, jlo, jhi - jlo, r->p->head_dim,
-                    ((size_t)hl * r->p->seqlen_q + i0) * r->p->head_dim, (size_t)jlo * r->p->head_dim};
+    refg_block_view v = {hl,
+                         i0,
+                         i1 - i0,
+                         jlo,
+                         jhi - jlo,
+                         r->p->head_dim,
+                         ((size_t)hl * r->p->seqlen_q + i0) * r->p->head_dim,
+                         (size_t)jlo * r->p->head_dim};
     REFG_TRY(block_forward(r, v, err));
     if (r->backward)
         REFG_TRY(block_backward(r, v, err));

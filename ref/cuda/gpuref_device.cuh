@@ -19,11 +19,11 @@ extern "C" {
 
 // The current (batch, KV head) group's problem as the kernels see it.
 struct refg_geom {
-    int nq, nk;             // this batch's lengths: rows i >= nq, keys j >= nk are padding
+    int nq, nk; // this batch's lengths: rows i >= nq, keys j >= nk are padding
     int head_dim;
     int windowed;
     int window_left, window_right; // >= 0 or AC_WINDOW_INF
-    int bottom_right;       // the window's alignment
+    int bottom_right; // the window's alignment
 };
 
 // ac_visible_range for row i: keys [lo, hi) before the dense mask (hi <= lo: none).
@@ -43,8 +43,7 @@ __host__ __device__ inline void refg_visible_range(const refg_geom &g, int i, in
 
 // Row r of a block starting at query row i0 and key jlo, C keys wide: the
 // columns [*c_lo, *c_hi) inside the row's visible range.
-__device__ inline void refg_row_cols(const refg_geom &g, int i0, int jlo, int cols, int r, int *c_lo,
-                                     int *c_hi)
+__device__ inline void refg_row_cols(const refg_geom &g, int i0, int jlo, int cols, int r, int *c_lo, int *c_hi)
 {
     int lo, hi;
     refg_visible_range(g, i0 + r, &lo, &hi);
@@ -69,10 +68,7 @@ template <> __device__ inline double refg_widen<AC_BF16>(const void *bits, size_
 template <int T> __device__ inline float refg_round(float x);
 template <> __device__ inline float refg_round<AC_F32>(float x) { return x; }
 template <> __device__ inline float refg_round<AC_F16>(float x) { return __half2float(__float2half_rn(x)); }
-template <> __device__ inline float refg_round<AC_BF16>(float x)
-{
-    return __bfloat162float(__float2bfloat16_rn(x));
-}
+template <> __device__ inline float refg_round<AC_BF16>(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
 // Block-wide reductions for CTAs of a multiple of 32 threads, at most 1024.
 // Every thread gets the result; red holds 32 values of scratch.

@@ -5,23 +5,24 @@
 // SGEMM rates on this device, which the bench compares the reference with.
 #include "gpuref_run.cuh"
 
-namespace {
+namespace
+{
 
 inline cublasOperation_t op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
 } // namespace
 
-int refg_dgemm(refg_run *r, bool trans_a, bool trans_b, int m, int n, int k, double alpha,
-               const double *a, int lda, const double *b, int ldb, double beta, double *c, int ldc,
-               double *flops, ac_err *err)
+int refg_dgemm(refg_run *r, bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double *a, int lda,
+               const double *b, int ldb, double beta, double *c, int ldc, double *flops, ac_err *err)
 {
-    REFG_CUBLAS(err, cublasDgemm(r->ctx->blas, op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb, a, lda,
-                                 &beta, c, ldc));
+    REFG_CUBLAS(err,
+                cublasDgemm(r->ctx->blas, op(trans_b), op(trans_a), n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
     *flops += 2.0 * m * n * k;
     return AC_OK;
 }
 
-namespace {
+namespace
+{
 
 // Buffers of a timing run, freed on every path.
 struct gemm_bufs {
@@ -32,8 +33,10 @@ struct gemm_bufs {
         cudaFree(a);
         cudaFree(b);
         cudaFree(c);
-        if (start) cudaEventDestroy(start);
-        if (stop) cudaEventDestroy(stop);
+        if (start)
+            cudaEventDestroy(start);
+        if (stop)
+            cudaEventDestroy(stop);
     }
 };
 
@@ -42,8 +45,10 @@ __global__ void fill_values(double *x64, float *x32, size_t n, unsigned seed)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         unsigned h = (unsigned)(i * 2654435761u) ^ seed;
         double x = (double)(h % 2001u) / 1000.0 - 1.0; // in [-1, 1]: no overflow, no denormals
-        if (x64) x64[i] = x;
-        if (x32) x32[i] = (float)x;
+        if (x64)
+            x64[i] = x;
+        if (x32)
+            x32[i] = (float)x;
     }
 }
 
@@ -51,12 +56,14 @@ int gemm_call(refg_ctx *ctx, bool fp64, int m, int n, int k, const gemm_bufs &g,
 {
     if (fp64) {
         const double one = 1.0, zero = 0.0;
-        REFG_CUBLAS(err, cublasDgemm(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, (const double *)g.a,
-                                     m, (const double *)g.b, k, &zero, (double *)g.c, m));
+        REFG_CUBLAS(err,
+                    cublasDgemm(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, (const double *)g.a, m,
+                                (const double *)g.b, k, &zero, (double *)g.c, m));
     } else {
         const float one = 1.0f, zero = 0.0f;
-        REFG_CUBLAS(err, cublasSgemm(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, (const float *)g.a,
-                                     m, (const float *)g.b, k, &zero, (float *)g.c, m));
+        REFG_CUBLAS(err,
+                    cublasSgemm(ctx->blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, (const float *)g.a, m,
+                                (const float *)g.b, k, &zero, (float *)g.c, m));
     }
     return AC_OK;
 }

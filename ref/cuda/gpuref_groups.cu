@@ -6,16 +6,17 @@
 // into the caller's arrays in the problem's layout (BSHD through one device
 // permutation; through two pinned slots that worker threads scatter into the
 // host arrays: transfer.c).
-#include "gpuref_run.cuh"
 #include "../parallel.h"
+#include "gpuref_run.cuh"
 
-namespace {
+namespace
+{
 
 // (G, Nq, d) element e of the compact buffer from staging that holds the
 // group's rows as copied: (G, Nq, d) for BHSD, (Nq, G, d) for BSHD.
 template <int T>
-__global__ void widen(const void *bits, size_t n, int group, int seqlen, int d, int bshd, double *x64,
-                      double *x_abs, float *x32)
+__global__ void widen(const void *bits, size_t n, int group, int seqlen, int d, int bshd, double *x64, double *x_abs,
+                      float *x32)
 {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
         size_t src = e;
@@ -25,8 +26,10 @@ __global__ void widen(const void *bits, size_t n, int group, int seqlen, int d, 
         }
         double x = refg_widen<T>(bits, src);
         x64[e] = x;
-        if (x_abs) x_abs[e] = fabs(x);
-        if (x32) x32[e] = (float)x; // exact: every f16, bf16 and f32 value is a float
+        if (x_abs)
+            x_abs[e] = fabs(x);
+        if (x32)
+            x32[e] = (float)x; // exact: every f16, bf16 and f32 value is a float
     }
 }
 
@@ -75,12 +78,14 @@ int copy_up(refg_run *r, const void *host, const slab &s, ac_err *err)
 {
     size_t es = ac_dtype_size(r->t);
     if (s.height == 1) {
-        REFG_CUDA(err, cudaMemcpyAsync(r->gb.staging, (const char *)host + s.offset * es, s.width * es,
-                                       cudaMemcpyHostToDevice, r->ctx->stream));
+        REFG_CUDA(err,
+                  cudaMemcpyAsync(r->gb.staging, (const char *)host + s.offset * es, s.width * es,
+                                  cudaMemcpyHostToDevice, r->ctx->stream));
         return AC_OK;
     }
-    REFG_CUDA(err, cudaMemcpy2DAsync(r->gb.staging, s.width * es, (const char *)host + s.offset * es,
-                                     s.pitch * es, s.width * es, s.height, cudaMemcpyHostToDevice, r->ctx->stream));
+    REFG_CUDA(err,
+              cudaMemcpy2DAsync(r->gb.staging, s.width * es, (const char *)host + s.offset * es, s.pitch * es,
+                                s.width * es, s.height, cudaMemcpyHostToDevice, r->ctx->stream));
     return AC_OK;
 }
 
@@ -90,9 +95,15 @@ int widen_into(refg_run *r, size_t n, int group, int seqlen, bool bshd, double *
     cudaStream_t st = r->ctx->stream;
     int d = r->p->head_dim, grid = refg_grid(n);
     switch (r->t) {
-    case AC_F16: widen<AC_F16><<<grid, 256, 0, st>>>(r->gb.staging, n, group, seqlen, d, bshd, x64, x_abs, x32); break;
-    case AC_BF16: widen<AC_BF16><<<grid, 256, 0, st>>>(r->gb.staging, n, group, seqlen, d, bshd, x64, x_abs, x32); break;
-    default: widen<AC_F32><<<grid, 256, 0, st>>>(r->gb.staging, n, group, seqlen, d, bshd, x64, x_abs, x32); break;
+    case AC_F16:
+        widen<AC_F16><<<grid, 256, 0, st>>>(r->gb.staging, n, group, seqlen, d, bshd, x64, x_abs, x32);
+        break;
+    case AC_BF16:
+        widen<AC_BF16><<<grid, 256, 0, st>>>(r->gb.staging, n, group, seqlen, d, bshd, x64, x_abs, x32);
+        break;
+    default:
+        widen<AC_F32><<<grid, 256, 0, st>>>(r->gb.staging, n, group, seqlen, d, bshd, x64, x_abs, x32);
+        break;
     }
     REFG_LAUNCH(err, "widen");
     return AC_OK;
@@ -118,16 +129,20 @@ int upload_group(refg_run *r, const void *const in[4], ac_err *err)
     cudaStream_t st = r->ctx->stream;
     double *q_out[] = {g.o, g.dq, g.e_o, g.e_dq, g.n_o, g.n_dq};
     for (double *x : q_out)
-        if (x) REFG_CUDA(err, cudaMemsetAsync(x, 0, nq * sizeof(double), st));
+        if (x)
+            REFG_CUDA(err, cudaMemsetAsync(x, 0, nq * sizeof(double), st));
     double *kv_out[] = {g.dk, g.dv, g.e_dk, g.e_dv};
     for (double *x : kv_out)
-        if (x) REFG_CUDA(err, cudaMemsetAsync(x, 0, nkv * sizeof(double), st));
+        if (x)
+            REFG_CUDA(err, cudaMemsetAsync(x, 0, nkv * sizeof(double), st));
     float *sums[] = {g.n_dk_sum, g.n_dv_sum};
     for (float *x : sums)
-        if (x) REFG_CUDA(err, cudaMemsetAsync(x, 0, nkv * sizeof(float), st));
+        if (x)
+            REFG_CUDA(err, cudaMemsetAsync(x, 0, nkv * sizeof(float), st));
     double *rows_zero[] = {g.delta, g.e_lse};
     for (double *x : rows_zero)
-        if (x) REFG_CUDA(err, cudaMemsetAsync(x, 0, r->z.rows * sizeof(double), st));
+        if (x)
+            REFG_CUDA(err, cudaMemsetAsync(x, 0, r->z.rows * sizeof(double), st));
     double *rows_ninf[] = {g.lse, g.n_lse};
     for (double *x : rows_ninf)
         if (x) {
@@ -140,12 +155,14 @@ int upload_group(refg_run *r, const void *const in[4], ac_err *err)
 int copy_down(refg_run *r, double *host, const double *dev, const slab &s, ac_err *err)
 {
     if (s.height == 1) {
-        REFG_CUDA(err, cudaMemcpyAsync(host + s.offset, dev, s.width * sizeof(double), cudaMemcpyDeviceToHost,
-                                       r->ctx->stream));
+        REFG_CUDA(
+            err,
+            cudaMemcpyAsync(host + s.offset, dev, s.width * sizeof(double), cudaMemcpyDeviceToHost, r->ctx->stream));
         return AC_OK;
     }
-    REFG_CUDA(err, cudaMemcpy2DAsync(host + s.offset, s.pitch * sizeof(double), dev, s.width * sizeof(double),
-                                     s.width * sizeof(double), s.height, cudaMemcpyDeviceToHost, r->ctx->stream));
+    REFG_CUDA(err,
+              cudaMemcpy2DAsync(host + s.offset, s.pitch * sizeof(double), dev, s.width * sizeof(double),
+                                s.width * sizeof(double), s.height, cudaMemcpyDeviceToHost, r->ctx->stream));
     return AC_OK;
 }
 
@@ -207,8 +224,8 @@ int fetch_chunk(void *ctx, int slot, const refg_chunk *c, ac_err *err)
         }
         src = r->gb.perm;
     }
-    REFG_CUDA(err, cudaMemcpyAsync(r->ctx->staging[slot], src + c->e0, c->n * sizeof(double), cudaMemcpyDeviceToHost,
-                                   st));
+    REFG_CUDA(err,
+              cudaMemcpyAsync(r->ctx->staging[slot], src + c->e0, c->n * sizeof(double), cudaMemcpyDeviceToHost, st));
     REFG_CUDA(err, cudaEventRecord(r->ctx->staged[slot], st));
     return AC_OK;
 }
@@ -263,8 +280,9 @@ int upload_mask(refg_run *r, int h, int i0, int rows, int jlo, int cols, ac_err 
     const ac_problem *p = r->p;
     size_t mb = p->mask_batch == 1 ? 0 : (size_t)r->b, mh = p->mask_heads == 1 ? 0 : (size_t)h;
     const uint8_t *src = p->dense_mask + ((mb * p->mask_heads + mh) * p->seqlen_q + i0) * p->seqlen_k + jlo;
-    REFG_CUDA(err, cudaMemcpy2DAsync(r->bb.mask, (size_t)cols, src, (size_t)p->seqlen_k, (size_t)cols, (size_t)rows,
-                                     cudaMemcpyHostToDevice, r->ctx->stream));
+    REFG_CUDA(err,
+              cudaMemcpy2DAsync(r->bb.mask, (size_t)cols, src, (size_t)p->seqlen_k, (size_t)cols, (size_t)rows,
+                                cudaMemcpyHostToDevice, r->ctx->stream));
     return AC_OK;
 }
 
@@ -287,8 +305,8 @@ int run_head(refg_run *r, int hl, ac_err *err)
         if (jhi <= jlo)
             continue; // no row sees a key: the initial O = 0, LSE = -inf stand
         if (jhi - jlo > r->block_cols)
-            return ac_fail(err, AC_ERR_ENV, "GPU reference: internal: block keys [%d, %d) exceed the plan's %d",
-                           jlo, jhi, r->block_cols);
+            return ac_fail(err, AC_ERR_ENV, "GPU reference: internal: block keys [%d, %d) exceed the plan's %d", jlo,
+                           jhi, r->block_cols);
         if (r->p->dense_mask)
             REFG_TRY(upload_mask(r, h, i0, i1 - i0, jlo, jhi - jlo, err));
         REFG_TRY(refg_block(r, hl, i0, i1, jlo, jhi, err));
@@ -307,8 +325,13 @@ int refg_run_groups(refg_run *r, const void *const in[4], const ref_gpu_outputs 
         for (int kv_head = 0; kv_head < p->heads_kv; kv_head++) {
             r->b = b;
             r->kv_head = kv_head;
-            r->geom = {ac_seqlen_q_of(p, b), ac_seqlen_k_of(p, b), p->head_dim, p->windowed ? 1 : 0,
-                       p->window_left, p->window_right, p->align == AC_ALIGN_BOTTOM_RIGHT ? 1 : 0};
+            r->geom = {ac_seqlen_q_of(p, b),
+                       ac_seqlen_k_of(p, b),
+                       p->head_dim,
+                       p->windowed ? 1 : 0,
+                       p->window_left,
+                       p->window_right,
+                       p->align == AC_ALIGN_BOTTOM_RIGHT ? 1 : 0};
             REFG_TRY(refg_stage(r, REF_GPU_STAGE_UPLOAD, err));
             REFG_TRY(upload_group(r, in, err));
             for (int hl = 0; hl < r->group; hl++)

@@ -22,10 +22,10 @@ extern "C" {
 
 /* What one call keeps on the device, in elements and buffer counts. */
 typedef struct {
-    size_t q_elems, kv_elems, rows;   /* G Nq d, Nk d, G Nq of one group */
+    size_t q_elems, kv_elems, rows; /* G Nq d, Nk d, G Nq of one group */
     int q64, q32, kv64, kv32, rows64; /* group buffers of each shape and width */
-    size_t staging_bytes;             /* bit patterns up, BSHD permutation down */
-    int blk64, blk32, blk_mask;       /* R x C buffers: f64, f32, bytes of dense mask */
+    size_t staging_bytes; /* bit patterns up, BSHD permutation down */
+    int blk64, blk32, blk_mask; /* R x C buffers: f64, f32, bytes of dense mask */
 } refg_sizes;
 
 refg_sizes refg_sizes_of(const ac_problem *p, ac_dtype t, bool backward, bool scales, bool naive);

@@ -15,15 +15,16 @@
 // price is GEMMs without split-K: seq_gemm below is a plain tiled kernel.
 #include "gpuref_run.cuh"
 
-namespace {
+namespace
+{
 
 // C(m x n) = [C +] A(m x k) B(k x n), row-major (A stored (k x m) when TA, B
 // stored (n x k) when TB), each output summed in order over k with every
 // product rounded: fl(acc + fl(a b)).  32 x 32 outputs a CTA, 2 x 2 a thread.
 template <bool TA, bool TB>
-__global__ void __launch_bounds__(256) seq_gemm(int m, int n, int k, const float *__restrict__ a, int lda,
-                                                const float *__restrict__ b, int ldb, float *__restrict__ c,
-                                                int ldc, int accumulate)
+__global__ void __launch_bounds__(256)
+    seq_gemm(int m, int n, int k, const float *__restrict__ a, int lda, const float *__restrict__ b, int ldb,
+             float *__restrict__ c, int ldc, int accumulate)
 {
     __shared__ float as[32][33], bs[32][33]; // [kk][mm], [kk][nn]
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -62,8 +63,8 @@ __global__ void __launch_bounds__(256) seq_gemm(int m, int n, int k, const float
         }
 }
 
-int gemm(refg_run *r, bool trans_a, bool trans_b, int m, int n, int k, const float *a, int lda, const float *b,
-         int ldb, bool accumulate, float *c, int ldc, ac_err *err)
+int gemm(refg_run *r, bool trans_a, bool trans_b, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+         bool accumulate, float *c, int ldc, ac_err *err)
 {
     dim3 grid((n + 31) / 32, (m + 31) / 32);
     cudaStream_t st = r->ctx->stream;
@@ -85,9 +86,9 @@ struct rows_args {
     refg_geom g;
     int i0, jlo, cols;
     const uint8_t *mask;
-    float *s;             // the f32 sums of Q K^T; then S, then e, then P
+    float *s; // the f32 sums of Q K^T; then S, then e, then P
     float scale_f;
-    float *row_max;       // (R) m, or NaN for a row without a visible key
+    float *row_max; // (R) m, or NaN for a row without a visible key
 };
 
 // One CTA per row: S = round(fl(acc scale)) where visible (NaN marks a hidden pair),
@@ -119,8 +120,7 @@ template <int T> __global__ void naive_scores(rows_args a)
 }
 
 // One thread per row: l = sum_j e_j in order, LSE = m + logf(l).
-__global__ void naive_row_sums(const float *e, int rows, int cols, const float *row_max, float *row_sum,
-                               double *lse)
+__global__ void naive_row_sums(const float *e, int rows, int cols, const float *row_max, float *row_sum, double *lse)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= rows)
@@ -167,8 +167,9 @@ __global__ void naive_out_rows(const float *sums, int rows, int d, double *o, co
 }
 
 // dS = round(P (round(dP) - D)) on visible pairs, 0 elsewhere, in place of dP.
-template <int T> __global__ void naive_ds(refg_geom g, int i0, int jlo, int rows, int cols, const uint8_t *mask,
-                                          const float *p, float *dp, const float *delta)
+template <int T>
+__global__ void naive_ds(refg_geom g, int i0, int jlo, int rows, int cols, const uint8_t *mask, const float *p,
+                         float *dp, const float *delta)
 {
     const size_t n = (size_t)rows * cols;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
@@ -204,8 +205,8 @@ template <int T> int naive_forward(refg_run *r, const refg_block_view &v, ac_err
     REFG_LAUNCH(err, "naive_probs");
     REFG_TRY(gemm(r, false, false, rows, d, cols, bb.n_s, cols, g.v32 + v.kv_at, d, false, bb.n_part, d, err));
     naive_out_rows<T><<<(rows + 31) / 32, 32, 0, st>>>(bb.n_part, rows, d, g.n_o + v.q_at,
-                                                          r->backward ? g.d_o32 + v.q_at : nullptr,
-                                                          r->backward ? bb.n_delta : nullptr);
+                                                       r->backward ? g.d_o32 + v.q_at : nullptr,
+                                                       r->backward ? bb.n_delta : nullptr);
     REFG_LAUNCH(err, "naive_out_rows");
     return AC_OK;
 }
@@ -217,16 +218,16 @@ template <int T> int naive_backward(refg_run *r, const refg_block_view &v, ac_er
     cudaStream_t st = r->ctx->stream;
     const int d = v.d, rows = v.rows, cols = v.cols;
     REFG_TRY(gemm(r, false, true, rows, cols, d, g.d_o32 + v.q_at, d, g.v32 + v.kv_at, d, false, bb.n_dp, cols, err));
-    naive_ds<T><<<refg_grid((size_t)rows * cols), 256, 0, st>>>(r->geom, v.i0, v.jlo, rows, cols,
-                                                                r->p->dense_mask ? bb.mask : nullptr, bb.n_s,
-                                                                bb.n_dp, bb.n_delta);
+    naive_ds<T><<<refg_grid((size_t)rows * cols), 256, 0, st>>>(
+        r->geom, v.i0, v.jlo, rows, cols, r->p->dense_mask ? bb.mask : nullptr, bb.n_s, bb.n_dp, bb.n_delta);
     REFG_LAUNCH(err, "naive_ds");
     REFG_TRY(gemm(r, false, false, rows, d, cols, bb.n_dp, cols, g.k32 + v.kv_at, d, false, bb.n_part, d, err));
-    naive_round<T><<<refg_grid((size_t)rows * d), 256, 0, st>>>(bb.n_part, (size_t)rows * d, r->scale_f,
-                                                               g.n_dq + v.q_at);
+    naive_round<T>
+        <<<refg_grid((size_t)rows * d), 256, 0, st>>>(bb.n_part, (size_t)rows * d, r->scale_f, g.n_dq + v.q_at);
     REFG_LAUNCH(err, "naive_round(dQ)");
     REFG_TRY(gemm(r, true, false, cols, d, rows, bb.n_dp, cols, g.q32 + v.q_at, d, true, g.n_dk_sum + v.kv_at, d, err));
-    REFG_TRY(gemm(r, true, false, cols, d, rows, bb.n_s, cols, g.d_o32 + v.q_at, d, true, g.n_dv_sum + v.kv_at, d, err));
+    REFG_TRY(
+        gemm(r, true, false, cols, d, rows, bb.n_s, cols, g.d_o32 + v.q_at, d, true, g.n_dv_sum + v.kv_at, d, err));
     return AC_OK;
 }
 
@@ -255,17 +256,23 @@ template <int T> int naive_finish(refg_run *r, ac_err *err)
 int refg_block_naive(refg_run *r, const refg_block_view &v, ac_err *err)
 {
     switch (r->t) {
-    case AC_F16: return naive_block<AC_F16>(r, v, err);
-    case AC_BF16: return naive_block<AC_BF16>(r, v, err);
-    default: return naive_block<AC_F32>(r, v, err);
+    case AC_F16:
+        return naive_block<AC_F16>(r, v, err);
+    case AC_BF16:
+        return naive_block<AC_BF16>(r, v, err);
+    default:
+        return naive_block<AC_F32>(r, v, err);
     }
 }
 
 int refg_group_finish_naive(refg_run *r, ac_err *err)
 {
     switch (r->t) {
-    case AC_F16: return naive_finish<AC_F16>(r, err);
-    case AC_BF16: return naive_finish<AC_BF16>(r, err);
-    default: return naive_finish<AC_F32>(r, err);
+    case AC_F16:
+        return naive_finish<AC_F16>(r, err);
+    case AC_BF16:
+        return naive_finish<AC_BF16>(r, err);
+    default:
+        return naive_finish<AC_F32>(r, err);
     }
 }

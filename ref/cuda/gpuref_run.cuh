@@ -13,33 +13,33 @@
 #include "gpuref_internal.h"
 
 // A failed cudart / cuBLAS call becomes AC_ERR_ENV naming the call, file and line.
-#define REFG_CUDA(err, call)                                                                     \
-    do {                                                                                         \
-        cudaError_t refg_e_ = (call);                                                            \
-        if (refg_e_ != cudaSuccess)                                                              \
-            return ac_fail((err), AC_ERR_ENV, "GPU reference: %s failed: %s (%s:%d)", #call,     \
-                           cudaGetErrorString(refg_e_), __FILE__, __LINE__);                     \
+#define REFG_CUDA(err, call) \
+    do { \
+        cudaError_t refg_e_ = (call); \
+        if (refg_e_ != cudaSuccess) \
+            return ac_fail((err), AC_ERR_ENV, "GPU reference: %s failed: %s (%s:%d)", #call, \
+                           cudaGetErrorString(refg_e_), __FILE__, __LINE__); \
     } while (0)
-#define REFG_CUBLAS(err, call)                                                                   \
-    do {                                                                                         \
-        cublasStatus_t refg_s_ = (call);                                                         \
-        if (refg_s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return ac_fail((err), AC_ERR_ENV, "GPU reference: %s failed: %s (%s:%d)", #call,     \
-                           cublasGetStatusString(refg_s_), __FILE__, __LINE__);                  \
+#define REFG_CUBLAS(err, call) \
+    do { \
+        cublasStatus_t refg_s_ = (call); \
+        if (refg_s_ != CUBLAS_STATUS_SUCCESS) \
+            return ac_fail((err), AC_ERR_ENV, "GPU reference: %s failed: %s (%s:%d)", #call, \
+                           cublasGetStatusString(refg_s_), __FILE__, __LINE__); \
     } while (0)
 // After a launch: a bad configuration shows at once, a fault at the next sync.
-#define REFG_LAUNCH(err, name)                                                                   \
-    do {                                                                                         \
-        cudaError_t refg_e_ = cudaGetLastError();                                                \
-        if (refg_e_ != cudaSuccess)                                                              \
-            return ac_fail((err), AC_ERR_ENV, "GPU reference: launch of %s failed: %s (%s:%d)",  \
-                           (name), cudaGetErrorString(refg_e_), __FILE__, __LINE__);             \
+#define REFG_LAUNCH(err, name) \
+    do { \
+        cudaError_t refg_e_ = cudaGetLastError(); \
+        if (refg_e_ != cudaSuccess) \
+            return ac_fail((err), AC_ERR_ENV, "GPU reference: launch of %s failed: %s (%s:%d)", (name), \
+                           cudaGetErrorString(refg_e_), __FILE__, __LINE__); \
     } while (0)
-#define REFG_TRY(call)                                                                           \
-    do {                                                                                         \
-        int refg_st_ = (call);                                                                   \
-        if (refg_st_ != AC_OK)                                                                   \
-            return refg_st_;                                                                     \
+#define REFG_TRY(call) \
+    do { \
+        int refg_st_ = (call); \
+        if (refg_st_ != AC_OK) \
+            return refg_st_; \
     } while (0)
 
 // Pinned staging of the downloads: two slots of this many bytes per context
@@ -54,8 +54,8 @@ struct refg_ctx {
     cudaStream_t stream;
     int device;
     char name[128];
-    double *staging[2];     // pinned, REFG_STAGING_BYTES each; NULL: downloads go pageable
-    cudaEvent_t staged[2];  // a slot's copy is done
+    double *staging[2]; // pinned, REFG_STAGING_BYTES each; NULL: downloads go pageable
+    cudaEvent_t staged[2]; // a slot's copy is done
 };
 int refg_context(refg_ctx **out, ac_err *err);
 // A DGEMM of 128 x 128 on ctx's handle, synchronised: cuBLAS loads its kernels
@@ -65,31 +65,31 @@ int refg_gemm_warm(refg_ctx *ctx, ac_err *err);
 // The group's tensors, compact (G, Nq, d) / (Nk, d) / (G, Nq) with row stride d.
 // Buffers a call does not need stay NULL.
 struct refg_group_bufs {
-    double *q, *q_abs, *d_o, *d_o_abs;       // Q-like inputs, widened
-    float *q32, *d_o32;                      // and in f32 for the naive
-    double *k, *v, *k_abs, *v_abs;           // K-like inputs
+    double *q, *q_abs, *d_o, *d_o_abs; // Q-like inputs, widened
+    float *q32, *d_o32; // and in f32 for the naive
+    double *k, *v, *k_abs, *v_abs; // K-like inputs
     float *k32, *v32;
     double *o, *dq, *e_o, *e_dq, *n_o, *n_dq; // Q-like outputs
     double *dk, *dv, *e_dk, *e_dv, *n_dk, *n_dv;
-    float *n_dk_sum, *n_dv_sum;              // the naive's f32 sums over rows and heads
-    double *lse, *delta, *e_lse, *n_lse;     // (G, Nq)
-    unsigned char *staging;                  // bit patterns on their way up
-    double *perm;                            // BSHD order on the way down
+    float *n_dk_sum, *n_dv_sum; // the naive's f32 sums over rows and heads
+    double *lse, *delta, *e_lse, *n_lse; // (G, Nq)
+    unsigned char *staging; // bit patterns on their way up
+    double *perm; // BSHD order on the way down
 };
 
 // One block of R x C: see ref_gpu.h's memory plan.
 struct refg_block_bufs {
-    double *s;        // S, then P
-    double *graw;     // sum_c |Q||K|
-    double *w;        // E_O weights, then dV weights
-    double *dp;       // dP, then dS
-    double *dph;      // dPhat, then the dQ/dK weights
-    float *n_s;       // naive S, then P
-    float *n_dp;      // naive dP, then dS
-    float *n_part;    // (R, d): naive O or dQ sums
-    uint8_t *mask;    // dense mask slice, (R, C)
-    double *g_row, *dhat;            // (R)
-    float *n_delta, *n_max, *n_sum;  // (R): the naive's D, m, l
+    double *s; // S, then P
+    double *graw; // sum_c |Q||K|
+    double *w; // E_O weights, then dV weights
+    double *dp; // dP, then dS
+    double *dph; // dPhat, then the dQ/dK weights
+    float *n_s; // naive S, then P
+    float *n_dp; // naive dP, then dS
+    float *n_part; // (R, d): naive O or dQ sums
+    uint8_t *mask; // dense mask slice, (R, C)
+    double *g_row, *dhat; // (R)
+    float *n_delta, *n_max, *n_sum; // (R): the naive's D, m, l
 };
 
 #define REFG_MAX_ALLOCS 64
@@ -125,9 +125,8 @@ int refg_stage(refg_run *r, int stage, ac_err *err);
 
 // Row-major GEMMs C(M x N) = alpha op(A)(M x K) op(B)(K x N) + beta C, on r's
 // stream; flops (2 M N K) are added to *flops.
-int refg_dgemm(refg_run *r, bool trans_a, bool trans_b, int m, int n, int k, double alpha,
-               const double *a, int lda, const double *b, int ldb, double beta, double *c, int ldc,
-               double *flops, ac_err *err);
+int refg_dgemm(refg_run *r, bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double *a, int lda,
+               const double *b, int ldb, double beta, double *c, int ldc, double *flops, ac_err *err);
 
 // One block: rows [i0, i0 + rows) of query head hl of the group, keys [jlo, jlo + cols).
 struct refg_block_view {

@@ -5,8 +5,8 @@
 #include <limits.h>
 #include <stdio.h>
 
-#include "gpuref_internal.h"
 #include "../variants.h"
+#include "gpuref_internal.h"
 
 const char *ref_gpu_stage_name(ref_gpu_stage s)
 {
@@ -24,12 +24,11 @@ refg_sizes refg_sizes_of(const ac_problem *p, ac_dtype t, bool backward, bool sc
     z.kv_elems = (size_t)p->seqlen_k * (size_t)p->head_dim;
     z.rows = group * (size_t)p->seqlen_q;
     /* Q-like f64: Q, O; dO, dQ; |Q|, E_O; |dO|, E_dQ; naive O, dQ. */
-    z.q64 = 2 + (backward ? 2 : 0) + (scales ? 2 : 0) + (backward && scales ? 2 : 0) +
-            (naive ? 1 : 0) + (naive && backward ? 1 : 0);
+    z.q64 = 2 + (backward ? 2 : 0) + (scales ? 2 : 0) + (backward && scales ? 2 : 0) + (naive ? 1 : 0) +
+        (naive && backward ? 1 : 0);
     z.q32 = naive ? 1 + (backward ? 1 : 0) : 0; /* f32 Q, dO */
     /* K-like f64: K, V; dK, dV; |K|, |V|; E_dK, E_dV; naive dK, dV. */
-    z.kv64 = 2 + (backward ? 2 : 0) + (scales ? 2 : 0) + (backward && scales ? 2 : 0) +
-             (naive && backward ? 2 : 0);
+    z.kv64 = 2 + (backward ? 2 : 0) + (scales ? 2 : 0) + (backward && scales ? 2 : 0) + (naive && backward ? 2 : 0);
     z.kv32 = naive ? 2 + (backward ? 2 : 0) : 0; /* f32 K, V; naive dK, dV sums */
     /* LSE-like f64: LSE; D; E_lse; naive LSE. */
     z.rows64 = 1 + (backward ? 1 : 0) + (scales ? 1 : 0) + (naive ? 1 : 0);
@@ -50,7 +49,7 @@ refg_sizes refg_sizes_of(const ac_problem *p, ac_dtype t, bool backward, bool sc
 size_t refg_group_bytes(const refg_sizes *z)
 {
     return z->q_elems * (8 * z->q64 + 4 * z->q32) + z->kv_elems * (8 * z->kv64 + 4 * z->kv32) +
-           z->rows * 8 * z->rows64 + z->staging_bytes;
+        z->rows * 8 * z->rows64 + z->staging_bytes;
 }
 
 size_t refg_block_bytes(const refg_sizes *z, size_t rows, size_t cols, int head_dim)
@@ -95,21 +94,25 @@ static size_t wanted_rows(const ac_problem *p)
 int ref_gpu_supports(const ac_problem *p, ac_err *why)
 {
     if (p->layout == AC_LAYOUT_THD)
-        return ac_fail(why, AC_ERR_INPUT, "the GPU reference tier does not implement the packed THD layout (thd); "
+        return ac_fail(why, AC_ERR_INPUT,
+                       "the GPU reference tier does not implement the packed THD layout (thd); "
                        "the CPU tier computes it");
     if (ac_problem_is_fp8(p)) /* its inputs are code * descale; the device path reads 16/32-bit bits */
-        return ac_fail(why, AC_ERR_INPUT, "the GPU reference tier does not implement fp8 inputs; the CPU tier "
+        return ac_fail(why, AC_ERR_INPUT,
+                       "the GPU reference tier does not implement fp8 inputs; the CPU tier "
                        "computes them");
     unsigned used = ac_problem_variants(p);
     for (int v = 0; v < AC_VARIANT_COUNT; v++)
         if (used & ac_variant_bit((ac_variant)v))
-            return ac_fail(why, AC_ERR_INPUT, "the GPU reference tier does not implement %s (%s); the CPU tier "
-                           "computes it", ac_variant_what((ac_variant)v), ac_variant_name((ac_variant)v));
+            return ac_fail(why, AC_ERR_INPUT,
+                           "the GPU reference tier does not implement %s (%s); the CPU tier "
+                           "computes it",
+                           ac_variant_what((ac_variant)v), ac_variant_name((ac_variant)v));
     return AC_OK;
 }
 
-int ref_gpu_plan(const ac_problem *p, ac_dtype t, bool backward, bool scales, bool naive,
-                 size_t mem_limit, int block_rows, ref_gpu_plan_t *plan, ac_err *err)
+int ref_gpu_plan(const ac_problem *p, ac_dtype t, bool backward, bool scales, bool naive, size_t mem_limit,
+                 int block_rows, ref_gpu_plan_t *plan, ac_err *err)
 {
     int supported = ref_gpu_supports(p, err);
     if (supported != AC_OK)
@@ -125,8 +128,8 @@ int ref_gpu_plan(const ac_problem *p, ac_dtype t, bool backward, bool scales, bo
         return ac_fail(err, AC_ERR_ENV,
                        "device memory: the GPU reference needs %.3g GiB for one (batch, KV head) "
                        "group and a one-row block, %.3g GiB available (hq=%d hkv=%d nq=%d nk=%d d=%d)",
-                       (double)(group + one_row) / (1 << 30), (double)limit / (1 << 30),
-                       p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim);
+                       (double)(group + one_row) / (1 << 30), (double)limit / (1 << 30), p->heads_q, p->heads_kv,
+                       p->seqlen_q, p->seqlen_k, p->head_dim);
     if (block_rows <= 0) /* shrink an automatic block until it fits */
         while (rows > 1 && refg_block_bytes(&z, rows, block_cols(p, rows), p->head_dim) > limit - group)
             rows = rows > 2 * REFG_MIN_ROWS ? rows / 2 : rows - rows / 4 - 1;

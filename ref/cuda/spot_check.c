@@ -26,7 +26,7 @@ typedef struct {
     const ref_gpu_outputs *got;
     bool backward;
     ref_gpu_check *chk;
-    double *prob;                      /* (Nk): P of the current row */
+    double *prob; /* (Nk): P of the current row */
     double *sum, *shadow, *sum2, *shadow2; /* (d) */
 } spot;
 
@@ -38,8 +38,7 @@ static void keep_worst(spot *s, ref_gpu_check_output o, ref_gpu_disagreement x)
         *w = x;
 }
 
-static void note(spot *s, ref_gpu_check_output o, double got, double want, double unit, int b, int h,
-                 int row, int col)
+static void note(spot *s, ref_gpu_check_output o, double got, double want, double unit, int b, int h, int row, int col)
 {
     double units;
     if (isfinite(got) && isfinite(want))
@@ -114,8 +113,8 @@ static void check_row_backward(spot *s, int b, int h, int i, int lo, int hi)
     int d = p->head_dim, hk = ac_kv_head_of(p, h);
     const double *doi = s->d_o + ac_q_index(p, b, h, i, 0);
     double delta = dot(doi, s->sum, d), delta_abs = dot_abs(doi, s->sum, d);
-    note(s, REF_GPU_CHECK_DELTA, s->got->delta[ac_lse_index(p, b, h, i)], delta,
-         unit_of(s, delta, delta_abs), b, h, i, -1);
+    note(s, REF_GPU_CHECK_DELTA, s->got->delta[ac_lse_index(p, b, h, i)], delta, unit_of(s, delta, delta_abs), b, h, i,
+         -1);
     for (int c = 0; c < d; c++)
         s->sum2[c] = s->shadow2[c] = 0.0;
     for (int j = lo; j < hi; j++) {
@@ -159,8 +158,8 @@ static void check_row(spot *s, int b, int h, int i)
         }
     }
     for (int c = 0; c < d; c++)
-        note(s, REF_GPU_CHECK_O, s->got->o[ac_q_index(p, b, h, i, c)], s->sum[c],
-             unit_of(s, s->sum[c], s->shadow[c]), b, h, i, c);
+        note(s, REF_GPU_CHECK_O, s->got->o[ac_q_index(p, b, h, i, c)], s->sum[c], unit_of(s, s->sum[c], s->shadow[c]),
+             b, h, i, c);
     if (s->backward)
         check_row_backward(s, b, h, i, lo, hi); /* s->sum holds the CPU's O row */
 }
@@ -291,7 +290,8 @@ static int check_args(const ac_problem *p, ac_dtype t, const double *q, const do
     if ((unsigned)t >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "ref_gpu_spot_check: unknown dtype %d", (int)t);
     if (!q || !k || !v || !got || !got->o || !got->lse || !chk)
-        return ac_fail(err, AC_ERR_INPUT, "ref_gpu_spot_check: NULL argument (q, k, v, got, got->o, got->lse and chk are required)");
+        return ac_fail(err, AC_ERR_INPUT,
+                       "ref_gpu_spot_check: NULL argument (q, k, v, got, got->o, got->lse and chk are required)");
     if (d_o && !(got->dq && got->dk && got->dv && got->delta))
         return ac_fail(err, AC_ERR_INPUT, "ref_gpu_spot_check: d_o given but got->dq, dk, dv or delta is NULL");
     return AC_OK;
@@ -309,10 +309,9 @@ static void finish(ref_gpu_check *chk)
     }
 }
 
-int ref_gpu_spot_check(const ac_problem *p, ac_dtype t, const double *q, const double *k,
-                       const double *v, const double *d_o, const ref_gpu_outputs *got,
-                       size_t n_rows, size_t n_keys, uint64_t seed, ref_gpu_check *chk,
-                       ac_err *err)
+int ref_gpu_spot_check(const ac_problem *p, ac_dtype t, const double *q, const double *k, const double *v,
+                       const double *d_o, const ref_gpu_outputs *got, size_t n_rows, size_t n_keys, uint64_t seed,
+                       ref_gpu_check *chk, ac_err *err)
 {
     int status = check_args(p, t, q, k, v, d_o, got, chk, err);
     if (status != AC_OK)
@@ -321,13 +320,25 @@ int ref_gpu_spot_check(const ac_problem *p, ac_dtype t, const double *q, const d
     for (int o = 0; o < REF_GPU_CHECK_COUNT; o++)
         chk->worst[o].b = -1;
     size_t nk = (size_t)p->seqlen_k, d = (size_t)p->head_dim;
-    spot s = {p, t, ac_unit_roundoff(t), ac_unit_roundoff(AC_F32), q, k, v, d_o, got, d_o != NULL, chk,
-              malloc(nk * sizeof(double)), malloc(d * sizeof(double)), malloc(d * sizeof(double)),
-              malloc(d * sizeof(double)), malloc(d * sizeof(double))};
+    spot s = {p,
+              t,
+              ac_unit_roundoff(t),
+              ac_unit_roundoff(AC_F32),
+              q,
+              k,
+              v,
+              d_o,
+              got,
+              d_o != NULL,
+              chk,
+              malloc(nk * sizeof(double)),
+              malloc(d * sizeof(double)),
+              malloc(d * sizeof(double)),
+              malloc(d * sizeof(double)),
+              malloc(d * sizeof(double))};
     size_t *rows = sample(count_valid(p, false), &n_rows, seed ^ 0x5157u);
     size_t *keys = s.backward ? sample(count_valid(p, true), &n_keys, seed ^ 0x4b45u) : NULL;
-    if (!s.prob || !s.sum || !s.shadow || !s.sum2 || !s.shadow2 || !rows ||
-        (s.backward && !keys))
+    if (!s.prob || !s.sum || !s.shadow || !s.sum2 || !s.shadow2 || !rows || (s.backward && !keys))
         status = ac_fail(err, AC_ERR_ENV, "ref_gpu_spot_check: out of memory");
     for (size_t x = 0; status == AC_OK && x < n_rows; x++) {
         int b, h, i;

@@ -54,7 +54,7 @@ void tg_bundle_free(tg_bundle *g);
  * elements), special values in the same places.  Returns the number of failing
  * arrays; *worst_units gets the largest tolerance ratio of the fp64 arrays and
  * *naive_same the fraction of naive elements bitwise equal to the CPU's. */
-int tg_compare(const ac_inputs *in, const ac_reference *r, const tg_bundle *g, bool verbose,
-               double *worst_units, double *naive_same);
+int tg_compare(const ac_inputs *in, const ac_reference *r, const tg_bundle *g, bool verbose, double *worst_units,
+               double *naive_same);
 
 #endif

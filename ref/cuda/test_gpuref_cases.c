@@ -101,12 +101,21 @@ static const char *mask_text(uint64_t *rng, int kind, char *buf, size_t len)
     static const char *const rows[] = {"", " maskrows=0.25", " maskrows=1", " maskrows=0.1"};
     const char *left = sides[pick(rng, 5)], *right = sides[pick(rng, 4)]; /* not both inf */
     switch (kind) {
-    case 0: return "none";
-    case 1: return "causal-tl";
-    case 2: return "causal-br";
-    case 3: snprintf(buf, len, "window-tl(%s,%s)", left, right); return buf;
-    case 4: snprintf(buf, len, "window-br(%s,%s)", left, right); return buf;
-    default: snprintf(buf, len, "dense(%s)%s", keeps[pick(rng, 4)], rows[pick(rng, 4)]); return buf;
+    case 0:
+        return "none";
+    case 1:
+        return "causal-tl";
+    case 2:
+        return "causal-br";
+    case 3:
+        snprintf(buf, len, "window-tl(%s,%s)", left, right);
+        return buf;
+    case 4:
+        snprintf(buf, len, "window-br(%s,%s)", left, right);
+        return buf;
+    default:
+        snprintf(buf, len, "dense(%s)%s", keeps[pick(rng, 4)], rows[pick(rng, 4)]);
+        return buf;
     }
 }
 
@@ -123,8 +132,8 @@ static void seqlens_text(uint64_t *rng, const char *name, int b, int n, char *bu
 static const char *dist_text(uint64_t *rng)
 {
     static const char *const dists[] = {
-        "normal(0,1)", "normal(0,1)", "normal(0,1)", "normal(1,0.5)", "uniform(-2,2)", "outliers(1,0.01)",
-        "increasing(8)", "equal()", "dominant(10)", "huge(0.5)", "tiny()",
+        "normal(0,1)",   "normal(0,1)", "normal(0,1)",  "normal(1,0.5)", "uniform(-2,2)", "outliers(1,0.01)",
+        "increasing(8)", "equal()",     "dominant(10)", "huge(0.5)",     "tiny()",
     };
     return dists[pick(rng, (int)(sizeof dists / sizeof dists[0]))];
 }
@@ -160,10 +169,11 @@ int tg_random_lines(tg_lines *l, uint64_t seed, int n, ac_err *err)
             seqlens_text(&rng, "seqlens-q", b, nq, sq, sizeof sq);
             seqlens_text(&rng, "seqlens-k", b, nk, sk, sizeof sk);
         }
-        snprintf(line, sizeof line, "v1 seed=%d b=%d hq=%d hkv=%d nq=%d nk=%d d=%d dtype=%s mask=%s%s%s "
-                 "layout=%s dist=%s scale=%s", 1 + pick(&rng, 1 << 30), b, hq, hkv, nq, nk, d,
-                 dtypes[(k / 6) % 3], m, sq, sk, (k / 18) % 2 ? "bshd" : "bhsd", dist_text(&rng),
-                 scales[pick(&rng, 5)]);
+        snprintf(line, sizeof line,
+                 "v1 seed=%d b=%d hq=%d hkv=%d nq=%d nk=%d d=%d dtype=%s mask=%s%s%s "
+                 "layout=%s dist=%s scale=%s",
+                 1 + pick(&rng, 1 << 30), b, hq, hkv, nq, nk, d, dtypes[(k / 6) % 3], m, sq, sk,
+                 (k / 18) % 2 ? "bshd" : "bhsd", dist_text(&rng), scales[pick(&rng, 5)]);
         snprintf(where, sizeof where, "random #%d", k);
         int status = tg_add_line(l, line, where, err);
         if (status != AC_OK)

@@ -33,8 +33,8 @@ int tg_bundle_alloc(const ac_problem *p, bool backward, tg_bundle *g)
     size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
     ref_gpu_outputs *o = &g->out;
     double **fwd[] = {&o->o, &o->e_o, &o->naive_o}, **fwd_rows[] = {&o->lse, &o->e_lse, &o->naive_lse};
-    double **bwd_q[] = {&o->dq, &o->e_dq, &o->naive_dq}, **bwd_kv[] = {&o->dk, &o->dv, &o->e_dk, &o->e_dv,
-                                                                        &o->naive_dk, &o->naive_dv};
+    double **bwd_q[] = {&o->dq, &o->e_dq, &o->naive_dq},
+           **bwd_kv[] = {&o->dk, &o->dv, &o->e_dk, &o->e_dv, &o->naive_dk, &o->naive_dv};
     bool ok = true;
     for (int a = 0; a < 3; a++) {
         ok &= (*fwd[a] = alloc_poisoned(nq)) != NULL;
@@ -53,8 +53,8 @@ int tg_bundle_alloc(const ac_problem *p, bool backward, tg_bundle *g)
 void tg_bundle_free(tg_bundle *g)
 {
     ref_gpu_outputs *o = &g->out;
-    double *all[] = {o->o, o->lse, o->dq, o->dk, o->dv, o->delta, o->e_o, o->e_lse, o->e_dq, o->e_dk, o->e_dv,
-                     o->naive_o, o->naive_lse, o->naive_dq, o->naive_dk, o->naive_dv};
+    double *all[] = {o->o,    o->lse,  o->dq,   o->dk,      o->dv,        o->delta,    o->e_o,      o->e_lse,
+                     o->e_dq, o->e_dk, o->e_dv, o->naive_o, o->naive_lse, o->naive_dq, o->naive_dk, o->naive_dv};
     for (size_t a = 0; a < sizeof all / sizeof all[0]; a++)
         free(all[a]);
     memset(g, 0, sizeof *g);
@@ -94,7 +94,7 @@ typedef struct {
     const char *name;
     shape s;
     const double *want, *got, *escale; /* escale: E per element, or NULL for a scale array */
-    ac_dtype t;                        /* the dtype of its ulp and u */
+    ac_dtype t; /* the dtype of its ulp and u */
 } fp64_array;
 
 static double tolerance(const fp64_array *a, size_t e)
@@ -202,8 +202,8 @@ static int compare_naive(const ac_problem *p, const naive_array *a, bool verbose
     bool ok = apart == 0 && stats_close(g.max_err, c.max_err, g.n, floor) && stats_close(gm, cm, g.n_mean, floor);
     if (!ok || verbose)
         tg_say("    %s naive %-4s max err gpu %.3e cpu %.3e, mean gpu %.3e cpu %.3e (%zu elements, floor %.2e); "
-               "%zu/%zu bitwise equal, %zu special values apart\n", ok ? "ok  " : "FAIL", a->name, g.max_err,
-               c.max_err, gm, cm, g.n, floor, equal, n, apart);
+               "%zu/%zu bitwise equal, %zu special values apart\n",
+               ok ? "ok  " : "FAIL", a->name, g.max_err, c.max_err, gm, cm, g.n, floor, equal, n, apart);
     *same += equal;
     *total += n;
     return !ok;
@@ -224,8 +224,8 @@ static double *delta_shadow(const ac_inputs *in, const ac_reference *r)
     return dhat;
 }
 
-int tg_compare(const ac_inputs *in, const ac_reference *r, const tg_bundle *g, bool verbose,
-               double *worst_units, double *naive_same)
+int tg_compare(const ac_inputs *in, const ac_reference *r, const tg_bundle *g, bool verbose, double *worst_units,
+               double *naive_same)
 {
     const ac_problem *p = &in->p;
     const ref_gpu_outputs *o = &g->out;
@@ -233,11 +233,11 @@ int tg_compare(const ac_inputs *in, const ac_reference *r, const tg_bundle *g, b
     bool bwd = g->backward;
     double *dhat = bwd ? delta_shadow(in, r) : NULL;
     fp64_array fp[] = {
-        {"O", SHAPE_Q, r->o, o->o, r->e_o, t},           {"LSE", SHAPE_ROWS, r->lse, o->lse, r->e_lse, AC_F32},
-        {"E_O", SHAPE_Q, r->e_o, o->e_o, NULL, t},        {"E_lse", SHAPE_ROWS, r->e_lse, o->e_lse, NULL, AC_F32},
-        {"dQ", SHAPE_Q, r->dq, o->dq, r->e_dq, t},        {"dK", SHAPE_KV, r->dk, o->dk, r->e_dk, t},
-        {"dV", SHAPE_KV, r->dv, o->dv, r->e_dv, t},       {"D", SHAPE_ROWS, r->delta, o->delta, dhat, t},
-        {"E_dQ", SHAPE_Q, r->e_dq, o->e_dq, NULL, t},     {"E_dK", SHAPE_KV, r->e_dk, o->e_dk, NULL, t},
+        {"O", SHAPE_Q, r->o, o->o, r->e_o, t},         {"LSE", SHAPE_ROWS, r->lse, o->lse, r->e_lse, AC_F32},
+        {"E_O", SHAPE_Q, r->e_o, o->e_o, NULL, t},     {"E_lse", SHAPE_ROWS, r->e_lse, o->e_lse, NULL, AC_F32},
+        {"dQ", SHAPE_Q, r->dq, o->dq, r->e_dq, t},     {"dK", SHAPE_KV, r->dk, o->dk, r->e_dk, t},
+        {"dV", SHAPE_KV, r->dv, o->dv, r->e_dv, t},    {"D", SHAPE_ROWS, r->delta, o->delta, dhat, t},
+        {"E_dQ", SHAPE_Q, r->e_dq, o->e_dq, NULL, t},  {"E_dK", SHAPE_KV, r->e_dk, o->e_dk, NULL, t},
         {"E_dV", SHAPE_KV, r->e_dv, o->e_dv, NULL, t},
     };
     naive_array nv[] = {

@@ -96,8 +96,8 @@ static bool spot_check(const ac_inputs *in, const tg_bundle *g)
     ref_gpu_check chk;
     ac_err err = {{0}};
     const double *d_o = g->backward ? in->d_od : NULL;
-    if (ref_gpu_spot_check(&in->p, in->c.dtype, in->qd, in->kd, in->vd, d_o, &g->out, 64, 32, in->c.seed, &chk,
-                           &err) != AC_OK) {
+    if (ref_gpu_spot_check(&in->p, in->c.dtype, in->qd, in->kd, in->vd, d_o, &g->out, 64, 32, in->c.seed, &chk, &err) !=
+        AC_OK) {
         tg_say("    FAIL spot check: %s\n", err.msg);
         return false;
     }
@@ -131,9 +131,10 @@ static bool run_variant(const ac_inputs *in, const ac_reference *r, const varian
         ok &= spot_check(in, &g);
         ok &= check_stats(in, v, &st);
         if (!ok || o->verbose)
-            tg_say("    %s %s: block %d rows, %ld blocks, %.1f MiB, %.3f s; worst %.3g x tol; naive %.4f bitwise equal\n",
-                   ok ? "ok  " : "FAIL", v->name, st.block_rows, st.blocks, (double)st.device_bytes / (1 << 20),
-                   st.total_seconds, worst, same);
+            tg_say(
+                "    %s %s: block %d rows, %ld blocks, %.1f MiB, %.3f s; worst %.3g x tol; naive %.4f bitwise equal\n",
+                ok ? "ok  " : "FAIL", v->name, st.block_rows, st.blocks, (double)st.device_bytes / (1 << 20),
+                st.total_seconds, worst, same);
     }
     t->runs++;
     t->worst_units = worst > t->worst_units ? worst : t->worst_units;
@@ -179,8 +180,9 @@ static void run_line(const tg_line *l, long index, const options *o, tally *t)
     if (!o->cpu_only) {
         /* small blocks also come down in small chunks: every output crosses chunk
          * edges (in the middle of a BSHD row, of a GQA group's heads) */
-        variant vs[] = {{"planned blocks", 0, true, 0}, {"small blocks", 1 + (int)(index % 7), true,
-                        (size_t)(100 + 37 * (index % 7))}, {"forward only", 2 + (int)(index % 5), false, 0}};
+        variant vs[] = {{"planned blocks", 0, true, 0},
+                        {"small blocks", 1 + (int)(index % 7), true, (size_t)(100 + 37 * (index % 7))},
+                        {"forward only", 2 + (int)(index % 5), false, 0}};
         for (int v = 0; v < (index % 3 == 0 ? 3 : 2); v++)
             ok &= run_variant(&in, &r, &vs[v], o, t);
     }
@@ -206,11 +208,11 @@ static double *copy_of(const double *x, size_t n)
 static void bundle_copy(const ac_problem *p, const ac_reference *r, tg_bundle *g)
 {
     size_t nq = ac_q_elems(p), nkv = ac_kv_elems(p), nl = ac_lse_elems(p);
-    ref_gpu_outputs o = {copy_of(r->o, nq), copy_of(r->lse, nl), copy_of(r->dq, nq), copy_of(r->dk, nkv),
-                         copy_of(r->dv, nkv), copy_of(r->delta, nl), copy_of(r->e_o, nq), copy_of(r->e_lse, nl),
-                         copy_of(r->e_dq, nq), copy_of(r->e_dk, nkv), copy_of(r->e_dv, nkv), copy_of(r->naive_o, nq),
-                         copy_of(r->naive_lse, nl), copy_of(r->naive_dq, nq), copy_of(r->naive_dk, nkv),
-                         copy_of(r->naive_dv, nkv)};
+    ref_gpu_outputs o = {
+        copy_of(r->o, nq),         copy_of(r->lse, nl),      copy_of(r->dq, nq),        copy_of(r->dk, nkv),
+        copy_of(r->dv, nkv),       copy_of(r->delta, nl),    copy_of(r->e_o, nq),       copy_of(r->e_lse, nl),
+        copy_of(r->e_dq, nq),      copy_of(r->e_dk, nkv),    copy_of(r->e_dv, nkv),     copy_of(r->naive_o, nq),
+        copy_of(r->naive_lse, nl), copy_of(r->naive_dq, nq), copy_of(r->naive_dk, nkv), copy_of(r->naive_dv, nkv)};
     g->out = o;
     g->backward = true;
 }
@@ -244,11 +246,12 @@ static bool comparator_self_test(const char *line)
     bundle_copy(p, &r, &g);
     double worst, same;
     bool ok = tg_compare(&in, &r, &g, false, &worst, &same) == 0 && worst == 0.0 && same == 1.0;
-    double **arrays[] = {&g.out.o, &g.out.lse, &g.out.dq, &g.out.dk, &g.out.dv, &g.out.delta, &g.out.e_o,
-                         &g.out.e_lse, &g.out.e_dq, &g.out.e_dk, &g.out.e_dv, &g.out.naive_o, &g.out.naive_lse,
-                         &g.out.naive_dq, &g.out.naive_dk, &g.out.naive_dv};
-    const double *cpu[] = {r.o, r.lse, r.dq, r.dk, r.dv, r.delta, r.e_o, r.e_lse, r.e_dq, r.e_dk, r.e_dv,
-                           r.naive_o, r.naive_lse, r.naive_dq, r.naive_dk, r.naive_dv};
+    double **arrays[] = {&g.out.o,         &g.out.lse,      &g.out.dq,       &g.out.dk,
+                         &g.out.dv,        &g.out.delta,    &g.out.e_o,      &g.out.e_lse,
+                         &g.out.e_dq,      &g.out.e_dk,     &g.out.e_dv,     &g.out.naive_o,
+                         &g.out.naive_lse, &g.out.naive_dq, &g.out.naive_dk, &g.out.naive_dv};
+    const double *cpu[] = {r.o,    r.lse,  r.dq,   r.dk,      r.dv,        r.delta,    r.e_o,      r.e_lse,
+                           r.e_dq, r.e_dk, r.e_dv, r.naive_o, r.naive_lse, r.naive_dq, r.naive_dk, r.naive_dv};
     size_t sizes[] = {nq, nl, nq, nkv, nkv, nl, nq, nl, nq, nkv, nkv, nq, nl, nq, nkv, nkv};
     for (size_t a = 0; a < 16; a++) { /* one planted error: that array alone fails */
         plant(*arrays[a], sizes[a]);
@@ -304,12 +307,13 @@ static bool warm_up_on_another_thread(void)
     ref_gpu_outputs out = {.o = o, .lse = lse};
     ac_err err = {{0}};
     double t0 = now_seconds();
-    int st = bits && o && lse ? ref_gpu_reference(&p, AC_BF16, bits, bits, bits, NULL, NULL, &out, NULL, &err)
-                              : AC_ERR_ENV;
+    int st =
+        bits && o && lse ? ref_gpu_reference(&p, AC_BF16, bits, bits, bits, NULL, NULL, &out, NULL, &err) : AC_ERR_ENV;
     double first = now_seconds() - t0;
     bool ok = w.status == AC_OK && st == AC_OK && fabs(lse[255] - log(256.0)) <= 1e-15 * log(256.0);
     tg_say("%s warm-up on another thread: status %d in %.3f s (%s); the first reference after it %.3f s, "
-           "status %d %s\n", ok ? "PASS" : "FAIL", w.status, w.seconds, w.err.msg, first, st, err.msg);
+           "status %d %s\n",
+           ok ? "PASS" : "FAIL", w.status, w.seconds, w.err.msg, first, st, err.msg);
     free(bits), free(o), free(lse);
     return ok;
 }
@@ -331,20 +335,25 @@ static bool error_paths(void)
     ac_err err = {{0}};
     ref_gpu_outputs out = {.o = o, .lse = lse};
     ref_gpu_opts tiny = {.device_mem_limit = 1024};
-    ok &= expect_status("a 1 KiB device memory limit", ref_gpu_reference(&p, AC_BF16, bits, bits, bits, NULL, &tiny,
-                        &out, NULL, &err), AC_ERR_ENV, &err, "device memory");
+    ok &= expect_status("a 1 KiB device memory limit",
+                        ref_gpu_reference(&p, AC_BF16, bits, bits, bits, NULL, &tiny, &out, NULL, &err), AC_ERR_ENV,
+                        &err, "device memory");
     ref_gpu_outputs half = {.o = o, .lse = lse, .e_o = e_o};
-    ok &= expect_status("e_o without e_lse", ref_gpu_reference(&p, AC_BF16, bits, bits, bits, NULL, NULL, &half,
-                        NULL, &err), AC_ERR_INPUT, &err, "e_lse");
-    ok &= expect_status("d_o without dq", ref_gpu_reference(&p, AC_BF16, bits, bits, bits, bits, NULL, &out, NULL,
-                        &err), AC_ERR_INPUT, &err, "dq");
+    ok &= expect_status("e_o without e_lse",
+                        ref_gpu_reference(&p, AC_BF16, bits, bits, bits, NULL, NULL, &half, NULL, &err), AC_ERR_INPUT,
+                        &err, "e_lse");
+    ok &=
+        expect_status("d_o without dq", ref_gpu_reference(&p, AC_BF16, bits, bits, bits, bits, NULL, &out, NULL, &err),
+                      AC_ERR_INPUT, &err, "dq");
     ac_problem bad = p;
     bad.heads_kv = 3;
-    ok &= expect_status("hq not a multiple of hkv", ref_gpu_reference(&bad, AC_BF16, bits, bits, bits, NULL, NULL,
-                        &out, NULL, &err), AC_ERR_INPUT, &err, "multiple");
+    ok &= expect_status("hq not a multiple of hkv",
+                        ref_gpu_reference(&bad, AC_BF16, bits, bits, bits, NULL, NULL, &out, NULL, &err), AC_ERR_INPUT,
+                        &err, "multiple");
     ref_gpu_stats st;
-    ok &= expect_status("forward only, no scales, no naive", ref_gpu_reference(&p, AC_BF16, bits, bits, bits, NULL,
-                        NULL, &out, &st, &err), AC_OK, &err, NULL);
+    ok &=
+        expect_status("forward only, no scales, no naive",
+                      ref_gpu_reference(&p, AC_BF16, bits, bits, bits, NULL, NULL, &out, &st, &err), AC_OK, &err, NULL);
     /* zero inputs: P uniform over 80 keys, O = 0, LSE = log 80 (to the device's log, 1 ulp) */
     bool values = fabs(lse[0] - log(80.0)) <= 1e-15 * log(80.0) && o[0] == 0.0 && st.blocks == 2;
     tg_say("%s zero inputs: LSE %.17g (log 80 = %.17g), O %g, %ld blocks\n", values ? "PASS" : "FAIL", lse[0],
@@ -363,12 +372,18 @@ static int parse(int argc, char **argv, options *o)
     snprintf(dir, sizeof dir, "%s/fixtures", src ? src : ".");
     *o = (options){dir, 96, 0, 0, 0, 1};
     for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--fixtures") && a + 1 < argc) o->fixtures = argv[++a];
-        else if (!strcmp(argv[a], "--random") && a + 1 < argc) o->random = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "--seed") && a + 1 < argc) o->seed = strtoull(argv[++a], NULL, 10);
-        else if (!strcmp(argv[a], "--quick")) o->quick = 1;
-        else if (!strcmp(argv[a], "--verbose")) o->verbose = 1;
-        else if (!strcmp(argv[a], "--cpu-only")) o->cpu_only = 1;
+        if (!strcmp(argv[a], "--fixtures") && a + 1 < argc)
+            o->fixtures = argv[++a];
+        else if (!strcmp(argv[a], "--random") && a + 1 < argc)
+            o->random = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--seed") && a + 1 < argc)
+            o->seed = strtoull(argv[++a], NULL, 10);
+        else if (!strcmp(argv[a], "--quick"))
+            o->quick = 1;
+        else if (!strcmp(argv[a], "--verbose"))
+            o->verbose = 1;
+        else if (!strcmp(argv[a], "--cpu-only"))
+            o->cpu_only = 1;
         else {
             fprintf(stderr, "usage: %s [--fixtures DIR] [--random N] [--seed S] [--quick] [--verbose] [--cpu-only]\n",
                     argv[0]);
@@ -383,8 +398,10 @@ static int parse(int argc, char **argv, options *o)
 /* Lengths where blocks, causal ranges and long sums matter; the CPU bundle takes seconds. */
 static const char *const long_lines[] = {
     "v1 seed=7 b=1 hq=2 hkv=1 nq=1024 nk=1024 d=128 dtype=bf16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto",
-    "v1 seed=8 b=1 hq=1 hkv=1 nq=700 nk=1500 d=64 dtype=f32 mask=window-br(300,40) layout=bshd dist=normal(0,1) scale=auto",
-    "v1 seed=9 b=2 hq=2 hkv=2 nq=513 nk=1100 d=96 dtype=f16 mask=dense(0.3) maskrows=0.1 layout=bhsd dist=outliers(1,0.01) scale=auto",
+    "v1 seed=8 b=1 hq=1 hkv=1 nq=700 nk=1500 d=64 dtype=f32 mask=window-br(300,40) layout=bshd dist=normal(0,1) "
+    "scale=auto",
+    "v1 seed=9 b=2 hq=2 hkv=2 nq=513 nk=1100 d=96 dtype=f16 mask=dense(0.3) maskrows=0.1 layout=bhsd "
+    "dist=outliers(1,0.01) scale=auto",
 };
 
 static void open_log(void)
@@ -429,8 +446,8 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < lines.n; k++)
         run_line(&lines.lines[k], (long)k, &o, &t);
     tg_say("attncheck-test-gpuref: %ld cases (%ld skipped), %ld device runs, %ld failed in %.1f s; worst fp64 "
-           "difference %.3g x tolerance; naive bitwise equal to the CPU's: >= %.4f of elements\n", t.cases, t.skipped,
-           t.runs, t.failed, now_seconds() - t0, t.worst_units, t.naive_same_min);
+           "difference %.3g x tolerance; naive bitwise equal to the CPU's: >= %.4f of elements\n",
+           t.cases, t.skipped, t.runs, t.failed, now_seconds() - t0, t.worst_units, t.naive_same_min);
     tg_lines_free(&lines);
     ok &= t.failed == 0;
     tg_say("%s\n", ok ? "attncheck-test-gpuref: PASS" : "attncheck-test-gpuref: FAIL");

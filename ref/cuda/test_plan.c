@@ -3,8 +3,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "attncheck_config.h"
 #include "../ref_gpu.h"
+#include "attncheck_config.h"
 
 static ac_problem causal(int heads, int n)
 {

@@ -15,8 +15,8 @@ static void bundle(ts_case *c, int kind, ac_dtype t, uint64_t seed)
     ts_case_init(c, &p, t, seed);
     ac_err err = {{0}};
     cr_assert_eq(ref_forward_fp64(&c->p, c->q, c->k, c->v, c->o, c->lse, &err), AC_OK, "%s", err.msg);
-    cr_assert_eq(ref_backward_fp64(&c->p, c->q, c->k, c->v, c->o, c->lse, c->d_o, c->dq, c->dk, c->dv,
-                                   c->delta, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ref_backward_fp64(&c->p, c->q, c->k, c->v, c->o, c->lse, c->d_o, c->dq, c->dk, c->dv, c->delta, &err),
+                 AC_OK, "%s", err.msg);
 }
 
 static ref_gpu_outputs outputs_of(const ts_case *c)
@@ -31,8 +31,8 @@ static ref_gpu_check check_all(const ts_case *c, ac_dtype t)
     ref_gpu_outputs out = outputs_of(c);
     ref_gpu_check chk;
     ac_err err = {{0}};
-    cr_assert_eq(ref_gpu_spot_check(&c->p, t, c->q, c->k, c->v, c->d_o, &out, 1 << 20, 1 << 20, 7, &chk, &err),
-                 AC_OK, "%s", err.msg);
+    cr_assert_eq(ref_gpu_spot_check(&c->p, t, c->q, c->k, c->v, c->d_o, &out, 1 << 20, 1 << 20, 7, &chk, &err), AC_OK,
+                 "%s", err.msg);
     return chk;
 }
 
@@ -50,8 +50,8 @@ Test(ref_gpu_spot_check, cpu_bundle_agrees_on_every_mask_kind)
         ts_case c;
         bundle(&c, kind, AC_BF16, 100 + kind);
         ref_gpu_check chk = check_all(&c, AC_BF16);
-        cr_assert(chk.agrees, "%s: %s disagrees by %g units", ts_kind_name(kind),
-                  ref_gpu_check_name(chk.worst_output), chk.worst[chk.worst_output].units);
+        cr_assert(chk.agrees, "%s: %s disagrees by %g units", ts_kind_name(kind), ref_gpu_check_name(chk.worst_output),
+                  chk.worst[chk.worst_output].units);
         cr_assert_eq(chk.rows_checked, valid_rows(&c.p, false), "%s", ts_kind_name(kind));
         cr_assert_eq(chk.keys_checked, valid_rows(&c.p, true), "%s", ts_kind_name(kind));
         for (int o = 0; o < REF_GPU_CHECK_COUNT; o++) /* two fp64 computations: ~1e-16 relative */
@@ -199,8 +199,10 @@ Test(ref_gpu_spot_check, sampling_checks_the_asked_number_reproducibly)
     c.o[at] += ac_ulp(AC_BF16, c.o[at]);
     ref_gpu_check a, b;
     ac_err err = {{0}};
-    cr_assert_eq(ref_gpu_spot_check(&c.p, AC_BF16, c.q, c.k, c.v, c.d_o, &out, 5, 3, 42, &a, &err), AC_OK, "%s", err.msg);
-    cr_assert_eq(ref_gpu_spot_check(&c.p, AC_BF16, c.q, c.k, c.v, c.d_o, &out, 5, 3, 42, &b, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ref_gpu_spot_check(&c.p, AC_BF16, c.q, c.k, c.v, c.d_o, &out, 5, 3, 42, &a, &err), AC_OK, "%s",
+                 err.msg);
+    cr_assert_eq(ref_gpu_spot_check(&c.p, AC_BF16, c.q, c.k, c.v, c.d_o, &out, 5, 3, 42, &b, &err), AC_OK, "%s",
+                 err.msg);
     cr_assert_eq(a.rows_checked, 5);
     cr_assert_eq(a.keys_checked, 3);
     cr_assert_eq(memcmp(a.worst, b.worst, sizeof a.worst), 0, "same seed, same rows");
@@ -228,7 +230,8 @@ Test(ref_gpu_spot_check, forward_only_checks_rows_alone)
     ref_gpu_outputs out = {.o = c.o, .lse = c.lse};
     ref_gpu_check chk;
     ac_err err = {{0}};
-    cr_assert_eq(ref_gpu_spot_check(&c.p, AC_F32, c.q, c.k, c.v, NULL, &out, 100, 100, 1, &chk, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ref_gpu_spot_check(&c.p, AC_F32, c.q, c.k, c.v, NULL, &out, 100, 100, 1, &chk, &err), AC_OK, "%s",
+                 err.msg);
     cr_assert(chk.agrees);
     cr_assert_eq(chk.keys_checked, 0);
     cr_assert_eq(chk.worst[REF_GPU_CHECK_DQ].b, -1, "dQ not compared");

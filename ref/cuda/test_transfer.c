@@ -52,15 +52,16 @@ static double fresh(void)
  * a BSHD slab (rows of G d, Hq d apart), a big strided one (several scatter
  * tasks per chunk) and an LSE-like row run. */
 static const refg_slab slabs[] = {
-    {.offset = 5, .pitch = 1000, .width = 1000, .height = 1},
-    {.offset = 0, .pitch = 0, .width = 0, .height = 0},
-    {.offset = 48, .pitch = 96, .width = 24, .height = 37},
-    {.offset = 7, .pitch = 310, .width = 300, .height = 1000},
+    {.offset = 5, .pitch = 1000, .width = 1000, .height = 1}, {.offset = 0, .pitch = 0, .width = 0, .height = 0},
+    {.offset = 48, .pitch = 96, .width = 24, .height = 37},   {.offset = 7, .pitch = 310, .width = 300, .height = 1000},
     {.offset = 3, .pitch = 77, .width = 77, .height = 1},
 };
 #define N_SLABS (sizeof slabs / sizeof slabs[0])
 
-static size_t host_elems(const refg_slab *s) { return s->height ? s->offset + (s->height - 1) * s->pitch + s->width : 1; }
+static size_t host_elems(const refg_slab *s)
+{
+    return s->height ? s->offset + (s->height - 1) * s->pitch + s->width : 1;
+}
 
 Test(ref_gpu_transfer, every_element_lands_at_its_place_through_two_slots)
 {
@@ -100,7 +101,8 @@ Test(ref_gpu_transfer, every_element_lands_at_its_place_through_two_slots)
                 const refg_slab *s = &slabs[x];
                 size_t placed = 0;
                 for (size_t e = 0; e < host_elems(s); e++) {
-                    size_t rel = e - s->offset, row = rel / (s->pitch ? s->pitch : 1), col = rel % (s->pitch ? s->pitch : 1);
+                    size_t rel = e - s->offset, row = rel / (s->pitch ? s->pitch : 1),
+                           col = rel % (s->pitch ? s->pitch : 1);
                     bool inside = s->height && e >= s->offset && row < s->height && col < s->width;
                     double want = inside ? dev[x][row * s->width + col] : -1.0;
                     placed += inside;

@@ -16,8 +16,8 @@
  * callbacks. */
 #include <string.h>
 
-#include "gpuref_internal.h"
 #include "../parallel.h"
+#include "gpuref_internal.h"
 
 void refg_scatter(double *host, const refg_slab *s, size_t e0, const double *src, size_t n)
 {
