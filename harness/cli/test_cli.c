@@ -12,23 +12,8 @@
 #include <unistd.h>
 
 #include "attncheck_config.h"
+#include "harness/cli/test_cli_support.h"
 #include "harness/harness.h"
-
-static const char *bin_path(void)
-{
-    static char path[PATH_MAX + 32];
-    const char *env = getenv("ATTNCHECK_BIN");
-    if (env && *env)
-        return env;
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    cr_assert_gt(n, 0);
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    *slash = '\0';
-    snprintf(path, sizeof path, "%s/harness/attncheck", self);
-    return path;
-}
 
 static const char *source_dir(void)
 {
@@ -36,40 +21,20 @@ static const char *source_dir(void)
     return env && *env ? env : ATTNCHECK_SOURCE_DIR;
 }
 
-/* Runs the binary with args (shell syntax), returns its exit status; its
- * stdout and stderr together in out. */
-static int run_cli(const char *args, char *out, size_t len)
-{
-    char cmd[PATH_MAX + 4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", bin_path(), args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = 0, got;
-    while (n + 1 < len && (got = fread(out + n, 1, len - 1 - n, p)) > 0)
-        n += got;
-    out[n] = '\0';
-    char sink[4096];
-    while (fread(sink, 1, sizeof sink, p) > 0)
-        ;
-    int status = pclose(p);
-    cr_assert(WIFEXITED(status), "attncheck %s did not exit normally", args);
-    return WEXITSTATUS(status);
-}
-
 static char out[1 << 16];
 
 Test(harness_cli, help_exits_zero_and_names_the_subcommands)
 {
-    cr_assert_eq(run_cli("--help", out, sizeof out), 0, "%s", out);
+    cr_assert_eq(cli_run("--help", out, sizeof out), 0, "%s", out);
     cr_assert_not_null(strstr(out, "fuzz"));
     cr_assert_not_null(strstr(out, "prove"));
-    cr_assert_eq(run_cli("fuzz --help", out, sizeof out), 0, "%s", out);
+    cr_assert_eq(cli_run("fuzz --help", out, sizeof out), 0, "%s", out);
     cr_assert_not_null(strstr(out, "--save-failures"));
 }
 
 Test(harness_cli, list_names_every_kernel_with_availability)
 {
-    cr_assert_eq(run_cli("list", out, sizeof out), 0, "%s", out);
+    cr_assert_eq(cli_run("list", out, sizeof out), 0, "%s", out);
     for (size_t i = 0; i < ac_kernel_count(); i++) {
         const char *name = ac_kernel_at(i)->name;
         char want[256];
@@ -82,10 +47,10 @@ Test(harness_cli, list_names_every_kernel_with_availability)
 
 Test(harness_cli, list_offers_only_its_own_options)
 {
-    cr_assert_eq(run_cli("list --help", out, sizeof out), 0, "%s", out);
+    cr_assert_eq(cli_run("list --help", out, sizeof out), 0, "%s", out);
     cr_assert_not_null(strstr(out, "--plugin"), "%s", out);
     cr_assert_null(strstr(out, "--json"), "list writes no reports:\n%s", out);
-    cr_assert_eq(run_cli("list --json /dev/null", out, sizeof out), 2, "%s", out);
+    cr_assert_eq(cli_run("list --json /dev/null", out, sizeof out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "unknown option '--json'"), "%s", out);
 }
 
@@ -93,14 +58,14 @@ Test(harness_cli, fixtures_pass_on_ref_fp64)
 {
     char args[1024];
     snprintf(args, sizeof args, "run '%s/fixtures' --kernel ref-fp64 --quiet", source_dir());
-    int st = run_cli(args, out, sizeof out);
+    int st = cli_run(args, out, sizeof out);
     cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     cr_assert_not_null(strstr(out, "0 failed, 0 errors"), "%s", out);
 }
 
 Test(harness_cli, malformed_case_exits_2_naming_the_field)
 {
-    int st = run_cli("run --case 'v1 seed=1 b=1 hq=1 hkv=1 nq=banana nk=4 d=8 dtype=f16' --kernel ref-fp64", out,
+    int st = cli_run("run --case 'v1 seed=1 b=1 hq=1 hkv=1 nq=banana nk=4 d=8 dtype=f16' --kernel ref-fp64", out,
                      sizeof out);
     cr_assert_eq(st, 2, "exit %d:\n%s", st, out);
     cr_assert_not_null(strstr(out, "--case:1: "), "%s", out);
@@ -109,19 +74,19 @@ Test(harness_cli, malformed_case_exits_2_naming_the_field)
 
 Test(harness_cli, unknown_option_exits_2)
 {
-    cr_assert_eq(run_cli("fuzz --frobnicate", out, sizeof out), 2);
+    cr_assert_eq(cli_run("fuzz --frobnicate", out, sizeof out), 2);
     cr_assert_not_null(strstr(out, "unknown option '--frobnicate'"), "%s", out);
-    cr_assert_eq(run_cli("fuzz --cases 12x", out, sizeof out), 2, "numbers are parsed strictly");
-    cr_assert_eq(run_cli("fuzz --cases -3", out, sizeof out), 2);
-    cr_assert_eq(run_cli("frobnicate", out, sizeof out), 2);
-    cr_assert_eq(run_cli("fuzz --kernel no-such-kernel", out, sizeof out), 2);
+    cr_assert_eq(cli_run("fuzz --cases 12x", out, sizeof out), 2, "numbers are parsed strictly");
+    cr_assert_eq(cli_run("fuzz --cases -3", out, sizeof out), 2);
+    cr_assert_eq(cli_run("frobnicate", out, sizeof out), 2);
+    cr_assert_eq(cli_run("fuzz --kernel no-such-kernel", out, sizeof out), 2);
 }
 
 Test(harness_cli, cuda_kernel_without_gpu_exits_3)
 {
     if (ac_cuda_present(NULL))
         cr_skip_test("a GPU is present here");
-    int st = run_cli("fuzz --kernel cuda-flash --cases 1", out, sizeof out);
+    int st = cli_run("fuzz --kernel cuda-flash --cases 1", out, sizeof out);
     cr_assert_eq(st, 3, "exit %d:\n%s", st, out);
     cr_assert_not_null(strstr(out, "cuda-flash"), "%s", out);
 }
@@ -135,7 +100,7 @@ Test(harness_cli, a_mutant_exits_1_with_a_minimal_line)
     cr_assert_not_null(ac_kernel_find(m), "%s is not registered", m);
     char args[512];
     snprintf(args, sizeof args, "fuzz --kernel %s --cases 300 --stop-first --max-seqlen 64 --quiet", m);
-    int st = run_cli(args, out, sizeof out);
+    int st = cli_run(args, out, sizeof out);
     cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
     cr_assert_not_null(strstr(out, "  minimal:  v1 "), "%s", out);
 }
@@ -148,7 +113,7 @@ Test(harness_cli, same_seed_gives_identical_json)
     for (int i = 0; i < 2; i++) {
         snprintf(args, sizeof args, "fuzz --kernel ref-fp64 --seed 7 --cases 6 --max-seqlen 32 --quiet --json %s",
                  i ? b : a);
-        int st = run_cli(args, out, sizeof out);
+        int st = cli_run(args, out, sizeof out);
         cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     }
     /* the case records are the same bytes; the first and last records (the
@@ -212,7 +177,7 @@ Test(harness_cli, help_is_its_own_status_not_an_accuracy_failure)
     cr_assert_eq(ac_cli_parse(2, argv, &c, NULL), AC_CLI_HELP);
     cr_assert_neq(AC_CLI_HELP, AC_FAIL_ACCURACY);
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(run_cli(i ? "reference --help" : "check --help", out, sizeof out), 0, "%s", out);
+        cr_assert_eq(cli_run(i ? "reference --help" : "check --help", out, sizeof out), 0, "%s", out);
         cr_assert_not_null(strstr(out, "--mask-file"), "%s", out);
         cr_assert_not_null(strstr(out, "--mask KIND"), "%s", out);
     }
@@ -220,13 +185,13 @@ Test(harness_cli, help_is_its_own_status_not_an_accuracy_failure)
 
 Test(harness_cli, retired_mask_spellings_exit_2_naming_the_new_one)
 {
-    cr_assert_eq(run_cli("check case --causal tl", out, sizeof out), 2, "%s", out);
+    cr_assert_eq(cli_run("check case --causal tl", out, sizeof out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "--mask causal-tl"), "%s", out);
-    cr_assert_eq(run_cli("reference case --window 128,0 --out x", out, sizeof out), 2, "%s", out);
+    cr_assert_eq(cli_run("reference case --window 128,0 --out x", out, sizeof out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "--mask window-br(L,R)"), "%s", out);
-    cr_assert_eq(run_cli("check case --mask case/mask.npy", out, sizeof out), 2, "%s", out);
+    cr_assert_eq(cli_run("check case --mask case/mask.npy", out, sizeof out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "--mask-file"), "a file given to --mask points at --mask-file: %s", out);
-    cr_assert_eq(run_cli("fuzz --mask causal-tl,window --cases 1 --causal", out, sizeof out), 2, "%s", out);
+    cr_assert_eq(cli_run("fuzz --mask causal-tl,window --cases 1 --causal", out, sizeof out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "unknown option '--causal'"), "fuzz never had --causal: %s", out);
 }
 
@@ -270,7 +235,7 @@ Test(harness_cli, exec_and_gen_options_take_opt_equals_value_too)
     cr_assert(c.cmd == AC_CMD_GEN);
     cr_assert_str_eq(c.out, "dir");
     cr_assert_str_eq(c.case_line, "v1 seed=1 b=1 hq=1 hkv=1 nq=1 nk=1 d=1 dtype=f16");
-    cr_assert_eq(run_cli("gen --out /tmp", out, sizeof out), 2, "%s", out);
+    cr_assert_eq(cli_run("gen --out /tmp", out, sizeof out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "attncheck gen: --case 'LINE' is required"), "%s", out);
 }
 
@@ -280,20 +245,20 @@ Test(harness_cli, an_exec_kernel_is_listed_from_its_caps_file)
     snprintf(args, sizeof args,
              "list --exec-persistent 'python3 k.py --serve' --caps '%s/plugins/numpy_attention.caps.json'",
              source_dir());
-    cr_assert_eq(run_cli(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(cli_run(args, out, sizeof out), 0, "%s", out);
     cr_assert_not_null(strstr(out,
                               "numpy-attention dtypes=f32,f16,bf16 d=1..256 masks=none,causal-tl,causal-br,"
                               "window-tl,window-br,dense layouts=bhsd,bshd gqa varlen backward max-seqlen=256 "
                               "device=cpu  available"),
                        "%s", out);
-    cr_assert_eq(run_cli("fuzz --caps k.json", out, sizeof out), 2, "%s", out);
+    cr_assert_eq(cli_run("fuzz --caps k.json", out, sizeof out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "--caps, --exec-name and --exec-timeout go with --exec"), "%s", out);
 }
 
 /* The README says which head dims cuda-flash takes; `list` (from kernels/cuda/family.h) must agree. */
 Test(harness_cli, list_and_the_readme_agree_on_the_cuda_head_dims)
 {
-    cr_assert_eq(run_cli("list", out, sizeof out), 0, "%s", out);
+    cr_assert_eq(cli_run("list", out, sizeof out), 0, "%s", out);
     const char *line = strstr(out, "\ncuda-flash dtypes=");
     cr_assert_not_null(line, "%s", out);
     const char *d = strstr(line, " d=");
@@ -320,14 +285,14 @@ Test(harness_cli, list_and_the_readme_agree_on_the_cuda_head_dims)
 
 Test(harness_cli, report_without_its_script_says_where_it_looked_and_exits_3)
 {
-    cr_assert_eq(run_cli("report --help", out, sizeof out), 0, "%s", out);
+    cr_assert_eq(cli_run("report --help", out, sizeof out), 0, "%s", out);
     cr_assert_not_null(strstr(out, "--baseline OLD.jsonl"), "%s", out);
-    cr_assert_eq(run_cli("report x.jsonl", out, sizeof out), 2, "%s", out);
+    cr_assert_eq(cli_run("report x.jsonl", out, sizeof out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "attncheck report: --html OUT.html is required"), "%s", out);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "report x.jsonl --html /tmp/attncheck-no.html");
     setenv("ATTNCHECK_SOURCE_DIR", "/nonexistent-attncheck", 1);
-    cr_assert_eq(run_cli(cmd, out, sizeof out), 3, "%s", out);
+    cr_assert_eq(cli_run(cmd, out, sizeof out), 3, "%s", out);
     cr_assert_not_null(strstr(out, "attncheck report: /nonexistent-attncheck/reports/html_report.py not found"), "%s",
                        out);
 }
@@ -337,16 +302,16 @@ Test(harness_cli, report_passes_the_script_exit_status_through)
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "report /nonexistent/in.jsonl --html /tmp/attncheck-test-report.html");
     setenv("ATTNCHECK_SOURCE_DIR", source_dir(), 1);
-    cr_assert_eq(run_cli(cmd, out, sizeof out), 2, "%s", out); /* the script's "no such file" */
+    cr_assert_eq(cli_run(cmd, out, sizeof out), 2, "%s", out); /* the script's "no such file" */
     cr_assert_not_null(strstr(out, "html_report: /nonexistent/in.jsonl: no such file"), "%s", out);
 }
 
 Test(harness_cli, baseline_that_cannot_be_read_exits_2_naming_it)
 {
-    cr_assert_eq(run_cli("fuzz --kernel cpu-flash --cases 1 --baseline /nonexistent/old.jsonl", out, sizeof out), 2,
+    cr_assert_eq(cli_run("fuzz --kernel cpu-flash --cases 1 --baseline /nonexistent/old.jsonl", out, sizeof out), 2,
                  "%s", out);
     cr_assert_not_null(strstr(out, "--baseline /nonexistent/old.jsonl: No such file or directory"), "%s", out);
-    cr_assert_eq(run_cli("prove --baseline x.jsonl", out, sizeof out), 2, "%s", out); /* a flag for prove */
+    cr_assert_eq(cli_run("prove --baseline x.jsonl", out, sizeof out), 2, "%s", out); /* a flag for prove */
     cr_assert_not_null(strstr(out, "unexpected argument 'x.jsonl'"), "%s", out);
 }
 
@@ -360,7 +325,7 @@ Test(harness_cli, a_campaign_with_errors_still_writes_its_reports)
     snprintf(args, sizeof args, "fuzz --kernel cpu-flash --cases 4 --mem-budget 0.0001 --quiet --json %s",
              "/tmp/attncheck-test-errors.jsonl");
     unlink("/tmp/attncheck-test-errors.jsonl");
-    cr_assert_eq(run_cli(args, out, sizeof out), 2, "%s", out);
+    cr_assert_eq(cli_run(args, out, sizeof out), 2, "%s", out);
     char *text = NULL;
     size_t len = 0;
     ac_err err = {{0}};
