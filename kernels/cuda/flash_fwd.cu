@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(Kt::kThreads)
 #pragma unroll
         for (int mr = 0; mr < MR; ++mr) {
             float alpha[2];
-            acd_softmax_tile<BN>(rows[mr], s[mr], alpha);
+            acd_softmax_tile<T, BN>(rows[mr], s[mr], alpha);
             acd_rescale_rows<D>(o[mr], alpha);
         }
         pv_tc<T, Kt>(o, s, sV + stage * BN * LD, lane);

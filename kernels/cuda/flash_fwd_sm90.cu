@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(Kt::kThreads, Kt::kMinBlocks)
         if (!span.full(j0, BN, nk))
             acd_mask_tile<BN>(s, p, b, h, iw + g, j0, t, nq, nk);
         float alpha[2];
-        acd_softmax_tile<BN>(rows, s, alpha);
+        acd_softmax_tile<T, BN>(rows, s, alpha);
 
         // The previous P V is done: rescale O to this tile's max and keep its P.
         acd_wg_wait<0>();

@@ -259,7 +259,11 @@ __device__ __forceinline__ void acd_scores_tile(float (&s)[N / 8][4], const acd_
 // this thread's rows r = 0, 1 of the quad), in place: S in log2 units, hidden
 // entries -inf, becomes P = 2^(S - shift), not yet rounded; alpha[r] is the
 // factor of row r's O (acd_rescale_rows).  Max and sum run over the quad.
-template <int N>
+// P through acd_exp2_p<T>: for bf16 a P below 2^-126 survives, as in the
+// backward; MUFU.EX2's flush lost the keys such P weighs, which put one bf16 O
+// of 2.3e-37 (a row whose large keys cancel) at 8.7 scaled (a fresh-seed H100
+// campaign, fixtures/gpu-found.cases).
+template <typename T, int N>
 __device__ __forceinline__ void acd_softmax_tile(acd_softmax_row (&rows)[2], float (&s)[N / 8][4], float (&alpha)[2])
 {
 #pragma unroll
@@ -274,8 +278,8 @@ __device__ __forceinline__ void acd_softmax_tile(acd_softmax_row (&rows)[2], flo
         float row_sum = 0.f;
 #pragma unroll
         for (int n = 0; n < N / 8; ++n) {
-            s[n][2 * r] = acd_exp2(s[n][2 * r] - shift);
-            s[n][2 * r + 1] = acd_exp2(s[n][2 * r + 1] - shift);
+            s[n][2 * r] = acd_exp2_p<T>(s[n][2 * r] - shift);
+            s[n][2 * r + 1] = acd_exp2_p<T>(s[n][2 * r + 1] - shift);
             row_sum += s[n][2 * r] + s[n][2 * r + 1];
         }
         rows[r].add(alpha[r], row_sum);
