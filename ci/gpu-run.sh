@@ -67,15 +67,15 @@ for step in $steps; do
     sanitize)
         command -v compute-sanitizer >/dev/null || { echo "no compute-sanitizer"; record sanitize 3; continue; }
         [ -n "$test_cuda" ] || continue
-        compute-sanitizer --tool memcheck --error-exitcode 9 "$test_cuda" --small cuda-flash >"$OUT/memcheck-flash.log" 2>&1
+        compute-sanitizer --tool memcheck --error-exitcode 9 "$test_cuda" --small --plain cuda-flash >"$OUT/memcheck-flash.log" 2>&1
         record memcheck-cuda-flash $?
         compute-sanitizer --tool memcheck --error-exitcode 9 "$test_cuda" --small cuda-naive >"$OUT/memcheck-naive.log" 2>&1
         record memcheck-cuda-naive $?
-        compute-sanitizer --tool racecheck --error-exitcode 9 "$test_cuda" --small cuda-flash >"$OUT/racecheck-flash.log" 2>&1
+        compute-sanitizer --tool racecheck --error-exitcode 9 "$test_cuda" --small --plain cuda-flash >"$OUT/racecheck-flash.log" 2>&1
         record racecheck-cuda-flash $?
         # racecheck does not see wgmma's shared-memory reads (async proxy): the mma.sync
         # kernels, which other GPUs run, are where it checks every barrier.
-        ACD_NO_WGMMA=1 compute-sanitizer --tool racecheck --error-exitcode 9 "$test_cuda" --small cuda-flash >"$OUT/racecheck-flash-mma-sync.log" 2>&1
+        ACD_NO_WGMMA=1 compute-sanitizer --tool racecheck --error-exitcode 9 "$test_cuda" --small --plain cuda-flash >"$OUT/racecheck-flash-mma-sync.log" 2>&1
         record racecheck-cuda-flash-mma-sync $?
         # The race mutant must be caught: racecheck reports hazards (exit 9 expected).
         compute-sanitizer --tool racecheck --error-exitcode 9 "$test_cuda" --small cuda-flash-mutant-race >"$OUT/racecheck-mut-race.log" 2>&1

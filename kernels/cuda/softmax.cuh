@@ -61,6 +61,16 @@ template <> __device__ __forceinline__ float acd_exp2_p<__nv_bfloat16>(float x)
     return acd_exp2(x + 64.f) * 0x1p-64f;
 }
 
+// The forward's P: its row sum l makes the LSE, held to f32, so the 2^-17 of
+// acd_exp2_p's shifted form may not reach a P >= 2^-126; only the ones below,
+// which MUFU.EX2 flushes and bf16 can hold, take it (an LSE at 64 u otherwise:
+// found on the H100 with ALiBi and dist=tiny()).  f16's P underflows at 2^-24.
+template <typename T> __device__ __forceinline__ float acd_exp2_fwd(float x) { return acd_exp2(x); }
+template <> __device__ __forceinline__ float acd_exp2_fwd<__nv_bfloat16>(float x)
+{
+    return x >= -126.f ? acd_exp2(x) : acd_exp2(x + 64.f) * 0x1p-64f;
+}
+
 // ---- the forward ----
 
 // The base of a softmax row's exponentials.  Base 2 for the tensor-core
@@ -259,9 +269,9 @@ __device__ __forceinline__ void acd_scores_tile(float (&s)[N / 8][4], const acd_
 // this thread's rows r = 0, 1 of the quad), in place: S in log2 units, hidden
 // entries -inf, becomes P = 2^(S - shift), not yet rounded; alpha[r] is the
 // factor of row r's O (acd_rescale_rows).  Max and sum run over the quad.
-// P through acd_exp2_p<T>: for bf16 a P below 2^-126 survives, as in the
+// P through acd_exp2_fwd<T>: for bf16 a P below 2^-126 survives, as in the
 // backward; MUFU.EX2's flush lost the keys such P weighs, which put one bf16 O
-// of 2.3e-37 (a row whose large keys cancel) at 8.7 scaled (a fresh-seed H100
+// of 2.3e-37 (a row whose top key has V = 0) at 8.7 scaled (a fresh-seed H100
 // campaign, fixtures/gpu-found.cases).
 template <typename T, int N>
 __device__ __forceinline__ void acd_softmax_tile(acd_softmax_row (&rows)[2], float (&s)[N / 8][4], float (&alpha)[2])
@@ -278,8 +288,8 @@ __device__ __forceinline__ void acd_softmax_tile(acd_softmax_row (&rows)[2], flo
         float row_sum = 0.f;
 #pragma unroll
         for (int n = 0; n < N / 8; ++n) {
-            s[n][2 * r] = acd_exp2_p<T>(s[n][2 * r] - shift);
-            s[n][2 * r + 1] = acd_exp2_p<T>(s[n][2 * r + 1] - shift);
+            s[n][2 * r] = acd_exp2_fwd<T>(s[n][2 * r] - shift);
+            s[n][2 * r + 1] = acd_exp2_fwd<T>(s[n][2 * r + 1] - shift);
             row_sum += s[n][2 * r] + s[n][2 * r + 1];
         }
         rows[r].add(alpha[r], row_sum);
