@@ -25,8 +25,8 @@ struct fp8_descale {
     int blocks_q, blocks_k; // factors per head with rows > 0
 };
 
-__device__ __forceinline__ long long fp8_descale_at(const acd_params &p, const fp8_descale &ds, bool is_q, int b,
-                                                    int h, int s)
+__device__ __forceinline__ long long fp8_descale_at(const acd_params &p, const fp8_descale &ds, bool is_q, int b, int h,
+                                                    int s)
 {
     if (ds.rows == AC_DESCALE_TENSOR)
         return 0;
