@@ -11,7 +11,8 @@
 
 #include "common.cuh"
 
-namespace {
+namespace
+{
 
 // Random codes: e4m3 magnitudes in [0.5, 2) (never the NaN code), or bf16 values of similar size.
 void host_fill(ac_dtype t, std::vector<uint8_t> &buf, size_t n, uint32_t seed)
