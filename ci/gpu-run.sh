@@ -14,6 +14,8 @@
 #   step "sdpa", not in the defaults: PyTorch SDPA backends (float attn_mask bias with dBias, enable_gqa) and
 #   flex_attention (softcap and ALiBi score_mods) dumped and judged by `attncheck check`; a dump made with
 #   --wrong must also fail its check_wrong.txt)
+#   (step "fp8", not in the defaults: cuda-flash-fp8's tests, memcheck, fuzz --cases 3000, prove --base
+#   cuda-flash-fp8 --cases 200, and `bench --fp8`: its forward TFLOP/s beside cuda-flash bf16 at d = 128)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
 #              many fuzz processes of cuda-flash in parallel, CAMPAIGN_CASES cases
@@ -232,6 +234,33 @@ SPECS
             tail -n 12 "$OUT/prove-cuda.log"
         else
             echo "attncheck prove not available in this build: skipped"; record prove-skipped 0
+        fi ;;
+    fp8)
+        # cuda-flash-fp8 (issue 17, not in the defaults): its attncheck-test-cuda cases (mutants must fail),
+        # memcheck on the small ones, a fuzz campaign, prove (its two mutants caught), the fp8 vs bf16 bench rows.
+        if [ -n "$test_cuda" ]; then
+            "$test_cuda" cuda-flash-fp8 >"$OUT/fp8-test.log" 2>&1
+            record fp8-test $?
+            tail -n 14 "$OUT/fp8-test.log"
+            if command -v compute-sanitizer >/dev/null; then
+                compute-sanitizer --tool memcheck --error-exitcode 9 "$test_cuda" --small cuda-flash-fp8 >"$OUT/fp8-memcheck.log" 2>&1
+                record fp8-memcheck $?
+                tail -n 2 "$OUT/fp8-memcheck.log"
+            fi
+        fi
+        if has_cmd fuzz; then
+            "$attncheck" fuzz --kernel cuda-flash-fp8 --cases 3000 >"$OUT/fp8-fuzz.log" 2>&1
+            record fp8-fuzz $?
+            tail -n 5 "$OUT/fp8-fuzz.log"
+        fi
+        if has_cmd prove; then
+            "$attncheck" prove --base cuda-flash-fp8 --cases 200 --markdown "$OUT/fp8-prove.md" >"$OUT/fp8-prove.log" 2>&1
+            record fp8-prove $?
+            tail -n 12 "$OUT/fp8-prove.log"
+        fi
+        if [ -n "$test_cuda" ]; then
+            "$test_cuda" --bench --fp8 2>&1 | tee "$OUT/fp8-bench.log"
+            record fp8-bench "${PIPESTATUS[0]}"
         fi ;;
     bench)
         if has_cmd bench; then "$attncheck" bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"

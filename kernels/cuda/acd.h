@@ -33,6 +33,10 @@ extern "C" {
  * Each synchronises before returning, so a device fault is reported here. */
 int acd_flash_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err);
 int acd_flash_backward(const ac_problem *p, ac_dtype t, const ac_bwd_args *a, ac_err *err);
+/* cuda-flash-fp8 (flash_fp8.cu): fp8 Q, K, V (t), descales on the host, O in p->fp8_out. */
+int acd_flash_fp8_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err);
+/* `attncheck bench --fp8` (bench_fp8.cu): fp8 vs bf16 forward TFLOP/s at d = 128. */
+int acd_bench_fp8(bool quick, ac_err *err);
 int acd_naive_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
 
 /* Device workspace the kernels allocate, for the memory figures of `attncheck bench`. */

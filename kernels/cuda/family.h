@@ -15,6 +15,9 @@ enum {
     ACD_MUT_RACE = 1, /* no barrier before a K/V stage is overwritten */
     ACD_MUT_CAUSAL_SKIP = 2, /* causal/window tile range ends one tile early */
     ACD_MUT_TAIL_UNMASKED = 3, /* keys past the sequence end not masked */
+    /* cuda-flash-fp8's (flash_fp8.cu) */
+    ACD_MUT_FP8_P_CLAMP = 10, /* P~ scaled by 4096, not onto 448: the largest weights saturate at 448 */
+    ACD_MUT_FP8_V_DESCALE_TWICE = 11, /* V's descale applied to the partial sums twice */
 };
 
 #define ACD_DTYPES ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
@@ -68,5 +71,25 @@ enum {
       "mutant: the causal/window tile range stops one K/V tile early (the diagonal tile is skipped)") \
     X(cuda_tail, "cuda-flash-mutant-tail-unmasked", mutant, ACD_MUT_TAIL_UNMASKED, \
       "mutant: keys past the sequence end in the last partial K/V tile are not masked")
+
+/* cuda-flash-fp8 (issue 17, flash_fp8.cu): e4m3/e5m2 Q, K, V with f32 descale
+ * factors (per tensor, per (batch, kv head), per block of rows), O in bf16 or
+ * f16, P rounded to e4m3 by the row-max recipe; forward only, d = 64 and 128,
+ * every mask kind, GQA, varlen seqlens (BHSD, BSHD).  A table of its own: a
+ * build without CUDA (kernels/cuda_none.c) does not list these rows yet. */
+#define ACD_CAPS_fp8 \
+    { \
+        .dtypes = AC_DTYPES_FP8, .head_dims = {64, 128}, .n_head_dims = 2, .max_head_dim = 128, \
+        .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = false, \
+        .max_seqlen = 0, .variants = 0, .fp8_p = AC_E4M3, \
+    }
+#define ACD_FP8_FAMILY(X) \
+    X(cuda_flash_fp8, "cuda-flash-fp8", fp8, ACD_MUT_NONE, \
+      "fp8 forward (e4m3/e5m2, f32 descales): QK^T of fp8 codes in f32, P scaled onto 448 by the row max and " \
+      "rounded to e4m3, PV in f32 with V's descale per run of keys; one row per thread on CUDA cores") \
+    X(cuda_fp8_clamp, "cuda-flash-fp8-mutant-p-clamp-448", fp8, ACD_MUT_FP8_P_CLAMP, \
+      "mutant: P scaled by 4096 instead of onto 448 by the row max: the largest weights saturate at e4m3's 448") \
+    X(cuda_fp8_vtwice, "cuda-flash-fp8-mutant-v-descale-twice", fp8, ACD_MUT_FP8_V_DESCALE_TWICE, \
+      "mutant: V's descale factor applied twice")
 
 #endif

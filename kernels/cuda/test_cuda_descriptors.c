@@ -22,8 +22,9 @@ Test(cuda_kernels, family_lists_flash_naive_and_three_mutants)
 {
     const ac_kernel *all[16];
     size_t n = ac_cuda_kernels(all, 16);
-    cr_assert_eq(n, 5);
-    size_t mutants = 0;
+    /* a CUDA build adds cuda-flash-fp8 and its two mutants (family.h's ACD_FP8_FAMILY) */
+    cr_assert_eq(n, ATTNCHECK_HAVE_CUDA ? 8 : 5);
+    size_t mutants = 0, fp8 = 0;
     for (size_t i = 0; i < n; i++) {
         cr_assert_eq(all[i]->device, AC_DEV_CUDA, "%s", all[i]->name);
         cr_assert_eq(all[i]->memory, AC_MEM_CUDA, "%s", all[i]->name);
@@ -33,8 +34,15 @@ Test(cuda_kernels, family_lists_flash_naive_and_three_mutants)
             mutants++;
             cr_assert_null(all[i]->backward, "mutants plant forward bugs only");
         }
+        if (strncmp(all[i]->name, "cuda-flash-fp8", 14) == 0) {
+            fp8++;
+            cr_assert_null(all[i]->backward, "the fp8 path is forward only");
+            cr_assert_eq(all[i]->caps.dtypes, AC_DTYPES_FP8, "%s", all[i]->name);
+            cr_assert_eq(all[i]->caps.fp8_p, AC_E4M3, "%s", all[i]->name);
+        }
     }
     cr_assert_eq(mutants, 3);
+    cr_assert_eq(fp8, ATTNCHECK_HAVE_CUDA ? 3 : 0);
 }
 
 Test(cuda_kernels, count_respects_max)

@@ -17,6 +17,17 @@
  * exactly (scaled error 0), or 0 where the row sees nothing. */
 typedef enum { M_NONE, M_CAUSAL_TL, M_CAUSAL_BR, M_WINDOW, M_DENSE, M_KEY_WINDOW, M_KEY_DENSE } mask_kind;
 
+/* The fp8 cases (test_cuda_fp8.c): the number of failures. */
+int acdt_fp8_tests(bool small, const char *only);
+double acdt_scaled_max(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const void *got, const double *ref,
+                       const double *e, size_t *n_bad, char *worst, size_t worst_len);
+double acdt_lse_max(const ac_problem *p, const float *got, const double *ref, size_t *n_bad);
+void acdt_set_mask(ac_problem *p, int kind, uint8_t **mask);
+double acdt_urand(void);
+double acdt_nrand(void);
+void *acdt_to_device(const void *host, size_t bytes);
+void *acdt_from_device(const void *dev, size_t bytes);
+
 typedef struct {
     const char *kernel;
     ac_dtype t;
@@ -779,6 +790,26 @@ int main(int argc, char **argv)
                     printf("    worst %s: %s\n", out_name[o], r.worst[o]);
         fflush(stdout);
     }
+    if (!variants_only && (!only || strstr(only, "fp8"))) /* test_cuda_fp8.c */
+        failures += acdt_fp8_tests(small, only);
     printf("attncheck-test-cuda: %d failure(s)\n", failures);
     return failures ? 1 : 0;
 }
+
+/* For test_cuda_fp8.c, which shares these helpers. */
+double acdt_scaled_max(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const void *got, const double *ref,
+                       const double *e, size_t *n_bad, char *worst, size_t worst_len)
+{
+    double m = scaled_max(p, t, kind, got, ref, e, n_bad);
+    snprintf(worst, worst_len, "%s", g_worst);
+    return m;
+}
+double acdt_lse_max(const ac_problem *p, const float *got, const double *ref, size_t *n_bad)
+{
+    return lse_max(p, got, ref, n_bad);
+}
+void acdt_set_mask(ac_problem *p, int kind, uint8_t **mask) { set_mask(p, (mask_kind)kind, mask); }
+double acdt_urand(void) { return urand(); }
+double acdt_nrand(void) { return nrand(); }
+void *acdt_to_device(const void *host, size_t bytes) { return to_device(host, bytes); }
+void *acdt_from_device(const void *dev, size_t bytes) { return from_device(dev, bytes); }

@@ -1,0 +1,183 @@
+/* kernels/cuda/test_cuda_fp8.c — attncheck-test-cuda's fp8 cases (issue 17):
+ * cuda-flash-fp8 on fresh random e4m3/e5m2 codes with random descale factors
+ * (per tensor, per (batch, kv head), per block of rows), against the fp64
+ * reference of the exact inputs code * factor, with the harness's error scale
+ * (ref_error_scales: E in the output's u, P's e4m3 rounding included) and
+ * budgets.txt's fp8 O budget (scaled 4); poisoned outputs, so an unwritten
+ * element fails.  Its two mutants must fail the same gate. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acd.h"
+
+/* From test_cuda_main.c. */
+double acdt_scaled_max(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const void *got, const double *ref,
+                       const double *e, size_t *n_bad, char *worst, size_t worst_len);
+double acdt_lse_max(const ac_problem *p, const float *got, const double *ref, size_t *n_bad);
+void acdt_set_mask(ac_problem *p, int mask_kind, uint8_t **mask);
+double acdt_urand(void);
+double acdt_nrand(void);
+void *acdt_to_device(const void *host, size_t bytes);
+void *acdt_from_device(const void *dev, size_t bytes);
+
+typedef struct {
+    const char *kernel;
+    ac_dtype t, out;
+    int b, hq, hkv, nq, nk, d;
+    ac_layout layout;
+    int mask; /* test_cuda_main.c's mask_kind: 0 none, 1 causal-tl, 2 causal-br, 3 window-br, 4 dense */
+    int descale_rows; /* AC_DESCALE_TENSOR, AC_DESCALE_HEAD or N */
+    bool varlen, expect_fail;
+} fp8_case;
+
+/* Codes of normal(0, 4) values in t (satfinite) and factors in [0.25, 4); wide = code * factor. */
+static void fp8_fill(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, uint8_t **codes, float **factors,
+                     double **wide)
+{
+    size_t n = kind == AC_TENSOR_Q ? ac_q_elems(p) : kind == AC_TENSOR_K ? ac_kv_elems(p) : ac_v_elems(p);
+    size_t nf = ac_descale_count(p, kind);
+    double *tmp = malloc(n * sizeof *tmp);
+    *codes = malloc(n);
+    *wide = malloc(n * sizeof **wide);
+    *factors = malloc(nf * sizeof **factors);
+    for (size_t x = 0; x < n; x++)
+        tmp[x] = 4.0 * acdt_nrand();
+    ac_store(t, tmp, n, *codes);
+    ac_load(t, *codes, n, tmp);
+    for (size_t x = 0; x < nf; x++)
+        (*factors)[x] = (float)ldexp(1.0 + acdt_urand(), (int)(acdt_urand() * 4) - 2);
+    bool q_side = kind == AC_TENSOR_Q;
+    int heads = q_side ? p->heads_q : p->heads_kv, dim = ac_tensor_dim(p, kind);
+    for (size_t x = 0; x < n; x++)
+        (*wide)[x] = NAN; /* padding rows: never read */
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < heads; h++)
+            for (int s = 0; s < ac_stored_rows(p, b, q_side); s++)
+                for (int c = 0; c < dim; c++) {
+                    size_t at = ac_tensor_index(p, kind, b, h, s, c);
+                    (*wide)[at] = tmp[at] * (double)(*factors)[ac_descale_index(p, kind, b, h, s)];
+                }
+    free(tmp);
+}
+
+static const ac_kernel *fp8_find(const char *name)
+{
+    const ac_kernel *all[32];
+    size_t n = ac_cuda_kernels(all, 32);
+    for (size_t x = 0; x < n; x++)
+        if (strcmp(all[x]->name, name) == 0)
+            return all[x];
+    return NULL;
+}
+
+/* The max scaled O error and LSE's absolute one; -1 when the kernel refused or the reference failed. */
+static int fp8_run(const fp8_case *fc, double *o_scaled, double *lse_abs, size_t *n_bad, char *worst, size_t wl)
+{
+    const ac_kernel *k = fp8_find(fc->kernel);
+    if (!k)
+        return fprintf(stderr, "no kernel %s\n", fc->kernel), 3;
+    ac_problem p = ac_problem_dense(fc->b, fc->hq, fc->hkv, fc->nq, fc->nk, fc->d);
+    p.layout = fc->layout;
+    p.fp8_out = fc->out;
+    p.fp8_p = AC_E4M3;
+    p.descale_rows = fc->descale_rows;
+    uint8_t *mask;
+    acdt_set_mask(&p, fc->mask, &mask);
+    int lens_q[8], lens_k[8];
+    if (fc->varlen) {
+        for (int b = 0; b < fc->b; b++) {
+            lens_q[b] = b == 0 ? fc->nq : 1 + (int)(acdt_urand() * fc->nq);
+            lens_k[b] = b == 1 ? 0 : 1 + (int)(acdt_urand() * fc->nk);
+        }
+        p.seqlens_q = lens_q;
+        p.seqlens_k = lens_k;
+    }
+    uint8_t *q, *kk, *v;
+    float *fq, *fk, *fv;
+    double *qd, *kd, *vd;
+    fp8_fill(&p, fc->t, AC_TENSOR_Q, &q, &fq, &qd);
+    fp8_fill(&p, fc->t, AC_TENSOR_K, &kk, &fk, &kd);
+    fp8_fill(&p, fc->t, AC_TENSOR_V, &v, &fv, &vd);
+    p.descale_q = fq;
+    p.descale_k = fk;
+    p.descale_v = fv;
+    ac_err err;
+    if (ac_problem_validate(&p, 0, &err) != AC_OK)
+        return fprintf(stderr, "bad case: %s\n", err.msg), 2;
+    size_t nq_el = ac_q_elems(&p), nk_el = ac_kv_elems(&p), nv_el = ac_v_elems(&p), no_el = ac_o_elems(&p);
+    size_t nl = ac_lse_elems(&p), os = ac_dtype_size(fc->out);
+    void *Qd = acdt_to_device(q, nq_el), *Kd = acdt_to_device(kk, nk_el), *Vd = acdt_to_device(v, nv_el);
+    void *Od = acdt_to_device(NULL, no_el * os), *Ld = acdt_to_device(NULL, nl * sizeof(float));
+    ac_fwd_args fa = {.q = Qd, .k = Kd, .v = Vd, .o = Od, .lse = Ld};
+    int st = k->forward(k, &p, fc->t, &fa, &err);
+    if (st != AC_OK)
+        return fprintf(stderr, "%s forward: %s\n", k->name, err.msg), st;
+    void *o = acdt_from_device(Od, no_el * os);
+    float *lse = acdt_from_device(Ld, nl * sizeof(float));
+    double *ro = malloc(no_el * sizeof(double)), *rl = malloc(nl * sizeof(double)), *eo = malloc(no_el * 8);
+    if (ref_forward_fp64(&p, qd, kd, vd, ro, rl, &err) != AC_OK ||
+        ref_error_scales(&p, fc->t, qd, kd, vd, ro, rl, NULL, eo, NULL, NULL, NULL, &err) != AC_OK)
+        return fprintf(stderr, "ref: %s\n", err.msg), 3;
+    *n_bad = 0;
+    *o_scaled = acdt_scaled_max(&p, fc->out, AC_TENSOR_O, o, ro, eo, n_bad, worst, wl);
+    *lse_abs = acdt_lse_max(&p, lse, rl, n_bad);
+    ac_dev_free(Qd), ac_dev_free(Kd), ac_dev_free(Vd), ac_dev_free(Od), ac_dev_free(Ld);
+    free(q), free(kk), free(v), free(fq), free(fk), free(fv), free(qd), free(kd), free(vd);
+    free(o), free(lse), free(ro), free(rl), free(eo), free(mask);
+    return AC_OK;
+}
+
+static const char *const fp8_mask_name[] = {"none", "causal-tl", "causal-br", "window-br", "dense"};
+
+/* Returns the number of failures; only: a kernel name or NULL (all). */
+int acdt_fp8_tests(bool small, const char *only)
+{
+    const ac_dtype E4 = AC_E4M3, E5 = AC_E5M2, BF = AC_BF16, F16 = AC_F16;
+    const ac_layout H = AC_LAYOUT_BHSD, S = AC_LAYOUT_BSHD;
+    const int T = AC_DESCALE_TENSOR, HD = AC_DESCALE_HEAD;
+    const fp8_case cases[] = {
+        {"cuda-flash-fp8", E4, BF, 1, 4, 4, 256, 256, 128, H, 0, T, false, false},
+        {"cuda-flash-fp8", E4, BF, 2, 4, 2, 200, 330, 128, S, 0, HD, false, false},
+        {"cuda-flash-fp8", E4, F16, 2, 4, 2, 157, 211, 64, H, 1, HD, false, false},
+        {"cuda-flash-fp8", E4, BF, 3, 4, 1, 300, 190, 64, S, 2, 64, true, false},
+        {"cuda-flash-fp8", E5, BF, 2, 6, 3, 129, 129, 128, H, 3, 128, true, false},
+        {"cuda-flash-fp8", E4, F16, 2, 2, 2, 97, 150, 128, S, 4, 64, false, false},
+        {"cuda-flash-fp8", E5, F16, 1, 2, 1, 1, 77, 64, H, 0, HD, false, false},
+        {"cuda-flash-fp8-mutant-p-clamp-448", E4, BF, 1, 4, 4, 256, 256, 128, H, 0, T, false, true},
+        {"cuda-flash-fp8-mutant-p-clamp-448", E4, BF, 2, 4, 2, 157, 211, 64, S, 1, HD, false, true},
+        {"cuda-flash-fp8-mutant-v-descale-twice", E4, BF, 1, 4, 4, 256, 256, 128, H, 0, T, false, true},
+        {"cuda-flash-fp8-mutant-v-descale-twice", E5, F16, 2, 4, 2, 157, 211, 64, S, 2, HD, true, true},
+    };
+    int failures = 0;
+    for (size_t x = 0; x < sizeof cases / sizeof cases[0]; x++) {
+        fp8_case fc = cases[x];
+        if (only && strncmp(only, fc.kernel, strlen(only)) != 0) /* a prefix: the kernel and its mutants */
+            continue;
+        if (small) {
+            fc.nq = fc.nq < 96 ? fc.nq : 96;
+            fc.nk = fc.nk < 130 ? fc.nk : 130;
+        }
+        double o_scaled = 0.0, lse_abs = 0.0;
+        size_t n_bad = 0;
+        char worst[256] = "";
+        int st = fp8_run(&fc, &o_scaled, &lse_abs, &n_bad, worst, sizeof worst);
+        if (st != AC_OK) {
+            printf("%s: status %d\n", fc.kernel, st);
+            failures++;
+            continue;
+        }
+        bool bad = n_bad > 0 || o_scaled > 4.0 || lse_abs > 1e-3; /* budgets.txt: e4m3 O scaled 4 */
+        bool ok = bad == fc.expect_fail;
+        failures += !ok;
+        printf("%-38s %-4s>%-4s %-9s %-4s %d %d %d %d %d %d desc=%d%s  O %9.3g  LSE %9.3g  bad %zu %s\n", fc.kernel,
+               ac_dtype_name(fc.t), ac_dtype_name(fc.out), fp8_mask_name[fc.mask], ac_layout_name(fc.layout), fc.b,
+               fc.hq, fc.hkv, fc.nq, fc.nk, fc.d, fc.descale_rows, fc.varlen ? " vl" : "", o_scaled, lse_abs, n_bad,
+               ok ? (fc.expect_fail ? "caught" : "ok") : "FAIL");
+        if (!ok && !fc.expect_fail)
+            printf("    worst O: %s\n", worst);
+        fflush(stdout);
+    }
+    return failures;
+}
