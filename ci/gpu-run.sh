@@ -4,6 +4,7 @@
 # cases, a fuzz campaign over the CUDA kernels, `attncheck bench` and the
 # PyTorch SDPA peer.  Logs go under $OUT (default ./gpu-out).
 #   GPU_STEPS  steps to run (default "info test sanitize fixtures fuzz prove bench torch")
+#   FP8_CASES, FP8_PROVE_CASES  the "fp8" step's fuzz and prove cases (default 3000, 200)
 #   PROVE_ARGS extra arguments for `attncheck prove --base cuda-flash` (default: --cases 300)
 #   FUZZ_ARGS  extra arguments for `attncheck fuzz` (default: --cases 2000)
 #   (step "exec", not in the defaults: PyTorch SDPA as an --exec-persistent kernel, when torch imports;
@@ -249,12 +250,12 @@ SPECS
             fi
         fi
         if has_cmd fuzz; then
-            "$attncheck" fuzz --kernel cuda-flash-fp8 --cases 3000 >"$OUT/fp8-fuzz.log" 2>&1
+            "$attncheck" fuzz --kernel cuda-flash-fp8 --cases "${FP8_CASES:-3000}" >"$OUT/fp8-fuzz.log" 2>&1
             record fp8-fuzz $?
             tail -n 5 "$OUT/fp8-fuzz.log"
         fi
         if has_cmd prove; then
-            "$attncheck" prove --base cuda-flash-fp8 --cases 200 --markdown "$OUT/fp8-prove.md" >"$OUT/fp8-prove.log" 2>&1
+            "$attncheck" prove --base cuda-flash-fp8 --cases "${FP8_PROVE_CASES:-200}" --markdown "$OUT/fp8-prove.md" >"$OUT/fp8-prove.log" 2>&1
             record fp8-prove $?
             tail -n 12 "$OUT/fp8-prove.log"
         fi
