@@ -79,7 +79,18 @@ fi
 echo "PyTorch SDPA example ($("$torch_py" -c 'import torch; print("torch", torch.__version__, "on", "cuda" if torch.cuda.is_available() else "cpu")')):"
 # f32 and f16: on the CPU, torch's bf16 SDPA flushes results below bf16's smallest normal to zero
 # (dist=tiny() cases fail dQ/dK by 8-100x; README, "Kernels that are not C").
-quiet "$attncheck" fuzz --exec-persistent "$torch_py plugins/torch_sdpa_kernel.py --serve" \
+# PyTorch is a third-party kernel: what attncheck finds in it is a finding, printed, not a
+# failure of this test (its CPU kernels' rounding also moves with the thread count: f16 LSE
+# at 6.3 scaled in one run of 40 cases that passed in others).  The test fails when the
+# --exec path could not judge it: exit 2 or 3, or no summary.
+findings() {
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  echo "$out" | grep -m1 ' cases, ' || { echo "$out"; return 1; }
+  echo "$out" | grep -A3 '^distinct failures' | cut -c1-200 || true
+  [ "$rc" -le 1 ] || { echo "$out" | tail -5; return 1; }
+}
+findings "$attncheck" fuzz --exec-persistent "$torch_py plugins/torch_sdpa_kernel.py --serve" \
   --caps plugins/torch_sdpa_kernel.caps.json --dtype f32,f16 --seed 1 --cases 40 --quiet
-quiet "$attncheck" fuzz --exec "$torch_py plugins/torch_sdpa_kernel.py {in} {out}" \
+findings "$attncheck" fuzz --exec "$torch_py plugins/torch_sdpa_kernel.py {in} {out}" \
   --caps plugins/torch_sdpa_kernel.caps.json --dtype f32,f16 --seed 2 --cases 3 --quiet
