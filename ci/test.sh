@@ -22,7 +22,7 @@ bash ci/build.sh
 b=$BUILD_DIR
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
 export ATTNCHECK_SOURCE_DIR=$PWD
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s (at %d s)\n' "$*" "$SECONDS"; }
 
 step "format: the C and CUDA sources match .clang-format"
 bash ci/format.sh
