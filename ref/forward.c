@@ -235,9 +235,10 @@ void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k,
                            double *s, const ref_mod_aux *aux)
 {
     int rows = i1 - i0, cols = jhi - jlo;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd->d, hd->p->scale,
-                q + hd->q_base + (size_t)i0 * hd->ld_q, (int)hd->ld_q, k + hd->kv_base + (size_t)jlo * hd->ld_kv,
-                (int)hd->ld_kv, 0.0, s, cols);
+    if (!ref_fp8_block_products(hd, q, k, i0, i1, jlo, jhi, s))
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd->d, hd->p->scale,
+                    q + hd->q_base + (size_t)i0 * hd->ld_q, (int)hd->ld_q, k + hd->kv_base + (size_t)jlo * hd->ld_kv,
+                    (int)hd->ld_kv, 0.0, s, cols);
     if (aux || ac_problem_has_score_mods(hd->p)) /* the variants' S' (ref/variants.c) */
         ref_block_mods(hd, i0, i1, jlo, jhi, s, aux);
     for (int i = i0; i < i1; i++) {

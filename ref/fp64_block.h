@@ -64,6 +64,13 @@ void ref_block_keys(const ref_head *hd, int i0, int i1, int *jlo, int *jhi);
 void ref_block_scores(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
                       double *s);
 
+/* fp8 problems (ref/fp8.c): s = scale * Q[i0:i1] K[jlo:jhi]^T over the codes,
+ * each S_ij then times its rows' descale factors, so equal exact scores stay
+ * equal.  Returns false (s untouched) for other problems or when the code
+ * copies cannot be allocated; the caller then multiplies code * factor. */
+bool ref_fp8_block_products(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
+                            double *s);
+
 /* The same, with what the error scales and the backward need of the variants'
  * score modifiers (variants_internal.h) written to aux's arrays (same shape;
  * masked entries too, their values unused).  aux may be NULL. */

@@ -1,8 +1,11 @@
 /* ref/fp8.c — fp8 problems: which they are, where their descale factors sit,
  * and P's rounding recipe (docs/DESIGN.md, "fp8").  The dtypes themselves are
  * rows of ref/dtype.c's table. */
+#include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 
+#include "fp64_block.h"
 #include "ref.h"
 
 bool ac_problem_is_fp8(const ac_problem *p) { return p->fp8_out != AC_F32; }
@@ -35,3 +38,64 @@ size_t ac_descale_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, 
 }
 
 float ac_fp8_p_round(ac_dtype fmt, float p_scaled) { return (float)ac_round(fmt, p_scaled); }
+
+/* ---- S over the codes ------------------------------------------------------
+ * Q and K hold code * factor, exact in double, but BLAS over them rounds each
+ * product (two 28-bit significands) and each sum: at |S| ~ 1e32 (huge() inputs
+ * with factors ~ 1e13) two keys with equal exact scores came out apart by
+ * ~1e16, so the reference's P was one-hot where the exact one splits evenly —
+ * the H100 campaign's only cuda-flash-fp8 failure judged the kernel's (right)
+ * average against one key.  Dividing a row by its factor gives back the code
+ * exactly; the codes' dot products are exact in double (e4m3: products of
+ * 4-bit significands, multiples of 2^-18 below 2^18, so d <= 2^16 terms need
+ * at most 52 bits; e5m2's wider range can round only where tiny and huge
+ * codes meet), and S_ij = dot * (scale dq_i) * dk_j then rounds twice, the
+ * same way for every key sharing a factor: ties stay ties. */
+
+#define FP8_KEY_CHUNK 2048 /* keys per dgemm: the code copies stay O(chunk * d) */
+
+static double factor_of(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s)
+{
+    const float *f = kind == AC_TENSOR_Q ? p->descale_q : p->descale_k;
+    return f[ac_descale_index(p, kind, b, h, s)];
+}
+
+/* out[r - r0][c] = t[base + r ld + c] / factor(r), rows [r0, r1). */
+static void codes_of(const ref_head *hd, ac_tensor_kind kind, const double *t, int r0, int r1, double *out)
+{
+    bool q_side = kind == AC_TENSOR_Q;
+    size_t base = q_side ? hd->q_base : hd->kv_base, ld = q_side ? hd->ld_q : hd->ld_kv;
+    for (int r = r0; r < r1; r++) {
+        double f = factor_of(hd->p, kind, hd->b, q_side ? hd->h : hd->h_kv, r);
+        for (int c = 0; c < hd->d; c++)
+            out[(size_t)(r - r0) * hd->d + c] = t[base + (size_t)r * ld + c] / f;
+    }
+}
+
+bool ref_fp8_block_products(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
+                            double *s)
+{
+    const ac_problem *p = hd->p;
+    if (!ac_problem_is_fp8(p) || !p->descale_q || !p->descale_k)
+        return false;
+    int rows = i1 - i0, cols = jhi - jlo, chunk = cols < FP8_KEY_CHUNK ? cols : FP8_KEY_CHUNK;
+    double *qc = malloc(sizeof *qc * (size_t)rows * hd->d), *kc = malloc(sizeof *kc * (size_t)chunk * hd->d);
+    bool done = qc && kc;
+    if (done) {
+        codes_of(hd, AC_TENSOR_Q, q, i0, i1, qc);
+        for (int j0 = jlo; j0 < jhi; j0 += chunk) {
+            int j1 = j0 + chunk < jhi ? j0 + chunk : jhi;
+            codes_of(hd, AC_TENSOR_K, k, j0, j1, kc);
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, j1 - j0, hd->d, 1.0, qc, hd->d, kc, hd->d, 0.0,
+                        s + (j0 - jlo), cols);
+        }
+        for (int i = i0; i < i1; i++) {
+            double sq = p->scale * factor_of(p, AC_TENSOR_Q, hd->b, hd->h, i);
+            for (int j = jlo; j < jhi; j++)
+                s[(size_t)(i - i0) * cols + (j - jlo)] *= sq * factor_of(p, AC_TENSOR_K, hd->b, hd->h_kv, j);
+        }
+    }
+    free(qc);
+    free(kc);
+    return done;
+}
