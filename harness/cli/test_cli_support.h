@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *cli_bin_path(void)
+static inline const char *cli_bin_path(void)
 {
     static char path[PATH_MAX + 32];
     const char *env = getenv("ATTNCHECK_BIN");
@@ -30,7 +30,7 @@ static const char *cli_bin_path(void)
 /* Runs the binary with args (shell syntax, run from the current directory)
  * and returns its exit status (137: killed at the time limit); stdout and
  * stderr together in out. */
-static int cli_run(const char *args, char *out, size_t len)
+static inline int cli_run(const char *args, char *out, size_t len)
 {
     char cmd[PATH_MAX + 8192];
     /* killed after a minute: a binary that reads /dev/zero forever must fail the test, not outlive it */
@@ -47,6 +47,26 @@ static int cli_run(const char *args, char *out, size_t len)
     int status = pclose(p);
     cr_assert(WIFEXITED(status), "attncheck %s did not exit normally", args);
     return WEXITSTATUS(status);
+}
+
+/* The whole of a file the binary wrote, NUL-terminated, malloc'd (a fuzz
+ * campaign's JSON Lines pass 1 MiB in under a second: a fixed buffer cut the
+ * campaign record off and failed the test on fast machines). */
+static inline char *cli_slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s was not written", path);
+    size_t cap = 1 << 16, n = 0, got;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    while ((got = fread(text + n, 1, cap - 1 - n, f)) > 0)
+        if ((n += got) == cap - 1) {
+            text = realloc(text, cap *= 2);
+            cr_assert_not_null(text);
+        }
+    text[n] = '\0';
+    fclose(f);
+    return text;
 }
 
 #endif

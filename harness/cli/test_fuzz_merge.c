@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "attncheck_config.h"
+#include "harness/cli/test_cli_support.h"
 
 static char dir[64]; /* the current test's temp dir */
 
@@ -29,21 +30,6 @@ static void remove_dir(void)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
-}
-
-static const char *bin(void)
-{
-    static char path[PATH_MAX + 32];
-    const char *env = getenv("ATTNCHECK_BIN");
-    if (env && *env)
-        return env;
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    cr_assert_gt(n, 0);
-    self[n] = '\0';
-    *strrchr(self, '/') = '\0';
-    snprintf(path, sizeof path, "%s/harness/attncheck", self);
-    return path;
 }
 
 static char out[1 << 16];
@@ -67,7 +53,7 @@ static int run(const char *env, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "env -u SLURM_ARRAY_TASK_ID %s '%s' %s 2>&1", env ? env : "", bin(), args);
+    snprintf(cmd, sizeof cmd, "env -u SLURM_ARRAY_TASK_ID %s '%s' %s 2>&1", env ? env : "", cli_bin_path(), args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     size_t n = fread(out, 1, sizeof out - 1, p);
@@ -105,17 +91,6 @@ static char *summary_block(const char *text)
     return copy;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "%s", path);
-    char *text = calloc(1, 1 << 20);
-    size_t n = fread(text, 1, (1 << 20) - 1, f);
-    text[n] = '\0';
-    fclose(f);
-    return text;
-}
-
 /* A small campaign of a mutant: failures, shrinking, distinct minimal lines. */
 #define CAMPAIGN \
     "fuzz --kernel cpu-flash-mutant-gqa-head-mod --seed 4 --cases 24 --max-seqlen 40 --shrink-steps 30 --quiet"
@@ -139,7 +114,7 @@ Test(harness_merge, shards_merged_equal_the_unsharded_run, .init = make_dir, .fi
     char *su = summary_block(unsharded), *sm = summary_block(out);
     cr_assert_not_null(strstr(su, "distinct failures: "), "the mutant fails:\n%s", su);
     cr_assert_str_eq(sm, su, "the summary and the distinct failures");
-    char *mu = slurp(in_dir("u.md")), *mm = slurp(in_dir("m.md"));
+    char *mu = cli_slurp(in_dir("u.md")), *mm = cli_slurp(in_dir("m.md"));
     cr_assert_str_eq(mm, mu, "the Markdown, byte for byte");
     free(unsharded), free(u), free(m), free(su), free(sm), free(mu), free(mm);
 }
@@ -153,7 +128,7 @@ Test(harness_fuzz, jobs_do_not_change_the_records_or_the_summary, .init = make_d
     char *r1 = case_records(in_dir("j1.jsonl")), *r3 = case_records(in_dir("j3.jsonl"));
     cr_assert_str_eq(r3, r1, "--jobs 3 writes --jobs 1's records, in case-index order");
     cr_assert_str_eq(s3, s1);
-    char *j3 = slurp(in_dir("j3.jsonl"));
+    char *j3 = cli_slurp(in_dir("j3.jsonl"));
     cr_assert_not_null(strstr(j3, "\"jobs\":3"), "the campaign record says how many workers ran");
     free(s1), free(s3), free(r1), free(r3), free(j3);
 }
@@ -194,7 +169,7 @@ Test(harness_merge, what_is_not_one_campaign_is_refused_and_missing_cases_named,
     cr_assert_not_null(strstr(out, "MISSING 6 of the 12 cases"), "%s", out);
     cr_assert_not_null(strstr(out, ": 1, 3, 5, 7, 9, 11 "), "the missing indices are named:\n%s", out);
     cr_assert_not_null(strstr(out, "6 cases"), "and the rest merged:\n%s", out);
-    char *half = slurp(in_dir("half.jsonl"));
+    char *half = cli_slurp(in_dir("half.jsonl"));
     cr_assert_not_null(strstr(half, "\"missing\":6"), "the campaign record counts them");
     free(half);
     cr_assert_eq(run(NULL,
@@ -221,7 +196,7 @@ Test(harness_fuzz, a_time_budget_ends_with_the_summary_and_the_tier_is_in_every_
     cr_assert_eq(st, 0, "%s", out);
     cr_assert_not_null(strstr(out, "time budget 0.8 s"), "the header names the budget:\n%s", out);
     cr_assert_not_null(strstr(out, "cpu-flash: "), "the summary is printed:\n%s", out);
-    char *json = slurp(in_dir("t.jsonl"));
+    char *json = cli_slurp(in_dir("t.jsonl"));
     const char *camp = strstr(json, "{\"type\":\"campaign\"");
     cr_assert_not_null(camp);
     double seconds = atof(strstr(camp, "\"seconds\":") + 10);
@@ -252,7 +227,7 @@ Test(harness_fuzz, the_header_names_the_case_budget_and_a_missing_gpu_tier_is_an
 static int run_then_term(const char *args, const char *out_path, double after_s)
 {
     char cmd[PATH_MAX + 4096];
-    snprintf(cmd, sizeof cmd, "exec '%s' %s >'%s' 2>&1", bin(), args, out_path);
+    snprintf(cmd, sizeof cmd, "exec '%s' %s >'%s' 2>&1", cli_bin_path(), args, out_path);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
@@ -278,7 +253,7 @@ Test(harness_fuzz, sigterm_ends_the_campaign_with_its_reports_and_summary, .init
                  in_dir(json));
         int st = run_then_term(args, in_dir(log), 0.7);
         cr_assert_eq(st, 0, "--jobs %d: exit %d", jobs, st);
-        char *text = slurp(in_dir(log)), *records = slurp(in_dir(json));
+        char *text = cli_slurp(in_dir(log)), *records = cli_slurp(in_dir(json));
         cr_assert_not_null(strstr(text, "stopped early: signal"), "--jobs %d says why:\n%s", jobs, text);
         cr_assert_not_null(strstr(text, "cpu-flash: "), "and prints its summary:\n%s", text);
         int cases = 0;
