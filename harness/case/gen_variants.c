@@ -31,6 +31,7 @@
 #include <math.h>
 
 #include "harness/case/gen_variants.h"
+#include "harness/case/generate_internal.h"
 
 /* Variant v's stream for case `index`: one per variant, so whether one is
  * claimed (and how many draws its parameters take) never moves another. */
@@ -135,26 +136,6 @@ static void draw_dropout(case_rng *r, ac_case *c)
     c->dropout = p[case_rng_pick(r, w, 4)];
 }
 
-static void draw_lens(case_rng *r, int batch, int extent, int *lens)
-{
-    static const int w[] = {5, 10, 25, 60};
-    for (int b = 0; b < batch; b++)
-        switch (case_rng_pick(r, w, 4)) {
-        case 0:
-            lens[b] = 0;
-            break;
-        case 1:
-            lens[b] = 1;
-            break;
-        case 2:
-            lens[b] = extent;
-            break;
-        default:
-            lens[b] = case_rng_int(r, 1, extent);
-            break;
-        }
-}
-
 /* The packed layout: several sequences of different lengths back to back, so a
  * kernel that reads past one sequence's end reads the next one's rows. */
 static void draw_thd(case_rng *r, const ac_caps *caps, ac_case *c)
@@ -167,8 +148,8 @@ static void draw_thd(case_rng *r, const ac_caps *caps, ac_case *c)
     if (!caps->varlen || has_lens)
         return;
     c->n_seqlens_q = c->n_seqlens_k = c->batch;
-    draw_lens(r, c->batch, c->seqlen_q, c->seqlens_q);
-    draw_lens(r, c->batch, c->seqlen_k, c->seqlens_k);
+    gen_draw_lens(r, c->batch, c->seqlen_q, c->seqlens_q);
+    gen_draw_lens(r, c->batch, c->seqlen_k, c->seqlens_k);
 }
 
 /* A paged KV cache: page sizes 1, 2, 4, .., 256 alike; the table in order 10%

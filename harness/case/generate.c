@@ -182,7 +182,7 @@ int gen_draw_head_dim(case_rng *r, const ac_caps *caps)
 }
 
 /* Varlen: per-sequence lengths for q, k or both. */
-static void draw_one_lens(case_rng *r, int batch, int padded, int *lens)
+void gen_draw_lens(case_rng *r, int batch, int padded, int *lens)
 {
     static const int w[] = {5, 10, 25, 60};
     for (int b = 0; b < batch; b++) {
@@ -211,11 +211,11 @@ static void draw_varlen(case_rng *r, ac_case *c)
     int which = case_rng_pick(r, w, COUNT(w));
     if (which != 2) {
         c->n_seqlens_q = c->batch;
-        draw_one_lens(r, c->batch, c->seqlen_q, c->seqlens_q);
+        gen_draw_lens(r, c->batch, c->seqlen_q, c->seqlens_q);
     }
     if (which != 1) {
         c->n_seqlens_k = c->batch;
-        draw_one_lens(r, c->batch, c->seqlen_k, c->seqlens_k);
+        gen_draw_lens(r, c->batch, c->seqlen_k, c->seqlens_k);
     }
 }
 

@@ -1,5 +1,5 @@
-/* harness/case/generate_internal.h — shared by generate.c and generate_long.c
- * only: the pieces of a draw both profiles use. */
+/* harness/case/generate_internal.h — shared by generate.c, generate_long.c, generate_decode.c and
+ * gen_variants.c only: the pieces of a draw they share. */
 #ifndef ATTNCHECK_GENERATE_INTERNAL_H
 #define ATTNCHECK_GENERATE_INTERNAL_H
 
@@ -16,6 +16,8 @@ int gen_pick_le(case_rng *r, const int *vals, int n, int max, int fallback);
 int gen_draw_head_dim(case_rng *r, const ac_caps *caps);
 /* A mask kind by the weights w (the claimed and filtered kinds) and its parameters. */
 void gen_draw_mask(case_rng *r, const int w[AC_MASK_KIND_COUNT], ac_case *c);
+/* Per-sequence lengths in 0..padded: 0 (5%), 1 (10%), padded (25%), else uniform in 1..padded. */
+void gen_draw_lens(case_rng *r, int batch, int padded, int *lens);
 /* len folded into [min_seqlen, max_seqlen] (unchanged when already inside). */
 int gen_fold_length(const ac_gen *g, int len);
 /* Whether c keeps the size cap (work and memory); gen_apply_cap shrinks it until it does. */
