@@ -4,7 +4,9 @@ runs (one object per case, see README "Outputs") into one Markdown accuracy
 report: cases per kernel and what they covered (dtype, mask kind, head dim),
 the worst ulp / scaled / vs-naive figures per kernel x dtype x output with the
 case where each sits, NaN/Inf class counts, and every failure with its minimal
-line.  Standard library only (runs on the GPU machine).
+line.  The runs' environment records (GPU, driver, commit) head the report; their
+campaign records (seconds, stop reason) sit under each kernel.  Standard library
+only (runs on the GPU machine).
 
 usage: campaign_report.py --title TEXT [--machine TEXT] [--command TEXT] OUT.md RUN.jsonl...
 """
@@ -17,6 +19,7 @@ import sys
 
 OUTPUTS = ["O", "LSE", "dQ", "dK", "dV", "dSink", "dBias"]  # dSink: the sinks' gradient (README, "Variants")
 CLASSES = ["unexpected_nan", "overflow", "lost_special", "wrong_zero", "unwritten"]
+DTYPES = ["f32", "f16", "bf16", "e4m3", "e5m2"]  # the report's row order; others follow
 
 
 def field(case, name):
@@ -61,8 +64,12 @@ def collect(objs):
         "worst": collections.defaultdict(lambda: collections.defaultdict(Worst)),
         "classes": collections.defaultdict(collections.Counter),
         "counts": collections.Counter(), "masked_rows": collections.Counter(), "failures": []})
+    runs = []
     for o in objs:
         k, case = o.get("kernel", "?"), o.get("case", "")
+        if o.get("type"):  # a run's environment or campaign record, not a case
+            runs.append(o)
+            continue
         s = per[k]
         s["cases"] += 1
         verdict = o.get("verdict", "error")
@@ -77,6 +84,9 @@ def collect(objs):
             w = s["worst"][(dtype, out)]
             w["max_ulp"].add(m.get("max_ulp"), case)
             w["max_scaled"].add(m.get("max_scaled"), case)
+            w["rmse"].add(m.get("rmse"), case)
+            if m.get("has_naive"):
+                w["naive_rmse"].add(m.get("naive_rmse"), case)
             if m.get("has_naive"):
                 w["vs_naive_max"].add(m.get("vs_naive_max"), case)
                 w["vs_naive_mean"].add(m.get("vs_naive_mean"), case)
@@ -86,7 +96,26 @@ def collect(objs):
             if out == "O":
                 s["masked_rows"]["rows"] += int(m.get("masked_rows", 0) or 0)
                 s["masked_rows"]["zero"] += int(m.get("masked_rows_zero", 0) or 0)
-    return per
+    return per, runs
+
+
+def dtype_order(worst):
+    seen = {dtype for dtype, _ in worst}
+    return [d for d in DTYPES if d in seen] + sorted(d for d in seen if d not in DTYPES and d)
+
+
+def run_lines(runs):
+    envs = [o for o in runs if o.get("type") == "environment"]
+    lines = []
+    for e in {(o.get("gpu") or "no GPU", o.get("driver") or "-", o.get("cuda") or "-", o.get("commit") or "?"): 0
+              for o in envs}:
+        lines.append("- GPU %s, driver %s, CUDA %s, attncheck commit %s" % e)
+    for o in runs:
+        if o.get("type") == "campaign":
+            lines.append("- %s: %s cases in %.0f s (%.3g cases/s, %s jobs)%s" % (
+                o.get("kernel"), o.get("cases"), o.get("seconds", 0), o.get("cases_per_s", 0), o.get("jobs", 1),
+                ", " + o["stopped"] if o.get("stopped") else ""))
+    return lines + [""] if lines else []
 
 
 def fmt(x):
@@ -97,10 +126,12 @@ def fmt(x):
     return "%.3g" % x
 
 
-def report(per, title, machine, command):
+def report(collected, title, machine, command):
+    per, runs = collected
     lines = ["# %s" % title, ""]
     if machine:
         lines += ["Machine: %s" % machine, ""]
+    lines += run_lines(runs)
     if command:
         lines += ["Command:", "", "```", command, "```", ""]
     total = sum(s["cases"] for s in per.values())
@@ -117,19 +148,20 @@ def report(per, title, machine, command):
                       ", ".join("%d:%d" % kv for kv in sorted(s["dims"].items()))), "",
                   "Fully masked query rows seen: %d (O written as exact zeros on %d)." % (
                       s["masked_rows"]["rows"], s["masked_rows"]["zero"]), "",
-                  "| dtype | output | cases | max ulp | max scaled | vs-naive max | vs-naive mean | NaN | overflow | lost special | wrong zero | unwritten |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for dtype in ("f32", "f16", "bf16"):
+                  "| dtype | output | cases | max ulp | max scaled | vs-naive max | vs-naive mean | max RMSE (naive) | NaN | overflow | lost special | wrong zero | unwritten |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for dtype in dtype_order(s["worst"]):
             for out in OUTPUTS:
                 if (dtype, out) not in s["worst"]:
                     continue
                 w, c = s["worst"][(dtype, out)], s["classes"][(dtype, out)]
-                lines.append("| %s | %s | %d | %s | %s | %s | %s | %d | %d | %d | %d | %d |" % (
+                lines.append("| %s | %s | %d | %s | %s | %s | %s | %s (%s) | %d | %d | %d | %d | %d |" % (
                     dtype, out, s["counts"][(dtype, out)], fmt(w["max_ulp"].value), fmt(w["max_scaled"].value),
-                    fmt(w["vs_naive_max"].value), fmt(w["vs_naive_mean"].value),
+                    fmt(w["vs_naive_max"].value), fmt(w["vs_naive_mean"].value), fmt(w["rmse"].value),
+                    fmt(w["naive_rmse"].value),
                     *[c[x] for x in CLASSES]))
         lines += ["", "Where the worst scaled error of each dtype sits:", ""]
-        for dtype in ("f32", "f16", "bf16"):
+        for dtype in dtype_order(s["worst"]):
             best = max(((s["worst"][(dtype, out)]["max_scaled"].value, out, s["worst"][(dtype, out)]["max_scaled"].case)
                         for out in OUTPUTS if (dtype, out) in s["worst"]), default=None)
             if best:
