@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""ci/torch_fp8_probe.py — does PyTorch on this machine expose an fp8 attention
+path?  Issue 17 asks to compare cuda-flash-fp8 with one where it exists.  Tries
+scaled_dot_product_attention on float8_e4m3fn Q, K, V under each SDPA backend
+(and with no backend forced), B = 4, H = 16, N = 4096, d = 128; prints for each
+whether it ran (and its forward TFLOP/s, 4BHN^2d FLOPs, CUDA events, median of
+10) or the error PyTorch gave.  Exit 0 either way: the answer is the output.
+
+    python3 ci/torch_fp8_probe.py"""
+import statistics
+import sys
+
+
+def median_ms(torch, fn, reps=10):
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def main():
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        print("no PyTorch here (%s): nothing to probe" % e)
+        return 0
+    if not torch.cuda.is_available():
+        print("PyTorch %s sees no GPU: nothing to probe" % torch.__version__)
+        return 0
+    print("PyTorch %s, %s" % (torch.__version__, torch.cuda.get_device_name()))
+    B, H, N, d = 4, 16, 4096, 128
+    flops = 4.0 * B * H * N * N * d
+    q, k, v = (torch.randn(B, H, N, d, device="cuda").to(torch.float8_e4m3fn) for _ in range(3))
+    backends = [("default", None)] + [(b.name, b) for b in SDPBackend if b.name != "ERROR"]
+    for name, backend in backends:
+        def call():
+            if backend is None:
+                return F.scaled_dot_product_attention(q, k, v)
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v)
+        try:
+            out = call()
+            ms = median_ms(torch, call)
+            print("%-22s ran: out %s, %.3f ms, %.1f TFLOP/s" % (name, out.dtype, ms, flops / ms / 1e9))
+        except Exception as e:  # the answer, not a failure of the probe
+            print("%-22s no: %s" % (name, str(e).splitlines()[0][:160] if str(e) else type(e).__name__))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
