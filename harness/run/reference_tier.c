@@ -263,6 +263,11 @@ static void problem_of(const ac_case *c, ac_problem *p)
         p->bias = &bias_flag;
         p->bias_batch = c->bias_per_batch ? c->batch : 1, p->bias_heads = c->bias_per_head ? c->heads_q : 1;
     }
+    if (c->kv_page_size > 0) { /* the cache's pages at most (inputs_paged.c: no prefix shared, spares) */
+        int used = c->batch * ((c->seqlen_k + c->kv_page_size - 1) / c->kv_page_size);
+        p->page_size = c->kv_page_size;
+        p->num_pages = used + 1 + used / 4;
+    }
 }
 
 /* THD's padded twin (bshd, the same extents): what its lengths bound. */

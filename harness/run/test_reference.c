@@ -70,6 +70,30 @@ Test(harness_reference, the_cpu_tier_caps_work_and_memory_within_the_budget)
     ac_reference_set_tier(AC_REF_AUTO);
 }
 
+/* A paged case's pages sit beside its contiguous twin: the generator's memory
+ * test counts them (it once did not, and a decode campaign drew cases the
+ * reference then refused as over the budget). */
+Test(harness_reference, the_memory_cap_counts_a_paged_cache)
+{
+    ac_reference_set_tier(AC_REF_CPU);
+    ac_gen_cap cap;
+    ac_reference_gen_cap(false, &cap);
+    ac_case c = ac_case_default();
+    c.batch = 2, c.heads_q = 8, c.heads_kv = 2, c.seqlen_q = 1, c.seqlen_k = 65536, c.head_dim = 128;
+    c.kv_page_size = 16;
+    ac_problem twin = ac_problem_dense(2, 8, 2, 1, 65536, 128), paged = twin;
+    paged.page_size = 16;
+    paged.num_pages = 2 * 4096 + 1 + 2 * 4096 / 4; /* inputs_paged.c's most: every page used, a quarter spare */
+    double contiguous = ac_problem_working_set(&twin, 16), most = ac_problem_working_set(&paged, 16);
+    cr_assert_gt(most, 1.2 * contiguous, "the pages are a real share: %.3g vs %.3g bytes", most, contiguous);
+    ac_set_mem_budget((size_t)(contiguous * 1.01));
+    cr_assert(!cap.fits(&c, cap.ctx), "the contiguous twin's need is not enough");
+    ac_set_mem_budget((size_t)(most * 1.01));
+    cr_assert(cap.fits(&c, cap.ctx), "the pages' upper bound is");
+    ac_set_mem_budget(0);
+    ac_reference_set_tier(AC_REF_AUTO);
+}
+
 Test(harness_reference, the_seconds_prior_grows_with_the_work_and_halves_with_causal)
 {
     ac_reference_set_tier(AC_REF_CPU);
