@@ -19,7 +19,8 @@
 #   cuda-flash-fp8 --cases 200, and `bench --fp8`: its forward TFLOP/s beside cuda-flash bf16 at d = 128)
 #   (step "decode", not in the defaults: cuda-decode's tests, memcheck and racecheck on the small ones, fuzz
 #   --profile decode --cases ${DECODE_CASES:-3000} --jobs 8, prove --base cuda-decode --cases
-#   ${DECODE_PROVE_CASES:-200}, `bench --decode` (HBM bandwidth) and ci/torch_decode_bench.py beside it)
+#   ${DECODE_PROVE_CASES:-200}, `bench --decode` (HBM bandwidth) and ci/torch_decode_bench.py beside it;
+#   DECODE_FUZZ_ARGS adds fuzz options, e.g. --max-seqlen 16384)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
 #              many fuzz processes of cuda-flash in parallel, CAMPAIGN_CASES cases
@@ -283,7 +284,7 @@ SPECS
             fi
         fi
         if has_cmd fuzz; then
-            "$attncheck" fuzz --kernel cuda-decode --profile decode --cases "${DECODE_CASES:-3000}" --jobs 8 \
+            "$attncheck" fuzz --kernel cuda-decode --profile decode --cases "${DECODE_CASES:-3000}" --jobs 8 ${DECODE_FUZZ_ARGS:-} \
                 --json "$OUT/decode-fuzz.jsonl" >"$OUT/decode-fuzz.log" 2>&1
             record decode-fuzz $?
             tail -n 5 "$OUT/decode-fuzz.log"
