@@ -283,6 +283,11 @@ SPECS
                 done
             fi
         fi
+        if [ -f "$dir/fixtures/decode.cases" ]; then # the decode regression lines (outside its claims: skipped)
+            "$attncheck" run "$dir/fixtures/decode.cases" --kernel cuda-decode >"$OUT/decode-fixtures.log" 2>&1
+            record decode-fixtures $?
+            grep -E "^(FAIL|ERROR)|cases, " "$OUT/decode-fixtures.log" | head -n 10
+        fi
         if has_cmd fuzz; then
             "$attncheck" fuzz --kernel cuda-decode --profile decode --cases "${DECODE_CASES:-3000}" --jobs 8 ${DECODE_FUZZ_ARGS:-} \
                 --json "$OUT/decode-fuzz.jsonl" >"$OUT/decode-fuzz.log" 2>&1

@@ -329,6 +329,23 @@ __device__ __forceinline__ void dec_cta_keys(const acd_dec_params &d, int b, int
         ka = kb = k0;
 }
 
+// Programmatic dependent launch (Hopper): the split kernel lets the combine
+// kernel's launch start once its CTAs are past their key loops, and the
+// combine waits for the split kernel's completion (and its memory) before
+// reading a partial; launched without the attribute both are no-ops.
+__device__ __forceinline__ void dec_allow_combine()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void dec_wait_for_splits()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
     dec_split_kernel(acd_dec_params d, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
@@ -399,6 +416,7 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
         dec_tile_compute<T, D>(d, qf, stage + (it % ACD_DEC_STAGES) * Tr::kStageElems, key0(it), rw, m, l, o, lane);
     }
     acd_cp_async_wait<0>();
+    dec_allow_combine();
 
     // Merge the warps: each one's O rescaled to the rows' common max into the stages' space.
 #pragma unroll
@@ -439,6 +457,7 @@ __global__ void __launch_bounds__(32 * DEC_COMBINE_WARPS)
     dec_combine_kernel(acd_dec_params d, T *__restrict__ O, float *__restrict__ LSE)
 {
     __shared__ float sW[DEC_COMBINE_WARPS][ACD_DEC_MAX_SPLITS];
+    dec_wait_for_splits();
     const acd_params &p = d.p;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, S = d.splits;
     const long long x = (long long)blockIdx.x * DEC_COMBINE_WARPS + warp;
@@ -502,7 +521,24 @@ int dec_launch(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t s
     }
     if (plan.d.splits > 1 && plan.rows_all > 0) {
         const long long blocks = (plan.rows_all + DEC_COMBINE_WARPS - 1) / DEC_COMBINE_WARPS;
-        dec_combine_kernel<T, D><<<(unsigned)blocks, 32 * DEC_COMBINE_WARPS, 0, stream>>>(plan.d, (T *)a->o, a->lse);
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)blocks);
+        cfg.blockDim = dim3(32 * DEC_COMBINE_WARPS);
+        cfg.stream = stream;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = plan.pdl ? 1 : 0;
+        cudaError_t e = cudaLaunchKernelEx(&cfg, dec_combine_kernel<T, D>, plan.d, (T *)a->o, a->lse);
+        if (e != cudaSuccess && plan.pdl) { // a driver that refuses PDL here: the plain launch, the error cleared
+            (void)cudaGetLastError();
+            cfg.numAttrs = 0;
+            e = cudaLaunchKernelEx(&cfg, dec_combine_kernel<T, D>, plan.d, (T *)a->o, a->lse);
+        }
+        if (e != cudaSuccess)
+            return ac_fail(err, AC_ERR_ENV, "launch of dec_combine_kernel failed: %s (%s:%d)", cudaGetErrorString(e),
+                           __FILE__, __LINE__);
         ACD_CHECK_LAUNCH(err, "dec_combine_kernel");
     }
     return AC_OK;
@@ -614,10 +650,13 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
     acd_dec_params &d = plan->d;
     d.rows = d.p.group * d.p.Nq;
     d.row_blocks = (d.rows + ACD_DEC_ROWS - 1) / ACD_DEC_ROWS;
-    int sms = 0, per_sm = 1;
+    int sms = 0, per_sm = 1, major = 0;
     st = dec_stage_table(prob, plan, err);
-    if (st == AC_OK && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess)
-        st = ac_fail(err, AC_ERR_ENV, "cudaDeviceGetAttribute(MultiProcessorCount) failed");
+    if (st == AC_OK &&
+        (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess))
+        st = ac_fail(err, AC_ERR_ENV, "cudaDeviceGetAttribute (SM count, compute capability) failed");
+    plan->pdl = major >= 9;
     if (st == AC_OK)
         st = t == AC_F16 ? (prob->head_dim == 64 ? dec_ctas_per_sm<__half, 64>(err, &per_sm)
                                                  : dec_ctas_per_sm<__half, 128>(err, &per_sm))

@@ -37,6 +37,7 @@ struct acd_decode_plan {
     size_t ws_bytes;
     long long split_ctas; // grid of the split kernel
     long long rows_all; // B Hq Nq: the combine kernel's rows
+    bool pdl; // the combine launched as a programmatic dependent of the split kernel (compute capability >= 9)
 };
 
 // Checks the problem, stages it and allocates the plan's device memory.
