@@ -67,17 +67,9 @@ __device__ __forceinline__ int dec_key_end(const acd_dec_params &d, int nk)
     return nk;
 }
 
-// Split s's keys [k0, k1): ceil(units / S) units of ACD_DEC_UNIT keys each.
-// The off-by-one mutant runs every split but the last one key too far.
 __device__ __forceinline__ void dec_split_range(const acd_dec_params &d, int n_keys, int s, int &k0, int &k1)
 {
-    const long long units = (n_keys + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT, per = (units + d.splits - 1) / d.splits;
-    const long long lo = s * per * ACD_DEC_UNIT;
-    long long hi = lo + per * ACD_DEC_UNIT;
-    if (d.p.mutant == ACD_MUT_DEC_SPLIT_OFF_BY_ONE && s < d.splits - 1)
-        hi += 1;
-    k0 = (int)min(lo, (long long)n_keys);
-    k1 = (int)min(hi, (long long)n_keys);
+    acd_dec_split_range(n_keys, d.splits, s, d.p.mutant, k0, k1);
 }
 
 // A packed row of the CTA: its query head and row, and the keys it sees inside
@@ -701,6 +693,11 @@ void acd_decode_release(acd_decode_plan *plan)
     acd_unstage(&plan->st);
     plan->ws = nullptr;
     plan->table = nullptr;
+}
+
+extern "C" void acd_decode_split_keys(int n_keys, int splits, int s, int mutant, int *k0, int *k1)
+{
+    acd_dec_split_range(n_keys, splits, s, mutant, *k0, *k1);
 }
 
 extern "C" int acd_decode_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)

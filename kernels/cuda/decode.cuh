@@ -28,6 +28,22 @@ struct acd_dec_params {
     float *o_part, *lse_part; // S > 1: (B Hq Nq, S, D) f32 partial O_s, (B Hq Nq, S) LSE_s in log2 units
 };
 
+// Split s's keys [k0, k1) of a sequence of n_keys: ceil(units / S) units of
+// ACD_DEC_UNIT keys each (trailing splits may be empty).  The off-by-one
+// mutant runs every split but the last one key too far.  Host and device
+// (acd_decode_split_keys tests it without a GPU).
+__host__ __device__ __forceinline__ void acd_dec_split_range(int n_keys, int splits, int s, int mutant, int &k0,
+                                                             int &k1)
+{
+    const long long units = (n_keys + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT, per = (units + splits - 1) / splits;
+    const long long lo = s * per * ACD_DEC_UNIT;
+    long long hi = lo + per * ACD_DEC_UNIT;
+    if (mutant == ACD_MUT_DEC_SPLIT_OFF_BY_ONE && s < splits - 1)
+        hi += 1;
+    k0 = (int)(lo < n_keys ? lo : n_keys);
+    k1 = (int)(hi < n_keys ? hi : n_keys);
+}
+
 struct acd_decode_plan {
     acd_dec_params d;
     acd_staged st;

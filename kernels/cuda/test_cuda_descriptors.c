@@ -235,4 +235,33 @@ Test(cuda_kernels, decode_split_count_follows_hint_and_shape)
     wide.num_splits = 8;
     cr_assert_eq(acd_decode_splits(&wide, 256, slots), 1, "the workspace bound wins over the hint");
 }
+
+/* The splits cut a sequence's keys into consecutive ranges of whole 64-key
+ * units (the last one shorter), empty ones only at the end, covering every key
+ * once; the off-by-one mutant's ranges overlap their successor by exactly one key. */
+Test(cuda_kernels, decode_splits_cover_every_key_once)
+{
+    const int lengths[] = {0, 1, 63, 64, 65, 1000, 16461}, counts[] = {1, 2, 3, 7, 64, 256};
+    for (size_t a = 0; a < sizeof lengths / sizeof lengths[0]; a++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            const int n = lengths[a], S = counts[c];
+            int next = 0, empty_seen = 0;
+            for (int s = 0; s < S; s++) {
+                int k0, k1, m0, m1;
+                acd_decode_split_keys(n, S, s, ACD_MUT_NONE, &k0, &k1);
+                cr_assert_eq(k0, next, "n=%d S=%d split %d starts at %d, not %d", n, S, s, k0, next);
+                cr_assert(k1 >= k0 && (k1 == n || (k1 - k0) % 64 == 0), "n=%d S=%d split %d: [%d, %d)", n, S, s, k0,
+                          k1);
+                if (k1 == k0)
+                    empty_seen = 1;
+                else
+                    cr_assert(!empty_seen, "n=%d S=%d: a non-empty split %d after an empty one", n, S, s);
+                next = k1;
+                acd_decode_split_keys(n, S, s, ACD_MUT_DEC_SPLIT_OFF_BY_ONE, &m0, &m1);
+                cr_assert_eq(m0, k0);
+                cr_assert_eq(m1, s < S - 1 && k1 < n ? k1 + 1 : k1, "n=%d S=%d split %d: mutant end %d", n, S, s, m1);
+            }
+            cr_assert_eq(next, n, "n=%d S=%d: the splits end at %d", n, S, next);
+        }
+}
 #endif
