@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "decode.cuh"
 #include "mask.cuh"
@@ -648,7 +649,7 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
         (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess))
         st = ac_fail(err, AC_ERR_ENV, "cudaDeviceGetAttribute (SM count, compute capability) failed");
-    plan->pdl = major >= 9;
+    plan->pdl = major >= 9 && !getenv("ACD_DEC_NO_PDL"); // ACD_DEC_NO_PDL=1: two plain launches
     if (st == AC_OK)
         st = t == AC_F16 ? (prob->head_dim == 64 ? dec_ctas_per_sm<__half, 64>(err, &per_sm)
                                                  : dec_ctas_per_sm<__half, 128>(err, &per_sm))
