@@ -27,14 +27,13 @@
 // Keys outside the CTA's range, and a paged cache's slots past the sequence's
 // end, are never read (the copies zero-fill); visibility is mask.cuh's rule
 // (lengths, causal/window in either alignment, the dense mask).
-// The split count: the hint (problem->num_splits, clamped), or auto from the
-// shape (acd_decode_splits): FlashAttention-2's wave-efficiency rule over the
-// CTAs that hold keys.
+// This file holds the split kernel; the combine kernel is decode_combine.cu,
+// the checks, staging and the split count (the hint, clamped, or auto from
+// the shape: acd_decode_splits, FlashAttention-2's wave-efficiency rule over
+// the CTAs that hold keys) decode_host.cu.
 // The planted bugs (family.h's ACD_MUT_DEC_*) sit behind `d.p.mutant == ...`.
-#include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 
 #include "decode.cuh"
 #include "mask.cuh"
@@ -332,12 +331,6 @@ __device__ __forceinline__ void dec_allow_combine()
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void dec_wait_for_splits()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 template <typename T, int D>
 __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
@@ -441,99 +434,16 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
     dec_write_rows<T, D>(d, O, LSE, b, hk, rb, s, nq, sO, sM, sL, tid);
 }
 
-// ---- the combine: a warp per query row ----
-
-constexpr int DEC_COMBINE_WARPS = 4;
-
+// The split kernel on stream (its shared memory allowed by acd_dec_split_ctas_per_sm).
 template <typename T, int D>
-__global__ void __launch_bounds__(32 * DEC_COMBINE_WARPS)
-    dec_combine_kernel(acd_dec_params d, T *__restrict__ O, float *__restrict__ LSE)
+int dec_launch_split(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    __shared__ float sW[DEC_COMBINE_WARPS][ACD_DEC_MAX_SPLITS];
-    dec_wait_for_splits();
-    const acd_params &p = d.p;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, S = d.splits;
-    const long long x = (long long)blockIdx.x * DEC_COMBINE_WARPS + warp;
-    int b, h, i;
-    if (x >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, x, b, h, i) || i >= acd_nq<false>(p, b))
-        return; // padding rows: never compared (the whole warp leaves)
-    const float *lp = d.lse_part + x * S;
-    float M = -INFINITY, sum = 0.f, live = 0.f;
-    for (int s = lane; s < S; s += 32)
-        M = fmaxf(M, lp[s]);
-    for (int k = 16; k > 0; k /= 2)
-        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, k));
-    constexpr int COLS = D / 32;
-    T *orow = O + acd_o_offset(p, b, h, i) + lane * COLS;
-    if (M == -INFINITY) { // every split empty: no visible key
-#pragma unroll
-        for (int c = 0; c < COLS; c += 2)
-            acd_tc<T>::store2(orow + c, 0.f, 0.f);
-        if (lane == 0)
-            LSE[x] = -INFINITY;
-        return;
-    }
-    for (int s = lane; s < S; s += 32) {
-        sum += exp2f(lp[s] - M);
-        live += lp[s] > -INFINITY ? 1.f : 0.f;
-    }
-    for (int k = 16; k > 0; k /= 2) {
-        sum += __shfl_xor_sync(0xffffffffu, sum, k);
-        live += __shfl_xor_sync(0xffffffffu, live, k);
-    }
-    const float lse2 = M + log2f(sum);
-    float *w = sW[warp];
-    for (int s = lane; s < S; s += 32) // the no-rescale mutant: every non-empty split weighs the same
-        w[s] = p.mutant == ACD_MUT_DEC_NO_RESCALE ? (lp[s] > -INFINITY ? 1.f / live : 0.f) : exp2f(lp[s] - lse2);
-    __syncwarp();
-    float acc[COLS] = {};
-    for (int s = 0; s < S; ++s) {
-        const float ws = w[s];
-        if (ws == 0.f) // an empty split (and its O_s) is not read
-            continue;
-        const float *op = d.o_part + (x * S + s) * D + lane * COLS;
-#pragma unroll
-        for (int c = 0; c < COLS; ++c)
-            acc[c] += ws * op[c];
-    }
-#pragma unroll
-    for (int c = 0; c < COLS; c += 2)
-        acd_tc<T>::store2(orow + c, acc[c], acc[c + 1]);
-    if (lane == 0)
-        LSE[x] = lse2 * ACD_LN2;
-}
-
-template <typename T, int D>
-int dec_launch(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
-{
-    const size_t smem = dec_traits<D>::template smem_bytes<T>(); // allowed by acd_decode_prepare
-    if (plan.split_ctas > 0) {
-        dec_split_kernel<T, D><<<(unsigned)plan.split_ctas, ACD_DEC_THREADS, smem, stream>>>(
-            plan.d, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
-        ACD_CHECK_LAUNCH(err, "dec_split_kernel");
-    }
-    if (plan.d.splits > 1 && plan.rows_all > 0) {
-        const long long blocks = (plan.rows_all + DEC_COMBINE_WARPS - 1) / DEC_COMBINE_WARPS;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)blocks);
-        cfg.blockDim = dim3(32 * DEC_COMBINE_WARPS);
-        cfg.stream = stream;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = plan.pdl ? 1 : 0;
-        cudaError_t e = cudaLaunchKernelEx(&cfg, dec_combine_kernel<T, D>, plan.d, (T *)a->o, a->lse);
-        if (e != cudaSuccess && plan.pdl) { // a driver that refuses PDL here: the plain launch, the error cleared
-            (void)cudaGetLastError();
-            cfg.numAttrs = 0;
-            e = cudaLaunchKernelEx(&cfg, dec_combine_kernel<T, D>, plan.d, (T *)a->o, a->lse);
-        }
-        if (e != cudaSuccess)
-            return ac_fail(err, AC_ERR_ENV, "launch of dec_combine_kernel failed: %s (%s:%d)", cudaGetErrorString(e),
-                           __FILE__, __LINE__);
-        ACD_CHECK_LAUNCH(err, "dec_combine_kernel");
-    }
+    const size_t smem = dec_traits<D>::template smem_bytes<T>();
+    if (plan.split_ctas <= 0)
+        return AC_OK;
+    dec_split_kernel<T, D><<<(unsigned)plan.split_ctas, ACD_DEC_THREADS, smem, stream>>>(
+        plan.d, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    ACD_CHECK_LAUNCH(err, "dec_split_kernel");
     return AC_OK;
 }
 
@@ -550,166 +460,22 @@ template <typename T, int D> int dec_ctas_per_sm(ac_err *err, int *out)
     return AC_OK;
 }
 
-int dec_check(const ac_problem *prob, ac_dtype t, ac_err *err)
-{
-    if (t != AC_F16 && t != AC_BF16)
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: dtype %s is not f16 or bf16", ac_dtype_name(t));
-    if (prob->head_dim != 64 && prob->head_dim != 128)
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: head dim %d is not 64 or 128", prob->head_dim);
-    if (ac_head_dim_v(prob) != prob->head_dim)
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: d_v %d differs from d %d", ac_head_dim_v(prob), prob->head_dim);
-    if (prob->layout == AC_LAYOUT_THD)
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: layout thd is not supported (bhsd, bshd)");
-    const unsigned other = ac_problem_variants(prob) & ~(unsigned)(AC_VAR_PAGED | AC_VAR_SPLIT);
-    if (other)
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: variants 0x%x are not supported (paged and split only)", other);
-    if (prob->page_size > 0 && (!prob->block_table || !prob->seqlens_k))
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: a paged problem needs its block table and seqlens_k");
-    return AC_OK;
-}
-
-int dec_longest(const ac_problem *prob)
-{
-    int longest = 0;
-    for (int b = 0; b < prob->batch; b++)
-        longest = std::max(longest, ac_seqlen_k_of(prob, b));
-    return longest;
-}
-
 } // namespace
 
-// Auto: FlashAttention-2's rule (num_splits_heuristic) on the CTAs that hold
-// keys: for each S the waves of base * S' CTAs over the resident slots (S' the
-// splits that are not empty after rounding to 64-key units), efficiency =
-// waves / ceil(waves); the smallest S within 95% of the best efficiency
-// (FlashAttention takes 85%; a split costs us only its partial's write and
-// read, while an idle slot is bandwidth left unused).  A grid already 80% of a
-// wave takes S = 1; no split is shorter than ACD_DEC_MIN_SPLIT_KEYS.
-extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slots)
-{
-    const long long rows_all = (long long)prob->batch * prob->heads_q * prob->seqlen_q;
-    const long long per_split = rows_all * (prob->head_dim + 1) * (long long)sizeof(float);
-    const long long ws_cap = per_split > 0 ? (long long)ACD_DEC_MAX_WORKSPACE / per_split : ACD_DEC_MAX_SPLITS;
-    const int cap = (int)std::max(1LL, std::min((long long)ACD_DEC_MAX_SPLITS, ws_cap));
-    if (prob->num_splits >= 1)
-        return std::min(prob->num_splits, cap);
-    const int longest = dec_longest(prob);
-    const long long base = (long long)prob->batch * prob->heads_kv * row_blocks;
-    const int max_s = std::min(cap, std::max(1, longest / ACD_DEC_MIN_SPLIT_KEYS));
-    if (max_s <= 1 || base >= 0.8 * slots)
-        return 1;
-    const long long units = (longest + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT;
-    double eff[ACD_DEC_MAX_SPLITS + 1] = {}, best = 0.0;
-    for (int s = 1; s <= max_s; s++) {
-        const long long per = (units + s - 1) / s, used = (units + per - 1) / per;
-        const double waves = (double)(base * used) / slots;
-        eff[s] = waves / std::ceil(waves);
-        best = std::max(best, eff[s]);
-    }
-    for (int s = 1; s <= max_s; s++)
-        if (eff[s] >= 0.95 * best)
-            return s;
-    return 1;
-}
-
-static int dec_stage_table(const ac_problem *prob, acd_decode_plan *plan, ac_err *err)
-{
-    acd_dec_params &d = plan->d;
-    d.page_shift = -1;
-    if (prob->page_size <= 0)
-        return AC_OK;
-    d.page_size = prob->page_size;
-    d.pages_per_seq = prob->pages_per_seq;
-    for (int sh = 0; sh < 31; sh++)
-        if (prob->page_size == 1 << sh)
-            d.page_shift = sh;
-    d.slot_stride = (long long)prob->heads_kv * prob->head_dim;
-    plan->table_bytes = sizeof(int) * (size_t)prob->batch * prob->pages_per_seq;
-    int st = acd_ws_alloc((void **)&plan->table, plan->table_bytes, err);
-    if (st == AC_OK)
-        st = ac_dev_upload(plan->table, prob->block_table, plan->table_bytes, err);
-    d.table = plan->table;
-    return st;
-}
-
-int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decode_plan *plan, ac_err *err)
-{
-    *plan = acd_decode_plan{};
-    int st = dec_check(prob, t, err);
-    if (st != AC_OK)
-        return st;
-    if ((st = acd_stage(prob, mutant, &plan->d.p, &plan->st, err)) != AC_OK)
-        return st;
-    acd_dec_params &d = plan->d;
-    d.rows = d.p.group * d.p.Nq;
-    d.row_blocks = (d.rows + ACD_DEC_ROWS - 1) / ACD_DEC_ROWS;
-    int sms = 0, per_sm = 1, major = 0;
-    st = dec_stage_table(prob, plan, err);
-    if (st == AC_OK &&
-        (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess))
-        st = ac_fail(err, AC_ERR_ENV, "cudaDeviceGetAttribute (SM count, compute capability) failed");
-    plan->pdl = major >= 9 && !getenv("ACD_DEC_NO_PDL"); // ACD_DEC_NO_PDL=1: two plain launches
-    if (st == AC_OK)
-        st = t == AC_F16 ? (prob->head_dim == 64 ? dec_ctas_per_sm<__half, 64>(err, &per_sm)
-                                                 : dec_ctas_per_sm<__half, 128>(err, &per_sm))
-                         : (prob->head_dim == 64 ? dec_ctas_per_sm<__nv_bfloat16, 64>(err, &per_sm)
-                                                 : dec_ctas_per_sm<__nv_bfloat16, 128>(err, &per_sm));
-    if (st != AC_OK) {
-        acd_decode_release(plan);
-        return st;
-    }
-    d.splits = acd_decode_splits(prob, d.row_blocks, std::max(1, sms * per_sm));
-    plan->rows_all = (long long)d.p.B * d.p.Hq * d.p.Nq;
-    plan->split_ctas = (long long)d.p.B * d.p.Hkv * d.row_blocks * d.splits;
-    if (plan->split_ctas > INT_MAX) {
-        acd_decode_release(plan);
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: %lld CTAs exceed the grid", plan->split_ctas);
-    }
-    if (d.splits > 1) {
-        const size_t parts = (size_t)plan->rows_all * d.splits;
-        plan->ws_bytes = parts * (d.p.D + 1) * sizeof(float);
-        st = acd_ws_alloc((void **)&plan->ws, plan->ws_bytes, err);
-        d.o_part = plan->ws;
-        d.lse_part = plan->ws + parts * d.p.D;
-    }
-    if (st != AC_OK)
-        acd_decode_release(plan);
-    return st;
-}
-
-int acd_decode_launch(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+int acd_dec_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
+                         ac_err *err)
 {
     const bool d64 = plan.d.p.D == 64;
     if (t == AC_F16)
-        return d64 ? dec_launch<__half, 64>(plan, a, stream, err) : dec_launch<__half, 128>(plan, a, stream, err);
-    return d64 ? dec_launch<__nv_bfloat16, 64>(plan, a, stream, err)
-               : dec_launch<__nv_bfloat16, 128>(plan, a, stream, err);
+        return d64 ? dec_launch_split<__half, 64>(plan, a, stream, err)
+                   : dec_launch_split<__half, 128>(plan, a, stream, err);
+    return d64 ? dec_launch_split<__nv_bfloat16, 64>(plan, a, stream, err)
+               : dec_launch_split<__nv_bfloat16, 128>(plan, a, stream, err);
 }
 
-void acd_decode_release(acd_decode_plan *plan)
+int acd_dec_split_ctas_per_sm(ac_dtype t, int d, int *out, ac_err *err)
 {
-    acd_ws_free(plan->ws, plan->ws_bytes);
-    acd_ws_free(plan->table, plan->table_bytes);
-    acd_unstage(&plan->st);
-    plan->ws = nullptr;
-    plan->table = nullptr;
-}
-
-extern "C" void acd_decode_split_keys(int n_keys, int splits, int s, int mutant, int *k0, int *k1)
-{
-    acd_dec_split_range(n_keys, splits, s, mutant, *k0, *k1);
-}
-
-extern "C" int acd_decode_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)
-{
-    acd_decode_plan plan;
-    int st = acd_decode_prepare(prob, t, mutant, &plan, err);
-    if (st != AC_OK)
-        return st;
-    st = acd_decode_launch(plan, t, a, 0, err);
-    if (st == AC_OK)
-        st = ac_dev_sync(err);
-    acd_decode_release(&plan);
-    return st;
+    if (t == AC_F16)
+        return d == 64 ? dec_ctas_per_sm<__half, 64>(err, out) : dec_ctas_per_sm<__half, 128>(err, out);
+    return d == 64 ? dec_ctas_per_sm<__nv_bfloat16, 64>(err, out) : dec_ctas_per_sm<__nv_bfloat16, 128>(err, out);
 }

@@ -1,5 +1,7 @@
-// kernels/cuda/decode.cuh — cuda-decode's plan (issue 16), shared by its kernel
-// file (decode.cu) and its benchmark (bench_decode.cu): the problem as the
+// kernels/cuda/decode.cuh — cuda-decode's plan (issue 16), shared by its files
+// (decode.cu: the split kernel; decode_combine.cu: the combine kernel;
+// decode_host.cu: checks, staging, the split count) and its benchmark
+// (bench_decode.cu): the problem as the
 // decode kernels see it, the split count, and the device copies they need
 // (block table, lengths, the split partials' workspace).  Preparing a plan
 // is separate from launching it so the benchmark times the two kernels alone.
@@ -61,3 +63,10 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
 // The split kernel, then (S > 1) the combine kernel, on stream; no sync.
 int acd_decode_launch(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 void acd_decode_release(acd_decode_plan *plan);
+// The two kernels' launchers (decode.cu, decode_combine.cu) and the split
+// kernel's resident CTAs per SM (which also allows it its shared memory).
+int acd_dec_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
+                         ac_err *err);
+int acd_dec_launch_combine(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
+                           ac_err *err);
+int acd_dec_split_ctas_per_sm(ac_dtype t, int d, int *out, ac_err *err);
