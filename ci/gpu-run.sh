@@ -17,6 +17,11 @@
 #   --wrong must also fail its check_wrong.txt)
 #   (step "fp8", not in the defaults: cuda-flash-fp8's tests, memcheck, fuzz --cases 3000, prove --base
 #   cuda-flash-fp8 --cases 200, and `bench --fp8`: its forward TFLOP/s beside cuda-flash bf16 at d = 128)
+#   (step "decode", not in the defaults: cuda-decode's tests, memcheck and racecheck on the small ones, fuzz
+#   --profile decode --cases ${DECODE_CASES:-3000} --jobs 8, prove --base cuda-decode --cases
+#   ${DECODE_PROVE_CASES:-200} --clean-cases ${DECODE_PROVE_CLEAN:-300}, `bench --decode` (HBM bandwidth) and
+#   ci/torch_decode_bench.py beside it; DECODE_FUZZ_ARGS adds fuzz options, e.g. --max-seqlen 16384;
+#   DECODE_PARTS a subset of "test sanitize fixtures fuzz prove bench torch")
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
 #              many fuzz processes of cuda-flash in parallel, CAMPAIGN_CASES cases
@@ -262,6 +267,63 @@ SPECS
         if [ -n "$test_cuda" ]; then
             "$test_cuda" --bench --fp8 2>&1 | tee "$OUT/fp8-bench.log"
             record fp8-bench "${PIPESTATUS[0]}"
+        fi ;;
+    decode)
+        # cuda-decode (issue 16, not in the defaults): its attncheck-test-cuda cases (mutants must fail; again
+        # with ACD_DEC_NO_PDL=1, the combine as a plain launch), memcheck and racecheck on the small ones, the
+        # decode fixtures, a decode-profile fuzz campaign, prove (its mutants caught), the bandwidth table and
+        # PyTorch SDPA on the same shapes (the ratio in one visit).  DECODE_PARTS picks the parts (default all:
+        # "test sanitize fixtures fuzz prove bench torch"), so a visit with a time limit can split them.
+        parts=" ${DECODE_PARTS:-test sanitize fixtures fuzz prove bench torch} "
+        if [ -n "$test_cuda" ] && [[ $parts == *" test "* ]]; then
+            "$test_cuda" cuda-decode >"$OUT/decode-test.log" 2>&1
+            record decode-test $?
+            tail -n 16 "$OUT/decode-test.log"
+            ACD_DEC_NO_PDL=1 "$test_cuda" cuda-decode >"$OUT/decode-test-no-pdl.log" 2>&1
+            record decode-test-no-pdl $?
+            tail -n 1 "$OUT/decode-test-no-pdl.log"
+        fi
+        if [ -n "$test_cuda" ] && [[ $parts == *" sanitize "* ]] && command -v compute-sanitizer >/dev/null; then
+            for tool in memcheck racecheck; do
+                compute-sanitizer --tool $tool --error-exitcode 9 "$test_cuda" --small cuda-decode >"$OUT/decode-$tool.log" 2>&1
+                record "decode-$tool" $?
+                tail -n 2 "$OUT/decode-$tool.log"
+            done
+        fi
+        if [ -f "$dir/fixtures/decode.cases" ] && [[ $parts == *" fixtures "* ]]; then # outside its claims: skipped
+            "$attncheck" run "$dir/fixtures/decode.cases" --kernel cuda-decode >"$OUT/decode-fixtures.log" 2>&1
+            record decode-fixtures $?
+            grep -E "^(FAIL|ERROR)|cases, " "$OUT/decode-fixtures.log" | head -n 10
+        fi
+        if has_cmd fuzz && [[ $parts == *" fuzz "* ]]; then
+            # shellcheck disable=SC2086  # DECODE_FUZZ_ARGS is a list of options
+            "$attncheck" fuzz --kernel cuda-decode --profile decode --cases "${DECODE_CASES:-3000}" --jobs 8 ${DECODE_FUZZ_ARGS:-} \
+                --json "$OUT/decode-fuzz.jsonl" >"$OUT/decode-fuzz.log" 2>&1
+            record decode-fuzz $?
+            tail -n 5 "$OUT/decode-fuzz.log"
+        fi
+        if has_cmd prove && [[ $parts == *" prove "* ]]; then
+            # every cuda- mutant runs (the family prefix); the base's clean cases: DECODE_PROVE_CLEAN
+            "$attncheck" prove --base cuda-decode --cases "${DECODE_PROVE_CASES:-200}" --clean-cases "${DECODE_PROVE_CLEAN:-300}" \
+                --markdown "$OUT/decode-prove.md" >"$OUT/decode-prove.log" 2>&1
+            record decode-prove $?
+            tail -n 18 "$OUT/decode-prove.log"
+        fi
+        if [ -n "$test_cuda" ] && [[ $parts == *" bench "* ]]; then
+            # shellcheck disable=SC2086
+            "$test_cuda" --bench --decode ${BENCH_ARGS:-} 2>&1 | tee "$OUT/decode-bench.log"
+            record decode-bench "${PIPESTATUS[0]}"
+        fi
+        script="$here/ci/torch_decode_bench.py"; [ -f "$script" ] || script="$dir/ci/torch_decode_bench.py"
+        if [[ $parts == *" torch "* ]]; then
+            if python3 -c 'import torch' 2>/dev/null; then
+                ours=; [ -f "$OUT/decode-bench.log" ] && ours="--ours $OUT/decode-bench.log"
+                # shellcheck disable=SC2086
+                python3 "$script" ${QUICK_TORCH:+--quick} $ours 2>&1 | tee "$OUT/decode-torch.log"
+                record decode-torch "${PIPESTATUS[0]}"
+            else
+                echo "no PyTorch: decode torch bench skipped"; record decode-torch-skipped 0
+            fi
         fi ;;
     bench)
         if has_cmd bench; then "$attncheck" bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"

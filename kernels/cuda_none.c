@@ -32,6 +32,7 @@ static int no_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
 #define RUN_flash .forward = no_forward, .backward = no_backward
 #define RUN_mutant .forward = no_forward, .backward = NULL
 #define RUN_naive .forward = no_forward, .backward = NULL
+#define RUN_decode .forward = no_forward, .backward = NULL
 #define RUN_fp8 .forward = no_forward, .backward = NULL
 
 #define DESCRIBE(id, name_, role, mutant_, description_) \
@@ -45,12 +46,13 @@ static int no_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
                                  .ctx = NULL};
 ACD_FAMILY(DESCRIBE)
 ACD_FP8_FAMILY(DESCRIBE)
+ACD_DECODE_FAMILY(DESCRIBE)
 
 #define ADDRESS(id, ...) &id,
 
 size_t ac_cuda_kernels(const ac_kernel **out, size_t max)
 {
-    static const ac_kernel *const all[] = {ACD_FAMILY(ADDRESS) ACD_FP8_FAMILY(ADDRESS)};
+    static const ac_kernel *const all[] = {ACD_FAMILY(ADDRESS) ACD_FP8_FAMILY(ADDRESS) ACD_DECODE_FAMILY(ADDRESS)};
     size_t n = 0;
     for (; n < sizeof all / sizeof all[0] && n < max; n++)
         out[n] = all[n];

@@ -356,7 +356,7 @@ int bench_memory(const bench_opts &o, ac_err *err)
 extern "C" int ac_cuda_bench(int argc, char **argv)
 {
     bench_opts o;
-    bool speed = true, memory = true, fp8 = false;
+    bool speed = true, memory = true, fp8 = false, decode = false;
     for (int i = 0; i < argc; ++i) {
         if (!strcmp(argv[i], "--quick"))
             o.quick = true, o.reps = 3;
@@ -368,6 +368,8 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
             continue;
         else if (!strcmp(argv[i], "--fp8")) // only the fp8 rows (bench_fp8.cu)
             fp8 = true;
+        else if (!strcmp(argv[i], "--decode")) // only cuda-decode's bandwidth table (bench_decode.cu)
+            decode = true;
         else if (!strcmp(argv[i], "--d") && i + 1 < argc)
             o.only_d = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--n") && i + 1 < argc)
@@ -390,7 +392,7 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
             fprintf(
                 stderr,
                 "attncheck bench: unknown option '%s' (--quick, --speed-only, --memory-only, --d N, --dtype T, --n N, "
-                "--variant softcap=C,alibi,sinks, --fp8)\n",
+                "--variant softcap=C,alibi,sinks, --fp8, --decode)\n",
                 argv[i]);
             return AC_ERR_INPUT;
         }
@@ -408,8 +410,8 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
     }
     printf("# attncheck bench v1 on %s (sm_%d%d, %d SMs; L2 %d MiB, flushed before each timed run)\n", prop.name,
            prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-    if (fp8) {
-        const int s = acd_bench_fp8(o.quick, &err);
+    if (fp8 || decode) {
+        const int s = fp8 ? acd_bench_fp8(o.quick, &err) : acd_bench_decode(o.quick, &err);
         if (s != AC_OK)
             fprintf(stderr, "attncheck bench: %s\n", err.msg);
         return s;

@@ -31,10 +31,16 @@ static int fp8_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
     return acd_flash_fp8_forward(p, t, a, *(const int *)self->ctx, err);
 }
 
+static int decode_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
+{
+    return acd_decode_forward(p, t, a, *(const int *)self->ctx, err);
+}
+
 /* The entry points of each role of family.h. */
 #define RUN_flash .forward = flash_forward, .backward = flash_backward
 #define RUN_mutant .forward = flash_forward, .backward = NULL
 #define RUN_naive .forward = naive_forward, .backward = NULL
+#define RUN_decode .forward = decode_forward, .backward = NULL
 #define RUN_fp8 .forward = fp8_forward, .backward = NULL
 
 /* ctx: the row's ACD_MUT_* id. */
@@ -50,12 +56,13 @@ static int fp8_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
                                  .ctx = &id##_mutant};
 ACD_FAMILY(DESCRIBE)
 ACD_FP8_FAMILY(DESCRIBE)
+ACD_DECODE_FAMILY(DESCRIBE)
 
 #define ADDRESS(id, ...) &id,
 
 size_t ac_cuda_kernels(const ac_kernel **out, size_t max)
 {
-    static const ac_kernel *const all[] = {ACD_FAMILY(ADDRESS) ACD_FP8_FAMILY(ADDRESS)};
+    static const ac_kernel *const all[] = {ACD_FAMILY(ADDRESS) ACD_FP8_FAMILY(ADDRESS) ACD_DECODE_FAMILY(ADDRESS)};
     size_t n = 0;
     for (; n < sizeof all / sizeof all[0] && n < max; n++)
         out[n] = all[n];

@@ -18,6 +18,11 @@ enum {
     /* cuda-flash-fp8's (flash_fp8.cu) */
     ACD_MUT_FP8_P_CLAMP = 10, /* P~ scaled by 4096, not onto 448: the largest weights saturate at 448 */
     ACD_MUT_FP8_V_DESCALE_TWICE = 11, /* V's descale applied to the partial sums twice */
+    /* cuda-decode's (decode.cu) */
+    ACD_MUT_DEC_NO_RESCALE = 20, /* the combine weighs every non-empty split alike, not 2^(LSE_s - LSE) */
+    ACD_MUT_DEC_EMPTY_SPLIT_NAN = 21, /* an empty split's partial normalised as 0 / 0 and -inf - -inf: NaN */
+    ACD_MUT_DEC_SPLIT_OFF_BY_ONE = 22, /* every split but the last runs one key into the next */
+    ACD_MUT_DEC_LAST_PAGE_SLOTS = 23, /* the last page's unused slots read and not masked */
 };
 
 #define ACD_DTYPES ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
@@ -91,5 +96,29 @@ enum {
       "mutant: P scaled by 4096 instead of onto 448 by the row max: the largest weights saturate at e4m3's 448") \
     X(cuda_fp8_vtwice, "cuda-flash-fp8-mutant-v-descale-twice", fp8, ACD_MUT_FP8_V_DESCALE_TWICE, \
       "mutant: V's descale factor applied twice")
+
+/* cuda-decode (issue 16, decode.cu): paged split-KV decode, f16/bf16, d = 64
+ * and 128, a paged KV cache (any page size) or contiguous K/V, GQA packed per
+ * CTA, every mask kind, varlen lengths incl. 0 and 1, num_splits (hint or
+ * auto) with its own combine kernel; forward only.  A table of its own, listed
+ * by both builds. */
+#define ACD_CAPS_decode \
+    { \
+        .dtypes = (1u << AC_F16) | (1u << AC_BF16), .head_dims = {64, 128}, .n_head_dims = 2, .max_head_dim = 128, \
+        .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = false, \
+        .max_seqlen = 0, .variants = AC_VAR_PAGED | AC_VAR_SPLIT, \
+    }
+#define ACD_DECODE_FAMILY(X) \
+    X(cuda_decode, "cuda-decode", decode, ACD_MUT_NONE, \
+      "paged split-KV decode: a CTA per (sequence, KV head, 16 packed GQA rows, split), each warp streaming its " \
+      "16-key tiles through a cp.async pipeline (mma.sync, f32 online softmax), then a combine kernel") \
+    X(cuda_dec_norescale, "cuda-decode-mutant-combine-no-rescale", decode, ACD_MUT_DEC_NO_RESCALE, \
+      "mutant: the combine weighs the splits' partial O alike instead of rescaling them to the common max") \
+    X(cuda_dec_emptynan, "cuda-decode-mutant-empty-split-nan", decode, ACD_MUT_DEC_EMPTY_SPLIT_NAN, \
+      "mutant: an empty split writes O_s = 0/0 and LSE_s = -inf - -inf (NaN) instead of 0 and -inf") \
+    X(cuda_dec_offbyone, "cuda-decode-mutant-split-off-by-one", decode, ACD_MUT_DEC_SPLIT_OFF_BY_ONE, \
+      "mutant: every split but the last runs one key past its boundary (that key counted twice)") \
+    X(cuda_dec_lastpage, "cuda-decode-mutant-last-page-slots", decode, ACD_MUT_DEC_LAST_PAGE_SLOTS, \
+      "mutant: the last page's unused slots are read and not masked")
 
 #endif

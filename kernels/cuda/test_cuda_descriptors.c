@@ -7,11 +7,14 @@
 
 #include "attncheck_config.h"
 #include "family.h"
+#if ATTNCHECK_HAVE_CUDA
+#include "acd.h" /* acd_decode_splits: host code, no device needed */
+#endif
 
 static const ac_kernel *find_cuda(const char *name)
 {
-    const ac_kernel *all[16];
-    size_t n = ac_cuda_kernels(all, 16);
+    const ac_kernel *all[32];
+    size_t n = ac_cuda_kernels(all, 32);
     for (size_t i = 0; i < n; i++)
         if (strcmp(all[i]->name, name) == 0)
             return all[i];
@@ -20,11 +23,11 @@ static const ac_kernel *find_cuda(const char *name)
 
 Test(cuda_kernels, family_lists_flash_naive_and_three_mutants)
 {
-    const ac_kernel *all[16];
-    size_t n = ac_cuda_kernels(all, 16);
-    /* cuda-flash-fp8 and its two mutants too (family.h ACD_FP8_FAMILY) */
-    cr_assert_eq(n, 8); /* both builds list the same rows (cuda_none.c) */
-    size_t mutants = 0, fp8 = 0;
+    const ac_kernel *all[32];
+    size_t n = ac_cuda_kernels(all, 32);
+    /* cuda-flash-fp8 and its two mutants too (family.h ACD_FP8_FAMILY), cuda-decode and its four (ACD_DECODE_FAMILY) */
+    cr_assert_eq(n, 13); /* both builds list the same rows (cuda_none.c) */
+    size_t mutants = 0, fp8 = 0, decode = 0;
     for (size_t i = 0; i < n; i++) {
         cr_assert_eq(all[i]->device, AC_DEV_CUDA, "%s", all[i]->name);
         cr_assert_eq(all[i]->memory, AC_MEM_CUDA, "%s", all[i]->name);
@@ -40,9 +43,14 @@ Test(cuda_kernels, family_lists_flash_naive_and_three_mutants)
             cr_assert_eq(all[i]->caps.dtypes, AC_DTYPES_FP8, "%s", all[i]->name);
             cr_assert_eq(all[i]->caps.fp8_p, AC_E4M3, "%s", all[i]->name);
         }
+        if (strncmp(all[i]->name, "cuda-decode", 11) == 0) {
+            decode++;
+            cr_assert_null(all[i]->backward, "paged decode is forward only");
+        }
     }
     cr_assert_eq(mutants, 3);
     cr_assert_eq(fp8, 3);
+    cr_assert_eq(decode, 5);
 }
 
 Test(cuda_kernels, count_respects_max)
@@ -134,3 +142,126 @@ Test(cuda_kernels, device_helpers_report_env_or_round_trip)
     ac_dev_free(dev);
     cr_assert_arr_eq(got, sent, sizeof sent);
 }
+
+/* cuda-decode claims what decode.cu implements: f16/bf16, d 64 and 128, every
+ * mask kind, bhsd/bshd, GQA, varlen, paged and split, no backward; its four
+ * mutants claim the same, and `prove --base cuda-decode` finds them (their
+ * names carry "mutant" after the family's "cuda-" prefix). */
+Test(cuda_kernels, decode_and_its_mutants_claim_paged_split_decode)
+{
+    const char *names[] = {"cuda-decode", "cuda-decode-mutant-combine-no-rescale", "cuda-decode-mutant-empty-split-nan",
+                           "cuda-decode-mutant-split-off-by-one", "cuda-decode-mutant-last-page-slots"};
+    for (int i = 0; i < 5; i++) {
+        const ac_kernel *k = find_cuda(names[i]);
+        cr_assert_not_null(k, "%s", names[i]);
+        cr_assert_eq(ac_kernel_find(names[i]), k, "%s is registered", names[i]);
+        const ac_caps *c = &k->caps;
+        cr_assert_eq(c->dtypes, (1u << AC_F16) | (1u << AC_BF16), "%s", names[i]);
+        cr_assert(c->n_head_dims == 2 && c->head_dims[0] == 64 && c->head_dims[1] == 128, "%s", names[i]);
+        cr_assert_eq(c->masks, (unsigned)AC_MASKCAP_ALL, "%s", names[i]);
+        cr_assert_eq(c->layouts, (1u << AC_LAYOUT_BHSD) | (1u << AC_LAYOUT_BSHD), "%s", names[i]);
+        cr_assert_eq(c->variants, (unsigned)(AC_VAR_PAGED | AC_VAR_SPLIT), "%s", names[i]);
+        cr_assert(c->gqa && c->varlen && !c->backward && c->max_seqlen == 0, "%s", names[i]);
+        cr_assert_eq(i == 0, strstr(k->name, "mutant") == NULL);
+    }
+}
+
+/* A paged bf16 decode problem: 2 sequences of 40 and 0 keys in pages of 16. */
+static ac_problem decode_problem(int *lens, int *table)
+{
+    ac_problem p = ac_problem_dense(2, 8, 2, 1, 40, 128);
+    lens[0] = 40, lens[1] = 0;
+    for (int x = 0; x < 6; x++)
+        table[x] = 5 - x;
+    p.seqlens_k = lens;
+    p.page_size = 16, p.num_pages = 6, p.pages_per_seq = 3, p.block_table = table;
+    return p;
+}
+
+/* What cuda-decode refuses is refused before any device call (AC_ERR_INPUT
+ * naming it, in a CUDA build with or without a GPU); a problem it takes fails
+ * without a device as an environment error (the device staging, or "built
+ * without CUDA"), never a crash. */
+Test(cuda_kernels, decode_refuses_or_fails_as_env_without_a_device)
+{
+    ac_err why = {{0}};
+    if (ac_cuda_present(&why))
+        cr_skip_test("a CUDA device is present: attncheck-test-cuda runs cuda-decode");
+    const ac_kernel *k = find_cuda("cuda-decode");
+    int lens[2], table[6];
+    ac_problem p = decode_problem(lens, table);
+    ac_err err = {{0}};
+    cr_assert_eq(ac_problem_validate(&p, 0, &err), AC_OK, "%s", err.msg);
+    ac_fwd_args a = {0};
+    cr_assert_eq(k->forward(k, &p, AC_BF16, &a, &err), AC_ERR_ENV, "%s", err.msg);
+    ac_problem d96 = p;
+    d96.head_dim = 96;
+    err.msg[0] = '\0';
+    int st = k->forward(k, &d96, AC_F16, &a, &err);
+    int st32 = k->forward(k, &p, AC_F32, &a, &why);
+    if (ATTNCHECK_HAVE_CUDA) {
+        cr_assert_eq(st, AC_ERR_INPUT);
+        cr_assert(strstr(err.msg, "head dim 96") != NULL, "message: %s", err.msg);
+        cr_assert_eq(st32, AC_ERR_INPUT);
+        cr_assert(strstr(why.msg, "f16 or bf16") != NULL, "message: %s", why.msg);
+    } else {
+        cr_assert(st == AC_ERR_ENV && st32 == AC_ERR_ENV);
+        cr_assert(strstr(err.msg, "built without CUDA") != NULL, "message: %s", err.msg);
+    }
+}
+
+#if ATTNCHECK_HAVE_CUDA
+/* The split count (decode.cu's acd_decode_splits, host code): a hint is
+ * taken as given up to 256 and the workspace bound; auto fills the device's
+ * CTA slots for one long sequence, takes one split when the grid already
+ * fills them, and never splits a short cache. */
+Test(cuda_kernels, decode_split_count_follows_hint_and_shape)
+{
+    int lens[2], table[6];
+    ac_problem p = decode_problem(lens, table);
+    const int slots = 264; /* the H100's 132 SMs x 2 CTAs */
+    p.num_splits = 3;
+    cr_assert_eq(acd_decode_splits(&p, 1, slots), 3);
+    p.num_splits = 1000;
+    cr_assert_eq(acd_decode_splits(&p, 1, slots), 256, "a hint above 256 is clamped");
+    p.num_splits = 0;
+    cr_assert_eq(acd_decode_splits(&p, 1, slots), 1, "40 keys are never split");
+    ac_problem one = ac_problem_dense(1, 32, 4, 1, 16384, 128); /* B = 1: 4 CTAs without splits */
+    int s = acd_decode_splits(&one, 1, slots);
+    cr_assert(s >= 32 && 4 * s <= slots && s <= 16384 / 128, "B = 1, 16k keys: %d splits", s);
+    ac_problem many = ac_problem_dense(128, 32, 4, 1, 16384, 128); /* 512 CTAs: two waves already */
+    cr_assert_eq(acd_decode_splits(&many, 1, slots), 1);
+    ac_problem wide = ac_problem_dense(64, 64, 8, 512, 4096, 128); /* 2M rows: one split's partials are 1 GiB */
+    wide.num_splits = 8;
+    cr_assert_eq(acd_decode_splits(&wide, 256, slots), 1, "the workspace bound wins over the hint");
+}
+
+/* The splits cut a sequence's keys into consecutive ranges of whole 64-key
+ * units (the last one shorter), empty ones only at the end, covering every key
+ * once; the off-by-one mutant's ranges overlap their successor by exactly one key. */
+Test(cuda_kernels, decode_splits_cover_every_key_once)
+{
+    const int lengths[] = {0, 1, 63, 64, 65, 1000, 16461}, counts[] = {1, 2, 3, 7, 64, 256};
+    for (size_t a = 0; a < sizeof lengths / sizeof lengths[0]; a++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            const int n = lengths[a], S = counts[c];
+            int next = 0, empty_seen = 0;
+            for (int s = 0; s < S; s++) {
+                int k0, k1, m0, m1;
+                acd_decode_split_keys(n, S, s, ACD_MUT_NONE, &k0, &k1);
+                cr_assert_eq(k0, next, "n=%d S=%d split %d starts at %d, not %d", n, S, s, k0, next);
+                cr_assert(k1 >= k0 && (k1 == n || (k1 - k0) % 64 == 0), "n=%d S=%d split %d: [%d, %d)", n, S, s, k0,
+                          k1);
+                if (k1 == k0)
+                    empty_seen = 1;
+                else
+                    cr_assert(!empty_seen, "n=%d S=%d: a non-empty split %d after an empty one", n, S, s);
+                next = k1;
+                acd_decode_split_keys(n, S, s, ACD_MUT_DEC_SPLIT_OFF_BY_ONE, &m0, &m1);
+                cr_assert_eq(m0, k0);
+                cr_assert_eq(m1, s < S - 1 && k1 < n ? k1 + 1 : k1, "n=%d S=%d split %d: mutant end %d", n, S, s, m1);
+            }
+            cr_assert_eq(next, n, "n=%d S=%d: the splits end at %d", n, S, next);
+        }
+}
+#endif

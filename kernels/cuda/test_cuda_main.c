@@ -19,6 +19,8 @@ typedef enum { M_NONE, M_CAUSAL_TL, M_CAUSAL_BR, M_WINDOW, M_DENSE, M_KEY_WINDOW
 
 /* The fp8 cases (test_cuda_fp8.c): the number of failures. */
 int acdt_fp8_tests(bool small, const char *only);
+/* The decode cases (test_cuda_decode.c): the number of failures. */
+int acdt_decode_tests(bool small, const char *only);
 double acdt_scaled_max(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const void *got, const double *ref,
                        const double *e, size_t *n_bad, char *worst, size_t worst_len);
 double acdt_lse_max(const ac_problem *p, const float *got, const double *ref, size_t *n_bad);
@@ -792,6 +794,8 @@ int main(int argc, char **argv)
     }
     if (!variants_only && (!only || strstr(only, "fp8"))) /* test_cuda_fp8.c */
         failures += acdt_fp8_tests(small, only);
+    if (!variants_only && (!only || strstr(only, "decode"))) /* test_cuda_decode.c */
+        failures += acdt_decode_tests(small, only);
     printf("attncheck-test-cuda: %d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

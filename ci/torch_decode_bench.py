@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""ci/torch_decode_bench.py — PyTorch scaled_dot_product_attention on the decode
+shapes of `attncheck bench --decode`, printed beside cuda-decode's numbers.
+
+    python3 ci/torch_decode_bench.py [--ours BENCH_LOG] [--quick] [--peak-gbs GBS]
+
+Shapes: bf16, d = 128, Hq = 32, Hkv = 4 (enable_gqa), Nq = 1 (no mask: with one
+query row bottom-right causal hides nothing), B in 1, 8, 32, 128, Nk in 1k .. 128k.
+K and V are contiguous (B, Hkv, Nk, d): a paged cache gathered beforehand, the
+gather not timed.  Every SDPA backend (flash, efficient, cuDNN, math) is tried;
+a backend that refuses the shape or runs out of memory is left blank; the best
+is reported.  Times: CUDA events, median of repeats after a warm-up, the L2
+flushed before each.  Bandwidth = bytes of K and V / time, as in our bench;
+the peak is read from BENCH_LOG's header (`peak HBM N GB/s`), else NVML, else
+--peak-gbs.  With BENCH_LOG the table adds cuda-decode's times for page 16 and
+128 and the speedup torch_ms / ours_ms (>= 1: cuda-decode is faster)."""
+import argparse
+import re
+import statistics
+
+HQ, HKV, D = 32, 4, 128
+BATCHES = (1, 8, 32, 128)
+LENGTHS = (1024, 4096, 16384, 65536, 131072)
+
+
+def parse_ours(path):
+    """{(page, B, Nk): ms} and the peak GB/s from a `bench --decode` log."""
+    rows, peak = {}, None
+    if not path:
+        return rows, peak
+    with open(path) as f:
+        for line in f:
+            m = re.search(r"peak HBM (\d+) GB/s", line)
+            if m:
+                peak = float(m.group(1))
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 7:
+                try:
+                    rows[(int(cells[0]), int(cells[1]), int(cells[2]))] = float(cells[4])
+                except ValueError:
+                    pass
+    return rows, peak
+
+
+def nvml_peak():
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        mhz = pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)
+        bits = pynvml.nvmlDeviceGetMemoryBusWidth(h)
+        return 2.0 * mhz * 1e6 * bits / 8 / 1e9
+    except Exception:  # no pynvml, or an old one: the caller falls back
+        return None
+
+
+def median_ms(torch, fn, flush, reps):
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def time_backends(torch, F, backends, B, nk, flush, reps):
+    """{backend name: ms or None} for one shape."""
+    from torch.nn.attention import sdpa_kernel
+    out = {}
+    try:
+        q = torch.randn(B, HQ, 1, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(B, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(B, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
+    except RuntimeError:  # out of memory (torch's OutOfMemoryError is a RuntimeError)
+        torch.cuda.empty_cache()
+        return None
+    for name, backend in backends:
+        try:
+            with sdpa_kernel([backend]):
+                out[name] = median_ms(
+                    torch, lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), flush, reps)
+        except RuntimeError:  # the backend refuses the shape, or memory ran out
+            out[name] = None
+        torch.cuda.empty_cache()
+    del q, k, v
+    torch.cuda.empty_cache()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ours", help="output of `attncheck bench --decode`")
+    ap.add_argument("--quick", action="store_true", help="B 1 and 32 at Nk 16k only, as bench --quick")
+    ap.add_argument("--peak-gbs", type=float, default=3352.0, help="peak HBM GB/s when neither the log nor NVML has it")
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend
+    ours, peak = parse_ours(args.ours)
+    peak = peak or nvml_peak() or args.peak_gbs
+    backends = [("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+                ("cudnn", SDPBackend.CUDNN_ATTENTION), ("math", SDPBackend.MATH)]
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+    print(f"\n## PyTorch {torch.__version__} SDPA on {torch.cuda.get_device_name(0)}: bf16, d = {D}, Hq = {HQ}, "
+          f"Hkv = {HKV} (enable_gqa), Nq = 1, contiguous K/V; peak HBM {peak:.0f} GB/s\n")
+    names = [n for n, _ in backends]
+    print("| B | Nk | " + " | ".join(f"{n} ms" for n in names) + " | best | ms | GB/s | % of peak "
+          "| ours p16 ms | ours p128 ms | speedup p16 | speedup p128 |")
+    print("| " + " | ".join(["---:"] * (len(names) + 10)) + " |")
+    for B in BATCHES:
+        for nk in LENGTHS:
+            if args.quick and (nk != 16384 or B not in (1, 32)):
+                continue
+            kv_bytes = 2 * B * HKV * nk * D * 2
+            times = time_backends(torch, F, backends, B, nk, flush, max(3, args.reps // (4 if kv_bytes > 4 << 30 else 1)))
+            if times is None:
+                print(f"| {B} | {nk} | skipped: K and V do not fit |")
+                continue
+            done = {n: t for n, t in times.items() if t is not None}
+            cells = [f"{times[n]:.4f}" if times[n] is not None else "-" for n in names]
+            if not done:
+                print(f"| {B} | {nk} | " + " | ".join(cells) + " | none | | | | | | | |")
+                continue
+            best = min(done, key=done.get)
+            ms = done[best]
+            gbs = kv_bytes / (ms * 1e-3) / 1e9
+            o16, o128 = ours.get((16, B, nk)), ours.get((128, B, nk))
+            fmt = lambda x: f"{x:.4f}" if x else "-"
+            ratio = lambda x: f"{ms / x:.2f}x" if x else "-"
+            print(f"| {B} | {nk} | " + " | ".join(cells) + f" | {best} | {ms:.4f} | {gbs:.0f} | {100 * gbs / peak:.1f}% "
+                  f"| {fmt(o16)} | {fmt(o128)} | {ratio(o16)} | {ratio(o128)} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+// kernels/cuda/bench_decode.cu — `attncheck bench --decode`: cuda-decode's time
+// and achieved HBM bandwidth on a serving engine's decode step (issue 16):
+// bf16, d = 128, Hq = 32, Hkv = 4 (GQA 8:1), Nq = 1, causal-br, every sequence
+// Nk keys in pages of 16 or 128 keys through a shuffled block table, for
+// B = 1, 8, 32, 128 and Nk = 1k .. 128k (shapes whose cache does not fit in
+// free device memory are skipped).  Bandwidth = bytes of K and V read / time;
+// its fraction of the device's peak 2 * memory clock * bus width / 8 (both
+// from cudaDeviceGetAttribute).  Each time is the median of CUDA-event timings
+// of the split and combine kernels (the plan staged beforehand), after a
+// warm-up, with the L2 flushed before every timed run.  Printed as a Markdown
+// table; ci/torch_decode_bench.py reads it for the ratio to PyTorch SDPA.
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "decode.cuh"
+
+namespace
+{
+
+constexpr int BD_HQ = 32, BD_HKV = 4, BD_D = 128;
+
+// Hash-based bf16 values in about (-2, 2), never all zero.
+__global__ void bd_fill(__nv_bfloat16 *x, size_t n, unsigned seed)
+{
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)k * 2654435761u ^ seed;
+        h ^= h >> 16, h *= 0x7feb352du, h ^= h >> 15, h *= 0x846ca68bu, h ^= h >> 16;
+        x[k] = __float2bfloat16_rn((h & 0xffffff) * (4.f / 16777216.f) - 2.f);
+    }
+}
+
+struct bd_buffers {
+    void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *flush = nullptr;
+    float *lse = nullptr;
+};
+
+void bd_free(bd_buffers &x)
+{
+    for (void *p : {x.q, x.k, x.v, x.o, (void *)x.lse})
+        ac_dev_free(p);
+    x.q = x.k = x.v = x.o = nullptr;
+    x.lse = nullptr;
+}
+
+int bd_alloc_fill(void **dev, size_t elems, unsigned seed, ac_err *err)
+{
+    int st = ac_dev_alloc(dev, elems * sizeof(__nv_bfloat16), err);
+    if (st != AC_OK)
+        return st;
+    bd_fill<<<1024, 256>>>((__nv_bfloat16 *)*dev, elems, seed);
+    ACD_CHECK_LAUNCH(err, "bd_fill");
+    return AC_OK;
+}
+
+// The decode problem: B sequences of nk keys in pages of `page` keys, the table a shuffle of every page.
+ac_problem bd_problem(int B, int nk, int page, std::vector<int> &table, std::vector<int> &lens)
+{
+    ac_problem pr = ac_problem_dense(B, BD_HQ, BD_HKV, 1, nk, BD_D);
+    pr.layout = AC_LAYOUT_BSHD;
+    pr.windowed = true, pr.window_left = AC_WINDOW_INF, pr.window_right = 0, pr.align = AC_ALIGN_BOTTOM_RIGHT;
+    const int per_seq = (nk + page - 1) / page;
+    table.resize((size_t)B * per_seq);
+    for (size_t x = 0; x < table.size(); x++)
+        table[x] = (int)x;
+    uint32_t s = 12345u;
+    for (size_t x = table.size() - 1; x > 0; x--) {
+        s ^= s << 13, s ^= s >> 17, s ^= s << 5;
+        std::swap(table[x], table[s % (x + 1)]);
+    }
+    lens.assign(B, nk);
+    pr.seqlens_k = lens.data();
+    pr.page_size = page, pr.pages_per_seq = per_seq, pr.num_pages = B * per_seq, pr.block_table = table.data();
+    return pr;
+}
+
+// Milliseconds of each timed launch of the plan (the L2 flushed before each).
+int bd_time(const acd_decode_plan &plan, const ac_fwd_args *fa, void *flush, size_t flush_bytes, int reps,
+            std::vector<float> *ms, ac_err *err)
+{
+    cudaEvent_t a = nullptr, b = nullptr;
+    ACD_CHECK(err, cudaEventCreate(&a));
+    ACD_CHECK(err, cudaEventCreate(&b));
+    int st = acd_decode_launch(plan, AC_BF16, fa, 0, err); // warm-up
+    for (int r = 0; r < reps && st == AC_OK; ++r) {
+        // The flush (tens of microseconds) runs while the launches below are queued: no host gap is timed.
+        cudaError_t e = cudaMemsetAsync(flush, r, flush_bytes, 0);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(a, 0);
+        if (e != cudaSuccess) {
+            st = ac_fail(err, AC_ERR_ENV, "bench flush/event failed: %s", cudaGetErrorString(e));
+            break;
+        }
+        if ((st = acd_decode_launch(plan, AC_BF16, fa, 0, err)) != AC_OK)
+            break;
+        float t = 0.f;
+        e = cudaEventRecord(b, 0);
+        if (e == cudaSuccess)
+            e = cudaEventSynchronize(b);
+        if (e == cudaSuccess)
+            e = cudaEventElapsedTime(&t, a, b);
+        if (e != cudaSuccess)
+            st = ac_fail(err, AC_ERR_ENV, "bench event timing failed: %s", cudaGetErrorString(e));
+        ms->push_back(t);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return st;
+}
+
+int bd_row(int B, int nk, int page, double peak_gbs, void *flush, size_t flush_bytes, bool quick, ac_err *err)
+{
+    std::vector<int> table, lens;
+    ac_problem pr = bd_problem(B, nk, page, table, lens);
+    const size_t kv_elems = ac_kv_elems(&pr), kv_bytes = 2 * kv_elems * sizeof(__nv_bfloat16);
+    size_t free_b = 0, total_b = 0;
+    ACD_CHECK(err, cudaMemGetInfo(&free_b, &total_b));
+    if (kv_bytes + ((size_t)512 << 20) > free_b) {
+        printf("| %d | %d | %d | - | skipped: K and V need %.1f GiB | | |\n", page, B, nk, kv_bytes / 1073741824.0);
+        return AC_OK;
+    }
+    bd_buffers x;
+    int st = bd_alloc_fill(&x.q, ac_q_elems(&pr), 1, err);
+    if (st == AC_OK)
+        st = bd_alloc_fill(&x.k, kv_elems, 2, err);
+    if (st == AC_OK)
+        st = bd_alloc_fill(&x.v, kv_elems, 3, err);
+    if (st == AC_OK)
+        st = ac_dev_alloc(&x.o, ac_o_elems(&pr) * sizeof(__nv_bfloat16), err);
+    if (st == AC_OK)
+        st = ac_dev_alloc((void **)&x.lse, ac_lse_elems(&pr) * sizeof(float), err);
+    acd_decode_plan plan;
+    bool planned = false;
+    if (st == AC_OK)
+        planned = (st = acd_decode_prepare(&pr, AC_BF16, ACD_MUT_NONE, &plan, err)) == AC_OK;
+    std::vector<float> ms;
+    if (st == AC_OK) {
+        const ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse, nullptr};
+        st = bd_time(plan, &fa, flush, flush_bytes, quick ? 5 : (kv_bytes > ((size_t)4 << 30) ? 10 : 30), &ms, err);
+    }
+    if (st == AC_OK)
+        st = ac_dev_sync(err);
+    if (st == AC_OK) {
+        std::sort(ms.begin(), ms.end());
+        const double med = ms[ms.size() / 2], gbs = (double)kv_bytes / (med * 1e-3) / 1e9;
+        printf("| %d | %d | %d | %d | %.4f | %.0f | %.1f%% |\n", page, B, nk, plan.d.splits, med, gbs,
+               100.0 * gbs / peak_gbs);
+        fflush(stdout);
+    }
+    if (planned)
+        acd_decode_release(&plan);
+    bd_free(x);
+    return st;
+}
+
+} // namespace
+
+extern "C" int acd_bench_decode(bool quick, ac_err *err)
+{
+    int clock_khz = 0, bus_bits = 0, l2_bytes = 0;
+    ACD_CHECK(err, cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0));
+    ACD_CHECK(err, cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
+    ACD_CHECK(err, cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
+    const double peak_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9; // double data rate
+    printf("\n## cuda-decode: bf16, d = %d, Hq = %d, Hkv = %d (GQA 8:1), Nq = 1, causal-br, paged; peak HBM %.0f GB/s "
+           "(memory clock %d MHz, bus %d bits); split + combine kernels, median, L2 flushed\n\n",
+           BD_D, BD_HQ, BD_HKV, peak_gbs, clock_khz / 1000, bus_bits);
+    printf("| page | B | Nk | splits | ms | GB/s | %% of peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    const size_t flush_bytes = 2 * (size_t)l2_bytes;
+    void *flush = nullptr;
+    int st = ac_dev_alloc(&flush, flush_bytes, err);
+    const int pages[] = {16, 128}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536, 131072};
+    for (int page : pages)
+        for (int B : batches)
+            for (int nk : lengths) {
+                if (st != AC_OK || (quick && (nk != 16384 || (B != 1 && B != 32))))
+                    continue;
+                st = bd_row(B, nk, page, peak_gbs, flush, flush_bytes, quick, err);
+            }
+    ac_dev_free(flush);
+    return st;
+}

@@ -1,0 +1,481 @@
+// kernels/cuda/decode.cu — cuda-decode (issue 16): paged split-KV decode.
+//
+// A serving engine's decode step reads the whole KV cache for a few query rows,
+// so the kernel is organised around streaming K and V at the memory's speed:
+//   * One CTA per (sequence b, KV head, block of 16 packed rows, split s).  The
+//     packed rows are the GQA group's query heads times the Nq query rows
+//     (row x = i * group + g), so K and V are read once per group, not once per
+//     query head.  group * Nq > 16 takes more row blocks (each reads K/V again).
+//   * The split s owns keys [k0, k1) of its sequence: the sequence's 64-key
+//     units dealt ceil(units / S) per split (trailing splits may be empty), as
+//     FlashAttention-2's split-KV forward deals its key blocks.
+//   * Inside the CTA each of the 4 warps consumes its own 16-key tiles (tile n
+//     goes to warp n % 4) through its own 3-stage cp.async pipeline (16-byte
+//     copies of K and V rows into shared memory; no CTA barrier in the loop),
+//     with its own online softmax: S = Q K^T and O += P V on the tensor cores
+//     (mma.sync m16n8k16, f32 accumulate, P rounded to the dtype), Q's fragments
+//     held in registers.  Key j of a paged cache is row j % P of page
+//     block_table[b][j / P] (a page id fetched one tile ahead of its copy, so
+//     the table's latency does not stall the pipeline).
+//   * The warps' states are merged through shared memory (rescaled to their
+//     common max), then the CTA writes O and LSE directly (S = 1) or its split's
+//     partial O_s (f32, normalised) and LSE_s to a workspace.
+//   * The combine kernel (S > 1), a warp per query row: M = max_s LSE_s,
+//     LSE = M + log2 sum_s 2^(LSE_s - M), O = sum_s 2^(LSE_s - LSE) O_s.  An empty
+//     split has LSE_s = -inf and weighs 0; a row whose splits are all empty gets
+//     O = 0, LSE = -inf (the contract's fully masked row) without -inf - -inf.
+// Keys outside the CTA's range, and a paged cache's slots past the sequence's
+// end, are never read (the copies zero-fill); visibility is mask.cuh's rule
+// (lengths, causal/window in either alignment, the dense mask).
+// This file holds the split kernel; the combine kernel is decode_combine.cu,
+// the checks, staging and the split count (the hint, clamped, or auto from
+// the shape: acd_decode_splits, FlashAttention-2's wave-efficiency rule over
+// the CTAs that hold keys) decode_host.cu.
+// The planted bugs (family.h's ACD_MUT_DEC_*) sit behind `d.p.mutant == ...`.
+#include <climits>
+#include <cmath>
+
+#include "decode.cuh"
+#include "mask.cuh"
+
+namespace
+{
+
+template <int D> struct dec_traits {
+    static constexpr int kPitch = D + 8; // shared row pitch: 16 bytes of padding keep ldmatrix conflict-free
+    static constexpr int kChunks = D / 8; // 16-byte chunks per row
+    static constexpr int kRowsPerPass = 32 / kChunks; // rows one copy instruction of the warp covers
+    static constexpr int kRowsPerLane = ACD_DEC_TILE / kRowsPerPass;
+    static constexpr int kStageElems = 2 * ACD_DEC_TILE * kPitch; // K's tile, then V's
+    static constexpr int kWarpElems = ACD_DEC_STAGES * kStageElems;
+    template <typename T> static constexpr size_t smem_bytes()
+    {
+        return sizeof(T) * ((size_t)ACD_DEC_ROWS * kPitch + (size_t)ACD_DEC_WARPS * kWarpElems);
+    }
+    // The warps' f32 O tiles merge in the stages' space once the loop is done.
+    static_assert(sizeof(float) * ACD_DEC_WARPS * ACD_DEC_ROWS * D <= 2 * ACD_DEC_WARPS * kWarpElems, "merge area");
+};
+
+// ---- keys: the split's range, each row's visible range, where a key lives ----
+
+// Keys the kernel treats as the sequence's: nk, or for the last-page mutant
+// every slot of the last page (their NaN then reaches the sums).
+__device__ __forceinline__ int dec_key_end(const acd_dec_params &d, int nk)
+{
+    if (d.p.mutant == ACD_MUT_DEC_LAST_PAGE_SLOTS && d.table)
+        return (nk + d.page_size - 1) / d.page_size * d.page_size;
+    return nk;
+}
+
+__device__ __forceinline__ void dec_split_range(const acd_dec_params &d, int n_keys, int s, int &k0, int &k1)
+{
+    acd_dec_split_range(n_keys, d.splits, s, d.p.mutant, k0, k1);
+}
+
+// A packed row of the CTA: its query head and row, and the keys it sees inside
+// the split, [lo, hi) (empty for rows past the sequence's or the block's end).
+struct dec_row {
+    int h, i, lo, hi;
+    const unsigned char *mask; // its dense-mask row, or null
+    bool live;
+};
+
+__device__ __forceinline__ dec_row dec_row_at(const acd_dec_params &d, int b, int hk, int x, int nq, int nk, int n_keys,
+                                              int k0, int k1)
+{
+    const acd_params &p = d.p;
+    dec_row r{};
+    r.i = x / p.group;
+    r.h = hk * p.group + x % p.group;
+    r.live = x < d.rows && r.i < nq;
+    if (!r.live)
+        return r;
+    int lo, hi;
+    acd_row_keys(p, r.i, nq, nk, lo, hi);
+    if (hi == nk && n_keys > nk) // the last-page mutant: the unused slots are not masked
+        hi = n_keys;
+    r.lo = max(lo, k0);
+    r.hi = min(hi, k1);
+    r.mask = acd_mask_row(p, b, r.h, r.i);
+    return r;
+}
+
+__device__ __forceinline__ bool dec_visible(const acd_params &p, const dec_row &r, int j)
+{
+    return j >= r.lo && j < r.hi && (!r.mask || (j < p.Nk && r.mask[j] != 0));
+}
+
+__device__ __forceinline__ int dec_page_of(const acd_dec_params &d, int j)
+{
+    return d.page_shift >= 0 ? j >> d.page_shift : j / d.page_size;
+}
+
+// The page ids (contiguous K/V: 0) of the lane's rows of the tile at key j0;
+// -1 for keys outside [ka, kb), which are not read.  A tile inside one page
+// (P a multiple of 16: tiles start at multiples of 16) needs one table entry.
+template <int D>
+__device__ __forceinline__ void dec_tile_pages(const acd_dec_params &d, int b, int j0, int ka, int kb, int lane,
+                                               int (&pg)[dec_traits<D>::kRowsPerLane])
+{
+    using Tr = dec_traits<D>;
+    const int *trow = d.table ? d.table + (long long)b * d.pages_per_seq : nullptr;
+    if (trow && d.page_size % ACD_DEC_TILE == 0 && j0 >= ka && j0 + ACD_DEC_TILE <= kb) {
+        const int page = __ldg(trow + dec_page_of(d, j0));
+#pragma unroll
+        for (int r = 0; r < Tr::kRowsPerLane; ++r)
+            pg[r] = page;
+        return;
+    }
+#pragma unroll
+    for (int r = 0; r < Tr::kRowsPerLane; ++r) {
+        const int j = j0 + lane / Tr::kChunks + r * Tr::kRowsPerPass;
+        const bool ok = j >= ka && j < kb;
+        pg[r] = !ok ? -1 : trow ? __ldg(trow + dec_page_of(d, j)) : 0;
+    }
+}
+
+// The tile's K and V rows into the stage (16 bytes a copy; rows without a page id zero-filled).
+template <typename T, int D>
+__device__ __forceinline__ void dec_tile_issue(const acd_dec_params &d, const T *K, const T *V, int b, int hk, int j0,
+                                               int lane, const int (&pg)[dec_traits<D>::kRowsPerLane], T *sK)
+{
+    using Tr = dec_traits<D>;
+    const acd_params &p = d.p;
+    T *sV = sK + ACD_DEC_TILE * Tr::kPitch;
+    const int col = (lane % Tr::kChunks) * 8;
+#pragma unroll
+    for (int r = 0; r < Tr::kRowsPerLane; ++r) {
+        const int row = lane / Tr::kChunks + r * Tr::kRowsPerPass, j = j0 + row;
+        const bool ok = pg[r] >= 0;
+        long long off = 0;
+        if (ok && d.table) {
+            const int slot = d.page_shift >= 0 ? j & (d.page_size - 1) : j - (j / d.page_size) * d.page_size;
+            off = ((long long)pg[r] * d.page_size + slot) * d.slot_stride + (long long)hk * D;
+        } else if (ok) { // V's strides are K's: d_v == d
+            off = acd_k_base<false>(p, b) + hk * p.k_sh + (long long)j * p.k_ss;
+        }
+        acd_cp_async16(sK + row * Tr::kPitch + col, ok ? K + off + col : K, ok);
+        acd_cp_async16(sV + row * Tr::kPitch + col, ok ? V + off + col : V, ok);
+    }
+}
+
+// ---- the tile's math: scores, masking, the online softmax step, P V ----
+
+// One row's online-softmax step over its 4 scores of the tile (log2 units):
+// m the running max, l the lane's partial sum, alpha the rescale of O.
+__device__ __forceinline__ float dec_softmax_row(float (&s)[2][4], int r, float &m, float &l)
+{
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+            mx = fmaxf(mx, s[n][2 * r + e]);
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m, mx);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new; // nothing visible yet: every p is 0
+    const float alpha = exp2f(m - m_use);
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            float &x = s[n][2 * r + e];
+            x = exp2f(x - m_use);
+            sum += x;
+        }
+    l = l * alpha + sum;
+    m = m_new;
+    return alpha;
+}
+
+template <typename T, int D>
+__device__ __forceinline__ void dec_tile_compute(const acd_dec_params &d, const uint32_t (&qf)[D / 16][4], const T *sK,
+                                                 int j0, const dec_row (&rw)[2], float (&m)[2], float (&l)[2],
+                                                 float (&o)[D / 8][4], int lane)
+{
+    using Tr = dec_traits<D>;
+    const T *sV = sK + ACD_DEC_TILE * Tr::kPitch;
+    float s[2][4];
+    acd_zero(s);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t kf[4];
+        acd_ldmatrix_x4(kf, sK + ((lane / 16) * 8 + lane % 8) * Tr::kPitch + kk * 16 + ((lane / 8) % 2) * 8);
+        acd_tc<T>::mma(s[0], qf[kk], kf[0], kf[1]);
+        acd_tc<T>::mma(s[1], qf[kk], kf[2], kf[3]);
+    }
+    const int t = lane % 4;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) { // scale first: a negative scale must not turn -inf into +inf
+                float &x = s[n][2 * r + e];
+                x = dec_visible(d.p, rw[r], j0 + 8 * n + 2 * t + e) ? x * d.p.scale_log2 : -INFINITY;
+            }
+        const float alpha = dec_softmax_row(s, r, m[r], l[r]);
+#pragma unroll
+        for (int dn = 0; dn < D / 8; ++dn) {
+            o[dn][2 * r] *= alpha;
+            o[dn][2 * r + 1] *= alpha;
+        }
+    }
+    uint32_t pf[4];
+    acd_frag_to_a<T>(pf, s, 0);
+#pragma unroll
+    for (int dn = 0; dn < D / 16; ++dn) {
+        uint32_t vf[4];
+        acd_ldmatrix_x4_trans(vf, sV + (((lane / 8) % 2) * 8 + lane % 8) * Tr::kPitch + dn * 16 + (lane / 16) * 8);
+        acd_tc<T>::mma(o[2 * dn], pf, vf[0], vf[1]);
+        acd_tc<T>::mma(o[2 * dn + 1], pf, vf[2], vf[3]);
+    }
+}
+
+// The CTA's 16 packed Q rows into shared memory (rows that do not exist zero-filled).
+template <typename T, int D>
+__device__ __forceinline__ void dec_load_q(const acd_dec_params &d, const T *Q, int b, int hk, int rb, int nq, T *sQ,
+                                           int tid)
+{
+    using Tr = dec_traits<D>;
+    for (int c = tid; c < ACD_DEC_ROWS * Tr::kChunks; c += ACD_DEC_THREADS) {
+        const int r = c / Tr::kChunks, col = (c % Tr::kChunks) * 8, x = rb * ACD_DEC_ROWS + r;
+        const int i = x / d.p.group, h = hk * d.p.group + x % d.p.group;
+        const bool ok = x < d.rows && i < nq;
+        acd_cp_async16(sQ + r * Tr::kPitch + col, ok ? Q + acd_q_offset<false>(d.p, b, h, i) + col : Q, ok);
+    }
+}
+
+// The CTA's merged rows: O (S = 1) or the split's partial (O_s, LSE_s).
+// Thread tid writes row tid / 8, D / 8 columns from c0; sO holds each warp's
+// O rescaled to the rows' common max, sM and sL each warp's max and sum.
+template <typename T, int D>
+__device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, float *LSE, int b, int hk, int rb, int s,
+                                               int nq, const float *sO, const float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
+                                               const float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS], int tid)
+{
+    constexpr int PER = ACD_DEC_THREADS / ACD_DEC_ROWS, COLS = D / PER;
+    const acd_params &p = d.p;
+    const int row = tid / PER, c0 = (tid % PER) * COLS, x = rb * ACD_DEC_ROWS + row;
+    const int i = x / p.group, h = hk * p.group + x % p.group;
+    if (x >= d.rows || i >= nq)
+        return;
+    float M = -INFINITY, L = 0.f;
+#pragma unroll
+    for (int w = 0; w < ACD_DEC_WARPS; ++w)
+        M = fmaxf(M, sM[w][row]);
+    if (M != -INFINITY)
+#pragma unroll
+        for (int w = 0; w < ACD_DEC_WARPS; ++w)
+            L += sL[w][row] * exp2f(sM[w][row] - M);
+    const bool empty = !(L > 0.f);
+    float inv = empty ? 0.f : 1.f / L, lse2 = empty ? -INFINITY : M + log2f(L);
+    float out[COLS];
+#pragma unroll
+    for (int c = 0; c < COLS; ++c) {
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < ACD_DEC_WARPS; ++w)
+            sum += sO[(w * ACD_DEC_ROWS + row) * D + c0 + c];
+        out[c] = sum;
+    }
+    const long long at_row = acd_row_index<false>(p, b, h, i);
+    if (d.splits == 1) {
+        T *orow = O + acd_o_offset(p, b, h, i) + c0;
+#pragma unroll
+        for (int c = 0; c < COLS; c += 2)
+            acd_tc<T>::store2(orow + c, out[c] * inv, out[c + 1] * inv);
+        if (c0 == 0)
+            LSE[at_row] = lse2 * ACD_LN2;
+        return;
+    }
+    if (empty && p.mutant == ACD_MUT_DEC_EMPTY_SPLIT_NAN) { // normalised as a non-empty split: 0 / 0, -inf - -inf
+        inv = 0.f / L;
+        lse2 = M - M;
+    }
+    const long long at = at_row * d.splits + s;
+    float4 *op = reinterpret_cast<float4 *>(d.o_part + at * D + c0);
+#pragma unroll
+    for (int c = 0; c < COLS; c += 4)
+        op[c / 4] = make_float4(out[c] * inv, out[c + 1] * inv, out[c + 2] * inv, out[c + 3] * inv);
+    if (c0 == 0)
+        d.lse_part[at] = lse2;
+}
+
+// The key range [ka, kb) some row of the CTA sees inside the split (empty: ka == kb).
+__device__ __forceinline__ void dec_cta_keys(const acd_dec_params &d, int b, int hk, int rb, int nq, int nk, int n_keys,
+                                             int k0, int k1, int &ka, int &kb)
+{
+    ka = INT_MAX;
+    kb = INT_MIN;
+    for (int r = 0; r < ACD_DEC_ROWS; ++r) {
+        const dec_row row = dec_row_at(d, b, hk, rb * ACD_DEC_ROWS + r, nq, nk, n_keys, k0, k1);
+        if (row.live && row.lo < row.hi) {
+            ka = min(ka, row.lo);
+            kb = max(kb, row.hi);
+        }
+    }
+    if (ka >= kb)
+        ka = kb = k0;
+}
+
+// Programmatic dependent launch (Hopper): the split kernel lets the combine
+// kernel's launch start once its CTAs are past their key loops, and the
+// combine waits for the split kernel's completion (and its memory) before
+// reading a partial; launched without the attribute both are no-ops.
+__device__ __forceinline__ void dec_allow_combine()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
+    dec_split_kernel(acd_dec_params d, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+                     T *__restrict__ O, float *__restrict__ LSE)
+{
+    using Tr = dec_traits<D>;
+    extern __shared__ __align__(16) unsigned char dec_smem[];
+    __shared__ float sM[ACD_DEC_WARPS][ACD_DEC_ROWS], sL[ACD_DEC_WARPS][ACD_DEC_ROWS];
+    T *sQ = reinterpret_cast<T *>(dec_smem);
+    const acd_params &p = d.p;
+    // CTA order: row blocks fastest (they read the same K/V: L2 hits), then splits, KV heads, sequences.
+    long long cta = blockIdx.x;
+    const int rb = (int)(cta % d.row_blocks);
+    cta /= d.row_blocks;
+    const int s = (int)(cta % d.splits);
+    cta /= d.splits;
+    const int hk = (int)(cta % p.Hkv), b = (int)(cta / p.Hkv);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int nq = acd_nq<false>(p, b), nk = acd_nk<false>(p, b), n_keys = dec_key_end(d, nk);
+    int k0, k1, ka, kb;
+    dec_split_range(d, n_keys, s, k0, k1);
+    dec_cta_keys(d, b, hk, rb, nq, nk, n_keys, k0, k1, ka, kb);
+    dec_load_q<T, D>(d, Q, b, hk, rb, nq, sQ, tid);
+    acd_cp_async_commit();
+
+    const int t0 = ka & ~(ACD_DEC_TILE - 1);
+    const int tiles = kb > ka ? (kb - t0 + ACD_DEC_TILE - 1) / ACD_DEC_TILE : 0;
+    const int mine = tiles > warp ? (tiles - warp + ACD_DEC_WARPS - 1) / ACD_DEC_WARPS : 0;
+    T *stage = sQ + ACD_DEC_ROWS * Tr::kPitch + warp * Tr::kWarpElems;
+    auto key0 = [&](int it) { return t0 + (warp + it * ACD_DEC_WARPS) * ACD_DEC_TILE; };
+    int pg[Tr::kRowsPerLane];
+#pragma unroll
+    for (int r = 0; r < Tr::kRowsPerLane; ++r)
+        pg[r] = -1;
+#pragma unroll
+    for (int st = 0; st < ACD_DEC_STAGES - 1; ++st) {
+        if (st < mine) {
+            dec_tile_pages<D>(d, b, key0(st), ka, kb, lane, pg);
+            dec_tile_issue<T, D>(d, K, V, b, hk, key0(st), lane, pg, stage + st * Tr::kStageElems);
+        }
+        acd_cp_async_commit();
+    }
+    if (ACD_DEC_STAGES - 1 < mine)
+        dec_tile_pages<D>(d, b, key0(ACD_DEC_STAGES - 1), ka, kb, lane, pg);
+    acd_cp_async_wait<ACD_DEC_STAGES - 1>(); // Q's group, the oldest
+    __syncthreads();
+    uint32_t qf[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+        acd_ldmatrix_x4(qf[kk], sQ + (lane % 16) * Tr::kPitch + kk * 16 + (lane / 16) * 8);
+
+    const dec_row rw[2] = {dec_row_at(d, b, hk, rb * ACD_DEC_ROWS + lane / 4, nq, nk, n_keys, k0, k1),
+                           dec_row_at(d, b, hk, rb * ACD_DEC_ROWS + lane / 4 + 8, nq, nk, n_keys, k0, k1)};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, o[D / 8][4];
+    acd_zero(o);
+    for (int it = 0; it < mine; ++it) {
+        const int next = it + ACD_DEC_STAGES - 1;
+        __syncwarp(); // every lane is done reading the stage the copies below overwrite (read at it - 1)
+        if (next < mine) {
+            dec_tile_issue<T, D>(d, K, V, b, hk, key0(next), lane, pg,
+                                 stage + (next % ACD_DEC_STAGES) * Tr::kStageElems);
+            if (next + 1 < mine) // the table's latency hidden behind this tile's math
+                dec_tile_pages<D>(d, b, key0(next + 1), ka, kb, lane, pg);
+        }
+        acd_cp_async_commit();
+        acd_cp_async_wait<ACD_DEC_STAGES - 1>(); // this lane's copies of tile it landed
+        __syncwarp(); // and every lane's
+        dec_tile_compute<T, D>(d, qf, stage + (it % ACD_DEC_STAGES) * Tr::kStageElems, key0(it), rw, m, l, o, lane);
+    }
+    acd_cp_async_wait<0>();
+    dec_allow_combine();
+
+    // Merge the warps: each one's O rescaled to the rows' common max into the stages' space.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        if (lane % 4 == 0) {
+            sM[warp][lane / 4 + 8 * r] = m[r];
+            sL[warp][lane / 4 + 8 * r] = l[r];
+        }
+    }
+    __syncthreads(); // every warp is past its last stage read; sM, sL complete
+    float *sO = reinterpret_cast<float *>(sQ + ACD_DEC_ROWS * Tr::kPitch);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = lane / 4 + 8 * r;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < ACD_DEC_WARPS; ++w)
+            M = fmaxf(M, sM[w][row]);
+        const float f = M == -INFINITY ? 0.f : exp2f(m[r] - M);
+#pragma unroll
+        for (int dn = 0; dn < D / 8; ++dn)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                sO[(warp * ACD_DEC_ROWS + row) * D + 8 * dn + 2 * (lane % 4) + e] = o[dn][2 * r + e] * f;
+    }
+    __syncthreads();
+    dec_write_rows<T, D>(d, O, LSE, b, hk, rb, s, nq, sO, sM, sL, tid);
+}
+
+// The split kernel on stream (its shared memory allowed by acd_dec_split_ctas_per_sm).
+template <typename T, int D>
+int dec_launch_split(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+{
+    const size_t smem = dec_traits<D>::template smem_bytes<T>();
+    if (plan.split_ctas <= 0)
+        return AC_OK;
+    dec_split_kernel<T, D><<<(unsigned)plan.split_ctas, ACD_DEC_THREADS, smem, stream>>>(
+        plan.d, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    ACD_CHECK_LAUNCH(err, "dec_split_kernel");
+    return AC_OK;
+}
+
+// CTAs of the split kernel resident per SM (its shared memory allows 2 at d = 128);
+// also allows the kernel its dynamic shared memory (above the default 48 KiB).
+template <typename T, int D> int dec_ctas_per_sm(ac_err *err, int *out)
+{
+    const size_t smem = dec_traits<D>::template smem_bytes<T>();
+    ACD_CHECK(err,
+              cudaFuncSetAttribute(dec_split_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    ACD_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, dec_split_kernel<T, D>, ACD_DEC_THREADS, smem));
+    if (*out < 1)
+        *out = 1;
+    return AC_OK;
+}
+
+} // namespace
+
+int acd_dec_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
+                         ac_err *err)
+{
+    const bool d64 = plan.d.p.D == 64;
+    if (t == AC_F16)
+        return d64 ? dec_launch_split<__half, 64>(plan, a, stream, err)
+                   : dec_launch_split<__half, 128>(plan, a, stream, err);
+    return d64 ? dec_launch_split<__nv_bfloat16, 64>(plan, a, stream, err)
+               : dec_launch_split<__nv_bfloat16, 128>(plan, a, stream, err);
+}
+
+int acd_dec_split_ctas_per_sm(ac_dtype t, int d, int *out, ac_err *err)
+{
+    if (t == AC_F16)
+        return d == 64 ? dec_ctas_per_sm<__half, 64>(err, out) : dec_ctas_per_sm<__half, 128>(err, out);
+    return d == 64 ? dec_ctas_per_sm<__nv_bfloat16, 64>(err, out) : dec_ctas_per_sm<__nv_bfloat16, 128>(err, out);
+}

@@ -1,0 +1,72 @@
+// kernels/cuda/decode.cuh — cuda-decode's plan (issue 16), shared by its files
+// (decode.cu: the split kernel; decode_combine.cu: the combine kernel;
+// decode_host.cu: checks, staging, the split count) and its benchmark
+// (bench_decode.cu): the problem as the
+// decode kernels see it, the split count, and the device copies they need
+// (block table, lengths, the split partials' workspace).  Preparing a plan
+// is separate from launching it so the benchmark times the two kernels alone.
+#pragma once
+#include "common.cuh"
+
+// Tile and split configuration, named once (see decode.cu's header comment).
+constexpr int ACD_DEC_WARPS = 4; // warps per CTA, each consuming its own key tiles
+constexpr int ACD_DEC_THREADS = 32 * ACD_DEC_WARPS;
+constexpr int ACD_DEC_ROWS = 16; // packed query rows (GQA group x Nq) per CTA: one m16 tile
+constexpr int ACD_DEC_TILE = 16; // keys per warp tile
+constexpr int ACD_DEC_STAGES = 3; // cp.async stages per warp
+constexpr int ACD_DEC_UNIT = ACD_DEC_TILE * ACD_DEC_WARPS; // split boundaries: multiples of 64 keys
+constexpr int ACD_DEC_MAX_SPLITS = 256; // a larger hint is clamped (the math is the same)
+constexpr int ACD_DEC_MIN_SPLIT_KEYS = 128; // auto: no split shorter than this
+constexpr size_t ACD_DEC_MAX_WORKSPACE = (size_t)1 << 30; // partials' bytes: fewer splits past this
+
+// The problem as the decode kernels see it, by value in each launch.
+struct acd_dec_params {
+    acd_params p; // strides (Q, O; contiguous K, V), lengths, masks (stage.cu)
+    const int *table; // device (B, pages_per_seq) page ids, or null: contiguous K, V
+    int page_size, pages_per_seq, page_shift; // page_shift >= 0: page_size == 1 << page_shift
+    long long slot_stride; // elements between consecutive slots of a page: Hkv * D
+    int splits; // S >= 1 key ranges per sequence
+    int rows, row_blocks; // packed rows group * Nq, in blocks of ACD_DEC_ROWS
+    float *o_part, *lse_part; // S > 1: (B Hq Nq, S, D) f32 partial O_s, (B Hq Nq, S) LSE_s in log2 units
+};
+
+// Split s's keys [k0, k1) of a sequence of n_keys: ceil(units / S) units of
+// ACD_DEC_UNIT keys each (trailing splits may be empty).  The off-by-one
+// mutant runs every split but the last one key too far.  Host and device
+// (acd_decode_split_keys tests it without a GPU).
+__host__ __device__ __forceinline__ void acd_dec_split_range(int n_keys, int splits, int s, int mutant, int &k0,
+                                                             int &k1)
+{
+    const long long units = (n_keys + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT, per = (units + splits - 1) / splits;
+    const long long lo = s * per * ACD_DEC_UNIT;
+    long long hi = lo + per * ACD_DEC_UNIT;
+    if (mutant == ACD_MUT_DEC_SPLIT_OFF_BY_ONE && s < splits - 1)
+        hi += 1;
+    k0 = (int)(lo < n_keys ? lo : n_keys);
+    k1 = (int)(hi < n_keys ? hi : n_keys);
+}
+
+struct acd_decode_plan {
+    acd_dec_params d;
+    acd_staged st;
+    int *table;
+    size_t table_bytes;
+    float *ws;
+    size_t ws_bytes;
+    long long split_ctas; // grid of the split kernel
+    long long rows_all; // B Hq Nq: the combine kernel's rows
+    bool pdl; // the combine launched as a programmatic dependent of the split kernel (compute capability >= 9)
+};
+
+// Checks the problem, stages it and allocates the plan's device memory.
+int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decode_plan *plan, ac_err *err);
+// The split kernel, then (S > 1) the combine kernel, on stream; no sync.
+int acd_decode_launch(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
+void acd_decode_release(acd_decode_plan *plan);
+// The two kernels' launchers (decode.cu, decode_combine.cu) and the split
+// kernel's resident CTAs per SM (which also allows it its shared memory).
+int acd_dec_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
+                         ac_err *err);
+int acd_dec_launch_combine(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
+                           ac_err *err);
+int acd_dec_split_ctas_per_sm(ac_dtype t, int d, int *out, ac_err *err);

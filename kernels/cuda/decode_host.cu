@@ -1,0 +1,171 @@
+// kernels/cuda/decode_host.cu — cuda-decode's host side (issue 16): the
+// problem checked, staged (stage.cu's acd_stage, the block table copied to the
+// device), the split count chosen, the partials' workspace allocated, and the
+// two kernels launched (decode.cu's split kernel, decode_combine.cu's combine).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+
+#include "decode.cuh"
+
+namespace
+{
+
+int dec_check(const ac_problem *prob, ac_dtype t, ac_err *err)
+{
+    if (t != AC_F16 && t != AC_BF16)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: dtype %s is not f16 or bf16", ac_dtype_name(t));
+    if (prob->head_dim != 64 && prob->head_dim != 128)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: head dim %d is not 64 or 128", prob->head_dim);
+    if (ac_head_dim_v(prob) != prob->head_dim)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: d_v %d differs from d %d", ac_head_dim_v(prob), prob->head_dim);
+    if (prob->layout == AC_LAYOUT_THD)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: layout thd is not supported (bhsd, bshd)");
+    const unsigned other = ac_problem_variants(prob) & ~(unsigned)(AC_VAR_PAGED | AC_VAR_SPLIT);
+    if (other)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: variants 0x%x are not supported (paged and split only)", other);
+    if (prob->page_size > 0 && (!prob->block_table || !prob->seqlens_k))
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: a paged problem needs its block table and seqlens_k");
+    return AC_OK;
+}
+
+int dec_longest(const ac_problem *prob)
+{
+    int longest = 0;
+    for (int b = 0; b < prob->batch; b++)
+        longest = std::max(longest, ac_seqlen_k_of(prob, b));
+    return longest;
+}
+
+} // namespace
+
+// Auto: FlashAttention-2's rule (num_splits_heuristic) on the CTAs that hold
+// keys: for each S the waves of base * S' CTAs over the resident slots (S' the
+// splits that are not empty after rounding to 64-key units), efficiency =
+// waves / ceil(waves); the smallest S within 95% of the best efficiency
+// (FlashAttention takes 85%; a split costs us only its partial's write and
+// read, while an idle slot is bandwidth left unused).  A grid already 80% of a
+// wave takes S = 1; no split is shorter than ACD_DEC_MIN_SPLIT_KEYS.
+extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slots)
+{
+    const long long rows_all = (long long)prob->batch * prob->heads_q * prob->seqlen_q;
+    const long long per_split = rows_all * (prob->head_dim + 1) * (long long)sizeof(float);
+    const long long ws_cap = per_split > 0 ? (long long)ACD_DEC_MAX_WORKSPACE / per_split : ACD_DEC_MAX_SPLITS;
+    const int cap = (int)std::max(1LL, std::min((long long)ACD_DEC_MAX_SPLITS, ws_cap));
+    if (prob->num_splits >= 1)
+        return std::min(prob->num_splits, cap);
+    const int longest = dec_longest(prob);
+    const long long base = (long long)prob->batch * prob->heads_kv * row_blocks;
+    const int max_s = std::min(cap, std::max(1, longest / ACD_DEC_MIN_SPLIT_KEYS));
+    if (max_s <= 1 || base >= 0.8 * slots)
+        return 1;
+    const long long units = (longest + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT;
+    double eff[ACD_DEC_MAX_SPLITS + 1] = {}, best = 0.0;
+    for (int s = 1; s <= max_s; s++) {
+        const long long per = (units + s - 1) / s, used = (units + per - 1) / per;
+        const double waves = (double)(base * used) / slots;
+        eff[s] = waves / std::ceil(waves);
+        best = std::max(best, eff[s]);
+    }
+    for (int s = 1; s <= max_s; s++)
+        if (eff[s] >= 0.95 * best)
+            return s;
+    return 1;
+}
+
+static int dec_stage_table(const ac_problem *prob, acd_decode_plan *plan, ac_err *err)
+{
+    acd_dec_params &d = plan->d;
+    d.page_shift = -1;
+    if (prob->page_size <= 0)
+        return AC_OK;
+    d.page_size = prob->page_size;
+    d.pages_per_seq = prob->pages_per_seq;
+    for (int sh = 0; sh < 31; sh++)
+        if (prob->page_size == 1 << sh)
+            d.page_shift = sh;
+    d.slot_stride = (long long)prob->heads_kv * prob->head_dim;
+    plan->table_bytes = sizeof(int) * (size_t)prob->batch * prob->pages_per_seq;
+    int st = acd_ws_alloc((void **)&plan->table, plan->table_bytes, err);
+    if (st == AC_OK)
+        st = ac_dev_upload(plan->table, prob->block_table, plan->table_bytes, err);
+    d.table = plan->table;
+    return st;
+}
+
+int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decode_plan *plan, ac_err *err)
+{
+    *plan = acd_decode_plan{};
+    int st = dec_check(prob, t, err);
+    if (st != AC_OK)
+        return st;
+    if ((st = acd_stage(prob, mutant, &plan->d.p, &plan->st, err)) != AC_OK)
+        return st;
+    acd_dec_params &d = plan->d;
+    d.rows = d.p.group * d.p.Nq;
+    d.row_blocks = (d.rows + ACD_DEC_ROWS - 1) / ACD_DEC_ROWS;
+    int sms = 0, per_sm = 1, major = 0;
+    st = dec_stage_table(prob, plan, err);
+    if (st == AC_OK &&
+        (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess))
+        st = ac_fail(err, AC_ERR_ENV, "cudaDeviceGetAttribute (SM count, compute capability) failed");
+    plan->pdl = major >= 9 && !getenv("ACD_DEC_NO_PDL"); // ACD_DEC_NO_PDL=1: two plain launches
+    if (st == AC_OK)
+        st = acd_dec_split_ctas_per_sm(t, prob->head_dim, &per_sm, err);
+    if (st != AC_OK) {
+        acd_decode_release(plan);
+        return st;
+    }
+    d.splits = acd_decode_splits(prob, d.row_blocks, std::max(1, sms * per_sm));
+    plan->rows_all = (long long)d.p.B * d.p.Hq * d.p.Nq;
+    plan->split_ctas = (long long)d.p.B * d.p.Hkv * d.row_blocks * d.splits;
+    if (plan->split_ctas > INT_MAX) {
+        acd_decode_release(plan);
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: %lld CTAs exceed the grid", plan->split_ctas);
+    }
+    if (d.splits > 1) {
+        const size_t parts = (size_t)plan->rows_all * d.splits;
+        plan->ws_bytes = parts * (d.p.D + 1) * sizeof(float);
+        st = acd_ws_alloc((void **)&plan->ws, plan->ws_bytes, err);
+        d.o_part = plan->ws;
+        d.lse_part = plan->ws + parts * d.p.D;
+    }
+    if (st != AC_OK)
+        acd_decode_release(plan);
+    return st;
+}
+
+int acd_decode_launch(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+{
+    const int st = acd_dec_launch_split(plan, t, a, stream, err);
+    return st == AC_OK ? acd_dec_launch_combine(plan, t, a, stream, err) : st;
+}
+
+void acd_decode_release(acd_decode_plan *plan)
+{
+    acd_ws_free(plan->ws, plan->ws_bytes);
+    acd_ws_free(plan->table, plan->table_bytes);
+    acd_unstage(&plan->st);
+    plan->ws = nullptr;
+    plan->table = nullptr;
+}
+
+extern "C" void acd_decode_split_keys(int n_keys, int splits, int s, int mutant, int *k0, int *k1)
+{
+    acd_dec_split_range(n_keys, splits, s, mutant, *k0, *k1);
+}
+
+extern "C" int acd_decode_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)
+{
+    acd_decode_plan plan;
+    int st = acd_decode_prepare(prob, t, mutant, &plan, err);
+    if (st != AC_OK)
+        return st;
+    st = acd_decode_launch(plan, t, a, 0, err);
+    if (st == AC_OK)
+        st = ac_dev_sync(err);
+    acd_decode_release(&plan);
+    return st;
+}

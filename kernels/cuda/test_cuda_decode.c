@@ -1,0 +1,261 @@
+/* kernels/cuda/test_cuda_decode.c — attncheck-test-cuda's decode cases (issue
+ * 16): cuda-decode on fresh random inputs in a paged KV cache built as the
+ * harness builds one (ref/paged.c's layout): a shuffled block table, odd
+ * sequences sharing a prefix of whole pages with sequence 0, spare pages, and
+ * every slot no sequence uses (the tail of a last page, the spare pages, the
+ * table's entries past a sequence's last page name a spare page) NaN; key
+ * lengths 0, 1 and random side by side; split counts from auto to more splits
+ * than key tiles.  Against the fp64 reference of the contiguous twin
+ * (ac_paged_gather) with the harness's error scale (scaled O <= 4, LSE within
+ * 1e-3, no NaN or unwritten element), poisoned outputs.  The four mutants
+ * must fail the same gate. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acd.h"
+
+/* From test_cuda_main.c. */
+double acdt_scaled_max(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const void *got, const double *ref,
+                       const double *e, size_t *n_bad, char *worst, size_t worst_len);
+double acdt_lse_max(const ac_problem *p, const float *got, const double *ref, size_t *n_bad);
+void acdt_set_mask(ac_problem *p, int mask_kind, uint8_t **mask);
+double acdt_urand(void);
+double acdt_nrand(void);
+void *acdt_to_device(const void *host, size_t bytes);
+void *acdt_from_device(const void *dev, size_t bytes);
+
+typedef struct {
+    const char *kernel;
+    ac_dtype t;
+    int b, hq, hkv, nq, nk, d;
+    ac_layout layout;
+    int mask; /* test_cuda_main.c's mask_kind: 0 none, 1 causal-tl, 2 causal-br, 3 window-br, 4 dense */
+    int page; /* P keys a page, 0: contiguous K, V */
+    int splits; /* num_splits, 0: auto */
+    bool expect_fail;
+} dec_case;
+
+/* The case's inputs: host bits, their widenings, the table and the lengths. */
+typedef struct {
+    ac_problem p, twin; /* the kernel's (paged or not) and the reference's (contiguous) */
+    int *lens_k, *table;
+    uint8_t *mask;
+    void *q, *k, *v; /* dtype bits as the kernel reads them */
+    double *qd, *kd, *vd; /* the twin's widenings */
+} dec_inputs;
+
+/* Key lengths: nk, 0, 1, then random 1..nk (sequence 0 always full). */
+static void dec_lengths(const dec_case *dc, int *lens)
+{
+    for (int b = 0; b < dc->b; b++)
+        lens[b] = b == 0 ? dc->nk : b == 1 ? 0 : b == 2 ? 1 : 1 + (int)(acdt_urand() * dc->nk);
+}
+
+/* A shuffled table over ceil(nk_b / P) pages a sequence, odd sequences taking
+ * half of sequence 0's whole pages as their prefix, 1 + a quarter spare pages;
+ * entries past a sequence's last page name a spare page.  Returns num_pages. */
+static int dec_table(const dec_case *dc, const int *lens, int pages_per_seq, int *table)
+{
+    const int P = dc->page;
+    int used = 0;
+    for (int b = 0; b < dc->b; b++)
+        used += (lens[b] + P - 1) / P;
+    const int spare = 1 + used / 4, n_pages = used + spare;
+    int *perm = malloc((size_t)n_pages * sizeof *perm);
+    for (int x = 0; x < n_pages; x++)
+        perm[x] = x;
+    for (int x = n_pages - 1; x > 0; x--) {
+        int y = (int)(acdt_urand() * (x + 1)), tmp = perm[x];
+        perm[x] = perm[y], perm[y] = tmp;
+    }
+    int next = 0;
+    for (int b = 0; b < dc->b; b++) {
+        const int mine = (lens[b] + P - 1) / P;
+        const int shared = b % 2 == 1 ? (lens[b] / P < lens[0] / P ? lens[b] / P : lens[0] / P) / 2 : 0;
+        for (int x = 0; x < pages_per_seq; x++)
+            table[b * pages_per_seq + x] = x < shared ? table[x] : x < mine ? perm[next++] : perm[used + x % spare];
+    }
+    free(perm);
+    return n_pages;
+}
+
+/* Values normal(0,1) in t where a sequence's key lives, NaN elsewhere (padding, unused slots, spare pages). */
+static void dec_fill_kv(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, void **bits, double **wide)
+{
+    const size_t n = ac_tensor_elems(p, kind);
+    double *x = malloc(n * sizeof *x);
+    for (size_t e = 0; e < n; e++)
+        x[e] = NAN;
+    for (int b = 0; b < p->batch; b++) /* a shared page is written by each sequence: the last one's values */
+        for (int h = 0; h < p->heads_kv; h++)
+            for (int j = 0; j < ac_seqlen_k_of(p, b); j++)
+                for (int c = 0; c < ac_tensor_dim(p, kind); c++)
+                    x[ac_tensor_index(p, kind, b, h, j, c)] = acdt_nrand();
+    *bits = malloc(n * ac_dtype_size(t));
+    ac_store(t, x, n, *bits);
+    ac_load(t, *bits, n, x);
+    *wide = x;
+}
+
+static int dec_build(const dec_case *dc, dec_inputs *in, ac_err *err)
+{
+    memset(in, 0, sizeof *in);
+    ac_problem *p = &in->p;
+    *p = ac_problem_dense(dc->b, dc->hq, dc->hkv, dc->nq, dc->nk, dc->d);
+    p->layout = dc->layout;
+    p->num_splits = dc->splits;
+    acdt_set_mask(p, dc->mask, &in->mask);
+    in->lens_k = malloc((size_t)dc->b * sizeof(int));
+    dec_lengths(dc, in->lens_k);
+    p->seqlens_k = in->lens_k;
+    if (dc->page > 0) {
+        const int pages_per_seq = (dc->nk + dc->page - 1) / dc->page;
+        in->table = malloc((size_t)dc->b * pages_per_seq * sizeof(int));
+        p->page_size = dc->page;
+        p->pages_per_seq = pages_per_seq;
+        p->num_pages = dec_table(dc, in->lens_k, pages_per_seq, in->table);
+        p->block_table = in->table;
+    }
+    if (ac_problem_validate(p, 0, err) != AC_OK)
+        return AC_ERR_INPUT;
+    in->twin = ac_problem_unpaged(p);
+    size_t nq_el = ac_q_elems(p);
+    double *tmp = malloc(nq_el * sizeof *tmp);
+    for (size_t e = 0; e < nq_el; e++)
+        tmp[e] = acdt_nrand();
+    in->q = malloc(nq_el * ac_dtype_size(dc->t));
+    ac_store(dc->t, tmp, nq_el, in->q);
+    ac_load(dc->t, in->q, nq_el, tmp);
+    in->qd = tmp;
+    double *kw, *vw;
+    dec_fill_kv(p, dc->t, AC_TENSOR_K, &in->k, &kw);
+    dec_fill_kv(p, dc->t, AC_TENSOR_V, &in->v, &vw);
+    if (dc->page == 0) {
+        in->kd = kw, in->vd = vw;
+        return AC_OK;
+    }
+    in->kd = malloc(ac_kv_elems(&in->twin) * sizeof(double));
+    in->vd = malloc(ac_v_elems(&in->twin) * sizeof(double));
+    ac_paged_gather(p, AC_TENSOR_K, kw, in->kd);
+    ac_paged_gather(p, AC_TENSOR_V, vw, in->vd);
+    free(kw), free(vw);
+    return AC_OK;
+}
+
+static void dec_free_inputs(dec_inputs *in)
+{
+    void *all[] = {in->lens_k, in->table, in->mask, in->q, in->k, in->v, in->qd, in->kd, in->vd};
+    for (size_t x = 0; x < sizeof all / sizeof all[0]; x++)
+        free(all[x]);
+}
+
+static const ac_kernel *dec_find(const char *name)
+{
+    const ac_kernel *all[32];
+    size_t n = ac_cuda_kernels(all, 32);
+    for (size_t x = 0; x < n; x++)
+        if (strcmp(all[x]->name, name) == 0)
+            return all[x];
+    return NULL;
+}
+
+/* The max scaled O error and LSE's absolute one, NaN/unwritten/special-value misses in n_bad. */
+static int dec_run(const dec_case *dc, double *o_scaled, double *lse_abs, size_t *n_bad, char *worst, size_t wl)
+{
+    const ac_kernel *k = dec_find(dc->kernel);
+    if (!k)
+        return fprintf(stderr, "no kernel %s\n", dc->kernel), 3;
+    dec_inputs in;
+    ac_err err;
+    if (dec_build(dc, &in, &err) != AC_OK)
+        return fprintf(stderr, "bad case: %s\n", err.msg), 2;
+    const ac_problem *p = &in.p;
+    const size_t es = ac_dtype_size(dc->t), no_el = ac_o_elems(p), nl = ac_lse_elems(p);
+    void *Qd = acdt_to_device(in.q, ac_q_elems(p) * es), *Kd = acdt_to_device(in.k, ac_kv_elems(p) * es);
+    void *Vd = acdt_to_device(in.v, ac_v_elems(p) * es);
+    void *Od = acdt_to_device(NULL, no_el * es), *Ld = acdt_to_device(NULL, nl * sizeof(float));
+    ac_fwd_args fa = {.q = Qd, .k = Kd, .v = Vd, .o = Od, .lse = Ld};
+    int st = k->forward(k, p, dc->t, &fa, &err);
+    if (st != AC_OK)
+        return fprintf(stderr, "%s forward: %s\n", k->name, err.msg), st;
+    void *o = acdt_from_device(Od, no_el * es);
+    float *lse = acdt_from_device(Ld, nl * sizeof(float));
+    double *ro = malloc(no_el * sizeof(double)), *rl = malloc(nl * sizeof(double)), *eo = malloc(no_el * 8);
+    if (ref_forward_fp64(&in.twin, in.qd, in.kd, in.vd, ro, rl, &err) != AC_OK ||
+        ref_error_scales(&in.twin, dc->t, in.qd, in.kd, in.vd, ro, rl, NULL, eo, NULL, NULL, NULL, &err) != AC_OK)
+        return fprintf(stderr, "ref: %s\n", err.msg), 3;
+    *n_bad = 0;
+    *o_scaled = acdt_scaled_max(p, dc->t, AC_TENSOR_O, o, ro, eo, n_bad, worst, wl);
+    *lse_abs = acdt_lse_max(p, lse, rl, n_bad);
+    ac_dev_free(Qd), ac_dev_free(Kd), ac_dev_free(Vd), ac_dev_free(Od), ac_dev_free(Ld);
+    free(o), free(lse), free(ro), free(rl), free(eo);
+    dec_free_inputs(&in);
+    return AC_OK;
+}
+
+static const char *const dec_mask_name[] = {"none", "causal-tl", "causal-br", "window-br", "dense"};
+
+/* Returns the number of failures; only: a kernel name prefix or NULL (all). */
+int acdt_decode_tests(bool small, const char *only)
+{
+    const ac_dtype BF = AC_BF16, F16 = AC_F16;
+    const ac_layout H = AC_LAYOUT_BHSD, S = AC_LAYOUT_BSHD;
+    const char *K = "cuda-decode";
+    const dec_case cases[] = {
+        /* GQA 8:1 as served, page 16, auto splits; lengths nk, 0, 1, random */
+        {K, BF, 4, 32, 4, 1, 1000, 128, S, 2, 16, 0, false},
+        /* speculative rows, page 128 (one page holds whole tiles), three splits */
+        {K, F16, 3, 8, 2, 5, 777, 128, H, 2, 128, 3, false},
+        /* group 16 x 16 rows: 16 row blocks; page 1: a page per key */
+        {K, BF, 5, 16, 1, 16, 300, 64, S, 0, 1, 7, false},
+        /* more splits than key tiles: most splits empty; page 256 > nk */
+        {K, F16, 3, 4, 4, 3, 129, 64, H, 2, 256, 300, false},
+        /* contiguous K, V with a split hint, a window */
+        {K, BF, 3, 8, 8, 2, 200, 128, S, 3, 0, 2, false},
+        /* a page size that is not a power of two, a dense mask (fully masked rows) */
+        {K, F16, 3, 4, 2, 7, 150, 128, H, 4, 3, 4, false},
+        /* causal top-left: row i sees keys 0..i only */
+        {K, BF, 3, 8, 1, 2, 2000, 128, H, 1, 32, 0, false},
+        /* nq > nk with causal-br: the first rows see no key (O = 0, LSE = -inf) */
+        {K, BF, 3, 4, 2, 9, 4, 128, S, 2, 2, 3, false},
+        /* one key, one page */
+        {K, F16, 3, 2, 1, 1, 1, 64, H, 2, 16, 0, false},
+        /* long: auto picks many splits over 16k keys */
+        {K, BF, 3, 32, 4, 1, 16461, 128, S, 2, 16, 0, false},
+        {"cuda-decode-mutant-combine-no-rescale", BF, 3, 8, 2, 2, 700, 128, S, 2, 16, 4, true},
+        {"cuda-decode-mutant-empty-split-nan", F16, 3, 4, 2, 1, 200, 64, H, 2, 16, 16, true},
+        {"cuda-decode-mutant-split-off-by-one", F16, 1, 4, 1, 1, 70, 64, H, 0, 0, 2, true},
+        {"cuda-decode-mutant-split-off-by-one", F16, 1, 8, 2, 1, 130, 128, S, 2, 16, 2, true},
+        {"cuda-decode-mutant-last-page-slots", BF, 3, 8, 2, 1, 300, 128, S, 2, 16, 0, true},
+    };
+    int failures = 0;
+    for (size_t x = 0; x < sizeof cases / sizeof cases[0]; x++) {
+        dec_case dc = cases[x];
+        if (only && strncmp(only, dc.kernel, strlen(only)) != 0) /* a prefix: the kernel and its mutants */
+            continue;
+        if (small && dc.nk > 600) /* for compute-sanitizer: short caches */
+            dc.nk = 600;
+        double o_scaled = 0.0, lse_abs = 0.0;
+        size_t n_bad = 0;
+        char worst[256] = "";
+        int st = dec_run(&dc, &o_scaled, &lse_abs, &n_bad, worst, sizeof worst);
+        if (st != AC_OK) {
+            printf("%s: status %d\n", dc.kernel, st);
+            failures++;
+            continue;
+        }
+        bool bad = n_bad > 0 || o_scaled > 4.0 || lse_abs > 1e-3;
+        bool ok = bad == dc.expect_fail;
+        failures += !ok;
+        printf("%-38s %-4s %-9s %-4s %d %d %d %d %d %d page=%d splits=%d  O %9.3g  LSE %9.3g  bad %zu %s\n", dc.kernel,
+               ac_dtype_name(dc.t), dec_mask_name[dc.mask], ac_layout_name(dc.layout), dc.b, dc.hq, dc.hkv, dc.nq,
+               dc.nk, dc.d, dc.page, dc.splits, o_scaled, lse_abs, n_bad,
+               ok ? (dc.expect_fail ? "caught" : "ok") : "FAIL");
+        if (!ok && !dc.expect_fail)
+            printf("    worst O: %s\n", worst);
+        fflush(stdout);
+    }
+    return failures;
+}
