@@ -19,10 +19,10 @@
 //     the table's latency does not stall the pipeline).
 //   * The warps' states are merged through shared memory (rescaled to their
 //     common max), then the CTA writes O and LSE directly (S = 1) or its split's
-//     partial O_s (f32, normalised) and LSE_s to a workspace.
-//   * The combine kernel (S > 1), a warp per query row: M = max_s LSE_s,
-//     LSE = M + log2 sum_s 2^(LSE_s - M), O = sum_s 2^(LSE_s - LSE) O_s.  An empty
-//     split has LSE_s = -inf and weighs 0; a row whose splits are all empty gets
+//     partial O_s (f32, normalised) with its max m_s and sum l_s to a workspace.
+//   * The combine kernel (S > 1), a warp per query row: M = max_s m_s,
+//     L = sum_s l_s 2^(m_s - M), O = sum_s l_s 2^(m_s - M) O_s / L, LSE = M ln 2 + ln L.
+//     An empty split has m_s = -inf, l_s = 0 and weighs 0; a row whose splits are all empty gets
 //     O = 0, LSE = -inf (the contract's fully masked row) without -inf - -inf.
 // Keys outside the CTA's range, and a paged cache's slots past the sequence's
 // end, are never read (the copies zero-fill); visibility is mask.cuh's rule
@@ -37,6 +37,7 @@
 
 #include "decode.cuh"
 #include "mask.cuh"
+#include "softmax.cuh"
 
 namespace
 {
@@ -248,7 +249,7 @@ __device__ __forceinline__ void dec_load_q(const acd_dec_params &d, const T *Q, 
     }
 }
 
-// The CTA's merged rows: O (S = 1) or the split's partial (O_s, LSE_s).
+// The CTA's merged rows: O (S = 1) or the split's partial (O_s, m_s, l_s).
 // Thread tid writes row tid / 8, D / 8 columns from c0; sO holds each warp's
 // O rescaled to the rows' common max, sM and sL each warp's max and sum.
 template <typename T, int D>
@@ -271,7 +272,7 @@ __device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, fl
         for (int w = 0; w < ACD_DEC_WARPS; ++w)
             L += sL[w][row] * exp2f(sM[w][row] - M);
     const bool empty = !(L > 0.f);
-    float inv = empty ? 0.f : 1.f / L, lse2 = empty ? -INFINITY : M + log2f(L);
+    float inv = empty ? 0.f : 1.f / L;
     float out[COLS];
 #pragma unroll
     for (int c = 0; c < COLS; ++c) {
@@ -288,20 +289,22 @@ __device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, fl
         for (int c = 0; c < COLS; c += 2)
             acd_tc<T>::store2(orow + c, out[c] * inv, out[c + 1] * inv);
         if (c0 == 0)
-            LSE[at_row] = lse2 * ACD_LN2;
+            LSE[at_row] = empty ? -INFINITY : acd_lse(M, L);
         return;
     }
     if (empty && p.mutant == ACD_MUT_DEC_EMPTY_SPLIT_NAN) { // normalised as a non-empty split: 0 / 0, -inf - -inf
         inv = 0.f / L;
-        lse2 = M - M;
+        M = L = M - M;
     }
     const long long at = at_row * d.splits + s;
     float4 *op = reinterpret_cast<float4 *>(d.o_part + at * D + c0);
 #pragma unroll
     for (int c = 0; c < COLS; c += 4)
         op[c / 4] = make_float4(out[c] * inv, out[c + 1] * inv, out[c + 2] * inv, out[c + 3] * inv);
-    if (c0 == 0)
-        d.lse_part[at] = lse2;
+    if (c0 == 0) { // (m_s, l_s), not m_s + log2 l_s: the combine then rounds LSE once, as acd_lse
+        d.lse_part[2 * at] = M;
+        d.lse_part[2 * at + 1] = L;
+    }
 }
 
 // The key range [ka, kb) some row of the CTA sees inside the split (empty: ka == kb).

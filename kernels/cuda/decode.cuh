@@ -27,7 +27,8 @@ struct acd_dec_params {
     long long slot_stride; // elements between consecutive slots of a page: Hkv * D
     int splits; // S >= 1 key ranges per sequence
     int rows, row_blocks; // packed rows group * Nq, in blocks of ACD_DEC_ROWS
-    float *o_part, *lse_part; // S > 1: (B Hq Nq, S, D) f32 partial O_s, (B Hq Nq, S) LSE_s in log2 units
+    float *o_part,
+        *lse_part; // S > 1: (B Hq Nq, S, D) f32 partial O_s, (B Hq Nq, S, 2) its (max m_s, sum l_s), log2 units
 };
 
 // Split s's keys [k0, k1) of a sequence of n_keys: ceil(units / S) units of

@@ -1,11 +1,16 @@
 // kernels/cuda/decode_combine.cu — cuda-decode's combine kernel (issue 16; the
 // split kernel is decode.cu, the plan decode_host.cu): a warp per query row
-// merges the splits' partials (O_s f32 normalised, LSE_s in log2 units):
-//   M = max_s LSE_s, LSE = M + log2 sum_s 2^(LSE_s - M), O = sum_s 2^(LSE_s - LSE) O_s.
-// An empty split (LSE_s = -inf) weighs 0 and its O_s is not read; a row whose
+// merges the splits' partials (O_s f32 normalised, and each split's running max
+// m_s and sum l_s in log2 units):
+//   M = max_s m_s, L = sum_s l_s 2^(m_s - M), O = sum_s (l_s 2^(m_s - M) / L) O_s,
+//   LSE = M ln 2 + ln L (acd_lse: one rounding, as the unsplit kernels; storing
+//   m_s + log2 l_s instead rounded twice per split and left bf16 LSE at 1.7x the
+//   naive baseline's mean error on the H100).
+// An empty split (m_s = -inf, l_s = 0) weighs 0 and its O_s is not read; a row whose
 // splits are all empty gets O = 0, LSE = -inf without computing -inf - -inf.
 // The no-rescale mutant weighs the non-empty splits alike.
 #include "decode.cuh"
+#include "softmax.cuh"
 
 namespace
 {
@@ -33,10 +38,10 @@ __global__ void __launch_bounds__(32 * DEC_COMBINE_WARPS)
     int b, h, i;
     if (x >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, x, b, h, i) || i >= acd_nq<false>(p, b))
         return; // padding rows: never compared (the whole warp leaves)
-    const float *lp = d.lse_part + x * S;
+    const float2 *ml = reinterpret_cast<const float2 *>(d.lse_part) + x * S; // (m_s, l_s) per split
     float M = -INFINITY, sum = 0.f, live = 0.f;
     for (int s = lane; s < S; s += 32)
-        M = fmaxf(M, lp[s]);
+        M = fmaxf(M, ml[s].x);
     for (int k = 16; k > 0; k /= 2)
         M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, k));
     constexpr int COLS = D / 32;
@@ -50,17 +55,17 @@ __global__ void __launch_bounds__(32 * DEC_COMBINE_WARPS)
         return;
     }
     for (int s = lane; s < S; s += 32) {
-        sum += exp2f(lp[s] - M);
-        live += lp[s] > -INFINITY ? 1.f : 0.f;
+        sum += ml[s].y * exp2f(ml[s].x - M); // an empty split: l_s = 0 (and m_s = -inf) adds 0
+        live += ml[s].x > -INFINITY ? 1.f : 0.f;
     }
     for (int k = 16; k > 0; k /= 2) {
         sum += __shfl_xor_sync(0xffffffffu, sum, k);
         live += __shfl_xor_sync(0xffffffffu, live, k);
     }
-    const float lse2 = M + log2f(sum);
     float *w = sW[warp];
     for (int s = lane; s < S; s += 32) // the no-rescale mutant: every non-empty split weighs the same
-        w[s] = p.mutant == ACD_MUT_DEC_NO_RESCALE ? (lp[s] > -INFINITY ? 1.f / live : 0.f) : exp2f(lp[s] - lse2);
+        w[s] = p.mutant == ACD_MUT_DEC_NO_RESCALE ? (ml[s].x > -INFINITY ? 1.f / live : 0.f)
+                                                  : ml[s].y * exp2f(ml[s].x - M) / sum;
     __syncwarp();
     float acc[COLS] = {};
     for (int s = 0; s < S; ++s) {
@@ -76,7 +81,7 @@ __global__ void __launch_bounds__(32 * DEC_COMBINE_WARPS)
     for (int c = 0; c < COLS; c += 2)
         acd_tc<T>::store2(orow + c, acc[c], acc[c + 1]);
     if (lane == 0)
-        LSE[x] = lse2 * ACD_LN2;
+        LSE[x] = acd_lse(M, sum);
 }
 
 // The combine kernel on stream, a programmatic dependent of the split kernel when plan.pdl.

@@ -50,7 +50,7 @@ int dec_longest(const ac_problem *prob)
 extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slots)
 {
     const long long rows_all = (long long)prob->batch * prob->heads_q * prob->seqlen_q;
-    const long long per_split = rows_all * (prob->head_dim + 1) * (long long)sizeof(float);
+    const long long per_split = rows_all * (prob->head_dim + 2) * (long long)sizeof(float);
     const long long ws_cap = per_split > 0 ? (long long)ACD_DEC_MAX_WORKSPACE / per_split : ACD_DEC_MAX_SPLITS;
     const int cap = (int)std::max(1LL, std::min((long long)ACD_DEC_MAX_SPLITS, ws_cap));
     if (prob->num_splits >= 1)
@@ -127,7 +127,7 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
     }
     if (d.splits > 1) {
         const size_t parts = (size_t)plan->rows_all * d.splits;
-        plan->ws_bytes = parts * (d.p.D + 1) * sizeof(float);
+        plan->ws_bytes = parts * (d.p.D + 2) * sizeof(float);
         st = acd_ws_alloc((void **)&plan->ws, plan->ws_bytes, err);
         d.o_part = plan->ws;
         d.lse_part = plan->ws + parts * d.p.D;
