@@ -15,7 +15,7 @@
 //     with its own online softmax: S = Q K^T and O += P V on the tensor cores
 //     (mma.sync m16n8k16, f32 accumulate, P rounded to the dtype), Q's fragments
 //     held in registers.  Key j of a paged cache is row j % P of page
-//     block_table[b][j / P] (a page id fetched one tile ahead of its copy, so
+//     block_table[b][j / P] (a page id fetched two tiles ahead of its copy, so
 //     the table's latency does not stall the pipeline).
 //   * The warps' states are merged through shared memory (rescaled to their
 //     common max), then the CTA writes O and LSE directly (S = 1) or its split's
@@ -365,10 +365,13 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
     const int mine = tiles > warp ? (tiles - warp + ACD_DEC_WARPS - 1) / ACD_DEC_WARPS : 0;
     T *stage = sQ + ACD_DEC_ROWS * Tr::kPitch + warp * Tr::kWarpElems;
     auto key0 = [&](int it) { return t0 + (warp + it * ACD_DEC_WARPS) * ACD_DEC_TILE; };
-    int pg[Tr::kRowsPerLane];
+    // Page ids two tiles ahead of their copies (pg for the next tile issued, pg2 for the one after):
+    // with one tile of lead the table's DRAM latency (the L2 holds no table when the cache is cold)
+    // outlasted a tile's math and held the next copies back.
+    int pg[Tr::kRowsPerLane], pg2[Tr::kRowsPerLane];
 #pragma unroll
     for (int r = 0; r < Tr::kRowsPerLane; ++r)
-        pg[r] = -1;
+        pg[r] = pg2[r] = -1;
 #pragma unroll
     for (int st = 0; st < ACD_DEC_STAGES - 1; ++st) {
         if (st < mine) {
@@ -379,6 +382,8 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
     }
     if (ACD_DEC_STAGES - 1 < mine)
         dec_tile_pages<D>(d, b, key0(ACD_DEC_STAGES - 1), ka, kb, lane, pg);
+    if (ACD_DEC_STAGES < mine)
+        dec_tile_pages<D>(d, b, key0(ACD_DEC_STAGES), ka, kb, lane, pg2);
     acd_cp_async_wait<ACD_DEC_STAGES - 1>(); // Q's group, the oldest
     __syncthreads();
     uint32_t qf[D / 16][4];
@@ -396,8 +401,11 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
         if (next < mine) {
             dec_tile_issue<T, D>(d, K, V, b, hk, key0(next), lane, pg,
                                  stage + (next % ACD_DEC_STAGES) * Tr::kStageElems);
-            if (next + 1 < mine) // the table's latency hidden behind this tile's math
-                dec_tile_pages<D>(d, b, key0(next + 1), ka, kb, lane, pg);
+#pragma unroll
+            for (int r = 0; r < Tr::kRowsPerLane; ++r)
+                pg[r] = pg2[r];
+            if (next + 2 < mine) // the table's latency hidden behind two tiles' math
+                dec_tile_pages<D>(d, b, key0(next + 2), ka, kb, lane, pg2);
         }
         acd_cp_async_commit();
         acd_cp_async_wait<ACD_DEC_STAGES - 1>(); // this lane's copies of tile it landed
