@@ -312,8 +312,9 @@ template <int D> __device__ __forceinline__ void acd_rescale_rows(float (&o)[D /
 // The forward's end for a thread's rows row and row + 8 of a tensor-core
 // kernel: l summed over the quad, the sink joined (with sinks), O = acc / l
 // rounded once to T, and the LSE (lane t = 0).  Rows past Nq, the padding of
-// the last tile, are not written (with THD: past the sequence's nq).
-template <typename T, int D, bool kVar>
+// the last tile, are not written (with THD: past the sequence's nq).  D is O's
+// width, d_v; kSplitDv (d_v != d_qk) takes O's own strides, else Q's (equal then).
+template <typename T, int D, bool kVar, bool kSplitDv = false>
 __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, float *LSE, int b, int h, int row, int t,
                                                  int nq, const float (&o)[D / 8][4], const acd_softmax_row (&rows)[2])
 {
@@ -327,7 +328,11 @@ __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, floa
         const int i = row + 8 * r;
         if (i >= acd_q_stored<kVar>(p, nq))
             continue;
-        T *Orow = O + acd_q_offset<kVar>(p, b, h, i); // O like Q: d_v = d on the tensor cores
+        T *Orow;
+        if constexpr (kSplitDv)
+            Orow = O + acd_o_offset<kVar>(p, b, h, i);
+        else
+            Orow = O + acd_q_offset<kVar>(p, b, h, i);
 #pragma unroll
         for (int n = 0; n < D / 8; ++n)
             acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
