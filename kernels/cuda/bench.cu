@@ -37,11 +37,14 @@ int l2_flush_run(const l2_flush &f, ac_err *err)
     return AC_OK;
 }
 
-// --variant LIST (comma-separated: softcap=C, alibi, sinks): the speed table's
-// problems use these variants, for their cost against a run without.
+// --variant LIST (comma-separated: softcap=C, alibi, sinks, dv=N): the speed
+// table's problems use these variants, for their cost against a run without.
+// dv=N (d_v, at most the d of --d): O, dO, V and dV have N columns, as MLA's
+// 192/128 (`--d 192 --variant dv=128`).
 struct bench_variants {
     double softcap = 0.0;
     bool alibi = false, sinks = false;
+    int dv = 0; // 0: d
 };
 
 struct bench_opts {
@@ -69,6 +72,12 @@ bool parse_variants(const char *list, bench_variants *v)
             v->alibi = true;
         } else if (!strcmp(tok, "sinks")) {
             v->sinks = true;
+        } else if (!strncmp(tok, "dv=", 3)) {
+            char *end = nullptr;
+            const long dv = strtol(tok + 3, &end, 10);
+            if (*end || dv < 1 || dv > 256)
+                return false;
+            v->dv = (int)dv;
         } else {
             return false;
         }
@@ -84,6 +93,7 @@ struct variant_arrays {
 void apply_variants(const bench_variants &v, int H, ac_problem *pr, variant_arrays *arr)
 {
     pr->softcap = v.softcap;
+    pr->head_dim_v = v.dv;
     if (v.alibi) {
         arr->slopes.resize(H);
         for (int h = 0; h < H; ++h)
@@ -227,13 +237,14 @@ ac_problem make_problem(int B, int H, int N, int d, bool causal)
 
 int bench_speed(const bench_opts &o, ac_err *err)
 {
-    printf("\n## cuda-flash TFLOP/s (B = 16384/N, H = 2048/d, FLOPs 4BHN^2d fwd, 2.5x bwd, /2 causal)\n");
-    if (o.var.softcap > 0.0 || o.var.alibi || o.var.sinks)
-        printf("# variants: softcap %g, alibi %s, sinks %s\n", o.var.softcap, o.var.alibi ? "on" : "off",
-               o.var.sinks ? "on" : "off");
+    printf("\n## cuda-flash TFLOP/s (B = 16384/N, H = 2048/d, FLOPs 2BHN^2(d + d_v) fwd, 2.5x bwd, /2 causal)\n");
+    if (o.var.softcap > 0.0 || o.var.alibi || o.var.sinks || o.var.dv)
+        printf("# variants: softcap %g, alibi %s, sinks %s, d_v %d\n", o.var.softcap, o.var.alibi ? "on" : "off",
+               o.var.sinks ? "on" : "off", o.var.dv);
     printf("%-4s %-5s %4s %6s %6s %3s %3s %10s %9s\n", "dir", "dtype", "d", "causal", "N", "B", "H", "ms", "TFLOP/s");
     const ac_dtype dts[] = {AC_F16, AC_BF16};
-    const int dims[] = {64, 128};
+    // --d picks any head dim (192 for MLA); the table's own are 64 and 128.
+    const std::vector<int> dims = o.only_d ? std::vector<int>{o.only_d} : std::vector<int>{64, 128};
     for (ac_dtype t : dts)
         for (int d : dims)
             for (int causal = 0; causal < 2; ++causal)
@@ -243,6 +254,8 @@ int bench_speed(const bench_opts &o, ac_err *err)
                     if ((o.only_d && d != o.only_d) || (o.only_dtype >= 0 && (int)t != o.only_dtype))
                         continue;
                     if (o.only_n && N != o.only_n)
+                        continue;
+                    if (o.var.dv > d) // O, dO, V, dV are allocated d wide
                         continue;
                     const int B = 16384 / N, H = 2048 / d;
                     ac_problem pr = make_problem(B, H, N, d, causal);
@@ -265,7 +278,8 @@ int bench_speed(const bench_opts &o, ac_err *err)
                     ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse, NULL}; /* no dropout mask */
                     ac_bwd_args ba = {x.q, x.k, x.v, x.o, x.d_o, x.lse, x.dq, x.dk, x.dv, (float *)dsink,
                                       NULL}; /* no dbias */
-                    double flops = 4.0 * B * H * (double)N * N * d * (causal ? 0.5 : 1.0), ms_f = 0, ms_b = 0;
+                    const int dv = o.var.dv ? o.var.dv : d;
+                    double flops = 2.0 * B * H * (double)N * N * (d + dv) * (causal ? 0.5 : 1.0), ms_f = 0, ms_b = 0;
                     s = time_median(
                         o, [&] { return acd_flash_forward_async(p, t, &fa, 0, err); }, &ms_f, err);
                     if (s == AC_OK)
@@ -376,7 +390,7 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
             o.only_n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
             if (!parse_variants(argv[++i], &o.var)) {
-                fprintf(stderr, "attncheck bench: unknown --variant '%s' (a list of softcap=C, alibi, sinks)\n",
+                fprintf(stderr, "attncheck bench: unknown --variant '%s' (a list of softcap=C, alibi, sinks, dv=N)\n",
                         argv[i]);
                 return AC_ERR_INPUT;
             }
@@ -392,7 +406,8 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
             fprintf(
                 stderr,
                 "attncheck bench: unknown option '%s' (--quick, --speed-only, --memory-only, --d N, --dtype T, --n N, "
-                "--variant softcap=C,alibi,sinks, --fp8, --decode)\n",
+                "--variant softcap=C,alibi,sinks,dv=N, --fp8, --decode)
+",
                 argv[i]);
             return AC_ERR_INPUT;
         }

@@ -18,7 +18,7 @@
 struct acd_params {
     int B, Hq, Hkv, Nq, Nk, D, group;
     long long q_sb, q_sh, q_ss, k_sb, k_sh, k_ss;
-    int Dv; // d_v: V, O, dO, dV (D otherwise); d_v != D runs the CUDA-core kernels
+    int Dv; // d_v: V, O, dO, dV (D otherwise); the tile kernels take it as D_V
     long long o_sb, o_sh, o_ss, v_sb, v_sh, v_ss; // O-like and V-like strides (the Q and K ones when Dv == D)
     float scale, scale_log2;
     int windowed, wl, wr, align_br; // wl, wr < 0: unbounded side
@@ -103,13 +103,29 @@ template <bool kThd = true> __device__ __forceinline__ long long acd_k_base(cons
 {
     return kThd && p.thd ? p.cu_k[b] * p.k_ss : b * p.k_sb;
 }
-__device__ __forceinline__ long long acd_o_base(const acd_params &p, int b)
+template <bool kThd = true> __device__ __forceinline__ long long acd_o_base(const acd_params &p, int b)
 {
-    return p.thd ? p.cu_q[b] * p.o_ss : b * p.o_sb;
+    return kThd && p.thd ? p.cu_q[b] * p.o_ss : b * p.o_sb;
 }
-__device__ __forceinline__ long long acd_v_base(const acd_params &p, int b)
+template <bool kThd = true> __device__ __forceinline__ long long acd_v_base(const acd_params &p, int b)
 {
-    return p.thd ? p.cu_k[b] * p.v_ss : b * p.v_sb;
+    return kThd && p.thd ? p.cu_k[b] * p.v_ss : b * p.v_sb;
+}
+// V's and O's (dO's) row strides in a tile kernel of d_v != d_qk (kSplitDv),
+// else K's and Q's, the same then; read where used, as K's and Q's always were.
+template <bool kSplitDv> __device__ __forceinline__ long long acd_v_ss(const acd_params &p)
+{
+    if constexpr (kSplitDv)
+        return p.v_ss;
+    else
+        return p.k_ss;
+}
+template <bool kSplitDv> __device__ __forceinline__ long long acd_o_ss(const acd_params &p)
+{
+    if constexpr (kSplitDv)
+        return p.o_ss;
+    else
+        return p.q_ss;
 }
 // Rows of sequence b that exist in memory, and may be written: the padded
 // extent, or with THD the sequence's own (past it lies the next sequence).
@@ -134,9 +150,9 @@ template <bool kThd = true> __device__ __forceinline__ long long acd_q_offset(co
     return acd_q_base<kThd>(p, b) + h * p.q_sh + (long long)i * p.q_ss;
 }
 // Row i of query head h of batch b in O and dO (d_v columns).
-__device__ __forceinline__ long long acd_o_offset(const acd_params &p, int b, int h, int i)
+template <bool kThd = true> __device__ __forceinline__ long long acd_o_offset(const acd_params &p, int b, int h, int i)
 {
-    return acd_o_base(p, b) + h * p.o_sh + (long long)i * p.o_ss;
+    return acd_o_base<kThd>(p, b) + h * p.o_sh + (long long)i * p.o_ss;
 }
 // The (b, h, i) of virtual row x of the (B, Hq, Nq) grid the row-wise kernels
 // walk; false where i is past sequence b's stored rows (padding of the grid).
@@ -152,7 +168,8 @@ __device__ __forceinline__ bool acd_grid_row(const acd_params &p, long long x, i
 // true: score modifiers, sinks, THD): the plain one compiles none of their
 // code (the helpers above take kThd = kVar), keeping the register budget the
 // kernels were tuned for; as runtime branches the variants cost fwd_wg 52-96
-// bytes of spill and fwd_tc at d = 128 60.  d_v != d runs the CUDA cores.
+// bytes of spill and fwd_tc at d = 128 60.  d_v != d_qk is a tile template
+// parameter of its own (kernels templated on D_QK and D_V).
 inline bool acd_variant_kernel(const acd_params &p) { return p.mods || p.sinks || p.thd; }
 
 // ---- dtype traits: packing and the tensor-core product ----
@@ -289,9 +306,17 @@ template <> struct acd_cvt<float> {
     static __device__ __forceinline__ float from_f(float x) { return x; }
 };
 
-// Head dims with tensor-core tiles (f16/bf16); the others, up to 256, and f32
-// run the CUDA-core kernels of flash_f32.cu.
-inline bool acd_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d == 128; }
+// (d_qk, d_v) pairs with tensor-core tiles (f16/bf16), forward and backward on
+// mma.sync: d = 32, 64, 96, 128 with d_v = d, and d_v != d_qk's 192/128 (MLA),
+// 128/96 and 256/128 (flash_fwd.cu, flash_bwd.cu).  The others, up to 256 (d =
+// 192 and 256 with d_v = d among them), and f32 run the CUDA-core kernels of
+// flash_f32.cu.  acd_wgmma_usable says which of these Hopper runs on wgmma.
+inline bool acd_tc_head_dims(int d, int dv)
+{
+    if (dv == d)
+        return d == 32 || d == 64 || d == 96 || d == 128;
+    return (d == 192 && dv == 128) || (d == 128 && dv == 96) || (d == 256 && dv == 128);
+}
 
 // ---- launch-only entry points (no sync, no staging), for the bench ----
 // The CUDA-core path: f32 arithmetic throughout on T (float, __half, __nv_bfloat16) storage.
@@ -300,8 +325,8 @@ template <typename T>
 int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc,
                 cudaStream_t stream, ac_err *err);
 // flash_fwd_sm90.cu, flash_bwd_sm90.cu (sm_90a): the wgmma kernels for f16/bf16
-// at d = 64, 128 on Hopper.
-bool acd_wgmma_usable(int d);
+// at (d_qk, d_v) = (64, 64), (128, 128), (192, 128), (256, 128) on Hopper.
+bool acd_wgmma_usable(int d, int dv);
 template <typename T> int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 template <typename T>
 int acd_bwd_wgmma(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,

@@ -33,16 +33,20 @@ enum {
  * (wgmma, mma.sync, CUDA cores) the score modifiers softcap, ALiBi and an
  * additive bias with dBias (softmax.cuh's acd_score_mod; dBias by f32 atomics,
  * bwd_dbias_convert) and learnable sinks (the forward's join_sink, the
- * backward's bwd_dsink); d_v != d_qk on the CUDA-core kernels
- * only (flash_f32.cu), for the (d_qk, d_v) pairs of ACD_DV_PAIRS: DeepSeek
- * MLA's 192/128 and two more. */
+ * backward's bwd_dsink); d_v != d_qk for the (d_qk, d_v) pairs of
+ * ACD_DV_PAIRS, DeepSeek MLA's 192/128 and two more, with tensor-core tiles
+ * for f16/bf16 (acd_tc_head_dims: the tiles templated on D_QK and D_V): on
+ * Hopper the forward of 192/128 and 256/128 on wgmma, everything else on
+ * mma.sync (128/96's forward, every d_v != d_qk backward); f32 on the CUDA
+ * cores (flash_f32.cu), the fallback for any other pair. */
 #define ACD_FLASH_VARIANTS (AC_VAR_SOFTCAP | AC_VAR_ALIBI | AC_VAR_SINKS | AC_VAR_DV | AC_VAR_BIAS)
 #define ACD_DV_PAIRS .dv_pairs = {{192, 128}, {128, 96}, {256, 128}}, .n_dv_pairs = 3
 
-/* Tensor-core tiles are instantiated for 32, 64, 96 and 128 (flash_fwd.cu,
- * flash_bwd.cu; acd_tc_head_dim); d = 192 (MLA's d_qk) and 256, and f32 at
- * every d, run the CUDA-core kernels of flash_f32.cu.  One list serves every
- * dtype. */
+/* Tensor-core tiles are instantiated for d = 32, 64, 96 and 128 with d_v = d
+ * and for the d_v != d_qk pairs above (flash_fwd.cu, flash_bwd.cu,
+ * flash_fwd_sm90.cu; acd_tc_head_dims); d = 192 and 256 with d_v = d, and f32
+ * at every d, run the CUDA-core kernels of flash_f32.cu.  One list serves
+ * every dtype. */
 #define ACD_CAPS_FLASH(bwd) \
     { \
         .dtypes = ACD_DTYPES, .head_dims = {32, 64, 96, 128, 192, 256}, .n_head_dims = 6, .max_head_dim = 256, \

@@ -112,17 +112,23 @@ __global__ void bwd_dbias_convert(const float *__restrict__ acc, void *__restric
 // A tile configuration of bwd_tc: kWarps warps of 16 keys each (a block owns
 // kBlockN = 16 kWarps keys of one KV head), query tiles of kBlockQ rows.  For
 // dQ = dS K the warps split into kRowGroups of 16 query rows x kColGroups of
-// kGroupCols columns.
-template <int D, int BMQ, int NW> struct bwd_tc_traits {
-    static constexpr int kHeadDim = D, kBlockQ = BMQ, kWarps = NW, kBlockN = 16 * kWarps, kThreads = 32 * kWarps;
+// kGroupCols columns.  Two head dims: D (d_qk) for Q, K, dQ, dK and S^T = K
+// Q^T; DV (d_v, D otherwise) for V, dO, dV and dP^T = V dO^T.
+template <int D, int BMQ, int NW, int DV = D> struct bwd_tc_traits {
+    static constexpr int kHeadDim = D, kHeadDimV = DV, kBlockQ = BMQ, kWarps = NW, kBlockN = 16 * kWarps,
+                         kThreads = 32 * kWarps;
     static constexpr int kPitch = D + 8, kPitchS = kBlockN + 8; // shared row pitches (elements), as in fwd_tc
+    static constexpr int kPitchV = DV + 8; // V's and dO's
     static constexpr int kRowGroups = BMQ / 16, kColGroups = kWarps / kRowGroups, kGroupCols = D / kColGroups;
     static_assert(kGroupCols % 16 == 0, "dQ column group must be a multiple of 16");
     // K, V; two stages of Q, dO; dS; two stages of LSE and D.
     template <typename T> static constexpr size_t smem_bytes()
     {
-        return sizeof(T) * ((size_t)(2 * kBlockN + 4 * BMQ) * kPitch + (size_t)BMQ * kPitchS) + 4 * sizeof(float) * BMQ;
+        return sizeof(T) *
+            ((size_t)(kBlockN + 2 * BMQ) * kPitch + (size_t)(kBlockN + 2 * BMQ) * kPitchV + (size_t)BMQ * kPitchS) +
+            4 * sizeof(float) * BMQ;
     }
+    static_assert(smem_bytes<__half>() <= 227 * 1024, "bwd_tc tile over the SM's 227 KiB of shared memory");
 };
 
 // S^T = K_w Q^T and dP^T = V_w dO^T: a warp's 16 keys (rows kw of sK, sV) x
@@ -131,24 +137,52 @@ template <typename T, typename Kt>
 __device__ __forceinline__ void st_dpt_tc(float (&st)[Kt::kBlockQ / 8][4], float (&dpt)[Kt::kBlockQ / 8][4],
                                           const T *sK, const T *sV, const T *sQ, const T *sdO, int kw, int lane)
 {
-    constexpr int D = Kt::kHeadDim, BMQ = Kt::kBlockQ, LD = Kt::kPitch;
+    constexpr int D = Kt::kHeadDim, DV = Kt::kHeadDimV, BMQ = Kt::kBlockQ, LD = Kt::kPitch, LDV = Kt::kPitchV;
     acd_zero(st);
     acd_zero(dpt);
+    if constexpr (DV != D) { // two k loops: d_qk for S^T, d_v for dP^T
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t ka[4], va[4];
-        acd_ldmatrix_x4(ka, sK + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-        acd_ldmatrix_x4(va, sV + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t ka[4];
+            acd_ldmatrix_x4(ka, sK + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
 #pragma unroll
-        for (int nn = 0; nn < BMQ / 16; ++nn) {
-            uint32_t qf[4], df[4];
-            const int roff = (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8;
-            acd_ldmatrix_x4(qf, sQ + roff);
-            acd_ldmatrix_x4(df, sdO + roff);
-            acd_tc<T>::mma(st[2 * nn], ka, qf[0], qf[1]);
-            acd_tc<T>::mma(st[2 * nn + 1], ka, qf[2], qf[3]);
-            acd_tc<T>::mma(dpt[2 * nn], va, df[0], df[1]);
-            acd_tc<T>::mma(dpt[2 * nn + 1], va, df[2], df[3]);
+            for (int nn = 0; nn < BMQ / 16; ++nn) {
+                uint32_t qf[4];
+                acd_ldmatrix_x4(qf, sQ + (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
+                acd_tc<T>::mma(st[2 * nn], ka, qf[0], qf[1]);
+                acd_tc<T>::mma(st[2 * nn + 1], ka, qf[2], qf[3]);
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < DV / 16; ++kk) {
+            uint32_t va[4];
+            acd_ldmatrix_x4(va, sV + (kw + lane % 16) * LDV + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+            for (int nn = 0; nn < BMQ / 16; ++nn) {
+                uint32_t df[4];
+                acd_ldmatrix_x4(df,
+                                sdO + (nn * 16 + (lane / 16) * 8 + lane % 8) * LDV + kk * 16 + ((lane / 8) % 2) * 8);
+                acd_tc<T>::mma(dpt[2 * nn], va, df[0], df[1]);
+                acd_tc<T>::mma(dpt[2 * nn + 1], va, df[2], df[3]);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t ka[4], va[4];
+            acd_ldmatrix_x4(ka, sK + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+            acd_ldmatrix_x4(va, sV + (kw + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+            for (int nn = 0; nn < BMQ / 16; ++nn) {
+                uint32_t qf[4], df[4];
+                const int roff = (nn * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 + ((lane / 8) % 2) * 8;
+                acd_ldmatrix_x4(qf, sQ + roff);
+                acd_ldmatrix_x4(df, sdO + roff);
+                acd_tc<T>::mma(st[2 * nn], ka, qf[0], qf[1]);
+                acd_tc<T>::mma(st[2 * nn + 1], ka, qf[2], qf[3]);
+                acd_tc<T>::mma(dpt[2 * nn], va, df[0], df[1]);
+                acd_tc<T>::mma(dpt[2 * nn + 1], va, df[2], df[3]);
+            }
         }
     }
 }
@@ -156,26 +190,45 @@ __device__ __forceinline__ void st_dpt_tc(float (&st)[Kt::kBlockQ / 8][4], float
 // dV += P^T dO and dK += dS^T Q, k running over the tile's queries; P^T and
 // dS^T from the registers, rounded to T.
 template <typename T, typename Kt>
-__device__ __forceinline__ void dv_dk_tc(float (&dv)[Kt::kHeadDim / 8][4], float (&dk)[Kt::kHeadDim / 8][4],
+__device__ __forceinline__ void dv_dk_tc(float (&dv)[Kt::kHeadDimV / 8][4], float (&dk)[Kt::kHeadDim / 8][4],
                                          const float (&pt)[Kt::kBlockQ / 8][4], const float (&dst)[Kt::kBlockQ / 8][4],
                                          const T *sQ, const T *sdO, int lane)
 {
-    constexpr int D = Kt::kHeadDim, BMQ = Kt::kBlockQ, LD = Kt::kPitch;
+    constexpr int D = Kt::kHeadDim, DV = Kt::kHeadDimV, BMQ = Kt::kBlockQ, LD = Kt::kPitch, LDV = Kt::kPitchV;
 #pragma unroll
     for (int kq = 0; kq < BMQ / 16; ++kq) {
         uint32_t pa[4], sa[4];
         acd_frag_to_a<T>(pa, pt, kq);
         acd_frag_to_a<T>(sa, dst, kq);
+        if constexpr (DV != D) { // dV over d_v's columns, dK over d_qk's
 #pragma unroll
-        for (int dn = 0; dn < D / 16; ++dn) {
-            uint32_t of[4], qf[4];
-            const int roff = (kq * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8;
-            acd_ldmatrix_x4_trans(of, sdO + roff);
-            acd_ldmatrix_x4_trans(qf, sQ + roff);
-            acd_tc<T>::mma(dv[2 * dn], pa, of[0], of[1]);
-            acd_tc<T>::mma(dv[2 * dn + 1], pa, of[2], of[3]);
-            acd_tc<T>::mma(dk[2 * dn], sa, qf[0], qf[1]);
-            acd_tc<T>::mma(dk[2 * dn + 1], sa, qf[2], qf[3]);
+            for (int dn = 0; dn < DV / 16; ++dn) {
+                uint32_t of[4];
+                acd_ldmatrix_x4_trans(
+                    of, sdO + (kq * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LDV + dn * 16 + (lane / 16) * 8);
+                acd_tc<T>::mma(dv[2 * dn], pa, of[0], of[1]);
+                acd_tc<T>::mma(dv[2 * dn + 1], pa, of[2], of[3]);
+            }
+#pragma unroll
+            for (int dn = 0; dn < D / 16; ++dn) {
+                uint32_t qf[4];
+                acd_ldmatrix_x4_trans(
+                    qf, sQ + (kq * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8);
+                acd_tc<T>::mma(dk[2 * dn], sa, qf[0], qf[1]);
+                acd_tc<T>::mma(dk[2 * dn + 1], sa, qf[2], qf[3]);
+            }
+        } else {
+#pragma unroll
+            for (int dn = 0; dn < D / 16; ++dn) {
+                uint32_t of[4], qf[4];
+                const int roff = (kq * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dn * 16 + (lane / 16) * 8;
+                acd_ldmatrix_x4_trans(of, sdO + roff);
+                acd_ldmatrix_x4_trans(qf, sQ + roff);
+                acd_tc<T>::mma(dv[2 * dn], pa, of[0], of[1]);
+                acd_tc<T>::mma(dv[2 * dn + 1], pa, of[2], of[3]);
+                acd_tc<T>::mma(dk[2 * dn], sa, qf[0], qf[1]);
+                acd_tc<T>::mma(dk[2 * dn + 1], sa, qf[2], qf[3]);
+            }
         }
     }
 }
@@ -213,26 +266,31 @@ __global__ void __launch_bounds__(Kt::kThreads)
            const T *__restrict__ dO, const float *__restrict__ LSE, const float *__restrict__ Dv,
            float *__restrict__ dQacc, T *__restrict__ dK, T *__restrict__ dV)
 {
-    constexpr int D = Kt::kHeadDim, BMQ = Kt::kBlockQ, BN = Kt::kBlockN, NT = Kt::kThreads, LD = Kt::kPitch,
-                  LDS = Kt::kPitchS;
+    constexpr int D = Kt::kHeadDim, DV = Kt::kHeadDimV, BMQ = Kt::kBlockQ, BN = Kt::kBlockN, NT = Kt::kThreads,
+                  LD = Kt::kPitch, LDV = Kt::kPitchV, LDS = Kt::kPitchS;
+    constexpr bool kSplitDv = DV != D; // V, dO, dV with their own strides (else K's, Q's: equal then)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Q, dO, LSE and D come in two stages: the next query tile's copy runs
     // while this one is computed (its latency was exposed on every tile).
-    T *sK = reinterpret_cast<T *>(smem_raw), *sV = sK + BN * LD, *sQ2 = sV + BN * LD, *sdO2 = sQ2 + 2 * BMQ * LD;
-    T *sdS = sdO2 + 2 * BMQ * LD;
+    T *sK = reinterpret_cast<T *>(smem_raw), *sV = sK + BN * LD, *sQ2 = sV + BN * LDV, *sdO2 = sQ2 + 2 * BMQ * LD;
+    T *sdS = sdO2 + 2 * BMQ * LDV;
     float *sLse2 = reinterpret_cast<float *>(sdS + BMQ * LDS), *sDd2 = sLse2 + 2 * BMQ;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, kw = warp * 16;
     const int hk = blockIdx.y, b = blockIdx.z, j0 = blockIdx.x * BN;
     const int nq = acd_nq<kVar>(p, b), nk = acd_nk<kVar>(p, b);
-    // V, dO and dV like K and Q: d_v = d on the tensor cores
-    const T *Kb = K + acd_k_base<kVar>(p, b) + hk * p.k_sh, *Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh;
+    const T *Kb = K + acd_k_base<kVar>(p, b) + hk * p.k_sh;
+    const T *Vb;
+    if constexpr (kSplitDv)
+        Vb = V + acd_v_base<kVar>(p, b) + hk * p.v_sh;
+    else
+        Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh;
 
     acd_load_tile<T, BN, D, NT>(sK, Kb, p.k_ss, j0, nk, tid);
-    acd_load_tile<T, BN, D, NT>(sV, Vb, p.k_ss, j0, nk, tid);
+    acd_load_tile<T, BN, DV, NT>(sV, Vb, acd_v_ss<kSplitDv>(p), j0, nk, tid);
     acd_cp_async_commit();
 
-    float dk[D / 8][4], dv[D / 8][4];
+    float dk[D / 8][4], dv[DV / 8][4];
     acd_zero(dk);
     acd_zero(dv);
     const acd_bwd_plan<BMQ, BN> plan(p, hk, j0, nq, nk);
@@ -240,8 +298,12 @@ __global__ void __launch_bounds__(Kt::kThreads)
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
         acd_load_tile<T, BMQ, D, NT>(sQ2 + stage * BMQ * LD, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq,
                                      tid);
-        acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq,
-                                     tid);
+        if constexpr (kSplitDv)
+            acd_load_tile<T, BMQ, DV, NT>(sdO2 + stage * BMQ * LDV, dO + acd_o_base<kVar>(p, b) + h * p.o_sh,
+                                          acd_o_ss<kSplitDv>(p), i0, nq, tid);
+        else
+            acd_load_tile<T, BMQ, D, NT>(sdO2 + stage * BMQ * LD, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0,
+                                         nq, tid);
         acd_load_lse_d<BMQ, kVar>(sLse2 + stage * BMQ, sDd2 + stage * BMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
@@ -250,7 +312,7 @@ __global__ void __launch_bounds__(Kt::kThreads)
 
     for (int x = 0; x < plan.count; ++x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
-        const T *sQ = sQ2 + stage * BMQ * LD, *sdO = sdO2 + stage * BMQ * LD;
+        const T *sQ = sQ2 + stage * BMQ * LD, *sdO = sdO2 + stage * BMQ * LDV;
         if (x + 1 < plan.count) {
             load_q_tile(x + 1); // into the stage the previous tile freed
             acd_cp_async_wait<1>();
@@ -276,7 +338,7 @@ __global__ void __launch_bounds__(Kt::kThreads)
         __syncthreads(); // this stage and sdS are rewritten by the next tiles
     }
     acd_cp_async_wait<0>();
-    acd_store_dk_dv<T, D, kVar>(p, dK, dV, b, hk, j0 + kw + g, t, nk, dk, dv);
+    acd_store_dk_dv<T, D, kVar, DV>(p, dK, dV, b, hk, j0 + kw + g, t, nk, dk, dv);
 }
 
 template <typename T, typename Kt, bool kVar>
@@ -308,11 +370,27 @@ using bwd_tc_d32 = bwd_tc_traits<32, 64, 4>;
 using bwd_tc_d64 = bwd_tc_traits<64, 64, 8>;
 using bwd_tc_d96 = bwd_tc_traits<96, 32, 4>;
 using bwd_tc_d128 = bwd_tc_traits<128, 64, 8>;
+// d_v != d_qk (d_qk, query rows, warps, d_v): dK and dV's accumulators
+// (d_qk + d_v floats a thread) leave room for fewer query rows: 192/128 takes
+// 32 (dK + dV + S^T + dP^T = 192 floats, as d = 128's), 256/128 16; 128/96 as
+// d = 128.  Not yet measured.
+using bwd_tc_d192_v128 = bwd_tc_traits<192, 32, 8, 128>;
+using bwd_tc_d128_v96 = bwd_tc_traits<128, 64, 8, 96>;
+using bwd_tc_d256_v128 = bwd_tc_traits<256, 16, 8, 128>;
 
 template <typename T>
 int dispatch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,
                     ac_err *err)
 {
+    if (p.Dv != p.D) {
+        if (p.D == 192 && p.Dv == 128)
+            return launch_bwd_tc<T, bwd_tc_d192_v128>(p, a, Dv, dQacc, stream, err);
+        if (p.D == 128 && p.Dv == 96)
+            return launch_bwd_tc<T, bwd_tc_d128_v96>(p, a, Dv, dQacc, stream, err);
+        if (p.D == 256 && p.Dv == 128)
+            return launch_bwd_tc<T, bwd_tc_d256_v128>(p, a, Dv, dQacc, stream, err);
+        return ac_fail(err, AC_ERR_INPUT, "cuda-flash backward: (d_qk, d_v) = (%d, %d) not built", p.D, p.Dv);
+    }
     switch (p.D) {
     case 32:
         return launch_bwd_tc<T, bwd_tc_d32>(p, a, Dv, dQacc, stream, err);
@@ -337,9 +415,9 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
     int status;
     if constexpr (sizeof(T) == 4)
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
-    else if (!acd_tc_head_dim(p.D) || p.Dv != p.D) // no tensor-core tiles: the CUDA-core path (d, d_v <= 256)
+    else if (!acd_tc_head_dims(p.D, p.Dv)) // no tensor-core tiles: the CUDA-core path (d, d_v <= 256)
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
-    else if (acd_wgmma_usable(p.D)) // Hopper, d = 64, 128: flash_bwd_sm90.cu
+    else if (p.Dv == p.D && acd_wgmma_usable(p.D, p.Dv)) // Hopper, d = 64, 128: flash_bwd_sm90.cu
         status = acd_bwd_wgmma<T>(p, a, Dv, dQacc, stream, err);
     else
         status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);

@@ -3,7 +3,10 @@
 // 16 or 32 query rows; K/V tiles stream through shared memory with cp.async
 // double buffering; S and P live in registers (mma.sync m16n8k16, f32
 // accumulate); online softmax in base 2; one normalisation at the end.  Each
-// iteration: S = Q K^T, scale and mask, the softmax update, O += P V.
+// iteration: S = Q K^T, scale and mask, the softmax update, O += P V.  Tiles
+// are templated on two head dims: D (d_qk) for Q, K and S = Q K^T, DV (d_v)
+// for V, O and P V; DV = D is the plain instantiation, the same code as before
+// d_v had its own parameter.
 #include "mask.cuh"
 #include "softmax.cuh"
 
@@ -14,19 +17,21 @@ namespace
 // rows each, kBlockN keys per K/V tile.  Two m-tiles halve the shared-memory
 // reads of K and V per tensor-core product (FlashAttention-2's 32 rows per
 // warp); Q's fragments then come from shared memory at each step instead of
-// registers.
-template <int D, int NW, int MR, int BN> struct fwd_tc_traits {
-    static constexpr int kHeadDim = D, kWarps = NW, kMTiles = MR, kBlockN = BN;
+// registers.  DV: d_v (V, O), D otherwise.
+template <int D, int NW, int MR, int BN, int DV = D> struct fwd_tc_traits {
+    static constexpr int kHeadDim = D, kHeadDimV = DV, kWarps = NW, kMTiles = MR, kBlockN = BN;
     static constexpr int kWarpRows = 16 * kMTiles, kBlockM = kWarpRows * kWarps, kThreads = 32 * kWarps;
     static constexpr int kPitch =
         D + 8; // shared row pitch (elements): 16 bytes of padding keep ldmatrix free of bank conflicts
+    static constexpr int kPitchV = DV + 8; // V's
     static constexpr bool kQInRegs = MR == 1;
     static constexpr int kQFrags = kQInRegs ? D / 16 : 1; // Q's A fragments held in registers
     // Q, then two stages each of K and V.
     template <typename T> static constexpr size_t smem_bytes()
     {
-        return sizeof(T) * (size_t)(kBlockM + 4 * BN) * kPitch;
+        return sizeof(T) * ((size_t)(kBlockM + 2 * BN) * kPitch + (size_t)2 * BN * kPitchV);
     }
+    static_assert(smem_bytes<__half>() <= 227 * 1024, "fwd_tc tile over the SM's 227 KiB of shared memory");
 };
 
 // S = Q K^T for a warp's m-tiles x kBlockN keys of the K stage sKs: Q's
@@ -69,10 +74,10 @@ __device__ __forceinline__ void qk_tc(float (&s)[Kt::kMTiles][Kt::kBlockN / 8][4
 // O += P V for a warp's m-tiles, P rounded to T as the tensor cores need, V
 // from the stage sVs.
 template <typename T, typename Kt>
-__device__ __forceinline__ void pv_tc(float (&o)[Kt::kMTiles][Kt::kHeadDim / 8][4],
+__device__ __forceinline__ void pv_tc(float (&o)[Kt::kMTiles][Kt::kHeadDimV / 8][4],
                                       const float (&pr)[Kt::kMTiles][Kt::kBlockN / 8][4], const T *sVs, int lane)
 {
-    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, BN = Kt::kBlockN, LD = Kt::kPitch;
+    constexpr int D = Kt::kHeadDimV, MR = Kt::kMTiles, BN = Kt::kBlockN, LD = Kt::kPitchV;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
         uint32_t pf[MR][4];
@@ -98,8 +103,9 @@ __global__ void __launch_bounds__(Kt::kThreads)
     fwd_tc(acd_params p, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O,
            float *__restrict__ LSE)
 {
-    constexpr int D = Kt::kHeadDim, MR = Kt::kMTiles, BN = Kt::kBlockN, BM = Kt::kBlockM, NT = Kt::kThreads,
-                  LD = Kt::kPitch;
+    constexpr int D = Kt::kHeadDim, DV = Kt::kHeadDimV, MR = Kt::kMTiles, BN = Kt::kBlockN, BM = Kt::kBlockM,
+                  NT = Kt::kThreads, LD = Kt::kPitch, LDV = Kt::kPitchV;
+    constexpr bool kSplitDv = DV != D; // V, O with their own strides (else K's, Q's: equal then)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T *sQ = reinterpret_cast<T *>(smem_raw);
     T *sK = sQ + BM * LD; // two stages
@@ -112,11 +118,15 @@ __global__ void __launch_bounds__(Kt::kThreads)
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BM, iw = i0 + warp * Kt::kWarpRows;
     const T *Qb = Q + acd_q_base<kVar>(p, b) + h * p.q_sh;
     const T *Kb = K + acd_k_base<kVar>(p, b) + hk * p.k_sh;
-    const T *Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh; // V like K: d_v = d on the tensor cores
+    const T *Vb;
+    if constexpr (kSplitDv)
+        Vb = V + acd_v_base<kVar>(p, b) + hk * p.v_sh;
+    else
+        Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh;
     // The K/V tiles these rows can see; tiles outside the window are skipped.
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, BN, nq, nk);
 
-    float o[MR][D / 8][4];
+    float o[MR][DV / 8][4];
 #pragma unroll
     for (int mr = 0; mr < MR; ++mr)
         acd_zero(o[mr]);
@@ -126,14 +136,20 @@ __global__ void __launch_bounds__(Kt::kThreads)
     if (span.nb_lo < span.nb_hi) {
         acd_load_tile<T, BM, D, NT>(sQ, Qb, p.q_ss, i0, nq, tid);
         acd_load_tile<T, BN, D, NT>(sK, Kb, p.k_ss, span.nb_lo * BN, nk, tid);
-        acd_load_tile<T, BN, D, NT>(sV, Vb, p.k_ss, span.nb_lo * BN, nk, tid);
+        if constexpr (kSplitDv) // V's stride read where used, as K's (the same PTX as before d_v)
+            acd_load_tile<T, BN, DV, NT>(sV, Vb, p.v_ss, span.nb_lo * BN, nk, tid);
+        else
+            acd_load_tile<T, BN, DV, NT>(sV, Vb, p.k_ss, span.nb_lo * BN, nk, tid);
         acd_cp_async_commit();
     }
     for (int nb = span.nb_lo; nb < span.nb_hi; ++nb) {
         const int stage = (nb - span.nb_lo) & 1, j0 = nb * BN;
         if (nb + 1 < span.nb_hi) {
             acd_load_tile<T, BN, D, NT>(sK + (stage ^ 1) * BN * LD, Kb, p.k_ss, (nb + 1) * BN, nk, tid);
-            acd_load_tile<T, BN, D, NT>(sV + (stage ^ 1) * BN * LD, Vb, p.k_ss, (nb + 1) * BN, nk, tid);
+            if constexpr (kSplitDv) // V's stride read where used, as K's (the same PTX as before d_v)
+                acd_load_tile<T, BN, DV, NT>(sV + (stage ^ 1) * BN * LDV, Vb, p.v_ss, (nb + 1) * BN, nk, tid);
+            else
+                acd_load_tile<T, BN, DV, NT>(sV + (stage ^ 1) * BN * LDV, Vb, p.k_ss, (nb + 1) * BN, nk, tid);
             acd_cp_async_commit();
             acd_cp_async_wait<1>();
         } else {
@@ -161,9 +177,9 @@ __global__ void __launch_bounds__(Kt::kThreads)
         for (int mr = 0; mr < MR; ++mr) {
             float alpha[2];
             acd_softmax_tile<T, BN>(rows[mr], s[mr], alpha);
-            acd_rescale_rows<D>(o[mr], alpha);
+            acd_rescale_rows<DV>(o[mr], alpha);
         }
-        pv_tc<T, Kt>(o, s, sV + stage * BN * LD, lane);
+        pv_tc<T, Kt>(o, s, sV + stage * BN * LDV, lane);
         // Every warp must be done with this stage before the next-but-one tile
         // is copied into it; the race mutant forgets.
         if (p.mutant != ACD_MUT_RACE)
@@ -172,7 +188,7 @@ __global__ void __launch_bounds__(Kt::kThreads)
     acd_cp_async_wait<0>();
 #pragma unroll
     for (int mr = 0; mr < MR; ++mr)
-        acd_fwd_epilogue<T, D, kVar>(p, O, LSE, b, h, iw + mr * 16 + g, t, nq, o[mr], rows[mr]);
+        acd_fwd_epilogue<T, DV, kVar, kSplitDv>(p, O, LSE, b, h, iw + mr * 16 + g, t, nq, o[mr], rows[mr]);
 }
 
 template <typename T, typename Kt, bool kVar>
@@ -201,16 +217,29 @@ using fwd_tc_d32 = fwd_tc_traits<32, 4, 1, 64>;
 using fwd_tc_d64 = fwd_tc_traits<64, 4, 1, 64>;
 using fwd_tc_d96 = fwd_tc_traits<96, 8, 1, 64>;
 using fwd_tc_d128 = fwd_tc_traits<128, 4, 2, 32>;
+// d_v != d_qk (d_qk, warps, m-tiles, keys, d_v): MLA's 192/128 and 256/128 with
+// Q's fragments in registers (48, 64 of them) beside O's 64 accumulators;
+// 128/96 as d = 128.  Not yet measured.
+using fwd_tc_d192_v128 = fwd_tc_traits<192, 4, 1, 64, 128>;
+using fwd_tc_d128_v96 = fwd_tc_traits<128, 4, 2, 32, 96>;
+using fwd_tc_d256_v128 = fwd_tc_traits<256, 4, 1, 64, 128>;
 
 template <typename T> int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
     // The race mutant stays on mma.sync: compute-sanitizer's racecheck does not see
     // wgmma's shared-memory reads (async proxy), so with the barrier gone there it
     // reported 0 hazards; ldmatrix's reads it does see.
-    if (p.Dv != p.D)
-        return acd_fwd_f32<T>(p, a, stream, err); // d_v != d_qk: the CUDA-core path
-    if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D))
+    if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D, p.Dv))
         return acd_fwd_wgmma<T>(p, a, stream, err);
+    if (p.Dv != p.D) {
+        if (p.D == 192 && p.Dv == 128)
+            return launch_tc<T, fwd_tc_d192_v128>(p, a, stream, err);
+        if (p.D == 128 && p.Dv == 96)
+            return launch_tc<T, fwd_tc_d128_v96>(p, a, stream, err);
+        if (p.D == 256 && p.Dv == 128)
+            return launch_tc<T, fwd_tc_d256_v128>(p, a, stream, err);
+        return acd_fwd_f32<T>(p, a, stream, err); // other pairs: the CUDA-core path
+    }
     switch (p.D) {
     case 32:
         return launch_tc<T, fwd_tc_d32>(p, a, stream, err);

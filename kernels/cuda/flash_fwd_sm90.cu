@@ -8,6 +8,8 @@
 // operands in shared memory and O += P V with P straight from the registers
 // that held S.  flash_fwd.cu's mma.sync kernel, tuned, stayed at 258-261
 // TFLOP/s on the H100 (d = 128, N = 8k); this one runs at 498-505 (PERF.md).
+// Two head dims: D (d_qk) for Q, K and S = Q K^T, DV (d_v) for V, O and P V;
+// d_v != d_qk at MLA's 192/128 and at 256/128.
 #include <cstdlib>
 
 #include "mask.cuh"
@@ -34,15 +36,19 @@ __device__ __forceinline__ void pv_issue(float (&o)[D / 8][4], const uint32_t (&
 constexpr int kStages = 3;
 
 // A tile configuration of fwd_wg: kWarpGroups warpgroups of 64 query rows,
-// kBlockN keys per K/V tile, kMinBlocks blocks per SM for the register budget.
-template <int D, int BN, int NWG, int MINB> struct fwd_wg_traits {
-    static constexpr int kHeadDim = D, kBlockN = BN, kWarpGroups = NWG, kMinBlocks = MINB;
+// kBlockN keys per K/V tile, kMinBlocks blocks per SM for the register budget;
+// DV: d_v (V, O), D otherwise.
+template <int D, int BN, int NWG, int MINB, int DV = D> struct fwd_wg_traits {
+    static constexpr int kHeadDim = D, kHeadDimV = DV, kBlockN = BN, kWarpGroups = NWG, kMinBlocks = MINB;
     static constexpr int kBlockM = 64 * kWarpGroups, kThreads = 128 * kWarpGroups;
     // Q, the stages of K and V, and the slack that aligns them to 1024 bytes.
     template <typename T> static constexpr size_t smem_bytes()
     {
-        return sizeof(T) * (size_t)(kBlockM + kStages * 2 * BN) * D + 1024;
+        return sizeof(T) * ((size_t)(kBlockM + kStages * BN) * D + (size_t)kStages * BN * DV) + 1024;
     }
+    static_assert(smem_bytes<__half>() <= 227 * 1024, "fwd_wg tile over the SM's 227 KiB of shared memory");
+    // Every tile (Q, a stage's K, its V) starts 1024-byte aligned, as the swizzle atoms need.
+    static_assert((BN * D * 2) % 1024 == 0 && (BN * DV * 2) % 1024 == 0, "K/V stages 1024-byte aligned");
 };
 
 // S = Q K^T issued for this warpgroup's 64 rows (Q at dq0) x BN keys (K at
@@ -65,8 +71,10 @@ __global__ void __launch_bounds__(Kt::kThreads, Kt::kMinBlocks)
            float *__restrict__ LSE)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int D = Kt::kHeadDim, BN = Kt::kBlockN, BM = Kt::kBlockM, NT = Kt::kThreads;
-    constexpr uint32_t kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
+    constexpr int D = Kt::kHeadDim, DV = Kt::kHeadDimV, BN = Kt::kBlockN, BM = Kt::kBlockM, NT = Kt::kThreads;
+    constexpr bool kSplitDv = DV != D; // V, O with their own strides (else K's, Q's: equal then)
+    // A stage holds a K tile, then a V tile.
+    constexpr uint32_t kQBytes = BM * D * 2, kKBytes = BN * D * 2, kStageBytes = kKBytes + BN * DV * 2;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Swizzle atoms must start 1024-byte aligned (the launch adds the slack).
     const uint32_t sQ = (acd_smem_addr(smem_raw) + 1023u) & ~1023u, sKV = sQ + kQBytes;
@@ -78,22 +86,29 @@ __global__ void __launch_bounds__(Kt::kThreads, Kt::kMinBlocks)
     const int i0 = (gridDim.x - 1 - blockIdx.x) * BM, iw = i0 + wg * 64 + warp * 16;
     const T *Qb = Q + acd_q_base<kVar>(p, b) + h * p.q_sh;
     const T *Kb = K + acd_k_base<kVar>(p, b) + hk * p.k_sh;
-    const T *Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh; // V like K: d_v = d on the tensor cores
+    const T *Vb;
+    if constexpr (kSplitDv)
+        Vb = V + acd_v_base<kVar>(p, b) + hk * p.v_sh;
+    else
+        Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh;
     // The K/V tiles these rows can see; tiles outside the window are skipped.
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, BN, nq, nk);
 
-    float o[D / 8][4];
+    float o[DV / 8][4];
     acd_zero(o);
     acd_softmax_row rows[2];
 
     // Tile nb_lo + x sits in stage x mod 3 (K, then V): the previous tile's,
     // this one's and the next one's rotate.
     static_assert(kStages == 3, "three stages rotate below");
-    uint32_t st_prev = sKV + 4 * kKVBytes, st_cur = sKV, st_next = sKV + 2 * kKVBytes;
+    uint32_t st_prev = sKV + 2 * kStageBytes, st_cur = sKV, st_next = sKV + kStageBytes;
     if (span.nb_lo < span.nb_hi) {
         acd_load_tile_sw128<T, BM, D, NT>(sQ, Qb, p.q_ss, i0, nq, tid);
         acd_load_tile_sw128<T, BN, D, NT>(st_cur, Kb, p.k_ss, span.nb_lo * BN, nk, tid);
-        acd_load_tile_sw128<T, BN, D, NT>(st_cur + kKVBytes, Vb, p.k_ss, span.nb_lo * BN, nk, tid);
+        if constexpr (kSplitDv) // V's stride read where used, as K's (the same PTX as before d_v)
+            acd_load_tile_sw128<T, BN, DV, NT>(st_cur + kKBytes, Vb, p.v_ss, span.nb_lo * BN, nk, tid);
+        else
+            acd_load_tile_sw128<T, BN, DV, NT>(st_cur + kKBytes, Vb, p.k_ss, span.nb_lo * BN, nk, tid);
         acd_cp_async_commit();
     }
     // Iteration nb issues S = Q K^T of its tile and, behind it on the tensor
@@ -114,13 +129,16 @@ __global__ void __launch_bounds__(Kt::kThreads, Kt::kMinBlocks)
         __syncthreads();
         if (nb + 1 < span.nb_hi) {
             acd_load_tile_sw128<T, BN, D, NT>(st_next, Kb, p.k_ss, (nb + 1) * BN, nk, tid);
-            acd_load_tile_sw128<T, BN, D, NT>(st_next + kKVBytes, Vb, p.k_ss, (nb + 1) * BN, nk, tid);
+            if constexpr (kSplitDv) // V's stride read where used, as K's (the same PTX as before d_v)
+                acd_load_tile_sw128<T, BN, DV, NT>(st_next + kKBytes, Vb, p.v_ss, (nb + 1) * BN, nk, tid);
+            else
+                acd_load_tile_sw128<T, BN, DV, NT>(st_next + kKBytes, Vb, p.k_ss, (nb + 1) * BN, nk, tid);
             acd_cp_async_commit();
         }
 
         qk_issue<T, D, BN, BM>(s, dq0, st_cur);
         if (nb - span.nb_lo > 0) { // the previous tile's P V behind this S
-            pv_issue<T, D, BN>(o, pf, st_prev + kKVBytes);
+            pv_issue<T, DV, BN>(o, pf, st_prev + kKBytes);
             acd_wg_wait<1>();
         } else {
             acd_wg_wait<0>();
@@ -137,7 +155,7 @@ __global__ void __launch_bounds__(Kt::kThreads, Kt::kMinBlocks)
         acd_wg_wait<0>();
         acd_wg_hold(o);
         acd_wg_hold(pf); // read by that product until the wait
-        acd_rescale_rows<D>(o, alpha);
+        acd_rescale_rows<DV>(o, alpha);
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk)
             acd_frag_to_a<T>(pf[kk], s, kk);
@@ -145,12 +163,12 @@ __global__ void __launch_bounds__(Kt::kThreads, Kt::kMinBlocks)
         st_prev = st_cur, st_cur = st_next, st_next = freed;
     }
     if (span.nb_lo < span.nb_hi) { // the last tile's P V
-        pv_issue<T, D, BN>(o, pf, st_prev + kKVBytes);
+        pv_issue<T, DV, BN>(o, pf, st_prev + kKBytes);
         acd_wg_wait<0>();
         acd_wg_hold(o);
         acd_wg_hold(pf);
     }
-    acd_fwd_epilogue<T, D, kVar>(p, O, LSE, b, h, iw + g, t, nq, o, rows);
+    acd_fwd_epilogue<T, DV, kVar, kSplitDv>(p, O, LSE, b, h, iw + g, t, nq, o, rows);
 #elif defined(__CUDA_ARCH__)
     __trap(); // built without sm_90a's wgmma: never launched (acd_wgmma_usable)
 #endif
@@ -180,15 +198,24 @@ int launch_wg(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac
 // 2-warpgroup block per SM; d = 64 with 64-key tiles, two blocks per SM.
 using fwd_wg_d64 = fwd_wg_traits<64, 64, 2, 2>;
 using fwd_wg_d128 = fwd_wg_traits<128, 128, 2, 1>;
+// d_v != d_qk (d_qk, keys, warpgroups, blocks per SM, d_v): 64-key tiles keep
+// three stages of K (d_qk wide) and V in shared memory (169 KiB at 192/128,
+// 209 KiB at 256/128).  128/96 has no wgmma tile (96 columns are a swizzle
+// block and a half): mma.sync runs it.  Not yet measured.
+using fwd_wg_d192_v128 = fwd_wg_traits<192, 64, 2, 1, 128>;
+using fwd_wg_d256_v128 = fwd_wg_traits<256, 64, 2, 1, 128>;
 
 } // namespace
 
-// Hopper (compute capability 9.0, where the sm_90a code runs), head dims 64 and
-// 128; ACD_NO_WGMMA=1 sends these shapes to the mma.sync kernels (flash_fwd.cu,
-// flash_bwd.cu), which other GPUs run.
-bool acd_wgmma_usable(int d)
+// Hopper (compute capability 9.0, where the sm_90a code runs), (d_qk, d_v) =
+// (64, 64), (128, 128), and for the forward (192, 128), (256, 128) (the
+// backward's wgmma kernel has d_v = d_qk only); ACD_NO_WGMMA=1 sends these
+// shapes to the mma.sync kernels (flash_fwd.cu, flash_bwd.cu), which other GPUs
+// run.
+bool acd_wgmma_usable(int d, int dv)
 {
-    if (d != 64 && d != 128)
+    const bool tile = dv == d ? d == 64 || d == 128 : dv == 128 && (d == 192 || d == 256);
+    if (!tile)
         return false;
     static int usable = -1;
     if (usable < 0) {
@@ -206,6 +233,10 @@ template <typename T> int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *
 {
     if (p.D == 64)
         return launch_wg<T, fwd_wg_d64>(p, a, stream, err);
+    if (p.D == 192)
+        return launch_wg<T, fwd_wg_d192_v128>(p, a, stream, err);
+    if (p.D == 256)
+        return launch_wg<T, fwd_wg_d256_v128>(p, a, stream, err);
     return launch_wg<T, fwd_wg_d128>(p, a, stream, err);
 }
 template int acd_fwd_wgmma<__half>(const acd_params &, const ac_fwd_args *, cudaStream_t, ac_err *);

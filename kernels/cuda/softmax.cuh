@@ -214,8 +214,8 @@ __device__ __forceinline__ float acd_bias_at(const acd_params &p, int b, int h, 
 // (bottom-right aligned); then plus the bias (last, as ref.h), one rounding.  *dt gets dT/dS = 1 - tanh^2 (1 without softcap),
 // the backward's factor of dS.  tanhf, not tanh.approx: its 2^-11 relative
 // error would sit in every S' above the f32 rounding the error scales allow.
-__device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, float scale_u, float cap_u,
-                                               float slope_u, int dist, float bias, float unit, float *dt)
+__device__ __forceinline__ float acd_score_mod_abs(const acd_params &p, float acc, float scale_u, float cap_u,
+                                                   float slope_u, float abs_dist, float bias, float unit, float *dt)
 {
     float x;
     if (p.softcap != 0.f) {
@@ -227,30 +227,85 @@ __device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, f
         *dt = 1.f;
     }
     if (slope_u != 0.f)
-        x = fmaf(-slope_u, (float)abs(dist), x);
+        x = fmaf(-slope_u, abs_dist, x);
     return p.bias ? fmaf(bias, unit, x) : x;
+}
+__device__ __forceinline__ float acd_score_mod(const acd_params &p, float acc, float scale_u, float cap_u,
+                                               float slope_u, int dist, float bias, float unit, float *dt)
+{
+    return acd_score_mod_abs(p, acc, scale_u, cap_u, slope_u, (float)abs(dist), bias, unit, dt);
+}
+
+// |diag - c| as f32 for a tile's compile-time offsets c: one f32 add, exact
+// (so equal to (float)|diag - c|) while |diag| < 2^23 and |c| < 2^23, else the
+// integer-to-float conversion, which runs at MUFU.EX2's rate on sm_90 and
+// was ALiBi's costliest instruction per score (its forward: 0.36x of the plain
+// wgmma one; PERF.md, "Variants").
+__device__ __forceinline__ float acd_abs_dist(bool exact, float diag_f, int diag, int c)
+{
+    return exact ? fabsf(diag_f - (float)c) : (float)abs(diag - c);
 }
 
 // A tensor-core tile of raw scores (this thread's rows row, row + 8, keys j0 +
-// 8n + 2t + {0, 1}) to S' in log2 units: acd_scores_to_log2 with the modifiers.
+// 8n + 2t + {0, 1}) to S' in log2 units with the modifiers kCap (softcap),
+// kAlibi (a nonzero slope) and kBias on: acd_score_mod's arithmetic, operation
+// for operation, without its per-score tests (three runtime branches and
+// ALiBi's integer-to-float conversion of every distance, where ALiBi's forward
+// ran at 0.36x of the plain wgmma one).  The distance
+// i + nk - nq - j comes as |diag_f - (8n + e)| in f32, exact (so equal to
+// (float)|dist|) while |diag| < 2^23; longer rows convert each distance.
+template <int N, bool kCap, bool kAlibi, bool kBias>
+__device__ __forceinline__ void acd_scores_mod_log2_on(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row,
+                                                       int j0, int t, int nq, int nk, float slope, float cap)
+{
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int i = row + 8 * r, diag = i + nk - nq - j0 - 2 * t;
+        const bool diag_exact = abs(diag) < (1 << 23);
+        const float diag_f = (float)diag;
+#pragma unroll
+        for (int n = 0; n < N / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float x;
+                if constexpr (kCap)
+                    x = cap * tanhf(s[n][2 * r + e] * p.softcap_pre);
+                else
+                    x = s[n][2 * r + e] * p.scale_log2;
+                if constexpr (kAlibi)
+                    x = fmaf(-slope, acd_abs_dist(diag_exact, diag_f, diag, 8 * n + e), x);
+                if constexpr (kBias)
+                    x = fmaf(acd_bias_at(p, b, h, i, j0 + 8 * n + 2 * t + e), ACD_LOG2E, x);
+                s[n][2 * r + e] = x;
+            }
+    }
+}
+
+// The modifiers this tile's problem has, chosen once per tile (uniform over
+// the block: the slope is per (b, h)).
 template <int N>
 __device__ __forceinline__ void acd_scores_mod_log2(float (&s)[N / 8][4], const acd_params &p, int b, int h, int row,
                                                     int j0, int t, int nq, int nk)
 {
     const float slope = acd_alibi_slope(p, b, h) * ACD_LOG2E, cap = p.softcap * ACD_LOG2E;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int i = row + 8 * r, diag = i + nk - nq - j0 - 2 * t;
-#pragma unroll
-        for (int n = 0; n < N / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                float dt;
-                const float bias = acd_bias_at(p, b, h, i, j0 + 8 * n + 2 * t + e);
-                s[n][2 * r + e] =
-                    acd_score_mod(p, s[n][2 * r + e], p.scale_log2, cap, slope, diag - 8 * n - e, bias, ACD_LOG2E, &dt);
-            }
+    const int on = (p.softcap != 0.f ? 1 : 0) | (slope != 0.f ? 2 : 0) | (p.bias ? 4 : 0);
+#define ACD_MOD_CASE(k) \
+    case k: \
+        acd_scores_mod_log2_on<N, (k & 1) != 0, (k & 2) != 0, (k & 4) != 0>(s, p, b, h, row, j0, t, nq, nk, slope, \
+                                                                            cap); \
+        break
+    switch (on) {
+        ACD_MOD_CASE(1);
+        ACD_MOD_CASE(2);
+        ACD_MOD_CASE(3);
+        ACD_MOD_CASE(4);
+        ACD_MOD_CASE(5);
+        ACD_MOD_CASE(6);
+        ACD_MOD_CASE(7);
+    default:
+        acd_scores_to_log2<N>(s, p.scale_log2); // p.mods set by a zero slope alone: S' = S
     }
+#undef ACD_MOD_CASE
 }
 
 // The forward's scores of a tensor-core tile to log2 units, with the
@@ -312,8 +367,9 @@ template <int D> __device__ __forceinline__ void acd_rescale_rows(float (&o)[D /
 // The forward's end for a thread's rows row and row + 8 of a tensor-core
 // kernel: l summed over the quad, the sink joined (with sinks), O = acc / l
 // rounded once to T, and the LSE (lane t = 0).  Rows past Nq, the padding of
-// the last tile, are not written (with THD: past the sequence's nq).
-template <typename T, int D, bool kVar>
+// the last tile, are not written (with THD: past the sequence's nq).  D is O's
+// width, d_v; kSplitDv (d_v != d_qk) takes O's own strides, else Q's (equal then).
+template <typename T, int D, bool kVar, bool kSplitDv = false>
 __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, float *LSE, int b, int h, int row, int t,
                                                  int nq, const float (&o)[D / 8][4], const acd_softmax_row (&rows)[2])
 {
@@ -327,7 +383,11 @@ __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, floa
         const int i = row + 8 * r;
         if (i >= acd_q_stored<kVar>(p, nq))
             continue;
-        T *Orow = O + acd_q_offset<kVar>(p, b, h, i); // O like Q: d_v = d on the tensor cores
+        T *Orow;
+        if constexpr (kSplitDv)
+            Orow = O + acd_o_offset<kVar>(p, b, h, i);
+        else
+            Orow = O + acd_q_offset<kVar>(p, b, h, i);
 #pragma unroll
         for (int n = 0; n < D / 8; ++n)
             acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
@@ -389,6 +449,8 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], f
 {
     const float slope = acd_alibi_slope(p, b, h) * ACD_LOG2E, cap = p.softcap * ACD_LOG2E;
     const int diag = i0 + 2 * t + nk - nq - key;
+    const bool diag_exact = abs(diag) < (1 << 23);
+    const float diag_f = (float)diag;
 #pragma unroll
     for (int n = 0; n < BMQ / 8; ++n)
 #pragma unroll
@@ -399,8 +461,9 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], f
             float dt;
             const int i = i0 + il, j = key + 8 * (e >> 1);
             const float bias = acd_bias_at(p, b, h, i, j);
-            const float x = acd_score_mod(p, st[n][e], p.scale_log2, cap, slope, diag + 8 * n + (e & 1) - 8 * (e >> 1),
-                                          bias, ACD_LOG2E, &dt);
+            const float x = acd_score_mod_abs(p, st[n][e], p.scale_log2, cap, slope,
+                                              acd_abs_dist(diag_exact, diag_f, diag, 8 * (e >> 1) - 8 * n - (e & 1)),
+                                              bias, ACD_LOG2E, &dt);
             const acd_p_ds r = acd_recompute_p_ds(
                 vis, [&] { return acd_exp2_p<T>(x - lse * ACD_LOG2E); }, dpt[n][e], sDd[il]);
             if (p.dbias_acc && vis && r.ds != 0.f)

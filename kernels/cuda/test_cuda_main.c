@@ -481,7 +481,8 @@ static int run_case(const tcase *tc, tresult *res)
 
 /* The variants cuda-flash claims (family.h), forward and backward, on every
  * path: f16/bf16 at d = 64, 128 (wgmma on Hopper; mma.sync with
- * ACD_NO_WGMMA=1), d = 32, 96 (mma.sync), d = 256 and f32 (CUDA cores); each
+ * ACD_NO_WGMMA=1), d = 32, 96 (mma.sync), d = 256 and f32 (CUDA cores), d_v !=
+ * d_qk on the tensor cores; each
  * with a mask, GQA and a layout, THD packed among them.  Returns the count. */
 static int variant_cases(tcase *c)
 {
@@ -520,10 +521,26 @@ static int variant_cases(tcase *c)
             c[n++] = (tcase){"cuda-flash", tdt[ti], 3,     2,   2, 90,    110, d,      AC_LAYOUT_THD, M_DENSE,
                              true,         true,    false, 0.0, 0, false, 0,   W_NONE, B_NONE};
         }
-    /* d_v != d_qk (the CUDA-core kernels): MLA's 192/128 causal-br with MQA, 128/96
-     * across a 64-key edge with a window, 256/128 packed THD with every
-     * modifier, and d = 192 alone (claimed with it) */
+    /* d_v != d_qk (f16/bf16 on the tensor cores: wgmma's forward on Hopper for
+     * 192/128 and 256/128, mma.sync for 128/96 and with ACD_NO_WGMMA=1; the
+     * backward on mma.sync; f32 on the CUDA cores): MLA's 192/128 causal-br with
+     * MQA, 128/96 across a 64-key edge with a window, 256/128 packed THD with
+     * every modifier, and d = 192 alone (claimed with it) */
     for (int ti = 0; ti < 3; ti++) {
+        /* the plain instantiations (no modifier, no THD): two 128-row Q tiles
+         * and a 44-key tail of 64-key tiles (wgmma), GQA */
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 2,     4,   2, 200,   300, 192,    AC_LAYOUT_BHSD, M_CAUSAL_BR,
+                         false,        true,    false, 0.0, 0, false, 128, W_NONE, B_NONE};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 2,     4,   1, 130,   170, 128,    AC_LAYOUT_BSHD, M_CAUSAL_TL,
+                         false,        true,    false, 0.0, 0, false, 96,  W_NONE, B_NONE};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 1,     2,   2, 140,   200, 256,    AC_LAYOUT_BHSD, M_NONE,
+                         true,         true,    false, 0.0, 0, false, 128, W_NONE, B_NONE};
+        /* the variants instantiations: THD with softcap, ALiBi and sinks at
+         * 192/128; a (1, Hq) f32 bias at 256/128 */
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 3,     4,   2, 150,  210, 192,    AC_LAYOUT_THD, M_WINDOW,
+                         true,         true,    false, 5.0, 1, true, 128, W_NONE, B_NONE};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 2,     2,   1, 100,   150, 256,    AC_LAYOUT_BSHD, M_CAUSAL_BR,
+                         false,        true,    false, 0.0, 0, false, 128, W_NONE, B_1H_F32};
         c[n++] = (tcase){"cuda-flash", tdt[ti], 1,     4,   1, 70,    70,  192,    AC_LAYOUT_BSHD, M_CAUSAL_BR,
                          false,        true,    false, 0.0, 0, false, 128, W_NONE, B_NONE};
         c[n++] = (tcase){"cuda-flash", tdt[ti], 2,     2,   1, 65,    129, 128,    AC_LAYOUT_BHSD, M_WINDOW,

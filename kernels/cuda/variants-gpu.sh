@@ -64,6 +64,13 @@ for s in ${STEPS:-test corpus fuzz sanitize bench}; do
             [ "$v" != none ] && var=(--variant "$v")
             step "bench-${v//[=,]/-}" "$ac" bench --speed-only --d 128 --n 8192 "${var[@]}"
             step "bench-${v//[=,]/-}-mma-sync" env ACD_NO_WGMMA=1 "$ac" bench --speed-only --d 128 --n 8192 "${var[@]}"
+        done
+        # d_v != d_qk on the tensor cores: MLA's 192/128, 256/128, 128/96 (wgmma forward where
+        # it has a tile, mma.sync otherwise; every d_v backward on mma.sync)
+        for dd in 192:128 256:128 128:96; do
+            step "bench-d${dd%:*}-dv${dd#*:}" "$ac" bench --speed-only --d "${dd%:*}" --n 8192 --variant "dv=${dd#*:}"
+            step "bench-d${dd%:*}-dv${dd#*:}-mma-sync" env ACD_NO_WGMMA=1 "$ac" bench --speed-only --d "${dd%:*}" \
+                --n 8192 --variant "dv=${dd#*:}"
         done ;;
     *) echo "unknown step $s" | tee -a "$OUT/summary.txt"; status=2 ;;
     esac

@@ -41,7 +41,8 @@ __device__ __forceinline__ uint64_t acd_wg_desc_add(uint64_t desc, uint32_t byte
 // addresses advance by constants (this loop was a third of the kernel's
 // integer work when the compiler could not see that).
 template <typename T, int ROWS, int D, int NT>
-__device__ __forceinline__ void acd_load_tile_sw128(uint32_t s, const T *g, long long ss, int row0, int limit, int tid)
+__device__ __forceinline__ void acd_load_tile_sw128_cols(uint32_t s, const T *g, long long ss, int row0, int limit,
+                                                         int tid)
 {
     constexpr int CPR = D / 8, kRowStep = NT / CPR;
     static_assert(NT % CPR == 0 && kRowStep % 8 == 0, "tile copy shape");
@@ -55,6 +56,26 @@ __device__ __forceinline__ void acd_load_tile_sw128(uint32_t s, const T *g, long
         const bool ok = row0 + r0 + k * kRowStep < limit;
         acd_cp_async16_to(dst + k * kRowStep * 128, ok ? src : g, ok);
         src += kRowStep * ss;
+    }
+}
+
+// The same copy where a row's chunks do not divide the threads (d = 192: 24
+// chunks, 256 threads): each thread walks the tile's chunks NT apart.
+template <typename T, int ROWS, int D, int NT>
+__device__ __forceinline__ void acd_load_tile_sw128(uint32_t s, const T *g, long long ss, int row0, int limit, int tid)
+{
+    constexpr int CPR = D / 8;
+    if constexpr (NT % CPR != 0) {
+        static_assert((ROWS * CPR) % NT == 0, "tile copy shape");
+#pragma unroll
+        for (int c = tid; c < ROWS * CPR; c += NT) {
+            const int r = c / CPR, chunk = c % CPR;
+            const bool ok = row0 + r < limit;
+            acd_cp_async16_to(s + acd_sw128_offset<ROWS>(r, chunk), ok ? g + (long long)(row0 + r) * ss + chunk * 8 : g,
+                              ok);
+        }
+    } else {
+        acd_load_tile_sw128_cols<T, ROWS, D, NT>(s, g, ss, row0, limit, tid);
     }
 }
 
