@@ -406,8 +406,7 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
             fprintf(
                 stderr,
                 "attncheck bench: unknown option '%s' (--quick, --speed-only, --memory-only, --d N, --dtype T, --n N, "
-                "--variant softcap=C,alibi,sinks,dv=N, --fp8, --decode)
-",
+                "--variant softcap=C,alibi,sinks,dv=N, --fp8, --decode)\n",
                 argv[i]);
             return AC_ERR_INPUT;
         }
