@@ -29,11 +29,13 @@ typedef enum {
     FP8_MUT_TRUNCATE, /* P rounded to e4m3 toward zero, not to nearest */
     FP8_MUT_P_E5M2, /* P rounded to e5m2 though e4m3 is declared */
     FP8_MUT_P_UNSCALED, /* P~ rounded to e4m3 as it is (sigma 1): weights below 2^-10 of the row max flush to 0 */
+    FP8_MUT_QK_E8M13, /* S accumulated as Hopper's fp8 tensor cores do (e8m13, truncated) though f32 is declared */
 } fp8_mutant;
 
 typedef struct {
     ac_dtype p_fmt; /* what it declares */
     fp8_mutant mut;
+    int qk_bits; /* S's accumulator, declared and used: 0 = f32, else ref.h's fp8_qk_bits */
 } fp8_params;
 
 /* e4m3 rounded toward zero (the truncation mutant), saturating at 448. */
@@ -78,20 +80,39 @@ typedef struct {
 
 static float code(const fp8_call *x, const void *buf, size_t at) { return x->lut[((const uint8_t *)buf)[at]]; }
 
+/* Q_i . K_j over the codes in the kernel's accumulator: f32, or the steps of
+ * Hopper's fp8 tensor cores (ref.h, ac_fp8_qk_step) with `bits` fraction bits. */
+static float codes_dot(const fp8_call *x, const float *q_row, int b, int h_kv, int j, int bits)
+{
+    const ac_problem *p = x->p;
+    if (bits <= 0) {
+        float acc = 0.0f;
+        for (int c = 0; c < p->head_dim; c++)
+            acc += q_row[c] * code(x, x->a->k, ac_kv_index(p, b, h_kv, j, c));
+        return acc;
+    }
+    double acc = 0.0, prod[AC_FP8_QK_STEP];
+    for (int c0 = 0; c0 < p->head_dim; c0 += AC_FP8_QK_STEP) {
+        int n = p->head_dim - c0 < AC_FP8_QK_STEP ? p->head_dim - c0 : AC_FP8_QK_STEP;
+        for (int c = 0; c < n; c++)
+            prod[c] = (double)q_row[c0 + c] * code(x, x->a->k, ac_kv_index(p, b, h_kv, j, c0 + c));
+        acc = ac_fp8_qk_step(acc, prod, n, bits);
+    }
+    return (float)acc;
+}
+
 /* s[j - j0] <- S_ij of the visible keys of the tile, -inf elsewhere. */
 static void tile_scores(const fp8_call *x, int b, int h, int i, int j0, int j1, const float *q_row, float *s)
 {
     const ac_problem *p = x->p;
-    int h_kv = ac_kv_head_of(p, h), d = p->head_dim;
+    int h_kv = ac_kv_head_of(p, h);
     float sq = (float)p->scale * p->descale_q[ac_descale_index(p, AC_TENSOR_Q, b, h, i)];
     for (int j = j0; j < j1; j++) {
         if (!ac_visible(p, b, h, i, j)) {
             s[j - j0] = -INFINITY;
             continue;
         }
-        float acc = 0.0f;
-        for (int c = 0; c < d; c++)
-            acc += q_row[c] * code(x, x->a->k, ac_kv_index(p, b, h_kv, j, c));
+        float acc = codes_dot(x, q_row, b, h_kv, j, x->fp->mut == FP8_MUT_QK_E8M13 ? AC_FP8_QK_HOPPER : x->fp->qk_bits);
         s[j - j0] = acc * (sq * p->descale_k[ac_descale_index(p, AC_TENSOR_K, b, h_kv, j)]);
     }
 }
@@ -183,18 +204,19 @@ static int fp8_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
     return AC_OK;
 }
 
-#define FP8_CAPS(p_fmt) \
+#define FP8_CAPS(p_fmt, qk) \
     { \
         .dtypes = AC_DTYPES_FP8, .n_head_dims = 0, .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL, \
         .layouts = AC_LAYOUTS_ALL, .gqa = true, .varlen = true, .backward = false, .max_seqlen = 0, \
-        .variants = AC_VAR_DV, .fp8_p = (p_fmt), \
+        .variants = AC_VAR_DV, .fp8_p = (p_fmt), .fp8_qk_bits = (qk), \
     }
 
-#define FP8_KERNEL(kname, p_fmt, mutant, what) \
+#define FP8_KERNEL_QK(kname, p_fmt, mutant, qk, what) \
     { \
-        .name = kname, .description = what, .caps = FP8_CAPS(p_fmt), .device = AC_DEV_CPU, .memory = AC_MEM_HOST, \
-        .forward = fp8_forward, .backward = NULL, .ctx = &(const fp8_params){p_fmt, mutant}, \
+        .name = kname, .description = what, .caps = FP8_CAPS(p_fmt, qk), .device = AC_DEV_CPU, .memory = AC_MEM_HOST, \
+        .forward = fp8_forward, .backward = NULL, .ctx = &(const fp8_params){p_fmt, mutant, qk}, \
     }
+#define FP8_KERNEL(kname, p_fmt, mutant, what) FP8_KERNEL_QK(kname, p_fmt, mutant, 0, what)
 
 static const ac_kernel fp8_kernels[] = {
     FP8_KERNEL("cpu-flash-fp8", AC_E4M3, FP8_CORRECT,
@@ -202,6 +224,9 @@ static const ac_kernel fp8_kernels[] = {
                "rounded to e4m3, PV in f32 with V's descale per run of keys"),
     FP8_KERNEL("cpu-flash-fp8-pbf16", AC_BF16, FP8_CORRECT,
                "fp8 QK^T and PV operands, P kept in bf16 (the other common recipe)"),
+    FP8_KERNEL_QK("cpu-flash-fp8-qk13", AC_E4M3, FP8_CORRECT, AC_FP8_QK_HOPPER,
+                  "cpu-flash-fp8 with S accumulated as Hopper's fp8 tensor cores do (e8m13, truncated every 32 "
+                  "products), and declared so (qk=e8m13)"),
     FP8_KERNEL(
         "cpu-flash-fp8-mutant-p-clamp-448", AC_E4M3, FP8_MUT_P_CLAMP,
         "P scaled by 4096 instead of onto 448: the largest weights saturate at e4m3's 448 (FlashAttention-3's bug)"),
@@ -210,6 +235,8 @@ static const ac_kernel fp8_kernels[] = {
     FP8_KERNEL("cpu-flash-fp8-mutant-e4m3-truncate", AC_E4M3, FP8_MUT_TRUNCATE,
                "P rounded to e4m3 toward zero instead of to nearest even"),
     FP8_KERNEL("cpu-flash-fp8-mutant-p-e5m2", AC_E4M3, FP8_MUT_P_E5M2, "P rounded to e5m2 though e4m3 is declared"),
+    FP8_KERNEL("cpu-flash-fp8-mutant-qk-e8m13", AC_E4M3, FP8_MUT_QK_E8M13,
+               "S accumulated as Hopper's fp8 tensor cores do (e8m13, truncated) though f32 is declared"),
     FP8_KERNEL("cpu-flash-fp8-mutant-p-unscaled", AC_E4M3, FP8_MUT_P_UNSCALED,
                "P rounded to e4m3 without the row-max scale: weights below e4m3's smallest subnormal (2^-9 of the "
                "row max) flush to zero"),

@@ -39,6 +39,42 @@ size_t ac_descale_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, 
 
 float ac_fp8_p_round(ac_dtype fmt, float p_scaled) { return (float)ac_round(fmt, p_scaled); }
 
+double ac_fp8_qk_terms(const ac_problem *p)
+{
+    if (!ac_problem_is_fp8(p) || p->fp8_qk_bits <= 0)
+        return p->head_dim;
+    int steps = (p->head_dim + AC_FP8_QK_STEP - 1) / AC_FP8_QK_STEP;
+    return steps * (AC_FP8_QK_STEP + 2.0) * ldexp(1.0, 24 - p->fp8_qk_bits);
+}
+
+double ac_truncate_bits(double x, int bits)
+{
+    if (x == 0.0 || !isfinite(x))
+        return x;
+    int e;
+    double m = frexp(x, &e); /* |m| in [0.5, 1): bits + 1 significant bits are m 2^(bits + 1) */
+    return ldexp(trunc(ldexp(m, bits + 1)), e - bits - 1);
+}
+
+double ac_fp8_qk_step(double acc, const double *prod, int n, int bits)
+{
+    double big = fabs(acc), sum = 0.0;
+    for (int i = 0; i < n; i++)
+        big = fmax(big, fabs(prod[i]));
+    if (big == 0.0 || !isfinite(big)) {
+        for (int i = 0; i < n; i++)
+            acc += prod[i];
+        return acc;
+    }
+    int e;
+    frexp(big, &e); /* big in [2^(e-1), 2^e): its leading bit is 2^(e-1) */
+    double quantum = ldexp(1.0, e - 1 - bits); /* each term a multiple of it: the sum is exact in double */
+    sum = trunc(acc / quantum) * quantum;
+    for (int i = 0; i < n; i++)
+        sum += trunc(prod[i] / quantum) * quantum;
+    return ac_truncate_bits(sum, bits);
+}
+
 /* ---- S over the codes ------------------------------------------------------
  * Q and K hold code * factor, exact in double, but BLAS over them rounds each
  * product (two 28-bit significands) and each sum: at |S| ~ 1e32 (huge() inputs

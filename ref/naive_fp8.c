@@ -1,7 +1,8 @@
 /* ref/naive_fp8.c — the naive baseline of an fp8 problem (issue 17): what a
  * framework does with dequantised inputs, in the recipe the kernel declares.
  *   S = scale Q K^T accumulated in f32 from the exact inputs (code * descale,
- *   each rounded to f32), not rounded further (no fp8 format holds scores);
+ *   each rounded to f32), or in the accumulator the kernel declares
+ *   (fp8_qk_bits: Hopper's fp8 tensor cores' e8m13), not rounded further;
  *   softmax in f32: m, P~ = exp(S - m), l = sum P~;
  *   P rounded to the declared format: fp8 as AC_FP8_P_SIGMA P~ (the row max onto
  *   448, ac_fp8_p_round), bf16/f16 as P~ itself;
@@ -21,6 +22,27 @@ typedef struct {
     float **rows; /* per worker: Nk scores/probabilities */
 } fp8_job;
 
+/* Q_i . K_j in the declared accumulator: f32, or (fp8_qk_bits b) the tensor
+ * cores' steps of AC_FP8_QK_STEP products (ref.h, ac_fp8_qk_step) over the
+ * f32-rounded inputs. */
+static float qk_dot(const ac_problem *p, const double *q, const double *k)
+{
+    if (p->fp8_qk_bits <= 0) {
+        float acc = 0.0f;
+        for (int c = 0; c < p->head_dim; c++)
+            acc += (float)q[c] * (float)k[c];
+        return acc;
+    }
+    double acc = 0.0, prod[AC_FP8_QK_STEP];
+    for (int c0 = 0; c0 < p->head_dim; c0 += AC_FP8_QK_STEP) {
+        int n = p->head_dim - c0 < AC_FP8_QK_STEP ? p->head_dim - c0 : AC_FP8_QK_STEP;
+        for (int c = 0; c < n; c++)
+            prod[c] = (double)(float)q[c0 + c] * (double)(float)k[c0 + c];
+        acc = ac_fp8_qk_step(acc, prod, n, p->fp8_qk_bits);
+    }
+    return (float)acc;
+}
+
 static void naive_row(const fp8_job *job, int b, int h, int i, float *pr)
 {
     const ac_problem *p = job->p;
@@ -32,10 +54,7 @@ static void naive_row(const fp8_job *job, int b, int h, int i, float *pr)
         pr[j] = -INFINITY;
         if (!ac_visible(p, b, h, i, j))
             continue;
-        float acc = 0.0f;
-        for (int c = 0; c < p->head_dim; c++)
-            acc += (float)job->q[ac_q_index(p, b, h, i, c)] * (float)job->k[ac_kv_index(p, b, h_kv, j, c)];
-        pr[j] = acc * scale;
+        pr[j] = qk_dot(p, job->q + ac_q_index(p, b, h, i, 0), job->k + ac_kv_index(p, b, h_kv, j, 0)) * scale;
         m = pr[j] > m ? pr[j] : m;
     }
     size_t at_lse = ac_lse_index(p, b, h, i);
@@ -87,6 +106,9 @@ int ref_naive_forward_fp8(const ac_problem *p, const double *q, const double *k,
         return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: NULL tensor");
     if (!ac_problem_is_fp8(p) || p->fp8_p == AC_F32 || (unsigned)p->fp8_p >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: not an fp8 problem with a P format");
+    if (p->fp8_qk_bits < 0 || p->fp8_qk_bits > 23)
+        return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: fp8_qk_bits %d is not 0 (f32) to 23",
+                       p->fp8_qk_bits);
     fp8_job job = {p, q, k, v, o, lse, calloc((size_t)workers, sizeof(float *))};
     bool ok = job.rows != NULL;
     for (int w = 0; ok && w < workers; w++)

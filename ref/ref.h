@@ -194,6 +194,9 @@ typedef struct {
     ac_dtype fp8_out; /* O's dtype, AC_BF16 or AC_F16, when Q, K, V are e4m3/e5m2 */
     ac_dtype fp8_p; /* P's format before the P V product, as the kernel declares it:
                                          AC_E4M3/AC_E5M2 (row-max scaled, ac_fp8_p_round) or AC_BF16/AC_F16 */
+    int fp8_qk_bits; /* S's accumulator, as the kernel declares it: 0 = f32; b > 0: fraction bits
+                                         of a running sum truncated after every AC_FP8_QK_STEP products
+                                         (Hopper's fp8 tensor cores: AC_FP8_QK_HOPPER, e8m13) */
     int descale_rows; /* the descale factors' granularity: AC_DESCALE_TENSOR, _HEAD, or N > 0
                                          rows of a head per factor (ac_descale_index) */
     const float *descale_q, *descale_k, *descale_v; /* f32, ac_descale_count(p, Q/K/V) each: input = code * factor
@@ -316,6 +319,26 @@ size_t ac_descale_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, 
 #define AC_FP8_P_SIGMA_MIN 256.0
 #define AC_FP8_P_SIGMA 448.0
 float ac_fp8_p_round(ac_dtype fmt, float p_scaled); /* p_scaled = sigma exp(S - m), in fmt, as a float */
+/* S's accumulation (ac_problem.fp8_qk_bits).  Hopper's fp8 tensor cores
+ * (wgmma with e4m3/e5m2 operands) do not accumulate in f32: DeepSeek-V3's
+ * report measured about 14 bits, and an H100 run of cuda-flash-fp8 put LSE up
+ * to 332x over the f32 budget.  The model a kernel using them declares (13
+ * bits, e8m13): each instruction aligns its 32 products and the running sum to
+ * the largest of them and keeps b fraction bits of it, truncating every term
+ * toward zero, then truncates the sum to b bits again (ac_fp8_qk_step, which
+ * the naive baseline and cpu-flash-fp8-qk13 run).  Each of those 34
+ * truncations errs by less than 2^-b of a magnitude at most
+ * sum_c |Q_ic K_jc|, so S errs by less than
+ * ceil(d / 32) 34 2^-b |scale| sum_c |Q_ic||K_jc|: a worst case, which the
+ * H100 campaigns measure the hardware against.
+ * ac_fp8_qk_terms: that bound in units of u_f32 |scale| sum_c |Q_ic||K_jc|:
+ * d for an f32 dot product (Higham's gamma_d), ceil(d / 32) 34 2^(24 - b) for b bits.
+ * ac_truncate_bits: x truncated toward 0 to b fraction bits (b + 1 significant). */
+#define AC_FP8_QK_STEP 32
+#define AC_FP8_QK_HOPPER 13
+double ac_fp8_qk_terms(const ac_problem *p);
+double ac_truncate_bits(double x, int bits);
+double ac_fp8_qk_step(double acc, const double *prod, int n, int bits);
 
 /* ---- fp64 reference (OpenBLAS) -------------------------------------------
  * S = scale * Q K^T and O = P V through cblas_dgemm, per (b, h), in blocks of

@@ -151,7 +151,9 @@ static void pair_terms(const scale_job *job, const scale_pair *pr)
     for (size_t e = 0; e < n; e++) /* ref_block_scores marks every masked pair with -inf */
         buf[B_WEIGHT_O][e] = buf[B_PROB][e] == -INFINITY ? 0.0 : 1.0;
     ref_block_probs_from_lse(hd, pr->i0, pr->i1, pr->jlo, pr->jhi, job->lse, buf[B_PROB]);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, d * fabs(hd->p->scale), buf[B_ABS_Q], d,
+    /* G: d |scale| sum |Q||K| for an f32 dot product; an fp8 kernel's declared accumulator may err more */
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, ac_fp8_qk_terms(hd->p) * fabs(hd->p->scale),
+                buf[B_ABS_Q], d,
                 head_abs(job, job->abs_k, hd, pr->jlo), d, 0.0, buf[B_REL_ERR], cols);
     if (job->mods)
         pair_mod_errors(job, buf, n);
@@ -568,10 +570,10 @@ int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, con
     bool fp8 = ac_problem_is_fp8(p);
     if (fp8 &&
         (grads || !ac_dtype_is_fp8(t) || p->fp8_p == AC_F32 || (unsigned)p->fp8_p >= AC_DTYPE_COUNT ||
-         (unsigned)p->fp8_out >= AC_DTYPE_COUNT))
+         (unsigned)p->fp8_out >= AC_DTYPE_COUNT || p->fp8_qk_bits < 0 || p->fp8_qk_bits > 23))
         return ac_fail(err, AC_ERR_INPUT,
                        "ref_error_scales: an fp8 problem needs fp8 inputs, its out and p "
-                       "formats, and no backward (forward only)");
+                       "formats, an S accumulator of 0 (f32) to 23 bits, and no backward (forward only)");
     if (fp8)
         t = p->fp8_out; /* E is in units of the output's u */
     scale_job job = {p,

@@ -96,6 +96,58 @@ Test(ref_lse_scale, a_planted_lse_error_reads_exactly_its_size)
     }
 }
 
+/* The same problem as fp8 whose kernel declares Hopper's e8m13 accumulator:
+ * the S term's d becomes ceil(d / 32) 34 2^(24 - 13) = 69632 (d = 2: one step). */
+Test(ref_lse_scale, a_declared_fp8_accumulator_replaces_d_by_its_truncations)
+{
+    ac_problem p = ac_problem_dense(1, 1, 1, 2, 3, 2);
+    uint8_t mask[6] = {1, 1, 0, 1, 1, 0};
+    p.dense_mask = mask;
+    p.windowed = true;
+    p.window_right = 0;
+    p.scale = 0.5;
+    p.fp8_out = AC_BF16;
+    p.fp8_p = AC_E4M3;
+    p.fp8_qk_bits = AC_FP8_QK_HOPPER;
+    cr_assert_eq(ac_fp8_qk_terms(&p), 69632.0);
+    const double q[4] = {1.0, -2.0, -0.5, 0.25}, k[6] = {3.0, 1.0, -1.0, 4.0, 100.0, 100.0};
+    const double lse[2] = {-1.5, 2.0};
+    double e_lse[2];
+    ac_err err = {{0}};
+    cr_assert_eq(ref_lse_error_scale(&p, q, k, lse, e_lse, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(e_lse[0], 1.0 + 1.5 + 69634 * 0.5 * 5.0, "E_lse[0] = %.17g", e_lse[0]);
+    cr_assert_eq(e_lse[1], 1.0 + 2.0 + 69634 * 0.5 * 1.75, "E_lse[1] = %.17g", e_lse[1]);
+    p.head_dim = 100; /* four steps of 32 */
+    cr_assert_eq(ac_fp8_qk_terms(&p), 4 * 69632.0);
+    p.fp8_qk_bits = 0; /* f32: Higham's d */
+    cr_assert_eq(ac_fp8_qk_terms(&p), 100.0);
+}
+
+/* Truncation toward zero to b fraction bits: 1 + 2^-13 + 2^-14 keeps 1 + 2^-13
+ * at 13 bits, negatives truncate toward zero, and what fits stays exact. */
+Test(ref_lse_scale, truncation_to_b_fraction_bits_drops_exactly_the_bits_below)
+{
+    cr_assert_eq(ac_truncate_bits(1.0 + 0x1p-13 + 0x1p-14, 13), 1.0 + 0x1p-13);
+    cr_assert_eq(ac_truncate_bits(-(3.0 + 0x1p-13), 13), -3.0); /* ulp 2^-12 at 3 */
+    cr_assert_eq(ac_truncate_bits(3.0 + 0x1p-12, 13), 3.0 + 0x1p-12);
+    cr_assert_eq(ac_truncate_bits(0x1.fffffp+5, 13), 0x1.fff8p+5);
+    cr_assert_eq(ac_truncate_bits(0.375, 13), 0.375);
+    cr_assert_eq(ac_truncate_bits(0.0, 13), 0.0);
+    cr_assert(isinf(ac_truncate_bits(-INFINITY, 13)));
+}
+
+/* One tensor-core step: terms aligned to the largest (here 1.5, leading bit
+ * 2^0, quantum 2^-13 at 13 bits) and truncated toward zero: 2^-14 vanishes,
+ * -(2^-13 + 2^-15) keeps -2^-13, 3 * 2^-13 stays; the sum 1.5 + 2^-13 fits. */
+Test(ref_lse_scale, an_fp8_tensor_core_step_truncates_each_term_at_the_largest)
+{
+    const double prod[3] = {0x1p-14, -(0x1p-13 + 0x1p-15), 3 * 0x1p-13};
+    cr_assert_eq(ac_fp8_qk_step(1.5, prod, 3, 13), 1.5 + 2 * 0x1p-13);
+    cr_assert_eq(ac_fp8_qk_step(0.0, prod, 3, 13), 0x1p-14 - 0x1p-13 - 0x1p-15 + 3 * 0x1p-13); /* exact: small terms */
+    const double zero[2] = {0.0, 0.0};
+    cr_assert_eq(ac_fp8_qk_step(0.0, zero, 2, 13), 0.0);
+}
+
 Test(ref_lse_scale, rows_without_keys_and_padding_rows_get_zero)
 {
     ac_problem p = ts_problem(TS_CAUSAL_BR); /* rows 0 and 1 see no key */
