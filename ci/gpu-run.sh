@@ -243,11 +243,15 @@ SPECS
         fi ;;
     fp8)
         # cuda-flash-fp8 (issue 17, not in the defaults): its attncheck-test-cuda cases (mutants must fail),
-        # memcheck on the small ones, a fuzz campaign, prove (its two mutants caught), the fp8 vs bf16 bench rows.
+        # on the wgmma kernel and again on the CUDA-core one, memcheck on the small ones, a fuzz campaign, prove (its two mutants caught), the fp8 vs bf16 bench rows.
         if [ -n "$test_cuda" ]; then
             "$test_cuda" cuda-flash-fp8 >"$OUT/fp8-test.log" 2>&1
             record fp8-test $?
             tail -n 14 "$OUT/fp8-test.log"
+            # d = 128 runs on wgmma (flash_fp8_sm90.cu); the same cases again on the CUDA-core kernel.
+            ACD_NO_WGMMA=1 "$test_cuda" cuda-flash-fp8 >"$OUT/fp8-test-cuda-cores.log" 2>&1
+            record fp8-test-cuda-cores $?
+            tail -n 3 "$OUT/fp8-test-cuda-cores.log"
             if command -v compute-sanitizer >/dev/null; then
                 compute-sanitizer --tool memcheck --error-exitcode 9 "$test_cuda" --small cuda-flash-fp8 >"$OUT/fp8-memcheck.log" 2>&1
                 record fp8-memcheck $?

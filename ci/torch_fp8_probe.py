@@ -40,7 +40,9 @@ def main():
     B, H, N, d = 4, 16, 4096, 128
     flops = 4.0 * B * H * N * N * d
     q, k, v = (torch.randn(B, H, N, d, device="cuda").to(torch.float8_e4m3fn) for _ in range(3))
-    backends = [("default", None)] + [(b.name, b) for b in SDPBackend if b.name != "ERROR"]
+    # SDPBackend is a pybind11 enum, not iterable: the backends by name, those this build has.
+    names = ["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"]
+    backends = [("default", None)] + [(n, getattr(SDPBackend, n)) for n in names if hasattr(SDPBackend, n)]
     for name, backend in backends:
         def call():
             if backend is None:

@@ -6,35 +6,18 @@
 //   largest value) and rounded to e4m3 satfinite (cvt.rn.satfinite);
 //   P V partial sums in f32 over the raw V codes, multiplied by V's descale per
 //   run of keys sharing one factor; O = acc / (sigma l) in bf16/f16, LSE = m + log l.
-// This first version runs one query row per thread on the CUDA cores (tiles of
-// 64 keys, as the CPU kernel): correctness before speed; the tensor-core
-// version (mma.sync m16n8k32 e4m3) is not written yet.  Visibility is
+// This kernel runs one query row per thread on the CUDA cores (tiles of 64
+// keys, as the CPU kernel): every shape the family claims, on any GPU.  On
+// Hopper, d = 128 goes to the wgmma kernel of flash_fp8_sm90.cu instead
+// (acd_fp8_wg_usable), unless ACD_NO_WGMMA=1.  Visibility is
 // mask.cuh's acd_visible / acd_row_keys, the same stage as cuda-flash's.
 #include <cuda_fp8.h>
 
-#include "common.cuh"
+#include "fp8.cuh"
 #include "mask.cuh"
 
 #define FP8_TILE_K 64
 #define FP8_MAX_D 128
-
-// Where each tensor's descale factors sit (ref/fp8.c's ac_descale_index on the device).
-struct fp8_descale {
-    const float *q, *k, *v; // device copies
-    int rows; // AC_DESCALE_TENSOR, AC_DESCALE_HEAD or N rows per factor
-    int blocks_q, blocks_k; // factors per head with rows > 0
-};
-
-__device__ __forceinline__ long long fp8_descale_at(const acd_params &p, const fp8_descale &ds, bool is_q, int b, int h,
-                                                    int s)
-{
-    if (ds.rows == AC_DESCALE_TENSOR)
-        return 0;
-    if (ds.rows == AC_DESCALE_HEAD)
-        return (long long)b * p.Hkv + (is_q ? h / p.group : h);
-    const int heads = is_q ? p.Hq : p.Hkv, blocks = is_q ? ds.blocks_q : ds.blocks_k;
-    return ((long long)b * heads + h) * blocks + s / ds.rows;
-}
 
 template <bool kE5m2> __device__ __forceinline__ float fp8_value(const uint8_t *buf, long long at)
 {
@@ -216,7 +199,9 @@ extern "C" int acd_flash_fp8_forward(const ac_problem *prob, ac_dtype t, const a
     ds.q = dq;
     ds.k = dk;
     ds.v = dv;
-    if (status == AC_OK)
+    if (status == AC_OK && acd_fp8_wg_usable(p, ds, a))
+        status = acd_fp8_wg_forward(p, ds, t == AC_E5M2, prob->fp8_out, a, err);
+    else if (status == AC_OK)
         status = fp8_dispatch(p, ds, t, prob->fp8_out, a, err);
     if (status == AC_OK)
         status = ac_dev_sync(err);
