@@ -74,6 +74,11 @@ bool ref_fp8_block_products(const ref_head *hd, const double *q, const double *k
 /* The same, with what the error scales and the backward need of the variants'
  * score modifiers (variants_internal.h) written to aux's arrays (same shape;
  * masked entries too, their values unused).  aux may be NULL. */
+/* An fp8 kernel's declared accumulator (ref.h, fp8_qk_bits > 0): out[i - i0][j - jlo]
+ * = |scale| 34 2^(24 - b) sum_k M_k, S_ij's error bound in units of u_f32 (ref/fp8.c). */
+void ref_fp8_qk_errors(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
+                       double *out);
+
 typedef struct ref_mod_aux ref_mod_aux;
 void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
                            double *s, const ref_mod_aux *aux);

@@ -39,12 +39,34 @@ size_t ac_descale_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, 
 
 float ac_fp8_p_round(ac_dtype fmt, float p_scaled) { return (float)ac_round(fmt, p_scaled); }
 
-double ac_fp8_qk_terms(const ac_problem *p)
+/* One pair's sum_k M_k (ref.h): each step's largest product, running sum
+ * before and after, the sums exact enough in double (a bound needs no more). */
+static double qk_step_magnitudes(const double *q, const double *k, int d)
 {
-    if (!ac_problem_is_fp8(p) || p->fp8_qk_bits <= 0)
-        return p->head_dim;
-    int steps = (p->head_dim + AC_FP8_QK_STEP - 1) / AC_FP8_QK_STEP;
-    return steps * (AC_FP8_QK_STEP + 2.0) * ldexp(1.0, 24 - p->fp8_qk_bits);
+    double acc = 0.0, total = 0.0;
+    for (int c0 = 0; c0 < d; c0 += AC_FP8_QK_STEP) {
+        double big = fabs(acc);
+        for (int c = c0; c < c0 + AC_FP8_QK_STEP && c < d; c++) {
+            double pr = q[c] * k[c];
+            big = fmax(big, fabs(pr));
+            acc += pr;
+        }
+        total += fmax(big, fabs(acc));
+    }
+    return total;
+}
+
+void ref_fp8_qk_errors(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
+                       double *out)
+{
+    const ac_problem *p = hd->p;
+    int cols = jhi - jlo;
+    double unit = fabs(p->scale) * (AC_FP8_QK_STEP + 2.0) * ldexp(1.0, 24 - p->fp8_qk_bits);
+    for (int i = i0; i < i1; i++)
+        for (int j = jlo; j < jhi; j++)
+            out[(size_t)(i - i0) * cols + (j - jlo)] =
+                unit * qk_step_magnitudes(q + hd->q_base + (size_t)i * hd->ld_q,
+                                          k + hd->kv_base + (size_t)j * hd->ld_kv, hd->d);
 }
 
 double ac_truncate_bits(double x, int bits)

@@ -27,7 +27,7 @@ static void abs_rows(const double *src, size_t ld, int rows, int d, double *dst)
  *     d u_f32 |scale| sum_c |Q_ic||K_jc| (Higham's gamma_d; reached when the
  *     products are alike, as "increasing" scores make them), and LSE is
  *     1-Lipschitz in the max norm of S: the d G_i (an fp8 kernel's declared
- *     accumulator: ac_fp8_qk_terms in place of d);
+ *     accumulator: max_j of ref_fp8_qk_errors in place of d G_i);
  *   - the online softmax rescales l by exp(m_old - m_new), an exp of an f32
  *     argument of size |m_old - m_new|; the changes of m sum to at most 2 G_i:
  *     the 2 G_i;
@@ -139,7 +139,7 @@ static void lse_block(void *arg, size_t task, int worker)
         return;
     }
     int cols = jhi - jlo;
-    double *abs_q = job->abs_q[worker], *g = job->g[worker], scale = fabs(p->scale), qk_terms = ac_fp8_qk_terms(p);
+    double *abs_q = job->abs_q[worker], *g = job->g[worker], scale = fabs(p->scale);
     const double *abs_k = job->abs_k + ((size_t)hd.b * p->heads_kv + hd.h_kv) * p->seqlen_k * d;
     abs_rows(job->q + hd.q_base + (size_t)i0 * hd.ld_q, hd.ld_q, i1 - i0, d, abs_q);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, cols, d, 1.0, abs_q, d, abs_k + (size_t)jlo * d, d,
@@ -148,11 +148,20 @@ static void lse_block(void *arg, size_t task, int worker)
         lse_rows_mods(job, &hd, i0, i1, jlo, jhi, worker);
         return;
     }
+    bool fp8_acc = ac_problem_is_fp8(p) && p->fp8_qk_bits > 0;
     for (int i = i0; i < i1; i++) {
         double g_max = row_visible_max(&hd, i, jlo, g + (size_t)(i - i0) * cols);
         size_t at = ac_lse_index(p, hd.b, hd.h, i);
         if (g_max >= 0.0 && isfinite(job->lse[at]))
-            job->e_lse[at] = 1.0 + fabs(job->lse[at]) + (qk_terms + 2.0) * scale * g_max;
+            job->e_lse[at] = 1.0 + fabs(job->lse[at]) + (fp8_acc ? 2.0 : d + 2.0) * scale * g_max;
+    }
+    if (!fp8_acc)
+        return;
+    ref_fp8_qk_errors(&hd, job->q, job->k, i0, i1, jlo, jhi, g); /* the S term, in place of d G_i */
+    for (int i = i0; i < i1; i++) {
+        size_t at = ac_lse_index(p, hd.b, hd.h, i);
+        if (job->e_lse[at] > 0.0)
+            job->e_lse[at] += row_visible_max(&hd, i, jlo, g + (size_t)(i - i0) * cols);
     }
 }
 

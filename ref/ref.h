@@ -327,16 +327,14 @@ float ac_fp8_p_round(ac_dtype fmt, float p_scaled); /* p_scaled = sigma exp(S - 
  * the largest of them and keeps b fraction bits of it, truncating every term
  * toward zero, then truncates the sum to b bits again (ac_fp8_qk_step, which
  * the naive baseline and cpu-flash-fp8-qk13 run).  Each of those 34
- * truncations errs by less than 2^-b of a magnitude at most
- * sum_c |Q_ic K_jc|, so S errs by less than
- * ceil(d / 32) 34 2^-b |scale| sum_c |Q_ic||K_jc|: a worst case, which the
- * H100 campaigns measure the hardware against.
- * ac_fp8_qk_terms: that bound in units of u_f32 |scale| sum_c |Q_ic||K_jc|:
- * d for an f32 dot product (Higham's gamma_d), ceil(d / 32) 34 2^(24 - b) for b bits.
- * ac_truncate_bits: x truncated toward 0 to b fraction bits (b + 1 significant). */
+ * truncations errs by less than 2^-b of M_k, the largest magnitude among step
+ * k's products, the running sum before and the one after, so S_ij errs by less
+ * than |scale| 34 2^-b sum_k M_k (ref/fp8.c, ref_fp8_qk_errors, per pair from
+ * the exact inputs): a worst case, which the H100 campaigns measure the
+ * hardware against.  ac_truncate_bits: x truncated toward 0 to b fraction bits
+ * (b + 1 significant). */
 #define AC_FP8_QK_STEP 32
 #define AC_FP8_QK_HOPPER 13
-double ac_fp8_qk_terms(const ac_problem *p);
 double ac_truncate_bits(double x, int bits);
 double ac_fp8_qk_step(double acc, const double *prod, int n, int bits);
 

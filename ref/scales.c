@@ -151,10 +151,12 @@ static void pair_terms(const scale_job *job, const scale_pair *pr)
     for (size_t e = 0; e < n; e++) /* ref_block_scores marks every masked pair with -inf */
         buf[B_WEIGHT_O][e] = buf[B_PROB][e] == -INFINITY ? 0.0 : 1.0;
     ref_block_probs_from_lse(hd, pr->i0, pr->i1, pr->jlo, pr->jhi, job->lse, buf[B_PROB]);
-    /* G: d |scale| sum |Q||K| for an f32 dot product; an fp8 kernel's declared accumulator may err more */
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, ac_fp8_qk_terms(hd->p) * fabs(hd->p->scale),
-                buf[B_ABS_Q], d,
-                head_abs(job, job->abs_k, hd, pr->jlo), d, 0.0, buf[B_REL_ERR], cols);
+    /* G: d |scale| sum |Q||K| for an f32 dot product; an fp8 kernel's declared accumulator errs more */
+    if (job->fp8 && hd->p->fp8_qk_bits > 0)
+        ref_fp8_qk_errors(hd, job->q, job->k, pr->i0, pr->i1, pr->jlo, pr->jhi, buf[B_REL_ERR]);
+    else
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, d * fabs(hd->p->scale), buf[B_ABS_Q], d,
+                    head_abs(job, job->abs_k, hd, pr->jlo), d, 0.0, buf[B_REL_ERR], cols);
     if (job->mods)
         pair_mod_errors(job, buf, n);
 }
