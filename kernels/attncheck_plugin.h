@@ -196,7 +196,7 @@ typedef struct {
     int32_t descale_rows; /* ATTNCHECK_DESCALE_TENSOR, _HEAD, or N > 0: one factor per N rows of a
                                          head (Q: of a query head), index ((b H + h) ceil(S / N) + s / N) */
     const float *descale_q, *descale_k, *descale_v; /* f32 factors, host memory: input = code * factor */
-    int32_t qk_bits; /* S's accumulator the plugin declares (fp8_qk_bits): 0 = f32 (check ATTNCHECK_HAS_FIELD) */
+    int32_t acc_bits; /* the fp8 products' accumulator the plugin declares (fp8_acc_bits): 0 = f32 (check ATTNCHECK_HAS_FIELD) */
 } attncheck_problem2;
 
 /* ABI 2: whether a struct (problem2, fwd_args, bwd_args) as attncheck passed it
@@ -260,9 +260,9 @@ typedef struct {
     /* fp8 dtypes claimed: the format the forward rounds P to before P V (ATTNCHECK_DTYPE_E4M3, row-max
        scaled so the running max maps to >= 256; or BF16/F16); 0 (absent): e4m3 */
     int32_t fp8_p;
-    /* fp8: S's accumulator: 0 (absent) = f32; B = fraction bits of a running sum truncated every 32
+    /* fp8: the fp8 products' accumulator: 0 (absent) = f32; B = fraction bits of a running sum truncated every 32
        products, as Hopper's fp8 tensor cores do (e8m13: 13).  The error scale allows for it (ref.h). */
-    int32_t fp8_qk_bits;
+    int32_t fp8_acc_bits;
 } attncheck_plugin;
 
 #define ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL "attncheck_plugin_describe"

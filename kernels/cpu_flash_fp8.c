@@ -29,13 +29,13 @@ typedef enum {
     FP8_MUT_TRUNCATE, /* P rounded to e4m3 toward zero, not to nearest */
     FP8_MUT_P_E5M2, /* P rounded to e5m2 though e4m3 is declared */
     FP8_MUT_P_UNSCALED, /* P~ rounded to e4m3 as it is (sigma 1): weights below 2^-10 of the row max flush to 0 */
-    FP8_MUT_QK_E8M13, /* S accumulated as Hopper's fp8 tensor cores do (e8m13, truncated) though f32 is declared */
+    FP8_MUT_ACC_E8M13, /* QK^T and PV accumulated as Hopper's fp8 tensor cores do (e8m13, truncated) though f32 is declared */
 } fp8_mutant;
 
 typedef struct {
     ac_dtype p_fmt; /* what it declares */
     fp8_mutant mut;
-    int qk_bits; /* S's accumulator, declared and used: 0 = f32, else ref.h's fp8_qk_bits */
+    int acc_bits; /* the fp8 products' accumulator, declared and used: 0 = f32, else ref.h's fp8_acc_bits */
 } fp8_params;
 
 /* e4m3 rounded toward zero (the truncation mutant), saturating at 448. */
@@ -81,7 +81,7 @@ typedef struct {
 static float code(const fp8_call *x, const void *buf, size_t at) { return x->lut[((const uint8_t *)buf)[at]]; }
 
 /* Q_i . K_j over the codes in the kernel's accumulator: f32, or the steps of
- * Hopper's fp8 tensor cores (ref.h, ac_fp8_qk_step) with `bits` fraction bits. */
+ * Hopper's fp8 tensor cores (ref.h, ac_fp8_acc_step) with `bits` fraction bits. */
 static float codes_dot(const fp8_call *x, const float *q_row, int b, int h_kv, int j, int bits)
 {
     const ac_problem *p = x->p;
@@ -91,12 +91,12 @@ static float codes_dot(const fp8_call *x, const float *q_row, int b, int h_kv, i
             acc += q_row[c] * code(x, x->a->k, ac_kv_index(p, b, h_kv, j, c));
         return acc;
     }
-    double acc = 0.0, prod[AC_FP8_QK_STEP];
-    for (int c0 = 0; c0 < p->head_dim; c0 += AC_FP8_QK_STEP) {
-        int n = p->head_dim - c0 < AC_FP8_QK_STEP ? p->head_dim - c0 : AC_FP8_QK_STEP;
+    double acc = 0.0, prod[AC_FP8_ACC_STEP];
+    for (int c0 = 0; c0 < p->head_dim; c0 += AC_FP8_ACC_STEP) {
+        int n = p->head_dim - c0 < AC_FP8_ACC_STEP ? p->head_dim - c0 : AC_FP8_ACC_STEP;
         for (int c = 0; c < n; c++)
             prod[c] = (double)q_row[c0 + c] * code(x, x->a->k, ac_kv_index(p, b, h_kv, j, c0 + c));
-        acc = ac_fp8_qk_step(acc, prod, n, bits);
+        acc = ac_fp8_acc_step(acc, prod, n, bits);
     }
     return (float)acc;
 }
@@ -112,8 +112,28 @@ static void tile_scores(const fp8_call *x, int b, int h, int i, int j0, int j1, 
             s[j - j0] = -INFINITY;
             continue;
         }
-        float acc = codes_dot(x, q_row, b, h_kv, j, x->fp->mut == FP8_MUT_QK_E8M13 ? AC_FP8_QK_HOPPER : x->fp->qk_bits);
+        float acc = codes_dot(x, q_row, b, h_kv, j, x->fp->mut == FP8_MUT_ACC_E8M13 ? AC_FP8_ACC_HOPPER : x->fp->acc_bits);
         s[j - j0] = acc * (sq * p->descale_k[ac_descale_index(p, AC_TENSOR_K, b, h_kv, j)]);
+    }
+}
+
+/* part += sum_j pq_j v_j over keys [js, je) in the tensor cores' steps
+ * (ref.h, ac_fp8_acc_step): 32 keys counted from key 0, cut where V's
+ * descale factor changes. */
+static void pv_steps(const fp8_call *x, int b, int h_kv, int js, int je, int j0, const float *pq, float *part,
+                     int bits)
+{
+    const ac_problem *p = x->p;
+    double prod[AC_FP8_ACC_STEP];
+    while (js < je) {
+        int end = (js / AC_FP8_ACC_STEP + 1) * AC_FP8_ACC_STEP;
+        end = end < je ? end : je;
+        for (int c = 0; c < ac_head_dim_v(p); c++) {
+            for (int j = js; j < end; j++)
+                prod[j - js] = (double)pq[j - j0] * code(x, x->a->v, ac_v_index(p, b, h_kv, j, c));
+            part[c] = (float)ac_fp8_acc_step(part[c], prod, end - js, bits);
+        }
+        js = end;
     }
 }
 
@@ -125,10 +145,13 @@ static void tile_pv(const fp8_call *x, int b, int h, int j0, int j1, const float
     for (int j = j0; j < j1;) {
         size_t g = ac_descale_index(p, AC_TENSOR_V, b, h_kv, j);
         memset(part, 0, (size_t)dv * sizeof *part);
+        int run = j, bits = x->fp->mut == FP8_MUT_ACC_E8M13 ? AC_FP8_ACC_HOPPER : x->fp->acc_bits;
         for (; j < j1 && ac_descale_index(p, AC_TENSOR_V, b, h_kv, j) == g; j++)
-            if (pq[j - j0] != 0.0f)
+            if (pq[j - j0] != 0.0f && bits <= 0)
                 for (int c = 0; c < dv; c++)
                     part[c] += pq[j - j0] * code(x, x->a->v, ac_v_index(p, b, h_kv, j, c));
+        if (bits > 0)
+            pv_steps(x, b, h_kv, run, j, j0, pq, part, bits);
         float dsc = p->descale_v[g];
         if (x->fp->mut == FP8_MUT_V_DESCALE_TWICE)
             dsc *= p->descale_v[g];
@@ -208,7 +231,7 @@ static int fp8_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
     { \
         .dtypes = AC_DTYPES_FP8, .n_head_dims = 0, .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL, \
         .layouts = AC_LAYOUTS_ALL, .gqa = true, .varlen = true, .backward = false, .max_seqlen = 0, \
-        .variants = AC_VAR_DV, .fp8_p = (p_fmt), .fp8_qk_bits = (qk), \
+        .variants = AC_VAR_DV, .fp8_p = (p_fmt), .fp8_acc_bits = (qk), \
     }
 
 #define FP8_KERNEL_QK(kname, p_fmt, mutant, qk, what) \
@@ -224,9 +247,9 @@ static const ac_kernel fp8_kernels[] = {
                "rounded to e4m3, PV in f32 with V's descale per run of keys"),
     FP8_KERNEL("cpu-flash-fp8-pbf16", AC_BF16, FP8_CORRECT,
                "fp8 QK^T and PV operands, P kept in bf16 (the other common recipe)"),
-    FP8_KERNEL_QK("cpu-flash-fp8-qk13", AC_E4M3, FP8_CORRECT, AC_FP8_QK_HOPPER,
-                  "cpu-flash-fp8 with S accumulated as Hopper's fp8 tensor cores do (e8m13, truncated every 32 "
-                  "products), and declared so (qk=e8m13)"),
+    FP8_KERNEL_QK("cpu-flash-fp8-acc13", AC_E4M3, FP8_CORRECT, AC_FP8_ACC_HOPPER,
+                  "cpu-flash-fp8 with QK^T and PV accumulated as Hopper's fp8 tensor cores do (e8m13, truncated every 32 "
+                  "products), and declared so (acc=e8m13)"),
     FP8_KERNEL(
         "cpu-flash-fp8-mutant-p-clamp-448", AC_E4M3, FP8_MUT_P_CLAMP,
         "P scaled by 4096 instead of onto 448: the largest weights saturate at e4m3's 448 (FlashAttention-3's bug)"),
@@ -235,8 +258,8 @@ static const ac_kernel fp8_kernels[] = {
     FP8_KERNEL("cpu-flash-fp8-mutant-e4m3-truncate", AC_E4M3, FP8_MUT_TRUNCATE,
                "P rounded to e4m3 toward zero instead of to nearest even"),
     FP8_KERNEL("cpu-flash-fp8-mutant-p-e5m2", AC_E4M3, FP8_MUT_P_E5M2, "P rounded to e5m2 though e4m3 is declared"),
-    FP8_KERNEL("cpu-flash-fp8-mutant-qk-e8m13", AC_E4M3, FP8_MUT_QK_E8M13,
-               "S accumulated as Hopper's fp8 tensor cores do (e8m13, truncated) though f32 is declared"),
+    FP8_KERNEL("cpu-flash-fp8-mutant-acc-e8m13", AC_E4M3, FP8_MUT_ACC_E8M13,
+               "QK^T and PV accumulated as Hopper's fp8 tensor cores do (e8m13, truncated) though f32 is declared"),
     FP8_KERNEL("cpu-flash-fp8-mutant-p-unscaled", AC_E4M3, FP8_MUT_P_UNSCALED,
                "P rounded to e4m3 without the row-max scale: weights below e4m3's smallest subnormal (2^-9 of the "
                "row max) flush to zero"),

@@ -61,9 +61,9 @@ typedef struct {
     /* fp8 dtypes (e4m3, e5m2): the format the forward rounds P to before P V, which the case's p= must
        name: AC_E4M3/AC_E5M2 (row-max scaled: ref.h, ac_fp8_p_round) or AC_BF16/AC_F16; 0 (AC_F32): e4m3 */
     ac_dtype fp8_p;
-    /* fp8: S's accumulator, which the case's qk= must name: 0 = f32; b = fraction bits of a running sum
-       truncated every AC_FP8_QK_STEP products (ref.h; Hopper's fp8 tensor cores: AC_FP8_QK_HOPPER) */
-    int fp8_qk_bits;
+    /* fp8: the fp8 products' accumulator, which the case's acc= must name: 0 = f32; b = fraction bits of a running sum
+       truncated every AC_FP8_ACC_STEP products (ref.h; Hopper's fp8 tensor cores: AC_FP8_ACC_HOPPER) */
+    int fp8_acc_bits;
 } ac_caps;
 
 /* dropout_mask (with dropout, else NULL): the keep mask the forward drew, one bit

@@ -163,13 +163,13 @@ int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool
     if (ac_problem_is_fp8(p) && p->fp8_p != p_fmt)
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' rounds P to %s, the case says p=%s", k->name,
                        ac_dtype_name(p_fmt), ac_dtype_name(p->fp8_p));
-    if (ac_problem_is_fp8(p) && p->fp8_qk_bits != c->fp8_qk_bits) {
+    if (ac_problem_is_fp8(p) && p->fp8_acc_bits != c->fp8_acc_bits) {
         char said[16] = "f32", has[16] = "f32";
-        if (p->fp8_qk_bits > 0)
-            snprintf(said, sizeof said, "e8m%d", p->fp8_qk_bits);
-        if (c->fp8_qk_bits > 0)
-            snprintf(has, sizeof has, "e8m%d", c->fp8_qk_bits);
-        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' accumulates S in %s, the case says qk=%s", k->name, has, said);
+        if (p->fp8_acc_bits > 0)
+            snprintf(said, sizeof said, "e8m%d", p->fp8_acc_bits);
+        if (c->fp8_acc_bits > 0)
+            snprintf(has, sizeof has, "e8m%d", c->fp8_acc_bits);
+        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' accumulates its fp8 products (QK^T, PV) in %s, the case says acc=%s", k->name, has, said);
     }
     if (want_backward && (!c->backward || !k->backward))
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' has no backward", k->name);

@@ -74,10 +74,14 @@ bool ref_fp8_block_products(const ref_head *hd, const double *q, const double *k
 /* The same, with what the error scales and the backward need of the variants'
  * score modifiers (variants_internal.h) written to aux's arrays (same shape;
  * masked entries too, their values unused).  aux may be NULL. */
-/* An fp8 kernel's declared accumulator (ref.h, fp8_qk_bits > 0): out[i - i0][j - jlo]
+/* An fp8 kernel's declared accumulator (ref.h, fp8_acc_bits > 0): out[i - i0][j - jlo]
  * = |scale| 34 2^(24 - b) sum_k M_k, S_ij's error bound in units of u_f32 (ref/fp8.c). */
 void ref_fp8_qk_errors(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
                        double *out);
+/* And P V's (ref.h): e_o[(i - i0) * ld + c] += 34 2^-b / u sum_k M_k(i, c), in units of u of the
+ * output, M_k over the step's P_ij V_jc (prob: rows i0..i1 over keys jlo..jhi, 0 where hidden). */
+void ref_fp8_pv_errors(const ref_head *hd, const double *v, const double *prob, int i0, int i1, int jlo, int jhi,
+                       double unit_out, double *e_o, size_t ld);
 
 typedef struct ref_mod_aux ref_mod_aux;
 void ref_block_scores_mods(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,

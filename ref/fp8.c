@@ -44,9 +44,9 @@ float ac_fp8_p_round(ac_dtype fmt, float p_scaled) { return (float)ac_round(fmt,
 static double qk_step_magnitudes(const double *q, const double *k, int d)
 {
     double acc = 0.0, total = 0.0;
-    for (int c0 = 0; c0 < d; c0 += AC_FP8_QK_STEP) {
+    for (int c0 = 0; c0 < d; c0 += AC_FP8_ACC_STEP) {
         double big = fabs(acc);
-        for (int c = c0; c < c0 + AC_FP8_QK_STEP && c < d; c++) {
+        for (int c = c0; c < c0 + AC_FP8_ACC_STEP && c < d; c++) {
             double pr = q[c] * k[c];
             big = fmax(big, fabs(pr));
             acc += pr;
@@ -56,12 +56,33 @@ static double qk_step_magnitudes(const double *q, const double *k, int d)
     return total;
 }
 
+void ref_fp8_pv_errors(const ref_head *hd, const double *v, const double *prob, int i0, int i1, int jlo, int jhi,
+                       double unit_out, double *e_o, size_t ld)
+{
+    int cols = jhi - jlo, step = AC_FP8_ACC_STEP;
+    double unit = (step + 2.0) * ldexp(1.0, -hd->p->fp8_acc_bits) / unit_out;
+    for (int i = i0; i < i1; i++) {
+        const double *pr = prob + (size_t)(i - i0) * cols;
+        for (int c = 0; c < hd->d_v; c++) {
+            double acc = 0.0, total = 0.0, big = 0.0;
+            for (int j = jlo; j < jhi; j++) { /* steps of 32 keys counted from key 0, as a kernel's tiles */
+                double t = pr[j - jlo] * v[hd->v_base + (size_t)j * hd->ld_v + c];
+                big = fmax(big, fmax(fabs(acc), fabs(t)));
+                acc += t;
+                if ((j + 1) % step == 0 || j + 1 == jhi)
+                    total += fmax(big, fabs(acc)), big = 0.0;
+            }
+            e_o[(size_t)(i - i0) * ld + c] += unit * total;
+        }
+    }
+}
+
 void ref_fp8_qk_errors(const ref_head *hd, const double *q, const double *k, int i0, int i1, int jlo, int jhi,
                        double *out)
 {
     const ac_problem *p = hd->p;
     int cols = jhi - jlo;
-    double unit = fabs(p->scale) * (AC_FP8_QK_STEP + 2.0) * ldexp(1.0, 24 - p->fp8_qk_bits);
+    double unit = fabs(p->scale) * (AC_FP8_ACC_STEP + 2.0) * ldexp(1.0, 24 - p->fp8_acc_bits);
     for (int i = i0; i < i1; i++)
         for (int j = jlo; j < jhi; j++)
             out[(size_t)(i - i0) * cols + (j - jlo)] =
@@ -78,7 +99,7 @@ double ac_truncate_bits(double x, int bits)
     return ldexp(trunc(ldexp(m, bits + 1)), e - bits - 1);
 }
 
-double ac_fp8_qk_step(double acc, const double *prod, int n, int bits)
+double ac_fp8_acc_step(double acc, const double *prod, int n, int bits)
 {
     double big = fabs(acc), sum = 0.0;
     for (int i = 0; i < n; i++)

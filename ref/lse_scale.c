@@ -148,7 +148,7 @@ static void lse_block(void *arg, size_t task, int worker)
         lse_rows_mods(job, &hd, i0, i1, jlo, jhi, worker);
         return;
     }
-    bool fp8_acc = ac_problem_is_fp8(p) && p->fp8_qk_bits > 0;
+    bool fp8_acc = ac_problem_is_fp8(p) && p->fp8_acc_bits > 0;
     for (int i = i0; i < i1; i++) {
         double g_max = row_visible_max(&hd, i, jlo, g + (size_t)(i - i0) * cols);
         size_t at = ac_lse_index(p, hd.b, hd.h, i);

@@ -2,7 +2,7 @@
  * framework does with dequantised inputs, in the recipe the kernel declares.
  *   S = scale Q K^T accumulated in f32 from the exact inputs (code * descale,
  *   each rounded to f32), or in the accumulator the kernel declares
- *   (fp8_qk_bits: Hopper's fp8 tensor cores' e8m13), not rounded further;
+ *   (fp8_acc_bits: Hopper's fp8 tensor cores' e8m13), not rounded further;
  *   softmax in f32: m, P~ = exp(S - m), l = sum P~;
  *   P rounded to the declared format: fp8 as AC_FP8_P_SIGMA P~ (the row max onto
  *   448, ac_fp8_p_round), bf16/f16 as P~ itself;
@@ -22,23 +22,43 @@ typedef struct {
     float **rows; /* per worker: Nk scores/probabilities */
 } fp8_job;
 
-/* Q_i . K_j in the declared accumulator: f32, or (fp8_qk_bits b) the tensor
- * cores' steps of AC_FP8_QK_STEP products (ref.h, ac_fp8_qk_step) over the
+/* Q_i . K_j in the declared accumulator: f32, or (fp8_acc_bits b) the tensor
+ * cores' steps of AC_FP8_ACC_STEP products (ref.h, ac_fp8_acc_step) over the
  * f32-rounded inputs. */
 static float qk_dot(const ac_problem *p, const double *q, const double *k)
 {
-    if (p->fp8_qk_bits <= 0) {
+    if (p->fp8_acc_bits <= 0) {
         float acc = 0.0f;
         for (int c = 0; c < p->head_dim; c++)
             acc += (float)q[c] * (float)k[c];
         return acc;
     }
-    double acc = 0.0, prod[AC_FP8_QK_STEP];
-    for (int c0 = 0; c0 < p->head_dim; c0 += AC_FP8_QK_STEP) {
-        int n = p->head_dim - c0 < AC_FP8_QK_STEP ? p->head_dim - c0 : AC_FP8_QK_STEP;
+    double acc = 0.0, prod[AC_FP8_ACC_STEP];
+    for (int c0 = 0; c0 < p->head_dim; c0 += AC_FP8_ACC_STEP) {
+        int n = p->head_dim - c0 < AC_FP8_ACC_STEP ? p->head_dim - c0 : AC_FP8_ACC_STEP;
         for (int c = 0; c < n; c++)
             prod[c] = (double)(float)q[c0 + c] * (double)(float)k[c0 + c];
-        acc = ac_fp8_qk_step(acc, prod, n, p->fp8_qk_bits);
+        acc = ac_fp8_acc_step(acc, prod, n, p->fp8_acc_bits);
+    }
+    return (float)acc;
+}
+
+/* sum_j P_j V_jc (V's column at v, keys ld apart) in the declared
+ * accumulator: f32, or the tensor cores' steps of AC_FP8_ACC_STEP keys. */
+static float pv_dot(const ac_problem *p, const float *pr, const double *v, size_t ld, int nk)
+{
+    if (p->fp8_acc_bits <= 0) {
+        float acc = 0.0f;
+        for (int j = 0; j < nk; j++)
+            acc += pr[j] * (float)v[(size_t)j * ld];
+        return acc;
+    }
+    double acc = 0.0, prod[AC_FP8_ACC_STEP];
+    for (int j0 = 0; j0 < nk; j0 += AC_FP8_ACC_STEP) {
+        int n = nk - j0 < AC_FP8_ACC_STEP ? nk - j0 : AC_FP8_ACC_STEP;
+        for (int j = 0; j < n; j++)
+            prod[j] = (double)pr[j0 + j] * (double)(float)v[(size_t)(j0 + j) * ld];
+        acc = ac_fp8_acc_step(acc, prod, n, p->fp8_acc_bits);
     }
     return (float)acc;
 }
@@ -70,9 +90,8 @@ static void naive_row(const fp8_job *job, int b, int h, int i, float *pr)
         pr[j] = p_fp8 ? ac_fp8_p_round(p->fp8_p, sigma * pt) : (float)ac_round(p->fp8_p, pt);
     }
     for (int c = 0; c < dv; c++) {
-        float acc = 0.0f;
-        for (int j = 0; j < nk; j++)
-            acc += pr[j] * (float)job->v[ac_v_index(p, b, h_kv, j, c)];
+        float acc = pv_dot(p, pr, job->v + ac_v_index(p, b, h_kv, 0, c), ac_v_index(p, b, h_kv, 1, c) -
+                                                                               ac_v_index(p, b, h_kv, 0, c), nk);
         job->o[ac_o_index(p, b, h, i, c)] = ac_round(p->fp8_out, acc / (sigma * l));
     }
     job->lse[at_lse] = m + logf(l);
@@ -106,9 +125,9 @@ int ref_naive_forward_fp8(const ac_problem *p, const double *q, const double *k,
         return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: NULL tensor");
     if (!ac_problem_is_fp8(p) || p->fp8_p == AC_F32 || (unsigned)p->fp8_p >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: not an fp8 problem with a P format");
-    if (p->fp8_qk_bits < 0 || p->fp8_qk_bits > 23)
-        return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: fp8_qk_bits %d is not 0 (f32) to 23",
-                       p->fp8_qk_bits);
+    if (p->fp8_acc_bits < 0 || p->fp8_acc_bits > 23)
+        return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: fp8_acc_bits %d is not 0 (f32) to 23",
+                       p->fp8_acc_bits);
     fp8_job job = {p, q, k, v, o, lse, calloc((size_t)workers, sizeof(float *))};
     bool ok = job.rows != NULL;
     for (int w = 0; ok && w < workers; w++)

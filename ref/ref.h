@@ -194,9 +194,9 @@ typedef struct {
     ac_dtype fp8_out; /* O's dtype, AC_BF16 or AC_F16, when Q, K, V are e4m3/e5m2 */
     ac_dtype fp8_p; /* P's format before the P V product, as the kernel declares it:
                                          AC_E4M3/AC_E5M2 (row-max scaled, ac_fp8_p_round) or AC_BF16/AC_F16 */
-    int fp8_qk_bits; /* S's accumulator, as the kernel declares it: 0 = f32; b > 0: fraction bits
-                                         of a running sum truncated after every AC_FP8_QK_STEP products
-                                         (Hopper's fp8 tensor cores: AC_FP8_QK_HOPPER, e8m13) */
+    int fp8_acc_bits; /* the fp8 products' accumulator, as the kernel declares it: 0 = f32; b > 0: fraction bits
+                                         of a running sum truncated after every AC_FP8_ACC_STEP products
+                                         (Hopper's fp8 tensor cores: AC_FP8_ACC_HOPPER, e8m13) */
     int descale_rows; /* the descale factors' granularity: AC_DESCALE_TENSOR, _HEAD, or N > 0
                                          rows of a head per factor (ac_descale_index) */
     const float *descale_q, *descale_k, *descale_v; /* f32, ac_descale_count(p, Q/K/V) each: input = code * factor
@@ -319,24 +319,29 @@ size_t ac_descale_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, 
 #define AC_FP8_P_SIGMA_MIN 256.0
 #define AC_FP8_P_SIGMA 448.0
 float ac_fp8_p_round(ac_dtype fmt, float p_scaled); /* p_scaled = sigma exp(S - m), in fmt, as a float */
-/* S's accumulation (ac_problem.fp8_qk_bits).  Hopper's fp8 tensor cores
+/* The fp8 products' accumulation (ac_problem.fp8_acc_bits, QK^T and PV).  Hopper's fp8 tensor cores
  * (wgmma with e4m3/e5m2 operands) do not accumulate in f32: DeepSeek-V3's
  * report measured about 14 bits, and an H100 run of cuda-flash-fp8 put LSE up
  * to 332x over the f32 budget.  The model a kernel using them declares (13
  * bits, e8m13): each instruction aligns its 32 products and the running sum to
  * the largest of them and keeps b fraction bits of it, truncating every term
- * toward zero, then truncates the sum to b bits again (ac_fp8_qk_step, which
- * the naive baseline and cpu-flash-fp8-qk13 run).  Each of those 34
+ * toward zero, then truncates the sum to b bits again (ac_fp8_acc_step, which
+ * the naive baseline and cpu-flash-fp8-acc13 run).  Each of those 34
  * truncations errs by less than 2^-b of M_k, the largest magnitude among step
  * k's products, the running sum before and the one after, so S_ij errs by less
  * than |scale| 34 2^-b sum_k M_k (ref/fp8.c, ref_fp8_qk_errors, per pair from
  * the exact inputs): a worst case, which the H100 campaigns measure the
- * hardware against.  ac_truncate_bits: x truncated toward 0 to b fraction bits
+ * hardware against.  P V runs the same steps over 32 keys at a time (keys
+ * counted from 0), so O_ic errs by 34 2^-b sum_k M_k more, M_k over step k's
+ * P_ij V_jc and running sums (ref_fp8_pv_errors), beside P's own rounding; an
+ * H100 campaign found the PV truncation's bias (toward zero) putting O at
+ * 2.4x the naive baseline's mean error before the naive ran it too.
+ * ac_truncate_bits: x truncated toward 0 to b fraction bits
  * (b + 1 significant). */
-#define AC_FP8_QK_STEP 32
-#define AC_FP8_QK_HOPPER 13
+#define AC_FP8_ACC_STEP 32
+#define AC_FP8_ACC_HOPPER 13
 double ac_truncate_bits(double x, int bits);
-double ac_fp8_qk_step(double acc, const double *prod, int n, int bits);
+double ac_fp8_acc_step(double acc, const double *prod, int n, int bits);
 
 /* ---- fp64 reference (OpenBLAS) -------------------------------------------
  * S = scale * Q K^T and O = P V through cblas_dgemm, per (b, h), in blocks of

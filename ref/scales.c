@@ -152,7 +152,7 @@ static void pair_terms(const scale_job *job, const scale_pair *pr)
         buf[B_WEIGHT_O][e] = buf[B_PROB][e] == -INFINITY ? 0.0 : 1.0;
     ref_block_probs_from_lse(hd, pr->i0, pr->i1, pr->jlo, pr->jhi, job->lse, buf[B_PROB]);
     /* G: d |scale| sum |Q||K| for an f32 dot product; an fp8 kernel's declared accumulator errs more */
-    if (job->fp8 && hd->p->fp8_qk_bits > 0)
+    if (job->fp8 && hd->p->fp8_acc_bits > 0)
         ref_fp8_qk_errors(hd, job->q, job->k, pr->i0, pr->i1, pr->jlo, pr->jhi, buf[B_REL_ERR]);
     else
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, d, d * fabs(hd->p->scale), buf[B_ABS_Q], d,
@@ -353,6 +353,9 @@ static void rows_block(const scale_job *job, const ref_head *hd, int i0, int i1,
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd->d_v, cols, 1.0, buf[B_WEIGHT_O], cols,
                 head_abs(job, job->abs_v, hd, pr.jlo), hd->d_v, 0.0, job->e_o + o_at, (int)hd->ld_o);
     add_rounding_floor(job->e_o + o_at, hd->ld_o, rows, hd->d_v, job->tau);
+    if (job->fp8 && hd->p->fp8_acc_bits > 0) /* the tensor cores' P V steps (ref.h) */
+        ref_fp8_pv_errors(hd, job->v, buf[B_PROB], i0, i1, pr.jlo, pr.jhi, ac_unit_roundoff(hd->p->fp8_out),
+                          job->e_o + o_at, hd->ld_o);
     if (!job->d_o)
         return;
     pair_weights_grad(job, &pr, true, false);
@@ -572,7 +575,7 @@ int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, con
     bool fp8 = ac_problem_is_fp8(p);
     if (fp8 &&
         (grads || !ac_dtype_is_fp8(t) || p->fp8_p == AC_F32 || (unsigned)p->fp8_p >= AC_DTYPE_COUNT ||
-         (unsigned)p->fp8_out >= AC_DTYPE_COUNT || p->fp8_qk_bits < 0 || p->fp8_qk_bits > 23))
+         (unsigned)p->fp8_out >= AC_DTYPE_COUNT || p->fp8_acc_bits < 0 || p->fp8_acc_bits > 23))
         return ac_fail(err, AC_ERR_INPUT,
                        "ref_error_scales: an fp8 problem needs fp8 inputs, its out and p "
                        "formats, an S accumulator of 0 (f32) to 23 bits, and no backward (forward only)");

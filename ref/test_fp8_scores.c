@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
+#include "ref/fp64_block.h"
 #include "ref/ref.h"
 
 #define D 4
@@ -38,4 +39,27 @@ Test(ref_fp8_scores, equal_exact_scores_split_the_row_evenly_at_huge_factors)
     }
     double s = -308992.0 * 0.5 * dq * dk;
     cr_expect_float_eq(lse, s + log(2.0), 1e-15 * fabs(s), "LSE %.17g, S + log 2 = %.17g", lse, s + log(2.0));
+}
+
+/* P V in Hopper's e8m13 steps (ref.h): one row, d_v = 1, 34 keys with
+ * P_j = 1/32 and V_j = 1.  Step 0 (keys 0..31) sums to 1: M = 1; step 1 (keys
+ * 32, 33) runs from 1 to 1.0625: M = 1.0625.  34 truncations each below
+ * 2^-13 M, in units of bf16's u = 2^-8: 34 2^-5 (1 + 1.0625) = 2.19140625. */
+Test(ref_fp8, the_pv_steps_add_34_truncations_of_each_steps_largest_magnitude)
+{
+    ac_problem p = ac_problem_dense(1, 1, 1, 1, 34, 1);
+    p.fp8_out = AC_BF16;
+    p.fp8_p = AC_E4M3;
+    p.fp8_acc_bits = AC_FP8_ACC_HOPPER;
+    ref_head hd;
+    ref_head_init(&hd, &p, 0, 0);
+    double v[34], prob[34], e_o[1] = {0.5};
+    for (int j = 0; j < 34; j++)
+        v[j] = 1.0, prob[j] = 1.0 / 32;
+    ref_fp8_pv_errors(&hd, v, prob, 0, 1, 0, 34, ac_unit_roundoff(AC_BF16), e_o, 1);
+    cr_assert_eq(e_o[0], 0.5 + 2.19140625, "E_O = %.17g", e_o[0]);
+    /* Keys 30..33 alone: steps cut at key 32 (counted from key 0): 2/32 then 2/32 more. */
+    e_o[0] = 0.0;
+    ref_fp8_pv_errors(&hd, v, prob + 30, 0, 1, 30, 34, ac_unit_roundoff(AC_BF16), e_o, 1);
+    cr_assert_eq(e_o[0], 34 * 0x1p-5 * (2.0 / 32 + 4.0 / 32), "E_O = %.17g", e_o[0]);
 }

@@ -111,7 +111,7 @@ Test(ref_lse_scale, a_declared_fp8_accumulator_replaces_d_g_by_its_truncations)
     p.scale = 0.5;
     p.fp8_out = AC_BF16;
     p.fp8_p = AC_E4M3;
-    p.fp8_qk_bits = AC_FP8_QK_HOPPER;
+    p.fp8_acc_bits = AC_FP8_ACC_HOPPER;
     const double q[4] = {1.0, -2.0, -0.5, 0.25}, k[6] = {3.0, 1.0, -1.0, 4.0, 100.0, 100.0};
     const double lse[2] = {-1.5, 2.0};
     double e_lse[2];
@@ -140,10 +140,10 @@ Test(ref_lse_scale, truncation_to_b_fraction_bits_drops_exactly_the_bits_below)
 Test(ref_lse_scale, an_fp8_tensor_core_step_truncates_each_term_at_the_largest)
 {
     const double prod[3] = {0x1p-14, -(0x1p-13 + 0x1p-15), 3 * 0x1p-13};
-    cr_assert_eq(ac_fp8_qk_step(1.5, prod, 3, 13), 1.5 + 2 * 0x1p-13);
-    cr_assert_eq(ac_fp8_qk_step(0.0, prod, 3, 13), 0x1p-14 - 0x1p-13 - 0x1p-15 + 3 * 0x1p-13); /* exact: small terms */
+    cr_assert_eq(ac_fp8_acc_step(1.5, prod, 3, 13), 1.5 + 2 * 0x1p-13);
+    cr_assert_eq(ac_fp8_acc_step(0.0, prod, 3, 13), 0x1p-14 - 0x1p-13 - 0x1p-15 + 3 * 0x1p-13); /* exact: small terms */
     const double zero[2] = {0.0, 0.0};
-    cr_assert_eq(ac_fp8_qk_step(0.0, zero, 2, 13), 0.0);
+    cr_assert_eq(ac_fp8_acc_step(0.0, zero, 2, 13), 0.0);
 }
 
 Test(ref_lse_scale, rows_without_keys_and_padding_rows_get_zero)

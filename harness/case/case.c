@@ -310,7 +310,7 @@ static const case_field fields[] = {
     VARIANT_FIELD("out", out), /* fp8's: case_fp8.c */
     VARIANT_FIELD("descale", descale),
     VARIANT_FIELD("p", pfmt),
-    VARIANT_FIELD("qk", qkacc),
+    VARIANT_FIELD("acc", fp8acc),
     CUSTOM_FIELD("mask", false, true, mask),
     {"maskrows", false, false, FIELD_DOUBLE, offsetof(ac_case, masked_rows), 0, 0, 1, "a fraction in [0,1]", NULL, NULL,
      NULL, validate_maskrows},

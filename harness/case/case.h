@@ -148,7 +148,7 @@ typedef struct {
     ac_dtype out_dtype; /* out=bf16|f16: O's dtype (default bf16) */
     int descale_rows; /* descale=tensor|head|block(N): AC_DESCALE_TENSOR, _HEAD or N rows */
     ac_dtype p_dtype; /* p=e4m3|e5m2|bf16|f16: P's format before P V, as the kernel declares (e4m3) */
-    int qk_bits; /* qk=f32|e8mB: S's accumulator as the kernel declares (ref.h fp8_qk_bits; 0 = f32,
+    int acc_bits; /* acc=f32|e8mB: the fp8 products' accumulator as the kernel declares (ref.h fp8_acc_bits; 0 = f32,
                     the default, not printed) */
 } ac_case;
 #define AC_CASE_MAX_PAGE_SIZE 4096

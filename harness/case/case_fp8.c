@@ -2,10 +2,10 @@
  *   out=bf16|f16                       O's dtype (fp8 kernels write 16 bits; LSE f32)
  *   descale=tensor|head|block(N)       the descale factors' granularity (N a multiple of 16)
  *   p=e4m3|e5m2|bf16|f16               P's format before P V, as the kernel declares it
- *   qk=f32|e8mB                        S's accumulator, as the kernel declares it (B fraction
+ *   acc=f32|e8mB                        the fp8 products' accumulator, as the kernel declares it (B fraction
  *                                      bits truncated every 32 products: Hopper's fp8 wgmma, e8m13)
  * Meaningful only with dtype=e4m3|e5m2: out, descale and p printed with every
- * fp8 line (so an fp8 line says its whole recipe), qk where it is not f32 (so
+ * fp8 line (so an fp8 line says its whole recipe), acc where it is not f32 (so
  * the lines written before it keep their bytes), never with another dtype;
  * given with another dtype at other than the default, an error. */
 #include <stdio.h>
@@ -115,35 +115,35 @@ int case_validate_pfmt(const case_field *f, const ac_case *c, ac_err *err)
     return not_fp8(f, c, c->p_dtype == AC_E4M3, err);
 }
 
-int case_parse_qkacc(const case_field *f, const char *value, ac_case *c, ac_err *err)
+int case_parse_fp8acc(const case_field *f, const char *value, ac_case *c, ac_err *err)
 {
     const char *what = "f32 or e8mB, B fraction bits in 1..22";
     int bits = 0, used = 0;
     if (strcmp(value, "f32") == 0) {
-        c->qk_bits = 0;
+        c->acc_bits = 0;
         return AC_OK;
     }
     if (sscanf(value, "e8m%d%n", &bits, &used) != 1 || value[used] != '\0' || bits < 1 || bits > 22)
         return case_bad(err, f->key, what, value);
-    c->qk_bits = bits;
+    c->acc_bits = bits;
     return AC_OK;
 }
 
-bool case_format_qkacc(const case_field *f, const ac_case *c, char *buf, size_t len)
+bool case_format_fp8acc(const case_field *f, const ac_case *c, char *buf, size_t len)
 {
     (void)f;
-    if (c->qk_bits > 0)
-        snprintf(buf, len, "e8m%d", c->qk_bits);
+    if (c->acc_bits > 0)
+        snprintf(buf, len, "e8m%d", c->acc_bits);
     else
         snprintf(buf, len, "f32");
-    return c->qk_bits == 0;
+    return c->acc_bits == 0;
 }
 
-void case_reset_qkacc(ac_case *c) { c->qk_bits = 0; }
+void case_reset_fp8acc(ac_case *c) { c->acc_bits = 0; }
 
-int case_validate_qkacc(const case_field *f, const ac_case *c, ac_err *err)
+int case_validate_fp8acc(const case_field *f, const ac_case *c, ac_err *err)
 {
-    if (c->qk_bits < 0 || c->qk_bits > 22)
-        return ac_fail(err, AC_ERR_INPUT, "%s: f32 or e8mB with B in 1..22, not %d bits", f->key, c->qk_bits);
-    return not_fp8(f, c, c->qk_bits == 0, err);
+    if (c->acc_bits < 0 || c->acc_bits > 22)
+        return ac_fail(err, AC_ERR_INPUT, "%s: f32 or e8mB with B in 1..22, not %d bits", f->key, c->acc_bits);
+    return not_fp8(f, c, c->acc_bits == 0, err);
 }

@@ -66,7 +66,7 @@ CASE_VARIANT_FIELD_FNS(splits)
 CASE_VARIANT_FIELD_FNS(out) /* fp8's fields: case_fp8.c */
 CASE_VARIANT_FIELD_FNS(descale)
 CASE_VARIANT_FIELD_FNS(pfmt)
-CASE_VARIANT_FIELD_FNS(qkacc)
+CASE_VARIANT_FIELD_FNS(fp8acc)
 #undef CASE_VARIANT_FIELD_FNS
 
 /* ---- mask kinds (masks.c) ------------------------------------------------------- */

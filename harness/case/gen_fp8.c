@@ -29,7 +29,7 @@ void case_fp8_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, 
     c->out_dtype = case_rng_pick(&r, out_w, 2) == 0 ? AC_BF16 : AC_F16;
     c->descale_rows = descales[case_rng_pick(&r, descale_w, 4)];
     c->p_dtype = caps->fp8_p == AC_F32 ? AC_E4M3 : caps->fp8_p;
-    c->qk_bits = caps->fp8_qk_bits;
+    c->acc_bits = caps->fp8_acc_bits;
     if (c->dist == AC_DIST_DOMINANT || (int)(case_rng_u64(&r) % 100) < 20)
         c->dist = AC_DIST_FA3, c->dist_a = 0.001, c->dist_b = 10.0;
 }

@@ -78,14 +78,14 @@ static int read_factors(const ac_cli *o, const char *path, const char *label, ac
     return st;
 }
 
-/* --qk-acc f32|e8mB: the case line's qk= values. */
-static int qk_acc_bits(const char *text, int *bits, ac_err *err)
+/* --fp8-acc f32|e8mB: the case line's acc= values. */
+static int fp8_acc_bits_of(const char *text, int *bits, ac_err *err)
 {
     int used = 0;
     if (strcmp(text, "f32") == 0)
         *bits = 0;
     else if (sscanf(text, "e8m%d%n", bits, &used) != 1 || text[used] != '\0' || *bits < 1 || *bits > 22)
-        return ac_fail(err, AC_ERR_INPUT, "--qk-acc: '%s' is not f32 or e8mB with B in 1..22", text);
+        return ac_fail(err, AC_ERR_INPUT, "--fp8-acc: '%s' is not f32 or e8mB with B in 1..22", text);
     return AC_OK;
 }
 
@@ -105,13 +105,13 @@ int ac_check_fp8_problem(const ac_cli *o, const tensor_files *f, ac_inputs *in, 
     p->fp8_out = f->have[T_O] && out->dtype == AC_TF_F16 ? AC_F16 : AC_BF16;
     const ac_kernel *k = o->kernel ? ac_kernel_find(o->kernel) : NULL;
     p->fp8_p = k && k->caps.fp8_p != AC_F32 ? k->caps.fp8_p : AC_E4M3;
-    p->fp8_qk_bits = k ? k->caps.fp8_qk_bits : 0;
-    if (o->qk_acc) {
-        int st_qk = qk_acc_bits(o->qk_acc, &p->fp8_qk_bits, err);
+    p->fp8_acc_bits = k ? k->caps.fp8_acc_bits : 0;
+    if (o->fp8_acc) {
+        int st_qk = fp8_acc_bits_of(o->fp8_acc, &p->fp8_acc_bits, err);
         if (st_qk != AC_OK)
             return st_qk;
     }
-    in->c.out_dtype = p->fp8_out, in->c.p_dtype = p->fp8_p, in->c.qk_bits = p->fp8_qk_bits;
+    in->c.out_dtype = p->fp8_out, in->c.p_dtype = p->fp8_p, in->c.acc_bits = p->fp8_acc_bits;
     const char *files[3] = {o->descale_q, o->descale_k, o->descale_v},
                *labels[3] = {"descale_q", "descale_k", "descale_v"};
     float **arr[3] = {&in->descale_q, &in->descale_k, &in->descale_v};

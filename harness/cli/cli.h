@@ -92,7 +92,7 @@ typedef struct {
     const char *block_table; /* --block-table FILE: a paged KV cache (check_paged.c) */
     int page_size; /* --page-size P; 0: not given */
     const char *descale_q, *descale_k, *descale_v, *descale_block; /* fp8 inputs (harness/cli/check_fp8.c) */
-    const char *qk_acc; /* fp8 inputs: --qk-acc f32|e8mB, S's accumulator (check_fp8.c) */
+    const char *fp8_acc; /* fp8 inputs: --fp8-acc f32|e8mB, the fp8 products' accumulator (check_fp8.c) */
 } ac_cli;
 
 /* Parses the options of subcommand argv[0] ("fuzz", "check", ...) from

@@ -186,8 +186,8 @@ static void print_caps(const ac_caps *cp, ac_device dev)
             printf("%s%s", first ? "" : ",", ac_dtype_name((ac_dtype)t)), first = 0;
     if (cp->dtypes & AC_DTYPES_FP8) /* fp8: the format P is rounded to before P V, the case's p= */
         printf(" p=%s", ac_dtype_name(cp->fp8_p == AC_F32 ? AC_E4M3 : cp->fp8_p));
-    if ((cp->dtypes & AC_DTYPES_FP8) && cp->fp8_qk_bits > 0) /* S's accumulator, the case's qk= */
-        printf(" qk=e8m%d", cp->fp8_qk_bits);
+    if ((cp->dtypes & AC_DTYPES_FP8) && cp->fp8_acc_bits > 0) /* the fp8 products' accumulator, the case's acc= */
+        printf(" acc=e8m%d", cp->fp8_acc_bits);
     if (cp->n_head_dims == 0)
         printf(" d=1..%d", cp->max_head_dim);
     else

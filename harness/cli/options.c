@@ -294,7 +294,7 @@ static const cli_option options[] = {
            "(B, Hq, blocks) with --descale-block N (default: 1 per tensor)"),
     STRING("--descale-k", "FILE", C_FILES, descale_k, "fp8 inputs: K's f32 descale factors, as --descale-q's"),
     STRING("--descale-v", "FILE", C_FILES, descale_v, "fp8 inputs: V's f32 descale factors, as --descale-q's"),
-    STRING("--qk-acc", "f32|e8mB", C_FILES, qk_acc,
+    STRING("--fp8-acc", "f32|e8mB", C_FILES, fp8_acc,
            "fp8 inputs: the kernel's S accumulator (e8m13: Hopper's fp8 tensor cores; default: "
            "--kernel's, else f32)"),
     STRING("--descale-block", "N", C_FILES, descale_block,

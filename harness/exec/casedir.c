@@ -148,7 +148,7 @@ static char *problem_json(const ac_case_files *cf)
     cJSON_AddStringToObject(o, "out_dtype", ac_dtype_name(out_dtype_of(p, cf->dtype)));
     if (ac_problem_is_fp8(p)) { /* fp8: P's declared format, the factors' granularity and files */
         cJSON_AddStringToObject(o, "p_dtype", ac_dtype_name(p->fp8_p));
-        cJSON_AddNumberToObject(o, "qk_bits", p->fp8_qk_bits); /* S's accumulator: 0 = f32 */
+        cJSON_AddNumberToObject(o, "acc_bits", p->fp8_acc_bits); /* the fp8 products' accumulator: 0 = f32 */
         if (p->descale_rows > 0)
             cJSON_AddNumberToObject(o, "descale", p->descale_rows);
         else

@@ -94,7 +94,7 @@ void inputs_fp8_problem(const ac_case *c, ac_problem *p)
         return;
     p->fp8_out = c->out_dtype;
     p->fp8_p = c->p_dtype;
-    p->fp8_qk_bits = c->qk_bits;
+    p->fp8_acc_bits = c->acc_bits;
     p->descale_rows = c->descale_rows;
 }
 

@@ -172,7 +172,7 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .descale_q = p->descale_q,
         .descale_k = p->descale_k,
         .descale_v = p->descale_v,
-        .qk_bits = ac_problem_is_fp8(p) ? p->fp8_qk_bits : 0,
+        .acc_bits = ac_problem_is_fp8(p) ? p->fp8_acc_bits : 0,
     };
 }
 
@@ -306,9 +306,9 @@ static int check_caps(const char *path, const attncheck_plugin *d, ac_err *err)
                        (unsigned)c->dtypes);
     if (d->fp8_p != 0 && (d->fp8_p < AC_F16 || d->fp8_p >= AC_DTYPE_COUNT))
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: fp8_p %d is not e4m3, e5m2, bf16 or f16", path, (int)d->fp8_p);
-    if (d->fp8_qk_bits < 0 || d->fp8_qk_bits > 22)
-        return ac_fail(err, AC_ERR_INPUT, "plugin %s: fp8_qk_bits %d is not 0 (f32) or 1..22", path,
-                       (int)d->fp8_qk_bits);
+    if (d->fp8_acc_bits < 0 || d->fp8_acc_bits > 22)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: fp8_acc_bits %d is not 0 (f32) or 1..22", path,
+                       (int)d->fp8_acc_bits);
     int n_layouts = d->abi_version >= 2 ? 3 : 2; /* THD is ABI 2's */
     if (c->layouts == 0 || (c->layouts >> n_layouts) != 0)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.layouts 0x%x: none or unknown layout bits", path,
@@ -392,7 +392,7 @@ static ac_caps to_caps(const attncheck_plugin *d)
                  .max_seqlen = c->max_seqlen,
                  .variants = d->abi_version >= 2 ? d->variants : 0,
                  .fp8_p = (ac_dtype)d->fp8_p,
-                 .fp8_qk_bits = d->fp8_qk_bits};
+                 .fp8_acc_bits = d->fp8_acc_bits};
     for (int i = 0; i < c->n_head_dims; i++)
         k.head_dims[i] = c->head_dims[i];
     k.n_dv_pairs = d->abi_version >= 2 ? d->n_dv_pairs : 0;

@@ -239,8 +239,8 @@ static const char *const good_lines[] = {
 
 Test(harness_fp8, correct_fp8_kernels_pass_every_line_within_the_budgets)
 {
-    static const char *const kernels[] = {"cpu-flash-fp8", "cpu-flash-fp8-pbf16", "cpu-flash-fp8-qk13"},
-                             *const p_fmt[] = {"e4m3", "bf16", "e4m3 qk=e8m13"};
+    static const char *const kernels[] = {"cpu-flash-fp8", "cpu-flash-fp8-pbf16", "cpu-flash-fp8-acc13"},
+                             *const p_fmt[] = {"e4m3", "bf16", "e4m3 acc=e8m13"};
     for (int k = 0; k < 3; k++)
         for (size_t i = 0; i < sizeof good_lines / sizeof good_lines[0]; i++) {
             char line[512];
@@ -260,8 +260,8 @@ Test(harness_fp8, a_kernel_is_run_only_on_the_p_format_it_declares)
         {"cpu-flash-fp8", "dtype=e5m2 p=f16", "rounds P to e4m3, the case says p=f16"},
         {"cpu-flash", "dtype=e4m3", "does not support dtype e4m3"},
         {"cpu-flash-fp8", "dtype=bf16", "does not support dtype bf16"},
-        {"cpu-flash-fp8", "dtype=e4m3 qk=e8m13", "accumulates S in f32, the case says qk=e8m13"},
-        {"cpu-flash-fp8-qk13", "dtype=e4m3", "accumulates S in e8m13, the case says qk=f32"},
+        {"cpu-flash-fp8", "dtype=e4m3 acc=e8m13", "accumulates its fp8 products (QK^T, PV) in f32, the case says acc=e8m13"},
+        {"cpu-flash-fp8-acc13", "dtype=e4m3", "accumulates its fp8 products (QK^T, PV) in e8m13, the case says acc=f32"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         char line[128];
@@ -291,7 +291,7 @@ Test(harness_fp8, every_fp8_mutant_fails_on_a_line_that_shows_its_bug)
          "v1 seed=3 b=1 hq=2 hkv=2 nq=64 nk=256 d=64 dtype=e4m3 descale=tensor dist=normal(0,1)", "O:vs-naive-mean"},
         {"cpu-flash-fp8-mutant-p-e5m2", "v1 seed=4 b=1 hq=2 hkv=2 nq=64 nk=256 d=64 dtype=e4m3 dist=normal(0,1)",
          "O:vs-naive-mean"},
-        {"cpu-flash-fp8-mutant-qk-e8m13", "v1 seed=1 b=1 hq=2 hkv=1 nq=40 nk=64 d=128 dtype=e4m3 dist=normal(0,4)",
+        {"cpu-flash-fp8-mutant-acc-e8m13", "v1 seed=1 b=1 hq=2 hkv=1 nq=40 nk=64 d=128 dtype=e4m3 dist=normal(0,4)",
          "LSE:scaled"}, /* Hopper's fp8 accumulator behind a declared f32 */
         {"cpu-flash-fp8-mutant-p-unscaled", /* found by fuzz --seed 1, shrunk */
          "v1 seed=771733131 b=1 hq=1 hkv=1 nq=10 nk=5 d=23 dtype=e5m2 out=f16 descale=head p=e4m3 dist=normal(0,4)",

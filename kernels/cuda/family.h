@@ -85,19 +85,19 @@ enum {
  * with f32 descale factors (per tensor, per (batch, kv head), per block of
  * rows), O in bf16 or f16, P rounded to e4m3 by the row-max recipe; forward
  * only, d = 64 and 128, every mask kind, GQA, varlen seqlens (BHSD, BSHD).  It
- * declares S accumulated in e8m13 (ref.h, AC_FP8_QK_HOPPER): its wgmma path
+ * declares its products accumulated in e8m13 (ref.h, AC_FP8_ACC_HOPPER): its wgmma path
  * does; the CUDA-core path, more exact, stays inside that contract.  A table of
  * its own: a build without CUDA (kernels/cuda_none.c) does not list these rows yet. */
 #define ACD_CAPS_fp8 \
     { \
         .dtypes = AC_DTYPES_FP8, .head_dims = {64, 128}, .n_head_dims = 2, .max_head_dim = 128, \
         .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = false, \
-        .max_seqlen = 0, .variants = 0, .fp8_p = AC_E4M3, .fp8_qk_bits = AC_FP8_QK_HOPPER, \
+        .max_seqlen = 0, .variants = 0, .fp8_p = AC_E4M3, .fp8_acc_bits = AC_FP8_ACC_HOPPER, \
     }
 #define ACD_FP8_FAMILY(X) \
     X(cuda_flash_fp8, "cuda-flash-fp8", fp8, ACD_MUT_NONE, \
       "fp8 forward (e4m3/e5m2, f32 descales), P scaled onto 448 by the row max and rounded to e4m3: on Hopper " \
-      "at d = 128 fp8 wgmma (S in the tensor cores' e8m13, declared qk=e8m13; V transposed by a pre-pass), " \
+      "at d = 128 fp8 wgmma (QK^T and PV in the tensor cores' e8m13, declared acc=e8m13; V transposed by a pre-pass), " \
       "elsewhere one row per thread on CUDA cores (S in f32)") \
     X(cuda_fp8_clamp, "cuda-flash-fp8-mutant-p-clamp-448", fp8, ACD_MUT_FP8_P_CLAMP, \
       "mutant: P scaled by 4096 instead of onto 448 by the row max: the largest weights saturate at e4m3's 448") \
