@@ -196,7 +196,8 @@ typedef struct {
     int32_t descale_rows; /* ATTNCHECK_DESCALE_TENSOR, _HEAD, or N > 0: one factor per N rows of a
                                          head (Q: of a query head), index ((b H + h) ceil(S / N) + s / N) */
     const float *descale_q, *descale_k, *descale_v; /* f32 factors, host memory: input = code * factor */
-    int32_t acc_bits; /* the fp8 products' accumulator the plugin declares (fp8_acc_bits): 0 = f32 (check ATTNCHECK_HAS_FIELD) */
+    int32_t
+        acc_bits; /* the fp8 products' accumulator the plugin declares (fp8_acc_bits): 0 = f32 (check ATTNCHECK_HAS_FIELD) */
 } attncheck_problem2;
 
 /* ABI 2: whether a struct (problem2, fwd_args, bwd_args) as attncheck passed it

@@ -112,7 +112,8 @@ static void tile_scores(const fp8_call *x, int b, int h, int i, int j0, int j1, 
             s[j - j0] = -INFINITY;
             continue;
         }
-        float acc = codes_dot(x, q_row, b, h_kv, j, x->fp->mut == FP8_MUT_ACC_E8M13 ? AC_FP8_ACC_HOPPER : x->fp->acc_bits);
+        float acc =
+            codes_dot(x, q_row, b, h_kv, j, x->fp->mut == FP8_MUT_ACC_E8M13 ? AC_FP8_ACC_HOPPER : x->fp->acc_bits);
         s[j - j0] = acc * (sq * p->descale_k[ac_descale_index(p, AC_TENSOR_K, b, h_kv, j)]);
     }
 }
@@ -120,8 +121,7 @@ static void tile_scores(const fp8_call *x, int b, int h, int i, int j0, int j1, 
 /* part += sum_j pq_j v_j over keys [js, je) in the tensor cores' steps
  * (ref.h, ac_fp8_acc_step): 32 keys counted from key 0, cut where V's
  * descale factor changes. */
-static void pv_steps(const fp8_call *x, int b, int h_kv, int js, int je, int j0, const float *pq, float *part,
-                     int bits)
+static void pv_steps(const fp8_call *x, int b, int h_kv, int js, int je, int j0, const float *pq, float *part, int bits)
 {
     const ac_problem *p = x->p;
     double prod[AC_FP8_ACC_STEP];
@@ -247,9 +247,10 @@ static const ac_kernel fp8_kernels[] = {
                "rounded to e4m3, PV in f32 with V's descale per run of keys"),
     FP8_KERNEL("cpu-flash-fp8-pbf16", AC_BF16, FP8_CORRECT,
                "fp8 QK^T and PV operands, P kept in bf16 (the other common recipe)"),
-    FP8_KERNEL_QK("cpu-flash-fp8-acc13", AC_E4M3, FP8_CORRECT, AC_FP8_ACC_HOPPER,
-                  "cpu-flash-fp8 with QK^T and PV accumulated as Hopper's fp8 tensor cores do (e8m13, truncated every 32 "
-                  "products), and declared so (acc=e8m13)"),
+    FP8_KERNEL_QK(
+        "cpu-flash-fp8-acc13", AC_E4M3, FP8_CORRECT, AC_FP8_ACC_HOPPER,
+        "cpu-flash-fp8 with QK^T and PV accumulated as Hopper's fp8 tensor cores do (e8m13, truncated every 32 "
+        "products), and declared so (acc=e8m13)"),
     FP8_KERNEL(
         "cpu-flash-fp8-mutant-p-clamp-448", AC_E4M3, FP8_MUT_P_CLAMP,
         "P scaled by 4096 instead of onto 448: the largest weights saturate at e4m3's 448 (FlashAttention-3's bug)"),

@@ -169,7 +169,9 @@ int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool
             snprintf(said, sizeof said, "e8m%d", p->fp8_acc_bits);
         if (c->fp8_acc_bits > 0)
             snprintf(has, sizeof has, "e8m%d", c->fp8_acc_bits);
-        return ac_fail(err, AC_ERR_INPUT, "kernel '%s' accumulates its fp8 products (QK^T, PV) in %s, the case says acc=%s", k->name, has, said);
+        return ac_fail(err, AC_ERR_INPUT,
+                       "kernel '%s' accumulates its fp8 products (QK^T, PV) in %s, the case says acc=%s", k->name, has,
+                       said);
     }
     if (want_backward && (!c->backward || !k->backward))
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' has no backward", k->name);

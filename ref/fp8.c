@@ -85,9 +85,9 @@ void ref_fp8_qk_errors(const ref_head *hd, const double *q, const double *k, int
     double unit = fabs(p->scale) * (AC_FP8_ACC_STEP + 2.0) * ldexp(1.0, 24 - p->fp8_acc_bits);
     for (int i = i0; i < i1; i++)
         for (int j = jlo; j < jhi; j++)
-            out[(size_t)(i - i0) * cols + (j - jlo)] =
-                unit * qk_step_magnitudes(q + hd->q_base + (size_t)i * hd->ld_q,
-                                          k + hd->kv_base + (size_t)j * hd->ld_kv, hd->d);
+            out[(size_t)(i - i0) * cols + (j - jlo)] = unit *
+                qk_step_magnitudes(q + hd->q_base + (size_t)i * hd->ld_q, k + hd->kv_base + (size_t)j * hd->ld_kv,
+                                   hd->d);
 }
 
 double ac_truncate_bits(double x, int bits)

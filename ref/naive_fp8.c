@@ -90,8 +90,8 @@ static void naive_row(const fp8_job *job, int b, int h, int i, float *pr)
         pr[j] = p_fp8 ? ac_fp8_p_round(p->fp8_p, sigma * pt) : (float)ac_round(p->fp8_p, pt);
     }
     for (int c = 0; c < dv; c++) {
-        float acc = pv_dot(p, pr, job->v + ac_v_index(p, b, h_kv, 0, c), ac_v_index(p, b, h_kv, 1, c) -
-                                                                               ac_v_index(p, b, h_kv, 0, c), nk);
+        float acc = pv_dot(p, pr, job->v + ac_v_index(p, b, h_kv, 0, c),
+                           ac_v_index(p, b, h_kv, 1, c) - ac_v_index(p, b, h_kv, 0, c), nk);
         job->o[ac_o_index(p, b, h, i, c)] = ac_round(p->fp8_out, acc / (sigma * l));
     }
     job->lse[at_lse] = m + logf(l);

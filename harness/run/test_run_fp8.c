@@ -260,8 +260,10 @@ Test(harness_fp8, a_kernel_is_run_only_on_the_p_format_it_declares)
         {"cpu-flash-fp8", "dtype=e5m2 p=f16", "rounds P to e4m3, the case says p=f16"},
         {"cpu-flash", "dtype=e4m3", "does not support dtype e4m3"},
         {"cpu-flash-fp8", "dtype=bf16", "does not support dtype bf16"},
-        {"cpu-flash-fp8", "dtype=e4m3 acc=e8m13", "accumulates its fp8 products (QK^T, PV) in f32, the case says acc=e8m13"},
-        {"cpu-flash-fp8-acc13", "dtype=e4m3", "accumulates its fp8 products (QK^T, PV) in e8m13, the case says acc=f32"},
+        {"cpu-flash-fp8", "dtype=e4m3 acc=e8m13",
+         "accumulates its fp8 products (QK^T, PV) in f32, the case says acc=e8m13"},
+        {"cpu-flash-fp8-acc13", "dtype=e4m3",
+         "accumulates its fp8 products (QK^T, PV) in e8m13, the case says acc=f32"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         char line[128];

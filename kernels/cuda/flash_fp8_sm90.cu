@@ -64,7 +64,8 @@ __global__ void fp8_transpose_v(acd_params p, const uint8_t *__restrict__ V, uin
 #pragma unroll
         for (int x = 0; x < 8; ++x) {
             const int k0 = fp8_key_of_slot(4 * x); // slots 4x..4x+3: keys k0, k0 + 1, k0 + 8, k0 + 9
-            const uint32_t lo = __byte_perm(word[k0], word[k0 + 1], sel), hi = __byte_perm(word[k0 + 8], word[k0 + 9], sel);
+            const uint32_t lo = __byte_perm(word[k0], word[k0 + 1], sel),
+                           hi = __byte_perm(word[k0 + 8], word[k0 + 9], sel);
             out[x] = __byte_perm(lo, hi, 0x5410);
         }
         uint4 *row = reinterpret_cast<uint4 *>(dst + (long long)c * ld);
@@ -78,8 +79,8 @@ __global__ void fp8_transpose_v(acd_params p, const uint8_t *__restrict__ V, uin
 #define FP8_WG_SS(A, B) \
     ACD_WG_PRED(66) "wgmma.mma_async.sync.aligned.m64n128k32.f32." A "." B " " ACD_WG_R64 ", %64, %65, p, 1, 1;\n}\n"
 #define FP8_WG_RS(B) \
-    ACD_WG_PRED(69) "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3." B " " ACD_WG_R64 \
-                    ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+    ACD_WG_PRED(69) \
+    "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3." B " " ACD_WG_R64 ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
 
 // S(64 x 128) (+)= Q(64 x 32) K^T, both codes K-major in shared memory.
 template <bool kE5m2> __device__ __forceinline__ void fp8_qk(float (&acc)[16][4], uint64_t da, uint64_t db, int scale_d)
@@ -101,7 +102,8 @@ template <bool kE5m2> __device__ __forceinline__ void fp8_pv(float (&acc)[16][4]
         asm volatile(FP8_WG_RS("e4m3") : ACD_WG_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
-template <bool kE5m2, int BM> __device__ __forceinline__ void qk_issue(float (&s)[kBN / 8][4], uint64_t dq0, uint32_t sK)
+template <bool kE5m2, int BM>
+__device__ __forceinline__ void qk_issue(float (&s)[kBN / 8][4], uint64_t dq0, uint32_t sK)
 {
     acd_wg_fence();
     const uint64_t dk0 = acd_wg_desc(sK, 16, 1024);
@@ -257,8 +259,8 @@ __global__ void __launch_bounds__(Kt::kThreads, 1)
         __syncthreads();
         if (nb + 1 < span.nb_hi) {
             acd_load_tile_sw128<uint16_t, kBN, kD / 2, NT>(st_next, Kb, p.k_ss / 2, (nb + 1) * kBN, nk, tid);
-            acd_load_tile_sw128<uint16_t, kD, kBN / 2, NT>(st_next + kTileBytes, Vtb + (nb + 1) * kBN / 2, vt_ld / 2,
-                                                           0, kD, tid);
+            acd_load_tile_sw128<uint16_t, kD, kBN / 2, NT>(st_next + kTileBytes, Vtb + (nb + 1) * kBN / 2, vt_ld / 2, 0,
+                                                           kD, tid);
             acd_cp_async_commit();
         }
         qk_issue<kE5m2, BM>(s, dq0, st_cur);
