@@ -84,13 +84,13 @@ enum {
 /* cuda-flash-fp8 (issue 17, flash_fp8.cu, flash_fp8_sm90.cu): e4m3/e5m2 Q, K, V
  * with f32 descale factors (per tensor, per (batch, kv head), per block of
  * rows), O in bf16 or f16, P rounded to e4m3 by the row-max recipe; forward
- * only, d = 64 and 128, every mask kind, GQA, varlen seqlens (BHSD, BSHD).  It
+ * only, d = 64, 128 and 256, every mask kind, GQA, varlen seqlens (BHSD, BSHD).  It
  * declares its products accumulated in e8m13 (ref.h, AC_FP8_ACC_HOPPER): its wgmma path
  * does; the CUDA-core path, more exact, stays inside that contract.  A table of
  * its own: a build without CUDA (kernels/cuda_none.c) does not list these rows yet. */
 #define ACD_CAPS_fp8 \
     { \
-        .dtypes = AC_DTYPES_FP8, .head_dims = {64, 128}, .n_head_dims = 2, .max_head_dim = 128, \
+        .dtypes = AC_DTYPES_FP8, .head_dims = {64, 128, 256}, .n_head_dims = 3, .max_head_dim = 256, \
         .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = false, \
         .max_seqlen = 0, .variants = 0, .fp8_p = AC_E4M3, .fp8_acc_bits = AC_FP8_ACC_HOPPER, \
     }
@@ -99,7 +99,7 @@ enum {
       "fp8 forward (e4m3/e5m2, f32 descales), P scaled onto 448 by the row max and rounded to e4m3: on Hopper " \
       "at d = 128 fp8 wgmma (QK^T and PV in the tensor cores' e8m13, declared acc=e8m13; V transposed by a " \
       "pre-pass), " \
-      "elsewhere one row per thread on CUDA cores (S in f32)") \
+      "elsewhere (d = 64, 256) one row per thread on CUDA cores (S in f32)") \
     X(cuda_fp8_clamp, "cuda-flash-fp8-mutant-p-clamp-448", fp8, ACD_MUT_FP8_P_CLAMP, \
       "mutant: P scaled by 4096 instead of onto 448 by the row max: the largest weights saturate at e4m3's 448") \
     X(cuda_fp8_vtwice, "cuda-flash-fp8-mutant-v-descale-twice", fp8, ACD_MUT_FP8_V_DESCALE_TWICE, \

@@ -17,7 +17,7 @@
 #include "mask.cuh"
 
 #define FP8_TILE_K 64
-#define FP8_MAX_D 128
+#define FP8_MAX_D 256 // d = 256 takes a second instantiation with rows of 256 (local memory)
 
 template <bool kE5m2> __device__ __forceinline__ float fp8_value(const uint8_t *buf, long long at)
 {
@@ -82,7 +82,7 @@ template <typename O> __device__ __forceinline__ O fp8_out(float x);
 template <> __device__ __forceinline__ __nv_bfloat16 fp8_out(float x) { return __float2bfloat16_rn(x); }
 template <> __device__ __forceinline__ __half fp8_out(float x) { return __float2half_rn(x); }
 
-template <bool kE5m2, typename O>
+template <bool kE5m2, typename O, int MAXD>
 __global__ void fp8_forward_rows(acd_params p, fp8_descale ds, const uint8_t *q, const uint8_t *k, const uint8_t *v,
                                  O *o, float *lse)
 {
@@ -100,7 +100,7 @@ __global__ void fp8_forward_rows(acd_params p, fp8_descale ds, const uint8_t *q,
         lse[acd_row_index<false>(p, b, h, i)] = -INFINITY;
         return;
     }
-    float q_row[FP8_MAX_D], acc[FP8_MAX_D], part[FP8_MAX_D], s[FP8_TILE_K];
+    float q_row[MAXD], acc[MAXD], part[MAXD], s[FP8_TILE_K];
     const float sigma = p.mutant == ACD_MUT_FP8_P_CLAMP ? 4096.0f : (float)AC_FP8_P_SIGMA;
     const long long q_at = acd_q_offset<false>(p, b, h, i);
     for (int c = 0; c < p.D; c++)
@@ -142,8 +142,11 @@ static int fp8_launch(const acd_params &p, const fp8_descale &ds, const ac_fwd_a
     const long long blocks = (rows + threads - 1) / threads;
     if (blocks <= 0)
         return AC_OK;
-    fp8_forward_rows<kE5m2, O><<<(unsigned)blocks, threads>>>(p, ds, (const uint8_t *)a->q, (const uint8_t *)a->k,
-                                                              (const uint8_t *)a->v, (O *)a->o, a->lse);
+    const uint8_t *q = (const uint8_t *)a->q, *k = (const uint8_t *)a->k, *v = (const uint8_t *)a->v;
+    if (p.D > 128 || p.Dv > 128)
+        fp8_forward_rows<kE5m2, O, FP8_MAX_D><<<(unsigned)blocks, threads>>>(p, ds, q, k, v, (O *)a->o, a->lse);
+    else
+        fp8_forward_rows<kE5m2, O, 128><<<(unsigned)blocks, threads>>>(p, ds, q, k, v, (O *)a->o, a->lse);
     ACD_CHECK_LAUNCH(err, "fp8_forward_rows");
     return AC_OK;
 }

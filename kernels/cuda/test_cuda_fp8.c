@@ -176,6 +176,9 @@ int acdt_fp8_tests(bool small, const char *only)
         {"cuda-flash-fp8", E5, F16, 2, 4, 4, 700, 900, 128, H, 3, 256, true, false, 1.0},
         {"cuda-flash-fp8", E4, BF, 1, 2, 1, 513, 1500, 128, S, 4, T, false, false, 1.0},
         {"cuda-flash-fp8", E4, F16, 2, 4, 2, 640, 768, 128, H, 1, 128, false, false, 1.0},
+        /* d = 256 on the CUDA cores */
+        {"cuda-flash-fp8", E5, BF, 2, 4, 2, 150, 170, 256, S, 2, HD, true, false, 1.0},
+        {"cuda-flash-fp8-mutant-v-descale-twice", E4, BF, 1, 2, 1, 60, 90, 256, H, 0, T, false, true, 1.0},
         /* At d = 128 the declared e8m13 accumulator's S term widens E_O, and these planted bugs read
          * only just over the budget 4 on the H100 (the clamp 4.8 at 96 x 130 but 3.46 at 256 x 256,
          * where the rows are flatter; V's factor twice 5.7-6.2 at 96 x 130 but 3.9-4.5 at 256 x 256
