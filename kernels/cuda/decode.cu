@@ -166,15 +166,7 @@ __device__ __forceinline__ void dec_tile_issue(const acd_dec_params &d, const T 
 // m the running max, l the lane's partial sum, alpha the rescale of O.
 __device__ __forceinline__ float dec_softmax_row(float (&s)[2][4], int r, float &m, float &l)
 {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-            mx = fmaxf(mx, s[n][2 * r + e]);
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m, mx);
+    const float m_new = fmaxf(m, acd_tile_row_max<16>(s, r));
     const float m_use = m_new == -INFINITY ? 0.f : m_new; // nothing visible yet: every p is 0
     const float alpha = exp2f(m - m_use);
     float sum = 0.f;

@@ -150,13 +150,7 @@ __device__ __forceinline__ void fp8_softmax_tile(acd_softmax_row (&rows)[2], flo
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < kBN / 8; ++n)
-            mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float shift = rows[r].rescale(mx, alpha[r]);
+        const float shift = rows[r].rescale(acd_tile_row_max<kBN>(s, r), alpha[r]);
         float row_sum = 0.f;
 #pragma unroll
         for (int n = 0; n < kBN / 8; ++n)

@@ -323,6 +323,18 @@ __device__ __forceinline__ void acd_scores_tile(float (&s)[N / 8][4], const acd_
         acd_scores_to_log2<N>(s, p.scale_log2);
 }
 
+// The largest score of this thread's row r (0: row, 1: row + 8) in an
+// accumulator tile of N keys, over the quad that holds the row.
+template <int N> __device__ __forceinline__ float acd_tile_row_max(const float (&s)[N / 8][4], int r)
+{
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < N / 8; ++n)
+        mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+}
+
 // The online softmax of a tensor-core accumulator tile of N keys (common.cuh:
 // this thread's rows r = 0, 1 of the quad), in place: S in log2 units, hidden
 // entries -inf, becomes P = 2^(S - shift), not yet rounded; alpha[r] is the
@@ -336,13 +348,7 @@ __device__ __forceinline__ void acd_softmax_tile(acd_softmax_row (&rows)[2], flo
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < N / 8; ++n)
-            mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float shift = rows[r].rescale(mx, alpha[r]);
+        const float shift = rows[r].rescale(acd_tile_row_max<N>(s, r), alpha[r]);
         float row_sum = 0.f;
 #pragma unroll
         for (int n = 0; n < N / 8; ++n) {
