@@ -4,7 +4,7 @@
 #   1. the Criterion unit tests (one binary, one synthesis line),
 #   2. the fixture corpus on the CPU emulation and the fp64 reference kernel,
 #   3. the detection-power proof (every planted bug caught; cpu-flash clean),
-#   4. a fixed-budget fuzz gate on cpu-flash and on the example plugin,
+#   4. a fixed-budget fuzz gate on cpu-flash, the example plugins and the cpu fp8 kernels,
 #   5. kernels that are not C, through --exec (ci/test-exec.sh: the numpy example in both modes, its
 #      planted bug proved caught; the PyTorch SDPA example where torch is or can be installed),
 #   6. the HTML report opened in headless Chromium (ci/test-html-report.sh) and the Markdown
@@ -49,6 +49,7 @@ step "fuzz gate"
   --seed 4 --cases 100 --quiet
 "$b/harness/attncheck" fuzz --kernel cpu-flash-fp8 --seed 17 --cases 300 --quiet
 "$b/harness/attncheck" fuzz --kernel cpu-flash-fp8-pbf16 --seed 18 --cases 150 --quiet
+"$b/harness/attncheck" fuzz --kernel cpu-flash-fp8-acc13 --seed 19 --cases 150 --quiet
 
 step "kernels that are not C: --exec and --exec-persistent"
 # The PyTorch example needs torch: PyPI's wheel is 5.4 GB with CUDA's libraries (103 s to
