@@ -44,6 +44,23 @@ Test(harness_check_fp8, a_gen_directory_is_checked_with_its_codes_and_factors)
     cr_assert_eq(check_with("cpu-flash-fp8-mutant-p-clamp-448"), AC_FAIL_ACCURACY);
 }
 
+/* The declared accumulator: cpu-flash-fp8-acc13 is checked under its own (e8m13, from --kernel);
+ * --fp8-acc naming another one is refused (the kernel is not run on it), a malformed one too. */
+Test(harness_check_fp8, the_fp8_accumulator_comes_from_the_kernel_or_fp8_acc)
+{
+    gen_dir();
+    cr_assert_eq(check_with("cpu-flash-fp8-acc13"), AC_OK);
+    char *argv[] = {"check", (char *)path_of("case"), "--kernel", "cpu-flash-fp8-acc13", "--quiet", "--fp8-acc", "f32",
+                    NULL};
+    cr_assert_eq(ac_cmd_check(7, argv), AC_ERR_INPUT);
+    argv[6] = "e8m99";
+    cr_assert_eq(ac_cmd_check(7, argv), AC_ERR_INPUT);
+    argv[3] = "cpu-flash-fp8", argv[6] = "f32";
+    cr_assert_eq(ac_cmd_check(7, argv), AC_OK);
+    argv[6] = "e8m13"; /* the f32 kernel under another declaration: refused as well */
+    cr_assert_eq(ac_cmd_check(7, argv), AC_ERR_INPUT);
+}
+
 /* reference's f64 O rounded to bf16 (<u2 bits) and its LSE to f32: a perfect
  * fp8 kernel; then O at (b=1, h=3, i=30, c=5) moved by 0.5 fails there. */
 Test(harness_check_fp8, perfect_outputs_pass_and_a_planted_error_fails_at_its_place)
