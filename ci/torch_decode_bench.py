@@ -16,7 +16,8 @@ the peak is read from BENCH_LOG's header (`peak HBM N GB/s`), else NVML, else
 128 and the speedup torch_ms / ours_ms (>= 1: cuda-decode is faster)."""
 import argparse
 import re
-import statistics
+
+from torch_timing import median_ms  # ci/, beside this script
 
 HQ, HKV, D = 32, 4, 128
 BATCHES = (1, 8, 32, 128)
@@ -54,22 +55,6 @@ def nvml_peak():
         return None
 
 
-def median_ms(torch, fn, flush, reps):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        flush.sum()  # a read of 2x the L2: it leaves clean lines (zero_() left dirty ones to write back in the timing)
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
 def time_backends(torch, F, backends, B, nk, flush, reps):
     """{backend name: ms or None} for one shape."""
     from torch.nn.attention import sdpa_kernel
@@ -84,8 +69,10 @@ def time_backends(torch, F, backends, B, nk, flush, reps):
     for name, backend in backends:
         try:
             with sdpa_kernel([backend]):
-                out[name] = median_ms(
-                    torch, lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), flush, reps)
+                # before each run a read of 2x the L2: it leaves clean lines (zero_() left dirty ones to
+                # write back inside the timing)
+                out[name] = median_ms(torch, lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), reps,
+                                      before=flush.sum)
         except RuntimeError:  # the backend refuses the shape, or memory ran out
             out[name] = None
         torch.cuda.empty_cache()

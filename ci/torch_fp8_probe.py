@@ -7,22 +7,9 @@ whether it ran (and its forward TFLOP/s, 4BHN^2d FLOPs, CUDA events, median of
 10) or the error PyTorch gave.  Exit 0 either way: the answer is the output.
 
     python3 ci/torch_fp8_probe.py"""
-import statistics
 import sys
 
-
-def median_ms(torch, fn, reps=10):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+from torch_timing import median_ms  # ci/, beside this script
 
 
 def main():
@@ -51,7 +38,7 @@ def main():
                 return F.scaled_dot_product_attention(q, k, v)
         try:
             out = call()
-            ms = median_ms(torch, call)
+            ms = median_ms(torch, call, 10)
             print("%-22s ran: out %s, %.3f ms, %.1f TFLOP/s" % (name, out.dtype, ms, flops / ms / 1e9))
         except Exception as e:  # the answer, not a failure of the probe
             print("%-22s no: %s" % (name, str(e).splitlines()[0][:160] if str(e) else type(e).__name__))

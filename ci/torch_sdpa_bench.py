@@ -10,8 +10,9 @@ are matched by (dir, dtype, d, causal, N).  FLOPs are counted as in the bench:
 4*B*H*N^2*d forward, 2.5x backward, halved for causal.  Times: CUDA events,
 median of repeats after warm-up, random normal inputs."""
 import argparse
-import statistics
 import sys
+
+from torch_timing import median_ms  # ci/, beside this script
 
 
 def parse_ours(path):
@@ -28,21 +29,6 @@ def parse_ours(path):
                 except ValueError:
                     pass
     return rows
-
-
-def median_ms(torch, fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def time_backend(torch, F, backend, dtype, B, H, N, d, causal, reps):
