@@ -72,19 +72,32 @@ Test(ref_lse_scale, matches_direct_loops_across_row_blocks_with_gqa_and_a_window
  * 0.5, causal top-left with key 2 masked for both rows by the dense mask.
  * Row 0 sees key 0: G = 1*3 + 2*1 = 5; row 1 sees keys 0, 1: max(1.5 + 0.25,
  * 0.5 + 1) = 1.75.  E = 1 + |LSE| + (d + 2) * 0.5 * G. */
-Test(ref_lse_scale, a_planted_lse_error_reads_exactly_its_size)
+static uint8_t planted_mask[6] = {1, 1, 0, 1, 1, 0};
+static const double planted_q[4] = {1.0, -2.0, -0.5, 0.25}, planted_k[6] = {3.0, 1.0, -1.0, 4.0, 100.0, 100.0};
+static const double planted_lse[2] = {-1.5, 2.0};
+
+static ac_problem planted_problem(void)
 {
     ac_problem p = ac_problem_dense(1, 1, 1, 2, 3, 2);
-    uint8_t mask[6] = {1, 1, 0, 1, 1, 0};
-    p.dense_mask = mask;
+    p.dense_mask = planted_mask;
     p.windowed = true;
     p.window_right = 0;
     p.scale = 0.5;
-    const double q[4] = {1.0, -2.0, -0.5, 0.25}, k[6] = {3.0, 1.0, -1.0, 4.0, 100.0, 100.0};
-    const double lse[2] = {-1.5, 2.0};
-    double e_lse[2];
+    return p;
+}
+
+static void planted_scales(const ac_problem *p, double e_lse[2])
+{
     ac_err err = {{0}};
-    cr_assert_eq(ref_lse_error_scale(&p, q, k, lse, e_lse, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ref_lse_error_scale(p, planted_q, planted_k, planted_lse, e_lse, &err), AC_OK, "%s", err.msg);
+}
+
+Test(ref_lse_scale, a_planted_lse_error_reads_exactly_its_size)
+{
+    ac_problem p = planted_problem();
+    const double *lse = planted_lse;
+    double e_lse[2];
+    planted_scales(&p, e_lse);
     cr_assert_eq(e_lse[0], 1.0 + 1.5 + 4 * 0.5 * 5.0, "E_lse[0] = %.17g", e_lse[0]);
     cr_assert_eq(e_lse[1], 1.0 + 2.0 + 4 * 0.5 * 1.75, "E_lse[1] = %.17g", e_lse[1]);
     /* A kernel's LSE off by 3 u_f32 E in row 1 only: the metric must read 3 there, 0 in row 0. */
@@ -103,20 +116,12 @@ Test(ref_lse_scale, a_planted_lse_error_reads_exactly_its_size)
  * The online softmax's 2 G_i stays. */
 Test(ref_lse_scale, a_declared_fp8_accumulator_replaces_d_g_by_its_truncations)
 {
-    ac_problem p = ac_problem_dense(1, 1, 1, 2, 3, 2);
-    uint8_t mask[6] = {1, 1, 0, 1, 1, 0};
-    p.dense_mask = mask;
-    p.windowed = true;
-    p.window_right = 0;
-    p.scale = 0.5;
+    ac_problem p = planted_problem();
     p.fp8_out = AC_BF16;
     p.fp8_p = AC_E4M3;
     p.fp8_acc_bits = AC_FP8_ACC_HOPPER;
-    const double q[4] = {1.0, -2.0, -0.5, 0.25}, k[6] = {3.0, 1.0, -1.0, 4.0, 100.0, 100.0};
-    const double lse[2] = {-1.5, 2.0};
     double e_lse[2];
-    ac_err err = {{0}};
-    cr_assert_eq(ref_lse_error_scale(&p, q, k, lse, e_lse, &err), AC_OK, "%s", err.msg);
+    planted_scales(&p, e_lse);
     cr_assert_eq(e_lse[0], 1.0 + 1.5 + 2 * 0.5 * 5.0 + 34 * 2048 * 0.5 * 3.0, "E_lse[0] = %.17g", e_lse[0]);
     cr_assert_eq(e_lse[1], 1.0 + 2.0 + 2 * 0.5 * 1.75 + 34 * 2048 * 0.5 * 1.5, "E_lse[1] = %.17g", e_lse[1]);
 }

@@ -14,17 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "acd.h"
-
-/* From test_cuda_main.c. */
-double acdt_scaled_max(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const void *got, const double *ref,
-                       const double *e, size_t *n_bad, char *worst, size_t worst_len);
-double acdt_lse_max(const ac_problem *p, const float *got, const double *ref, size_t *n_bad);
-void acdt_set_mask(ac_problem *p, int mask_kind, uint8_t **mask);
-double acdt_urand(void);
-double acdt_nrand(void);
-void *acdt_to_device(const void *host, size_t bytes);
-void *acdt_from_device(const void *dev, size_t bytes);
+#include "test_cuda_support.h"
 
 typedef struct {
     const char *kernel;

@@ -11,24 +11,12 @@
 #include <string.h>
 
 #include "acd.h"
+#include "test_cuda_support.h"
 
 /* M_KEY_WINDOW, M_KEY_DENSE: each row sees one key (a window (0, 0), or a dense
  * mask with one random key per row), so P = 1 and O must be that key's V row
  * exactly (scaled error 0), or 0 where the row sees nothing. */
 typedef enum { M_NONE, M_CAUSAL_TL, M_CAUSAL_BR, M_WINDOW, M_DENSE, M_KEY_WINDOW, M_KEY_DENSE } mask_kind;
-
-/* The fp8 cases (test_cuda_fp8.c): the number of failures. */
-int acdt_fp8_tests(bool small, const char *only);
-/* The decode cases (test_cuda_decode.c): the number of failures. */
-int acdt_decode_tests(bool small, const char *only);
-double acdt_scaled_max(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const void *got, const double *ref,
-                       const double *e, size_t *n_bad, char *worst, size_t worst_len);
-double acdt_lse_max(const ac_problem *p, const float *got, const double *ref, size_t *n_bad);
-void acdt_set_mask(ac_problem *p, int kind, uint8_t **mask);
-double acdt_urand(void);
-double acdt_nrand(void);
-void *acdt_to_device(const void *host, size_t bytes);
-void *acdt_from_device(const void *dev, size_t bytes);
 
 typedef struct {
     const char *kernel;
