@@ -125,8 +125,8 @@ int ref_naive_forward_fp8(const ac_problem *p, const double *q, const double *k,
         return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: NULL tensor");
     if (!ac_problem_is_fp8(p) || p->fp8_p == AC_F32 || (unsigned)p->fp8_p >= AC_DTYPE_COUNT)
         return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: not an fp8 problem with a P format");
-    if (p->fp8_acc_bits < 0 || p->fp8_acc_bits > 23)
-        return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: fp8_acc_bits %d is not 0 (f32) to 23",
+    if (p->fp8_acc_bits < 0 || p->fp8_acc_bits > AC_FP8_ACC_MAX_BITS)
+        return ac_fail(err, AC_ERR_INPUT, "ref_naive_forward_fp8: fp8_acc_bits %d is not 0 (f32) to 22",
                        p->fp8_acc_bits);
     fp8_job job = {p, q, k, v, o, lse, calloc((size_t)workers, sizeof(float *))};
     bool ok = job.rows != NULL;

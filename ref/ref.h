@@ -340,6 +340,7 @@ float ac_fp8_p_round(ac_dtype fmt, float p_scaled); /* p_scaled = sigma exp(S - 
  * (b + 1 significant). */
 #define AC_FP8_ACC_STEP 32
 #define AC_FP8_ACC_HOPPER 13
+#define AC_FP8_ACC_MAX_BITS 22 /* declared bits 1..22; 0 is f32 (23 would be f32's own mantissa) */
 double ac_truncate_bits(double x, int bits);
 double ac_fp8_acc_step(double acc, const double *prod, int n, int bits);
 

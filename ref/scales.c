@@ -575,10 +575,10 @@ int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, con
     bool fp8 = ac_problem_is_fp8(p);
     if (fp8 &&
         (grads || !ac_dtype_is_fp8(t) || p->fp8_p == AC_F32 || (unsigned)p->fp8_p >= AC_DTYPE_COUNT ||
-         (unsigned)p->fp8_out >= AC_DTYPE_COUNT || p->fp8_acc_bits < 0 || p->fp8_acc_bits > 23))
+         (unsigned)p->fp8_out >= AC_DTYPE_COUNT || p->fp8_acc_bits < 0 || p->fp8_acc_bits > AC_FP8_ACC_MAX_BITS))
         return ac_fail(err, AC_ERR_INPUT,
                        "ref_error_scales: an fp8 problem needs fp8 inputs, its out and p "
-                       "formats, an S accumulator of 0 (f32) to 23 bits, and no backward (forward only)");
+                       "formats, a products' accumulator of 0 (f32) to 22 bits, and no backward (forward only)");
     if (fp8)
         t = p->fp8_out; /* E is in units of the output's u */
     scale_job job = {p,

@@ -183,6 +183,9 @@ ac_dtype ac_case_out_dtype(const ac_case *c);
  * ac_read_unsigned: decimal digits only (no sign, no blank), at most max. */
 bool ac_read_decimal(const char *s, double *out);
 bool ac_read_unsigned(const char *s, unsigned long long max, unsigned long long *out);
+/* An fp8 kernel's accumulator as the case line's acc= and --fp8-acc spell it: "f32" -> 0,
+ * "e8mB" -> B in 1..AC_FP8_ACC_MAX_BITS (B as ac_read_unsigned reads it). */
+bool ac_fp8_acc_parse(const char *text, int *bits);
 
 /* AC_OK, or AC_ERR_INPUT with a message naming the bad field. */
 int ac_case_parse(const char *line, ac_case *c, ac_err *err);

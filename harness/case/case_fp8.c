@@ -115,17 +115,23 @@ int case_validate_pfmt(const case_field *f, const ac_case *c, ac_err *err)
     return not_fp8(f, c, c->p_dtype == AC_E4M3, err);
 }
 
+bool ac_fp8_acc_parse(const char *text, int *bits)
+{
+    unsigned long long b = 0;
+    if (strcmp(text, "f32") == 0) {
+        *bits = 0;
+        return true;
+    }
+    if (strncmp(text, "e8m", 3) != 0 || !ac_read_unsigned(text + 3, AC_FP8_ACC_MAX_BITS, &b) || b < 1)
+        return false;
+    *bits = (int)b;
+    return true;
+}
+
 int case_parse_fp8acc(const case_field *f, const char *value, ac_case *c, ac_err *err)
 {
-    const char *what = "f32 or e8mB, B fraction bits in 1..22";
-    int bits = 0, used = 0;
-    if (strcmp(value, "f32") == 0) {
-        c->acc_bits = 0;
-        return AC_OK;
-    }
-    if (sscanf(value, "e8m%d%n", &bits, &used) != 1 || value[used] != '\0' || bits < 1 || bits > 22)
-        return case_bad(err, f->key, what, value);
-    c->acc_bits = bits;
+    if (!ac_fp8_acc_parse(value, &c->acc_bits))
+        return case_bad(err, f->key, "f32 or e8mB, B fraction bits in 1..22", value);
     return AC_OK;
 }
 
@@ -143,7 +149,7 @@ void case_reset_fp8acc(ac_case *c) { c->acc_bits = 0; }
 
 int case_validate_fp8acc(const case_field *f, const ac_case *c, ac_err *err)
 {
-    if (c->acc_bits < 0 || c->acc_bits > 22)
+    if (c->acc_bits < 0 || c->acc_bits > AC_FP8_ACC_MAX_BITS)
         return ac_fail(err, AC_ERR_INPUT, "%s: f32 or e8mB with B in 1..22, not %d bits", f->key, c->acc_bits);
     return not_fp8(f, c, c->acc_bits == 0, err);
 }

@@ -81,10 +81,7 @@ static int read_factors(const ac_cli *o, const char *path, const char *label, ac
 /* --fp8-acc f32|e8mB: the case line's acc= values. */
 static int fp8_acc_bits_of(const char *text, int *bits, ac_err *err)
 {
-    int used = 0;
-    if (strcmp(text, "f32") == 0)
-        *bits = 0;
-    else if (sscanf(text, "e8m%d%n", bits, &used) != 1 || text[used] != '\0' || *bits < 1 || *bits > 22)
+    if (!ac_fp8_acc_parse(text, bits))
         return ac_fail(err, AC_ERR_INPUT, "--fp8-acc: '%s' is not f32 or e8mB with B in 1..22", text);
     return AC_OK;
 }

@@ -306,7 +306,7 @@ static int check_caps(const char *path, const attncheck_plugin *d, ac_err *err)
                        (unsigned)c->dtypes);
     if (d->fp8_p != 0 && (d->fp8_p < AC_F16 || d->fp8_p >= AC_DTYPE_COUNT))
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: fp8_p %d is not e4m3, e5m2, bf16 or f16", path, (int)d->fp8_p);
-    if (d->fp8_acc_bits < 0 || d->fp8_acc_bits > 22)
+    if (d->fp8_acc_bits < 0 || d->fp8_acc_bits > AC_FP8_ACC_MAX_BITS)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: fp8_acc_bits %d is not 0 (f32) or 1..22", path,
                        (int)d->fp8_acc_bits);
     int n_layouts = d->abi_version >= 2 ? 3 : 2; /* THD is ABI 2's */

@@ -61,6 +61,17 @@ Test(harness_fp8, fp8_lines_print_their_recipe_and_other_lines_keep_their_bytes)
     cr_assert_str_eq(buf, plain);
     c = parse("v1 seed=3 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=e4m3 descale=head");
     cr_assert_eq(c.descale_rows, AC_DESCALE_HEAD);
+    /* the accumulator: printed after p= where it is not f32 (so older fp8 lines keep their bytes) */
+    const char *acc = "v1 seed=3 b=1 hq=2 hkv=1 nq=10 nk=20 d=32 dtype=e4m3 out=bf16 descale=tensor p=e4m3 acc=e8m13 "
+                      "mask=none layout=bhsd dist=normal(0,1) scale=auto";
+    c = parse(acc);
+    cr_assert_eq(c.acc_bits, AC_FP8_ACC_HOPPER);
+    cr_assert_gt(ac_case_format(&c, buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, acc);
+    c = parse("v1 seed=3 b=1 hq=2 hkv=1 nq=10 nk=20 d=32 dtype=e4m3 acc=f32");
+    cr_assert_eq(c.acc_bits, 0);
+    cr_assert_gt(ac_case_format(&c, buf, sizeof buf), 0);
+    cr_assert(strstr(buf, "acc=") == NULL, "%s", buf);
 }
 
 Test(harness_fp8, bad_fp8_fields_are_refused_naming_the_field)
@@ -77,6 +88,11 @@ Test(harness_fp8, bad_fp8_fields_are_refused_naming_the_field)
         {"dtype=e4m3 descale=block(0)", "descale: expected"},
         {"dtype=e4m3 descale=rows", "descale: expected"},
         {"dtype=e4m3 p=f32", "p: expected e4m3, e5m2, bf16 or f16"},
+        {"dtype=f16 acc=e8m13", "acc: only with an fp8 dtype"},
+        {"dtype=e4m3 acc=e8m0", "acc: expected f32 or e8mB"},
+        {"dtype=e4m3 acc=e8m23", "acc: expected f32 or e8mB"},
+        {"dtype=e4m3 acc=e8m+13", "acc: expected f32 or e8mB"},
+        {"dtype=e4m3 acc=bf16", "acc: expected f32 or e8mB"},
         {"dtype=e4m3 dist=dominant(8)", "dominant() plants its key in the dtype"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
