@@ -40,6 +40,17 @@ __host__ __device__ constexpr int fp8_key_of_slot(int slot)
     return 16 * (slot / 16) + 2 * ((slot % 16) / 4) + (slot & 1) + 8 * ((slot >> 1) & 1);
 }
 
+// Every key of a run has exactly one slot (a permutation of 0..31).
+constexpr bool fp8_slots_permute_keys()
+{
+    unsigned seen = 0;
+    for (int slot = 0; slot < 32; ++slot)
+        seen |= 1u << fp8_key_of_slot(slot);
+    return seen == 0xffffffffu;
+}
+static_assert(fp8_slots_permute_keys() && fp8_key_of_slot(7) == 11 && fp8_key_of_slot(18) == 24,
+              "P's register order: slot 4t + e holds key 2t + (e & 1) + 8 (e >> 1), per 16");
+
 // Vt[((b Hkv + hk) D + c) ld + slot] = V[b, hk, key_of(slot), c]; keys past
 // the sequence are 0, so a padded tile's P (0 there) never meets NaN.  A
 // thread takes 32 keys x 4 columns: 32 word loads (coalesced over the warp's
@@ -102,8 +113,7 @@ template <bool kE5m2> __device__ __forceinline__ void fp8_pv(float (&acc)[16][4]
         asm volatile(FP8_WG_RS("e4m3") : ACD_WG_D64 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
-template <bool kE5m2, int BM>
-__device__ __forceinline__ void qk_issue(float (&s)[kBN / 8][4], uint64_t dq0, uint32_t sK)
+template <bool kE5m2> __device__ __forceinline__ void qk_issue(float (&s)[kBN / 8][4], uint64_t dq0, uint32_t sK)
 {
     acd_wg_fence();
     const uint64_t dk0 = acd_wg_desc(sK, 16, 1024);
@@ -257,7 +267,7 @@ __global__ void __launch_bounds__(Kt::kThreads, 1)
                                                            kD, tid);
             acd_cp_async_commit();
         }
-        qk_issue<kE5m2, BM>(s, dq0, st_cur);
+        qk_issue<kE5m2>(s, dq0, st_cur);
         if (nb > span.nb_lo) {
             pv_issue<kE5m2>(o, pf, st_prev + kTileBytes);
             acd_wg_wait<1>();
