@@ -315,12 +315,21 @@ template <int D> __device__ __forceinline__ void fp8_rescale_rows(float (&o)[D /
         acd_rescale_rows<D>(o, alpha);
 }
 
+// Named barrier 1 over both warpgroups: warpgroup 1 issues a tile's products
+// after warpgroup 0 has (ACD_FP8_STAGGER=1), so the tensor cores run 0's S and
+// P V first and 0's softmax starts while 1's products run (with the MUFU.EX2s
+// to itself until 1's starts); FlashAttention-3's ping-pong, without its
+// producer warp: the tile loads still meet at __syncthreads every tile.
+__device__ __forceinline__ void fp8_turn_wait() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
+__device__ __forceinline__ void fp8_turn_pass() { asm volatile("bar.arrive 1, %0;\n" ::"n"(kThreads) : "memory"); }
+
 // ---- the kernel ----
 
 template <int D, bool kE5m2, typename O, bool kBlockFactors>
 __global__ void __launch_bounds__(kThreads, 1)
     fp8_fwd_wg(acd_params p, fp8_descale ds, const uint8_t *__restrict__ Q, const uint8_t *__restrict__ K,
-               const uint8_t *__restrict__ Vt, long long vt_ld, O *__restrict__ Out, float *__restrict__ LSE)
+               const uint8_t *__restrict__ Vt, long long vt_ld, O *__restrict__ Out, float *__restrict__ LSE,
+               bool stagger)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using Sh = fp8_shape<D>;
@@ -375,11 +384,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                          tid);
             acd_cp_async_commit();
         }
+        if (stagger && wg == 1)
+            fp8_turn_wait();
         qk_issue<D, kE5m2>(s, dq0, st_cur);
         if (nb > span.nb_lo) {
             pv_issue<D, kE5m2>(o, pf, st_prev + kVOff);
+            if (stagger && wg == 0)
+                fp8_turn_pass();
             acd_wg_wait<1>();
         } else {
+            if (stagger && wg == 0)
+                fp8_turn_pass();
             acd_wg_wait<0>();
         }
         acd_wg_hold(s);
@@ -419,6 +434,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+// ACD_FP8_STAGGER=1: the warpgroups take turns issuing their products (fp8_turn_wait).
+bool fp8_stagger()
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("ACD_FP8_STAGGER");
+        on = e && *e && *e != '0';
+    }
+    return on != 0;
+}
+
 template <int D, bool kE5m2, typename O, bool kBlockFactors>
 int launch_fwd(const acd_params &p, const fp8_descale &ds, const ac_fwd_args *a, const uint8_t *vt, long long ld,
                ac_err *err)
@@ -427,7 +453,8 @@ int launch_fwd(const acd_params &p, const fp8_descale &ds, const ac_fwd_args *a,
     auto kernel = fp8_fwd_wg<D, kE5m2, O, kBlockFactors>;
     ACD_CHECK(err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nq + kBM - 1) / kBM, p.Hq, p.B);
-    kernel<<<grid, kThreads, smem>>>(p, ds, (const uint8_t *)a->q, (const uint8_t *)a->k, vt, ld, (O *)a->o, a->lse);
+    kernel<<<grid, kThreads, smem>>>(p, ds, (const uint8_t *)a->q, (const uint8_t *)a->k, vt, ld, (O *)a->o, a->lse,
+                                     fp8_stagger());
     ACD_CHECK_LAUNCH(err, "fp8_fwd_wg");
     return AC_OK;
 }
