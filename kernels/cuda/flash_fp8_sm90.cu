@@ -25,6 +25,7 @@
 // second half unused: the same layout and descriptor, at the cost of space only.
 #include <cstdlib>
 #include <cuda_fp8.h>
+#include <type_traits>
 
 #include "fp8.cuh"
 #include "mask.cuh"
@@ -34,13 +35,14 @@
 namespace
 {
 
-constexpr int kStages = 3, kBM = 128, kThreads = 256; // two warpgroups of 64 query rows
+constexpr int kBM = 128, kThreads = 256; // two warpgroups of 64 query rows
 
 // The tiles of head dim D: kBN keys per K/V tile (64 at d = 256, where O takes
 // 128 registers a thread and S of 128 keys 64 more), and their bytes in shared
-// memory (whole 128-byte swizzle rows, see the header).
-template <int D> struct fp8_shape {
-    static constexpr int kBN = D == 256 ? 64 : 128;
+// memory (whole 128-byte swizzle rows, see the header); kStages K/V stages, 4
+// for the ping-pong schedule (fp8_fwd_wg's kPing: V loaded two tiles ahead).
+template <int D, bool kPing = false> struct fp8_shape {
+    static constexpr int kBN = D == 256 ? 64 : 128, kStages = kPing ? 4 : 3;
     static constexpr uint32_t tile_bytes(int rows, int row_bytes) { return rows * 128u * ((row_bytes + 127) / 128); }
     static constexpr uint32_t kQBytes = tile_bytes(kBM, D), kKBytes = tile_bytes(kBN, D), kVBytes = tile_bytes(D, kBN),
                               kStageBytes = kKBytes + kVBytes;
@@ -315,24 +317,49 @@ template <int D> __device__ __forceinline__ void fp8_rescale_rows(float (&o)[D /
         acd_rescale_rows<D>(o, alpha);
 }
 
-// Named barrier 1 over both warpgroups: warpgroup 1 issues a tile's products
-// after warpgroup 0 has (ACD_FP8_STAGGER=1), so the tensor cores run 0's S and
-// P V first and 0's softmax starts while 1's products run (with the MUFU.EX2s
-// to itself until 1's starts); FlashAttention-3's ping-pong, without its
-// producer warp: the tile loads still meet at __syncthreads every tile.
-__device__ __forceinline__ void fp8_turn_wait() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
-__device__ __forceinline__ void fp8_turn_pass() { asm volatile("bar.arrive 1, %0;\n" ::"n"(kThreads) : "memory"); }
+// Named barriers over both warpgroups (0 is __syncthreads).  ACD_FP8_SCHED=1
+// (stagger): warpgroup 1 issues a tile's products after warpgroup 0 (barrier
+// 1), so the tensor cores run 0's S and P V first and 0's softmax starts while
+// 1's products run; the tile loads still meet at __syncthreads every tile.
+// ACD_FP8_SCHED=2 (ping-pong, kPing): FlashAttention-3's schedule without its
+// producer warp, see fp8_fwd_wg.
+enum { kBarTurn0 = 1, kBarTurn1 = 2, kBarTile = 3 };
+template <int kId> __device__ __forceinline__ void fp8_bar_sync()
+{
+    asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+template <int kId> __device__ __forceinline__ void fp8_bar_arrive()
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kThreads) : "memory");
+}
+
+// This thread's cp.async copies landed and ordered before the tensor cores' reads of them.
+__device__ __forceinline__ void fp8_copies_done()
+{
+    acd_cp_async_wait<0>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 
 // ---- the kernel ----
 
-template <int D, bool kE5m2, typename O, bool kBlockFactors>
+// The ping-pong schedule (kPing): warpgroup 0 copies the K tiles, 1 the V^T
+// tiles (the same bytes), each in its own cp.async groups; tile m sits in stage
+// m % 4.  The products alternate, 0's of tile n, then 1's of n, then 0's of
+// n + 1 (barriers kBarTurn0/1), so one warpgroup's softmax runs while the
+// other's products do (the softmax's MUFU.EX2s about match the fp8 MMAs).
+// Barrier kBarTile, once a tile: 1 arrives right after issuing its products of
+// n - 1, once its V^T of n has landed, 0 waits for it at the top of n, once its
+// K of n has landed; then 0 copies K of n + 1 and 1 (later) V^T of n + 2, into
+// the stage of n - 3 and n - 2, which both warpgroups have finished with.
+// Every barrier is met as often by either side (the counts in the comments).
+template <int D, bool kE5m2, typename O, bool kBlockFactors, bool kPing>
 __global__ void __launch_bounds__(kThreads, 1)
     fp8_fwd_wg(acd_params p, fp8_descale ds, const uint8_t *__restrict__ Q, const uint8_t *__restrict__ K,
                const uint8_t *__restrict__ Vt, long long vt_ld, O *__restrict__ Out, float *__restrict__ LSE,
                bool stagger)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using Sh = fp8_shape<D>;
+    using Sh = fp8_shape<D, kPing>;
     constexpr int BM = kBM, NT = kThreads, BN = Sh::kBN;
     constexpr uint32_t kVOff = Sh::kKBytes; // a stage: the K tile, then the V^T tile
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -347,6 +374,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint16_t *Kb = reinterpret_cast<const uint16_t *>(K + acd_k_base<false>(p, b) + hk * p.k_sh);
     const uint16_t *Vtb = reinterpret_cast<const uint16_t *>(Vt + (long long)(b * p.Hkv + hk) * D * vt_ld);
     const acd_fwd_tiles span = acd_fwd_tile_range(p, i0, BM, BN, nq, nk);
+    const int lo = span.nb_lo, hi = span.nb_hi;
+    auto stage = [&](int m) { return sKV + (uint32_t)(m % Sh::kStages) * Sh::kStageBytes; };
+    // K's and V^T's tile m, by all threads (NC = NT) or by one warpgroup (NC = 128, c = tid % 128)
+    auto load_k = [&](int m, auto nc, int c) {
+        acd_load_tile_sw128<uint16_t, BN, D / 2, decltype(nc)::value>(stage(m), Kb, p.k_ss / 2, m * BN, nk, c);
+    };
+    auto load_v = [&](int m, auto nc, int c) {
+        acd_load_tile_sw128<uint16_t, D, BN / 2, decltype(nc)::value>(stage(m) + kVOff, Vtb + m * BN / 2, vt_ld / 2, 0,
+                                                                      D, c);
+    };
+    using all_threads = std::integral_constant<int, NT>;
+    using one_wg = std::integral_constant<int, 128>;
 
     float row_f[2];
     for (int r = 0; r < 2; ++r) {
@@ -360,41 +399,86 @@ __global__ void __launch_bounds__(kThreads, 1)
     float o[D / 8][4];
     acd_zero(o);
     acd_softmax_row rows[2];
-    uint32_t st_prev = sKV + 2 * Sh::kStageBytes, st_cur = sKV, st_next = sKV + Sh::kStageBytes;
-    if (span.nb_lo < span.nb_hi) {
+    if (lo < hi) {
         acd_load_tile_sw128<uint16_t, BM, D / 2, NT>(sQ, Qb, p.q_ss / 2, i0, nq, tid);
-        acd_load_tile_sw128<uint16_t, BN, D / 2, NT>(st_cur, Kb, p.k_ss / 2, span.nb_lo * BN, nk, tid);
-        acd_load_tile_sw128<uint16_t, D, BN / 2, NT>(st_cur + kVOff, Vtb + span.nb_lo * BN / 2, vt_ld / 2, 0, D, tid);
+        if constexpr (kPing) {
+            if (wg == 0)
+                load_k(lo, one_wg{}, tid % 128);
+            else
+                load_v(lo, one_wg{}, tid % 128);
+        } else {
+            load_k(lo, all_threads{}, tid);
+            load_v(lo, all_threads{}, tid);
+        }
         acd_cp_async_commit();
+        if (kPing && wg == 1) { // kBarTile: 1 of 1 + (hi - lo - 1) arrivals
+            fp8_copies_done();
+            fp8_bar_arrive<kBarTile>();
+            if (lo + 1 < hi) {
+                load_v(lo + 1, one_wg{}, tid % 128);
+                acd_cp_async_commit();
+            }
+        }
     }
     float s[BN / 8][4];
     uint32_t pf[BN / 32][4];
     // O is summed in units of the V factor of its last tile (v_f); a new
     // factor rescales it with the max's alpha.
-    float v_f = span.nb_lo < span.nb_hi ? fp8_tile_v_factor(p, ds, b, hk, span.nb_lo * BN, nk) : 1.f;
+    float v_f = lo < hi ? fp8_tile_v_factor(p, ds, b, hk, lo * BN, nk) : 1.f;
     const uint64_t dq0 = acd_wg_desc(sQ + wg * 64 * 128, 16, 1024);
-    for (int nb = span.nb_lo; nb < span.nb_hi; ++nb) {
+    for (int nb = lo; nb < hi; ++nb) {
         const int j0 = nb * BN;
-        acd_cp_async_wait<0>();
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        if (nb + 1 < span.nb_hi) {
-            acd_load_tile_sw128<uint16_t, BN, D / 2, NT>(st_next, Kb, p.k_ss / 2, (nb + 1) * BN, nk, tid);
-            acd_load_tile_sw128<uint16_t, D, BN / 2, NT>(st_next + kVOff, Vtb + (nb + 1) * BN / 2, vt_ld / 2, 0, D,
-                                                         tid);
-            acd_cp_async_commit();
+        if constexpr (kPing) {
+            if (wg == 0) {
+                fp8_copies_done();
+                fp8_bar_sync<kBarTile>(); // hi - lo
+                if (nb + 1 < hi) {
+                    load_k(nb + 1, one_wg{}, tid % 128);
+                    acd_cp_async_commit();
+                }
+                if (nb > lo)
+                    fp8_bar_sync<kBarTurn0>(); // hi - lo - 1
+            } else {
+                fp8_bar_sync<kBarTurn1>(); // hi - lo
+            }
+        } else {
+            fp8_copies_done();
+            __syncthreads();
+            if (nb + 1 < hi) {
+                load_k(nb + 1, all_threads{}, tid);
+                load_v(nb + 1, all_threads{}, tid);
+                acd_cp_async_commit();
+            }
+            if (stagger && wg == 1)
+                fp8_bar_sync<kBarTurn1>();
         }
-        if (stagger && wg == 1)
-            fp8_turn_wait();
-        qk_issue<D, kE5m2>(s, dq0, st_cur);
-        if (nb > span.nb_lo) {
-            pv_issue<D, kE5m2>(o, pf, st_prev + kVOff);
-            if (stagger && wg == 0)
-                fp8_turn_pass();
+        qk_issue<D, kE5m2>(s, dq0, stage(nb));
+        if (nb > lo) {
+            pv_issue<D, kE5m2>(o, pf, stage(nb - 1) + kVOff);
+            if ((kPing || stagger) && wg == 0)
+                fp8_bar_arrive<kBarTurn1>(); // hi - lo
+            if (kPing && wg == 1 && nb + 1 < hi) {
+                fp8_bar_arrive<kBarTurn0>(); // hi - lo - 1
+                fp8_copies_done();
+                fp8_bar_arrive<kBarTile>(); // hi - lo - 1
+                if (nb + 2 < hi) {
+                    load_v(nb + 2, one_wg{}, tid % 128);
+                    acd_cp_async_commit();
+                }
+            }
             acd_wg_wait<1>();
         } else {
-            if (stagger && wg == 0)
-                fp8_turn_pass();
+            if ((kPing || stagger) && wg == 0)
+                fp8_bar_arrive<kBarTurn1>();
+            if (kPing && wg == 1 && nb + 1 < hi) {
+                fp8_bar_arrive<kBarTurn0>();
+                fp8_copies_done();
+                fp8_bar_arrive<kBarTile>();
+                if (nb + 2 < hi) {
+                    load_v(nb + 2, one_wg{}, tid % 128);
+                    acd_cp_async_commit();
+                }
+            }
             acd_wg_wait<0>();
         }
         acd_wg_hold(s);
@@ -415,11 +499,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int kk = 0; kk < BN / 32; ++kk)
             fp8_p_to_a<BN>(pf[kk], s, kk);
-        const uint32_t freed = st_prev;
-        st_prev = st_cur, st_cur = st_next, st_next = freed;
     }
-    if (span.nb_lo < span.nb_hi) {
-        pv_issue<D, kE5m2>(o, pf, st_prev + kVOff);
+    if (lo < hi) {
+        pv_issue<D, kE5m2>(o, pf, stage(hi - 1) + kVOff);
         acd_wg_wait<0>();
         acd_wg_hold(o);
         acd_wg_hold(pf);
@@ -434,29 +516,38 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// ACD_FP8_STAGGER=1: the warpgroups take turns issuing their products (fp8_turn_wait).
-bool fp8_stagger()
+// ACD_FP8_SCHED: 0 (the default) both warpgroups issue their products at
+// once, 1 the stagger, 2 the ping-pong (fp8_bar_sync's comment).
+int fp8_sched()
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("ACD_FP8_STAGGER");
-        on = e && *e && *e != '0';
+    static int sched = -1;
+    if (sched < 0) {
+        const char *e = getenv("ACD_FP8_SCHED");
+        sched = e && (*e == '1' || *e == '2') ? *e - '0' : 0;
     }
-    return on != 0;
+    return sched;
+}
+
+template <int D, bool kE5m2, typename O, bool kBlockFactors, bool kPing>
+int launch_fwd_sched(const acd_params &p, const fp8_descale &ds, const ac_fwd_args *a, const uint8_t *vt, long long ld,
+                     ac_err *err)
+{
+    const size_t smem = fp8_shape<D, kPing>::smem_bytes();
+    auto kernel = fp8_fwd_wg<D, kE5m2, O, kBlockFactors, kPing>;
+    ACD_CHECK(err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((p.Nq + kBM - 1) / kBM, p.Hq, p.B);
+    kernel<<<grid, kThreads, smem>>>(p, ds, (const uint8_t *)a->q, (const uint8_t *)a->k, vt, ld, (O *)a->o, a->lse,
+                                     fp8_sched() == 1);
+    ACD_CHECK_LAUNCH(err, "fp8_fwd_wg");
+    return AC_OK;
 }
 
 template <int D, bool kE5m2, typename O, bool kBlockFactors>
 int launch_fwd(const acd_params &p, const fp8_descale &ds, const ac_fwd_args *a, const uint8_t *vt, long long ld,
                ac_err *err)
 {
-    const size_t smem = fp8_shape<D>::smem_bytes();
-    auto kernel = fp8_fwd_wg<D, kE5m2, O, kBlockFactors>;
-    ACD_CHECK(err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((p.Nq + kBM - 1) / kBM, p.Hq, p.B);
-    kernel<<<grid, kThreads, smem>>>(p, ds, (const uint8_t *)a->q, (const uint8_t *)a->k, vt, ld, (O *)a->o, a->lse,
-                                     fp8_stagger());
-    ACD_CHECK_LAUNCH(err, "fp8_fwd_wg");
-    return AC_OK;
+    return fp8_sched() == 2 ? launch_fwd_sched<D, kE5m2, O, kBlockFactors, true>(p, ds, a, vt, ld, err)
+                            : launch_fwd_sched<D, kE5m2, O, kBlockFactors, false>(p, ds, a, vt, ld, err);
 }
 
 template <int D, bool kE5m2, typename O>
