@@ -2,8 +2,9 @@
 // TFLOP/s beside cuda-flash's bf16 forward on the same shapes (d = 128, N = 4k,
 // 8k, 16k, B = 16384/N, H = 2048/d, no mask), and their ratio (issue 17's goal:
 // >= 1.5x); then d = 64 (the same) and d = 256 (fp8 alone: cuda-flash has no
-// tensor-core tile for d = d_v = 256, its CUDA-core forward is no peer).  Each timed run is the whole entry point (acd_flash_fp8_forward,
-// acd_flash_forward: staging, launch, sync), median of 5 after a warm-up.
+// tensor-core tile for d = d_v = 256, its CUDA-core forward is no peer).  Each
+// timed run is the whole entry point (acd_flash_fp8_forward, acd_flash_forward:
+// staging, launch, sync), median of 5 after a warm-up.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

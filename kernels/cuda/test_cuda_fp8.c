@@ -181,9 +181,10 @@ int acdt_fp8_tests(bool small, const char *only)
         {"cuda-flash-fp8", E5, F16, 2, 4, 4, 700, 900, 256, H, 3, 128, true, false, 1.0},
         {"cuda-flash-fp8", E4, BF, 1, 2, 1, 513, 1500, 256, S, 4, T, false, false, 1.0},
         {"cuda-flash-fp8", E4, F16, 2, 4, 2, 640, 768, 256, H, 0, HD, false, false, 1.0},
+        /* V's factor twice is off by 1/factor (32-128x); the clamp at d = 256 is left to prove: the
+         * declared accumulator's S term grows with d, and at d = 128 it read only 4.8-6.2 of 4. */
         {"cuda-flash-fp8-mutant-v-descale-twice", E4, BF, 1, 2, 1, 60, 90, 256, H, 0, T, false, true, 1.0},
         {"cuda-flash-fp8-mutant-v-descale-twice", E5, BF, 2, 4, 2, 200, 330, 256, S, 2, 64, false, true, 1.0},
-        {"cuda-flash-fp8-mutant-p-clamp-448", E4, BF, 1, 4, 4, 96, 130, 256, H, 0, T, false, true, 1.0},
         {"cuda-flash-fp8-mutant-p-clamp-448", E4, BF, 2, 4, 2, 200, 330, 64, S, 3, 128, false, true, 1.0},
         /* At d = 128 the declared e8m13 accumulator's S term widens E_O, and these planted bugs read
          * only just over the budget 4 on the H100 (the clamp 4.8 at 96 x 130 but 3.46 at 256 x 256,
