@@ -24,7 +24,9 @@
 // codes; d = 256: V^T rows of 64 keys) keeps the full 128-byte row with its
 // second half unused: the same layout and descriptor, at the cost of space only.
 #include <cstdlib>
+#include <cstring>
 #include <cuda_fp8.h>
+#include <mutex>
 #include <type_traits>
 
 #include "fp8.cuh"
@@ -265,28 +267,49 @@ __device__ __forceinline__ void fp8_tile_factors(float (&f)[2], const float (&ro
 // With every key of a row under one factor f > 0, the row's max is taken on
 // the raw scores and the factor, the max and sigma go into one FFMA per score,
 // 2^(s f + (log2 sigma - m)), where scaling, subtracting and multiplying by
-// sigma took three (the softmax's issue slots about matched its MUFU.EX2s).
-// A warp with a factor <= 0 (a negative scale or descale; or NaN) scales first
-// and takes f = 1: the max of raw scores is the max of S only for f > 0, and
-// masking to -inf before scaling needs f > 0.
+// sigma took three.  The FFMA uses the exact product s f while m is the
+// rounded one, so the row's largest score comes out as 2^delta with |delta| up
+// to half an ulp of m: harmless below kFp8FusedMax, 2^(+-1e25) (P = inf or 0,
+// LSE = +-inf: the huge distribution found it) above.  A warp with a factor
+// <= 0 (a negative scale or descale; or NaN) or a score past kFp8FusedMax
+// scales first and takes f = 1 (on the H200 the fused FFMA made the forward
+// 3-7% faster than scaling every tile first, README "FP8"): the max of raw scores is the max of S only for f > 0,
+// and masking to -inf before scaling needs f > 0.
+constexpr float kFp8FusedMax = 16384.f; // 2^14: delta <= 2^-11 in the exponent, P's error 2^-11.5 relative
+
+template <int BN> __device__ __forceinline__ void fp8_scale_scores(float (&s)[BN / 8][4], float (&f)[2])
+{
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            s[n][e] *= f[e / 2];
+    f[0] = f[1] = 1.f;
+}
+
+// The fused FFMA's exponent error is at most half an ulp of the row's max: false where that is large.
+__device__ __forceinline__ bool fp8_fused_ok(float raw_max, float f)
+{
+    return raw_max == -INFINITY || fabsf(raw_max * f) < kFp8FusedMax;
+}
+
 template <int BN>
 __device__ __forceinline__ void fp8_softmax_tile(acd_softmax_row (&rows)[2], float (&s)[BN / 8][4], float (&f)[2],
                                                  float log2_sigma, float (&alpha)[2], const acd_params &p, int b, int h,
                                                  int row, int j0, int t, int nq, int nk, bool full)
 {
-    if (!__all_sync(0xffffffffu, f[0] > 0.f && f[1] > 0.f)) {
-#pragma unroll
-        for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                s[n][e] *= f[e / 2];
-        f[0] = f[1] = 1.f;
-    }
+    if (!__all_sync(0xffffffffu, f[0] > 0.f && f[1] > 0.f))
+        fp8_scale_scores<BN>(s, f);
     if (!full)
         acd_mask_tile<BN>(s, p, b, h, row, j0, t, nq, nk);
+    float mx[2] = {acd_tile_row_max<BN>(s, 0), acd_tile_row_max<BN>(s, 1)};
+    if (!__all_sync(0xffffffffu, fp8_fused_ok(mx[0], f[0]) && fp8_fused_ok(mx[1], f[1]))) {
+        mx[0] *= f[0], mx[1] *= f[1]; // f > 0 here: the max of the rounded products
+        fp8_scale_scores<BN>(s, f);
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const float shift = rows[r].rescale(acd_tile_row_max<BN>(s, r) * f[r], alpha[r]);
+        const float shift = rows[r].rescale(mx[r] * f[r], alpha[r]);
         const float c = log2_sigma - shift;
         float row_sum = 0.f;
 #pragma unroll
@@ -317,12 +340,8 @@ template <int D> __device__ __forceinline__ void fp8_rescale_rows(float (&o)[D /
         acd_rescale_rows<D>(o, alpha);
 }
 
-// Named barriers over both warpgroups (0 is __syncthreads).  ACD_FP8_SCHED=1
-// (stagger): warpgroup 1 issues a tile's products after warpgroup 0 (barrier
-// 1), so the tensor cores run 0's S and P V first and 0's softmax starts while
-// 1's products run; the tile loads still meet at __syncthreads every tile.
-// ACD_FP8_SCHED=2 (ping-pong, kPing): FlashAttention-3's schedule without its
-// producer warp, see fp8_fwd_wg.
+// Named barriers over both warpgroups (0 is __syncthreads), for the ping-pong
+// schedule (kPing): FlashAttention-3's without its producer warp, see fp8_fwd_wg.
 enum { kBarTurn0 = 1, kBarTurn1 = 2, kBarTile = 3 };
 template <int kId> __device__ __forceinline__ void fp8_bar_sync()
 {
@@ -355,8 +374,7 @@ __device__ __forceinline__ void fp8_copies_done()
 template <int D, bool kE5m2, typename O, bool kBlockFactors, bool kPing>
 __global__ void __launch_bounds__(kThreads, 1)
     fp8_fwd_wg(acd_params p, fp8_descale ds, const uint8_t *__restrict__ Q, const uint8_t *__restrict__ K,
-               const uint8_t *__restrict__ Vt, long long vt_ld, O *__restrict__ Out, float *__restrict__ LSE,
-               bool stagger)
+               const uint8_t *__restrict__ Vt, long long vt_ld, O *__restrict__ Out, float *__restrict__ LSE)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using Sh = fp8_shape<D, kPing>;
@@ -449,13 +467,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                 load_v(nb + 1, all_threads{}, tid);
                 acd_cp_async_commit();
             }
-            if (stagger && wg == 1)
-                fp8_bar_sync<kBarTurn1>();
         }
         qk_issue<D, kE5m2>(s, dq0, stage(nb));
         if (nb > lo) {
             pv_issue<D, kE5m2>(o, pf, stage(nb - 1) + kVOff);
-            if ((kPing || stagger) && wg == 0)
+            if (kPing && wg == 0)
                 fp8_bar_arrive<kBarTurn1>(); // hi - lo
             if (kPing && wg == 1 && nb + 1 < hi) {
                 fp8_bar_arrive<kBarTurn0>(); // hi - lo - 1
@@ -468,7 +484,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             acd_wg_wait<1>();
         } else {
-            if ((kPing || stagger) && wg == 0)
+            if (kPing && wg == 0)
                 fp8_bar_arrive<kBarTurn1>();
             if (kPing && wg == 1 && nb + 1 < hi) {
                 fp8_bar_arrive<kBarTurn0>();
@@ -516,16 +532,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// ACD_FP8_SCHED: 0 (the default) both warpgroups issue their products at
-// once, 1 the stagger, 2 the ping-pong (fp8_bar_sync's comment).
-int fp8_sched()
+// The schedule: the ping-pong (kPing, the default: 1.1-1.2x the lockstep
+// one's TFLOP/s at d = 128 on the H200, README "FP8"), or with ACD_FP8_SCHED=0 the
+// lockstep one, both warpgroups issuing their products at once between
+// __syncthreads (three stages), kept to measure against.
+bool fp8_ping_pong()
 {
-    static int sched = -1;
-    if (sched < 0) {
+    static int ping = -1;
+    if (ping < 0) {
         const char *e = getenv("ACD_FP8_SCHED");
-        sched = e && (*e == '1' || *e == '2') ? *e - '0' : 0;
+        ping = !(e && strcmp(e, "0") == 0);
     }
-    return sched;
+    return ping == 1;
 }
 
 template <int D, bool kE5m2, typename O, bool kBlockFactors, bool kPing>
@@ -536,8 +554,7 @@ int launch_fwd_sched(const acd_params &p, const fp8_descale &ds, const ac_fwd_ar
     auto kernel = fp8_fwd_wg<D, kE5m2, O, kBlockFactors, kPing>;
     ACD_CHECK(err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((p.Nq + kBM - 1) / kBM, p.Hq, p.B);
-    kernel<<<grid, kThreads, smem>>>(p, ds, (const uint8_t *)a->q, (const uint8_t *)a->k, vt, ld, (O *)a->o, a->lse,
-                                     fp8_sched() == 1);
+    kernel<<<grid, kThreads, smem>>>(p, ds, (const uint8_t *)a->q, (const uint8_t *)a->k, vt, ld, (O *)a->o, a->lse);
     ACD_CHECK_LAUNCH(err, "fp8_fwd_wg");
     return AC_OK;
 }
@@ -546,8 +563,8 @@ template <int D, bool kE5m2, typename O, bool kBlockFactors>
 int launch_fwd(const acd_params &p, const fp8_descale &ds, const ac_fwd_args *a, const uint8_t *vt, long long ld,
                ac_err *err)
 {
-    return fp8_sched() == 2 ? launch_fwd_sched<D, kE5m2, O, kBlockFactors, true>(p, ds, a, vt, ld, err)
-                            : launch_fwd_sched<D, kE5m2, O, kBlockFactors, false>(p, ds, a, vt, ld, err);
+    return fp8_ping_pong() ? launch_fwd_sched<D, kE5m2, O, kBlockFactors, true>(p, ds, a, vt, ld, err)
+                           : launch_fwd_sched<D, kE5m2, O, kBlockFactors, false>(p, ds, a, vt, ld, err);
 }
 
 template <int D, bool kE5m2, typename O>
@@ -597,25 +614,64 @@ bool acd_fp8_wg_usable(const acd_params &p, const fp8_descale &ds, const ac_fwd_
         aligned(a->v, p.v_sb, p.v_sh, p.v_ss, 4); // the pre-pass's word loads
 }
 
+namespace
+{
+
+// V^T's workspace, kept between calls up to kVtKeepBytes: a cudaMalloc and a
+// cudaFree of it (the free synchronises) per call cost several percent of the
+// whole forward at N = 4k, where PyTorch's caching allocator would hand
+// FlashAttention-3 its buffers for free.  Larger ones are allocated per call.
+// The lock serialises callers: the entry point syncs before it returns.
+constexpr size_t kVtKeepBytes = (size_t)256 << 20;
+struct fp8_vt_workspace {
+    std::mutex lock;
+    uint8_t *buf = nullptr;
+    size_t bytes = 0;
+};
+fp8_vt_workspace &vt_kept()
+{
+    static fp8_vt_workspace w;
+    return w;
+}
+
+int vt_run(const acd_params &p, const fp8_descale &ds, bool e5m2, ac_dtype out, const ac_fwd_args *a, uint8_t *vt,
+           long long ld, ac_err *err)
+{
+    int status = transpose_v(p, (const uint8_t *)a->v, vt, ld, err);
+    if (status == AC_OK)
+        status = p.D == 64 ? launch_fwd_d<64>(p, ds, e5m2, out, a, vt, ld, err)
+            : p.D == 128   ? launch_fwd_d<128>(p, ds, e5m2, out, a, vt, ld, err)
+                           : launch_fwd_d<256>(p, ds, e5m2, out, a, vt, ld, err);
+    return status == AC_OK ? ac_dev_sync(err) : status; // the workspace is reused or freed next
+}
+
+} // namespace
+
 int acd_fp8_wg_forward(const acd_params &p, const fp8_descale &ds, bool e5m2, ac_dtype out, const ac_fwd_args *a,
                        ac_err *err)
 {
     const int bn = fp8_block_keys(p.D);
     const long long ld = ((long long)p.Nk + bn - 1) / bn * bn;
     const size_t vt_bytes = (size_t)p.B * p.Hkv * p.D * ld;
-    uint8_t *vt = nullptr;
     if (vt_bytes == 0)
         return AC_OK;
-    int status = acd_ws_alloc((void **)&vt, vt_bytes, err);
-    if (status != AC_OK)
+    uint8_t *vt = nullptr;
+    if (vt_bytes > kVtKeepBytes) {
+        int status = acd_ws_alloc((void **)&vt, vt_bytes, err);
+        if (status == AC_OK)
+            status = vt_run(p, ds, e5m2, out, a, vt, ld, err);
+        acd_ws_free(vt, vt_bytes);
         return status;
-    status = transpose_v(p, (const uint8_t *)a->v, vt, ld, err);
-    if (status == AC_OK)
-        status = p.D == 64 ? launch_fwd_d<64>(p, ds, e5m2, out, a, vt, ld, err)
-            : p.D == 128   ? launch_fwd_d<128>(p, ds, e5m2, out, a, vt, ld, err)
-                           : launch_fwd_d<256>(p, ds, e5m2, out, a, vt, ld, err);
-    if (status == AC_OK)
-        status = ac_dev_sync(err); // the workspace is freed below
-    acd_ws_free(vt, vt_bytes);
-    return status;
+    }
+    fp8_vt_workspace &kept = vt_kept();
+    std::lock_guard<std::mutex> hold(kept.lock);
+    if (kept.bytes < vt_bytes) { // grow-only up to kVtKeepBytes
+        acd_ws_free(kept.buf, kept.bytes);
+        kept.buf = nullptr, kept.bytes = 0;
+        const int status = acd_ws_alloc((void **)&kept.buf, vt_bytes, err);
+        if (status != AC_OK)
+            return status;
+        kept.bytes = vt_bytes;
+    }
+    return vt_run(p, ds, e5m2, out, a, kept.buf, ld, err);
 }
