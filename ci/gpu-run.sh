@@ -16,7 +16,7 @@
 #   flex_attention (softcap and ALiBi score_mods) dumped and judged by `attncheck check`; a dump made with
 #   --wrong must also fail its check_wrong.txt)
 #   (step "fp8", not in the defaults: cuda-flash-fp8's tests, memcheck, fuzz --cases 3000, prove --base
-#   cuda-flash-fp8 --cases 200, and `bench --fp8`: its forward TFLOP/s beside cuda-flash bf16 at d = 128)
+#   cuda-flash-fp8 --cases 200, and `bench --fp8`: its forward TFLOP/s beside cuda-flash bf16 at d = 128, 64; d = 256 alone)
 #   (step "decode", not in the defaults: cuda-decode's tests, memcheck and racecheck on the small ones, fuzz
 #   --profile decode --cases ${DECODE_CASES:-3000} --jobs 8, prove --base cuda-decode --cases
 #   ${DECODE_PROVE_CASES:-200} --clean-cases ${DECODE_PROVE_CLEAN:-300}, `bench --decode` (HBM bandwidth) and
@@ -248,7 +248,7 @@ SPECS
             "$test_cuda" cuda-flash-fp8 >"$OUT/fp8-test.log" 2>&1
             record fp8-test $?
             tail -n 14 "$OUT/fp8-test.log"
-            # d = 128 runs on wgmma (flash_fp8_sm90.cu); the same cases again on the CUDA-core kernel.
+            # d = 64, 128, 256 run on wgmma (flash_fp8_sm90.cu); the same cases again on the CUDA-core kernel.
             ACD_NO_WGMMA=1 "$test_cuda" cuda-flash-fp8 >"$OUT/fp8-test-cuda-cores.log" 2>&1
             record fp8-test-cuda-cores $?
             tail -n 3 "$OUT/fp8-test-cuda-cores.log"

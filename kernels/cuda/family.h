@@ -97,9 +97,9 @@ enum {
 #define ACD_FP8_FAMILY(X) \
     X(cuda_flash_fp8, "cuda-flash-fp8", fp8, ACD_MUT_NONE, \
       "fp8 forward (e4m3/e5m2, f32 descales), P scaled onto 448 by the row max and rounded to e4m3: on Hopper " \
-      "at d = 128 fp8 wgmma (QK^T and PV in the tensor cores' e8m13, declared acc=e8m13; V transposed by a " \
-      "pre-pass), " \
-      "elsewhere (d = 64, 256) one row per thread on CUDA cores (S in f32)") \
+      "at d = 64, 128, 256 fp8 wgmma (QK^T and PV in the tensor cores' e8m13, declared acc=e8m13; V transposed " \
+      "by a pre-pass), " \
+      "elsewhere (THD, other GPUs) one row per thread on CUDA cores (S in f32)") \
     X(cuda_fp8_clamp, "cuda-flash-fp8-mutant-p-clamp-448", fp8, ACD_MUT_FP8_P_CLAMP, \
       "mutant: P scaled by 4096 instead of onto 448 by the row max: the largest weights saturate at e4m3's 448") \
     X(cuda_fp8_vtwice, "cuda-flash-fp8-mutant-v-descale-twice", fp8, ACD_MUT_FP8_V_DESCALE_TWICE, \

@@ -8,8 +8,9 @@
 //   run of keys sharing one factor; O = acc / (sigma l) in bf16/f16, LSE = m + log l.
 // This kernel runs one query row per thread on the CUDA cores (tiles of 64
 // keys, as the CPU kernel): every shape the family claims, on any GPU.  On
-// Hopper, d = 128 goes to the wgmma kernel of flash_fp8_sm90.cu instead
-// (acd_fp8_wg_usable), unless ACD_NO_WGMMA=1.  Visibility is
+// Hopper, d = 64, 128 and 256 go to the wgmma kernel of flash_fp8_sm90.cu
+// instead (acd_fp8_wg_usable: not THD, block descales of whole tiles), unless
+// ACD_NO_WGMMA=1.  Visibility is
 // mask.cuh's acd_visible / acd_row_keys, the same stage as cuda-flash's.
 #include <cuda_fp8.h>
 

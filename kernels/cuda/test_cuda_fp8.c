@@ -154,6 +154,9 @@ int acdt_fp8_tests(bool small, const char *only)
     const ac_layout H = AC_LAYOUT_BHSD, S = AC_LAYOUT_BSHD;
     const int T = AC_DESCALE_TENSOR, HD = AC_DESCALE_HEAD;
     const fp8_case cases[] = {
+        /* On Hopper every case runs on fp8 wgmma (flash_fp8_sm90.cu) but d = 64 with blocks of 64 rows
+         * (its tiles are 128 keys; a block factor must cover whole tiles); ACD_NO_WGMMA=1 runs them all
+         * on the CUDA cores (flash_fp8.cu). */
         {"cuda-flash-fp8", E4, BF, 1, 4, 4, 256, 256, 128, H, 0, T, false, false, 1.0},
         {"cuda-flash-fp8", E4, BF, 2, 4, 2, 200, 330, 128, S, 0, HD, false, false, 1.0},
         {"cuda-flash-fp8", E4, F16, 2, 4, 2, 157, 211, 64, H, 1, HD, false, false, 1.0},
@@ -161,14 +164,28 @@ int acdt_fp8_tests(bool small, const char *only)
         {"cuda-flash-fp8", E5, BF, 2, 6, 3, 129, 129, 128, H, 3, 128, true, false, 1.0},
         {"cuda-flash-fp8", E4, F16, 2, 2, 2, 97, 150, 128, S, 4, 64, false, false, 1.0},
         {"cuda-flash-fp8", E5, F16, 1, 2, 1, 1, 77, 64, H, 0, HD, false, false, 1.0},
-        /* d = 128 runs on wgmma on Hopper (flash_fp8_sm90.cu): several K/V tiles, masks, block factors */
+        /* d = 128: several K/V tiles, masks, block factors */
         {"cuda-flash-fp8", E4, BF, 2, 8, 2, 1000, 1000, 128, S, 2, HD, false, false, 1.0},
         {"cuda-flash-fp8", E5, F16, 2, 4, 4, 700, 900, 128, H, 3, 256, true, false, 1.0},
         {"cuda-flash-fp8", E4, BF, 1, 2, 1, 513, 1500, 128, S, 4, T, false, false, 1.0},
         {"cuda-flash-fp8", E4, F16, 2, 4, 2, 640, 768, 128, H, 1, 128, false, false, 1.0},
-        /* d = 256 on the CUDA cores */
+        /* d = 64 (tiles of 128 keys, rows of 64 codes in 128-byte swizzle rows): every mask, GQA,
+         * block factors, e5m2 */
+        {"cuda-flash-fp8", E4, BF, 2, 8, 2, 1000, 1000, 64, S, 3, 128, false, false, 1.0},
+        {"cuda-flash-fp8", E5, BF, 2, 4, 4, 700, 900, 64, H, 4, T, true, false, 1.0},
+        {"cuda-flash-fp8", E4, F16, 1, 2, 1, 513, 1500, 64, S, 0, 256, false, false, 1.0},
+        {"cuda-flash-fp8", E5, F16, 2, 4, 2, 640, 768, 64, H, 2, HD, false, false, 1.0},
+        /* d = 256 (tiles of 64 keys, P V on m64n256k32) */
         {"cuda-flash-fp8", E5, BF, 2, 4, 2, 150, 170, 256, S, 2, HD, true, false, 1.0},
+        {"cuda-flash-fp8", E4, BF, 2, 4, 2, 1000, 1000, 256, S, 1, 64, false, false, 1.0},
+        {"cuda-flash-fp8", E5, F16, 2, 4, 4, 700, 900, 256, H, 3, 128, true, false, 1.0},
+        {"cuda-flash-fp8", E4, BF, 1, 2, 1, 513, 1500, 256, S, 4, T, false, false, 1.0},
+        {"cuda-flash-fp8", E4, F16, 2, 4, 2, 640, 768, 256, H, 0, HD, false, false, 1.0},
+        /* V's factor twice is off by 1/factor (32-128x); the clamp at d = 256 is left to prove: the
+         * declared accumulator's S term grows with d, and at d = 128 it read only 4.8-6.2 of 4. */
         {"cuda-flash-fp8-mutant-v-descale-twice", E4, BF, 1, 2, 1, 60, 90, 256, H, 0, T, false, true, 1.0},
+        {"cuda-flash-fp8-mutant-v-descale-twice", E5, BF, 2, 4, 2, 200, 330, 256, S, 2, 64, false, true, 1.0},
+        {"cuda-flash-fp8-mutant-p-clamp-448", E4, BF, 2, 4, 2, 200, 330, 64, S, 3, 128, false, true, 1.0},
         /* At d = 128 the declared e8m13 accumulator's S term widens E_O, and these planted bugs read
          * only just over the budget 4 on the H100 (the clamp 4.8 at 96 x 130 but 3.46 at 256 x 256,
          * where the rows are flatter; V's factor twice 5.7-6.2 at 96 x 130 but 3.9-4.5 at 256 x 256
