@@ -29,6 +29,26 @@ constexpr int kBN = 128, kBMQ = 64, kNT = 256; // keys per block, query rows per
 // 64-column swizzle blocks.
 constexpr int acd_wg_cols(int d) { return (d + 63) / 64 * 64; }
 
+// A ROWS x D tile into the swizzled layout (wgmma.cuh).  Where a row's chunks
+// do not divide the threads (d = 192, 96), one 64-column block at a time (and
+// d_v = 96's last 32 columns): each thread's addresses are then a base and
+// constants, where acd_load_tile_sw128 keeps one per chunk (at 192/128 they
+// were spilled, and a tenth of the query loop's instructions).
+template <typename T, int ROWS, int D>
+__device__ __forceinline__ void load_tile_blocks(uint32_t s, const T *g, long long ss, int row0, int limit, int tid)
+{
+    if constexpr (kNT % (D / 8) == 0) {
+        acd_load_tile_sw128_cols<T, ROWS, D, kNT>(s, g, ss, row0, limit, tid);
+    } else {
+#pragma unroll
+        for (int blk = 0; blk < D / 64; ++blk)
+            acd_load_tile_sw128_cols<T, ROWS, 64, kNT>(s + blk * (ROWS * 128), g + blk * 64, ss, row0, limit, tid);
+        if constexpr (D % 64 != 0)
+            acd_load_tile_sw128_cols<T, ROWS, D % 64, kNT>(s + (D / 64) * (ROWS * 128), g + (D / 64) * 64, ss, row0,
+                                                           limit, tid);
+    }
+}
+
 // D(64 x N) += A B for N = 64, 128 or 192 (128 + 64: the third column block,
 // blk bytes after the first, into the accumulator's last 8 registers of 4),
 // A in registers, B MN-major in shared memory.
@@ -205,8 +225,8 @@ __global__ void __launch_bounds__(kNT, 1)
         Vb = V + acd_v_base<kVar>(p, b) + hk * p.v_sh;
     else
         Vb = V + acd_k_base<kVar>(p, b) + hk * p.k_sh;
-    acd_load_tile_sw128<T, kBN, DQK, kNT>(sK, K + acd_k_base<kVar>(p, b) + hk * p.k_sh, p.k_ss, j0, nk, tid);
-    acd_load_tile_sw128<T, kBN, DV, kNT>(sV, Vb, acd_v_ss<kSplitDv>(p), j0, nk, tid);
+    load_tile_blocks<T, kBN, DQK>(sK, K + acd_k_base<kVar>(p, b) + hk * p.k_sh, p.k_ss, j0, nk, tid);
+    load_tile_blocks<T, kBN, DV>(sV, Vb, acd_v_ss<kSplitDv>(p), j0, nk, tid);
     acd_cp_async_commit();
     zero_pad_cols<DV, DVP, kBMQ>(smem_raw + (sdO2 - acd_smem_addr(smem_raw)), tid); // fenced with the first tile
 
@@ -216,14 +236,14 @@ __global__ void __launch_bounds__(kNT, 1)
     const acd_bwd_plan<kBMQ, kBN> plan(p, hk, j0, nq, nk);
     auto load_q_tile = [&](int x) {
         const int h = plan.head(x), i0 = plan.row0(x), stage = x & 1;
-        acd_load_tile_sw128<T, kBMQ, DQK, kNT>(sQ2 + stage * kQBytes, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss,
-                                               i0, nq, tid);
+        load_tile_blocks<T, kBMQ, DQK>(sQ2 + stage * kQBytes, Q + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0, nq,
+                                       tid);
         if constexpr (kSplitDv)
-            acd_load_tile_sw128<T, kBMQ, DV, kNT>(sdO2 + stage * kOBytes, dO + acd_o_base<kVar>(p, b) + h * p.o_sh,
-                                                  acd_o_ss<kSplitDv>(p), i0, nq, tid);
+            load_tile_blocks<T, kBMQ, DV>(sdO2 + stage * kOBytes, dO + acd_o_base<kVar>(p, b) + h * p.o_sh,
+                                          acd_o_ss<kSplitDv>(p), i0, nq, tid);
         else
-            acd_load_tile_sw128<T, kBMQ, DV, kNT>(sdO2 + stage * kOBytes, dO + acd_q_base<kVar>(p, b) + h * p.q_sh,
-                                                  p.q_ss, i0, nq, tid);
+            load_tile_blocks<T, kBMQ, DV>(sdO2 + stage * kOBytes, dO + acd_q_base<kVar>(p, b) + h * p.q_sh, p.q_ss, i0,
+                                          nq, tid);
         acd_load_lse_d<kBMQ, kVar>(sLse2 + stage * kBMQ, sDd2 + stage * kBMQ, LSE, Dv, p, b, h, i0, nq, tid);
         acd_cp_async_commit();
     };
