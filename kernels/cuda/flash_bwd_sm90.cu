@@ -11,11 +11,14 @@
 //   dV += P^T dO, dK += dS^T Q   P^T, dS^T from the registers that held S^T, dP^T
 //   dQ  = dS K                   dS through shared memory (it is transposed)
 // Two head dims: DQK for Q, K, dQ, dK; DV for V, dO, dV.  d_v = 96 is kept
-// 128 wide in shared memory and in dV's accumulators (a swizzle block and a
-// half has no wgmma B operand; the padding columns of dO are zero and their
-// dV columns never stored).  d_qk = 192's products of N = 192 run as 128 + 64.
-// (256, 128) stays on mma.sync: dK (128 floats a thread) and dV (64) with S^T
-// and dP^T (32 each) are the 255 registers before any address.
+// 128 wide in shared memory and in dV's accumulators (an MN-major B operand of
+// N = 96 would end inside a 64-column swizzle block; the padding columns of dO
+// are zero and their dV columns never stored).  d_qk = 192's products of N = 192 run as 128 + 64.
+// d_qk = 192 runs each 64-query tile as two halves of 32 (m64n32k16 for S^T and
+// dP^T): dK and dV are 160 of a thread's 255 registers there.  (256, 128)
+// stays on mma.sync: dK (128 floats a thread) and dV (64) with even a half's
+// S^T and dP^T (16 each) leave about 30 registers for the rest, which 192/128's
+// spills (PERF.md) say is too few.
 #include "backward.cuh"
 #include "softmax.cuh"
 #include "wgmma.cuh"
