@@ -310,7 +310,8 @@ template <> struct acd_cvt<float> {
 // mma.sync: d = 32, 64, 96, 128 with d_v = d, and d_v != d_qk's 192/128 (MLA),
 // 128/96 and 256/128 (flash_fwd.cu, flash_bwd.cu).  The others, up to 256 (d =
 // 192 and 256 with d_v = d among them), and f32 run the CUDA-core kernels of
-// flash_f32.cu.  acd_wgmma_usable says which of these Hopper runs on wgmma.
+// flash_f32.cu.  acd_wgmma_usable and acd_wgmma_bwd_usable say which of these Hopper
+// runs on wgmma.
 inline bool acd_tc_head_dims(int d, int dv)
 {
     if (dv == d)
@@ -325,8 +326,11 @@ template <typename T>
 int acd_bwd_f32(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *lse_lo, float *dQacc,
                 cudaStream_t stream, ac_err *err);
 // flash_fwd_sm90.cu, flash_bwd_sm90.cu (sm_90a): the wgmma kernels for f16/bf16
-// at (d_qk, d_v) = (64, 64), (128, 128), (192, 128), (256, 128) on Hopper.
+// on Hopper, the forward at (d_qk, d_v) = (64, 64), (128, 128), (192, 128),
+// (256, 128) (acd_wgmma_usable), the backward at (64, 64), (128, 128),
+// (192, 128), (128, 96) (acd_wgmma_bwd_usable).
 bool acd_wgmma_usable(int d, int dv);
+bool acd_wgmma_bwd_usable(int d, int dv);
 template <typename T> int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 template <typename T>
 int acd_bwd_wgmma(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,

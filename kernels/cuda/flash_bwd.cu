@@ -4,6 +4,10 @@
 // recomputing P from LSE; dK and dV accumulate in registers; dQ partial sums
 // go through shared memory (dS) and atomicAdd into an f32 workspace (tiny
 // partial sums into a scaled second one) that a last kernel scales and converts.
+// What runs where (run_bwd): f16/bf16 on Hopper at (d_qk, d_v) = 64/64, 128/128,
+// 192/128, 128/96 the wgmma kernel of flash_bwd_sm90.cu (acd_wgmma_bwd_usable;
+// ACD_NO_WGMMA=1 turns it off); the other tensor-core pairs, and every pair on
+// other GPUs, bwd_tc here on mma.sync; f32 and the rest flash_f32.cu.
 #include <algorithm>
 
 #include "backward.cuh"
@@ -373,7 +377,7 @@ using bwd_tc_d128 = bwd_tc_traits<128, 64, 8>;
 // d_v != d_qk (d_qk, query rows, warps, d_v): dK and dV's accumulators
 // (d_qk + d_v floats a thread) leave room for fewer query rows: 192/128 takes
 // 32 (dK + dV + S^T + dP^T = 192 floats, as d = 128's), 256/128 16; 128/96 as
-// d = 128.  Not yet measured.
+// d = 128.  Not yet measured.  On Hopper 192/128 and 128/96 run bwd_wg instead.
 using bwd_tc_d192_v128 = bwd_tc_traits<192, 32, 8, 128>;
 using bwd_tc_d128_v96 = bwd_tc_traits<128, 64, 8, 96>;
 using bwd_tc_d256_v128 = bwd_tc_traits<256, 16, 8, 128>;
@@ -417,7 +421,7 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
     else if (!acd_tc_head_dims(p.D, p.Dv)) // no tensor-core tiles: the CUDA-core path (d, d_v <= 256)
         status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
-    else if (p.Dv == p.D && acd_wgmma_usable(p.D, p.Dv)) // Hopper, d = 64, 128: flash_bwd_sm90.cu
+    else if (acd_wgmma_bwd_usable(p.D, p.Dv)) // Hopper, 64/64, 128/128, 192/128, 128/96: flash_bwd_sm90.cu
         status = acd_bwd_wgmma<T>(p, a, Dv, dQacc, stream, err);
     else
         status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);

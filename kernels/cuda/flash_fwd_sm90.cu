@@ -207,16 +207,11 @@ using fwd_wg_d256_v128 = fwd_wg_traits<256, 64, 2, 1, 128>;
 
 } // namespace
 
-// Hopper (compute capability 9.0, where the sm_90a code runs), (d_qk, d_v) =
-// (64, 64), (128, 128), and for the forward (192, 128), (256, 128) (the
-// backward's wgmma kernel has d_v = d_qk only); ACD_NO_WGMMA=1 sends these
-// shapes to the mma.sync kernels (flash_fwd.cu, flash_bwd.cu), which other GPUs
-// run.
-bool acd_wgmma_usable(int d, int dv)
+// Hopper (compute capability 9.0, where the sm_90a code runs), unless
+// ACD_NO_WGMMA=1 sends every shape to the mma.sync kernels (flash_fwd.cu,
+// flash_bwd.cu), which other GPUs run.
+static bool wgmma_device()
 {
-    const bool tile = dv == d ? d == 64 || d == 128 : dv == 128 && (d == 192 || d == 256);
-    if (!tile)
-        return false;
     static int usable = -1;
     if (usable < 0) {
         int dev = 0, major = 0, minor = 0;
@@ -227,6 +222,22 @@ bool acd_wgmma_usable(int d, int dv)
             minor == 0;
     }
     return usable == 1;
+}
+
+// The forward's wgmma tiles: (d_qk, d_v) = (64, 64), (128, 128), (192, 128),
+// (256, 128).
+bool acd_wgmma_usable(int d, int dv)
+{
+    const bool tile = dv == d ? d == 64 || d == 128 : dv == 128 && (d == 192 || d == 256);
+    return tile && wgmma_device();
+}
+
+// The backward's (flash_bwd_sm90.cu): (64, 64), (128, 128), (192, 128),
+// (128, 96); 256/128's accumulators do not fit its registers.
+bool acd_wgmma_bwd_usable(int d, int dv)
+{
+    const bool tile = dv == d ? d == 64 || d == 128 : (d == 192 && dv == 128) || (d == 128 && dv == 96);
+    return tile && wgmma_device();
 }
 
 template <typename T> int acd_fwd_wgmma(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)

@@ -510,10 +510,10 @@ static int variant_cases(tcase *c)
                              true,         true,    false, 0.0, 0, false, 0,   W_NONE, B_NONE};
         }
     /* d_v != d_qk (f16/bf16 on the tensor cores: wgmma's forward on Hopper for
-     * 192/128 and 256/128, mma.sync for 128/96 and with ACD_NO_WGMMA=1; the
-     * backward on mma.sync; f32 on the CUDA cores): MLA's 192/128 causal-br with
-     * MQA, 128/96 across a 64-key edge with a window, 256/128 packed THD with
-     * every modifier, and d = 192 alone (claimed with it) */
+     * 192/128 and 256/128, wgmma's backward for 192/128 and 128/96, mma.sync for
+     * the rest and with ACD_NO_WGMMA=1; f32 on the CUDA cores): MLA's 192/128
+     * causal-br with MQA, 128/96 across a 64-key edge with a window, 256/128
+     * packed THD with every modifier, and d = 192 alone (claimed with it) */
     for (int ti = 0; ti < 3; ti++) {
         /* the plain instantiations (no modifier, no THD): two 128-row Q tiles
          * and a 44-key tail of 64-key tiles (wgmma), GQA */
@@ -537,6 +537,15 @@ static int variant_cases(tcase *c)
                          true,         true,    false, 5.0, 1, true, 128, W_NONE, B_NONE};
         c[n++] = (tcase){"cuda-flash", tdt[ti], 2,     2,   2, 80,    100, 192,    AC_LAYOUT_BHSD, M_DENSE,
                          false,        true,    false, 0.0, 0, false, 0,   W_NONE, B_NONE};
+        /* the wgmma backward's other tiles: 128/96 packed THD with every
+         * modifier and GQA; 192/128 with a dense mask, sinks and a (1, Hq)
+         * bias; 128/96 causal-br with nq > nk over two 128-key blocks */
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 3,     4,   2, 120,  150, 128,    AC_LAYOUT_THD, M_CAUSAL_BR,
+                         true,         true,    false, 5.0, 2, true, 96,  W_NONE, B_NONE};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 2,     4,   2, 130,  150, 192,    AC_LAYOUT_BHSD, M_DENSE,
+                         false,        true,    false, 0.0, 0, true, 128, W_NONE, B_1H_F32};
+        c[n++] = (tcase){"cuda-flash", tdt[ti], 2,     4,   1, 200,   140, 128,    AC_LAYOUT_BSHD, M_CAUSAL_BR,
+                         false,        true,    false, 0.0, 0, false, 96,  W_NONE, B_NONE};
     }
     /* Negative controls on the tensor cores (d = 128: wgmma on Hopper) and the CUDA cores:
      * softcap 5 checked as 7.5 (f32: 2 as 3), sinks left out of the reference */

@@ -65,8 +65,8 @@ for s in ${STEPS:-test corpus fuzz sanitize bench}; do
             step "bench-${v//[=,]/-}" "$ac" bench --speed-only --d 128 --n 8192 "${var[@]}"
             step "bench-${v//[=,]/-}-mma-sync" env ACD_NO_WGMMA=1 "$ac" bench --speed-only --d 128 --n 8192 "${var[@]}"
         done
-        # d_v != d_qk on the tensor cores: MLA's 192/128, 256/128, 128/96 (wgmma forward where
-        # it has a tile, mma.sync otherwise; every d_v backward on mma.sync)
+        # d_v != d_qk on the tensor cores: MLA's 192/128, 256/128, 128/96 (wgmma forward and
+        # backward where they have a tile, mma.sync otherwise: 128/96's forward, 256/128's backward)
         for dd in 192:128 256:128 128:96; do
             step "bench-d${dd%:*}-dv${dd#*:}" "$ac" bench --speed-only --d "${dd%:*}" --n 8192 --variant "dv=${dd#*:}"
             step "bench-d${dd%:*}-dv${dd#*:}-mma-sync" env ACD_NO_WGMMA=1 "$ac" bench --speed-only --d "${dd%:*}" \

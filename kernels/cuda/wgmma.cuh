@@ -1,7 +1,8 @@
 // kernels/cuda/wgmma.cuh — Hopper's warpgroup tensor-core product (wgmma,
 // sm_90a only) for flash_fwd_sm90.cu and flash_bwd_sm90.cu: shared-memory matrix
 // descriptors over 128-byte-swizzled tiles, the m64nNk16 products it uses
-// (N = 64, 128; f16 and bf16 in, f32 accumulate), and the fences around them.
+// (N = 64, 128, and 32 for the backward's half query tiles at d_qk = 192; f16
+// and bf16 in, f32 accumulate), and the fences around them.
 //
 // Tile layout (PTX ISA "matrix descriptor", CUTLASS's canonical SW128 atoms):
 // a ROWS x D tile of 2-byte elements is stored as D/64 column blocks of
@@ -117,8 +118,10 @@ template <int N> __device__ __forceinline__ void acd_wg_hold(uint32_t (&a)[N][4]
 #define ACD_WG_D8(o) \
     "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), \
         "+f"(d[o + 7])
+#define ACD_WG_D16 ACD_WG_D8(0), ACD_WG_D8(8)
 #define ACD_WG_D32 ACD_WG_D8(0), ACD_WG_D8(8), ACD_WG_D8(16), ACD_WG_D8(24)
 #define ACD_WG_D64 ACD_WG_D32, ACD_WG_D8(32), ACD_WG_D8(40), ACD_WG_D8(48), ACD_WG_D8(56)
+#define ACD_WG_R16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define ACD_WG_R32 \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -133,6 +136,22 @@ template <int N> __device__ __forceinline__ void acd_wg_hold(uint32_t (&a)[N][4]
 // D(64 x N) (+)= A(64 x 16) B(16 x N), A and B from shared memory, A K-major,
 // B K-major or (TB) MN-major.
 template <typename T, int N, bool TB = false> struct acd_wg_ss;
+template <typename T, bool TB> struct acd_wg_ss<T, 32, TB> {
+    static __device__ __forceinline__ void run(float (&acc)[4][4], uint64_t da, uint64_t db, int scale_d)
+    {
+        float(&d)[16] = acd_wg_regs(acc);
+        if constexpr (std::is_same<T, __half>::value)
+            asm volatile(ACD_WG_PRED(18) "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 " ACD_WG_R16
+                                         ", %16, %17, p, 1, 1, 0, %19;\n}\n"
+                         : ACD_WG_D16
+                         : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
+        else
+            asm volatile(ACD_WG_PRED(18) "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " ACD_WG_R16
+                                         ", %16, %17, p, 1, 1, 0, %19;\n}\n"
+                         : ACD_WG_D16
+                         : "l"(da), "l"(db), "r"(scale_d), "n"((int)TB));
+    }
+};
 template <typename T, bool TB> struct acd_wg_ss<T, 64, TB> {
     static __device__ __forceinline__ void run(float (&acc)[8][4], uint64_t da, uint64_t db, int scale_d)
     {
