@@ -29,6 +29,12 @@ struct acd_params {
     // Variants (ref/variants.h): score modifiers, sinks, the packed THD layout.
     int mods; // softcap, ALiBi or a bias on: acd_score_mod runs
     float softcap, softcap_pre; // c (0: off) and scale / c: T = c tanh(acc scale / c)
+    // Natural-log units per unit of the base-2 kernels' scores (hi + lo), and its
+    // inverse: ln 2 and log2 e, or with a softcap c / cap and cap / c for
+    // cap = fl(c log2 e), the factor the capped scores were formed with (stage.cu:
+    // a saturated row's LSE then comes out c, where cap ln 2 put it up to 2^-24 c off,
+    // at 1.6x the naive baseline's mean LSE error in the variants fuzz).
+    float lse_unit, lse_unit_lo, lse_to_log2;
     const float *alibi; // device (alibi_batch, Hq) slopes, or null
     int alibi_batch;
     const float *sinks; // device (Hq) sink logits, or null

@@ -165,6 +165,11 @@ template <typename Base> struct acd_softmax_row_in {
     // the LSE in natural log.  A row that saw nothing gives O = 0, LSE = -inf.
     __device__ __forceinline__ float inv_l() const { return l > 0.f ? 1.f / l : 0.f; }
     __device__ __forceinline__ float lse() const { return l > 0.f ? Base::lse(m, l) : -INFINITY; }
+    // The same with m converted by unit + unit_lo (acd_params::lse_unit) in place of the base's factor.
+    __device__ __forceinline__ float lse_in(float unit, float unit_lo) const
+    {
+        return l > 0.f ? fmaf(m, unit, fmaf(m, unit_lo, logf(l))) : -INFINITY;
+    }
 };
 using acd_softmax_row = acd_softmax_row_in<acd_base2>;
 
@@ -398,7 +403,7 @@ __device__ __forceinline__ void acd_fwd_epilogue(const acd_params &p, T *O, floa
         for (int n = 0; n < D / 8; ++n)
             acd_tc<T>::store2(Orow + n * 8 + 2 * t, o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
         if (t == 0)
-            LSE[acd_row_index<kVar>(p, b, h, i)] = fin.lse();
+            LSE[acd_row_index<kVar>(p, b, h, i)] = kVar ? fin.lse_in(p.lse_unit, p.lse_unit_lo) : fin.lse();
     }
 }
 
@@ -471,7 +476,7 @@ __device__ __forceinline__ void acd_bwd_p_ds_tile_mod(float (&st)[BMQ / 8][4], f
                                               acd_abs_dist(diag_exact, diag_f, diag, 8 * (e >> 1) - 8 * n - (e & 1)),
                                               bias, ACD_LOG2E, &dt);
             const acd_p_ds r = acd_recompute_p_ds(
-                vis, [&] { return acd_exp2_p<T>(x - lse * ACD_LOG2E); }, dpt[n][e], sDd[il]);
+                vis, [&] { return acd_exp2_p<T>(x - lse * p.lse_to_log2); }, dpt[n][e], sDd[il]);
             if (p.dbias_acc && vis && r.ds != 0.f)
                 acd_dq_add(p.dbias_acc, p.dbias_elems, acd_bias_index(p, b, h, i, j), r.ds);
             st[n][e] = r.p;

@@ -96,6 +96,11 @@ int acd_stage(const ac_problem *p, int mutant, acd_params *dp, acd_staged *st, a
     d.mutant = mutant;
     d.softcap = (float)p->softcap;
     d.softcap_pre = p->softcap != 0.0 ? (float)(p->scale / p->softcap) : 0.f;
+    const float cap = d.softcap * ACD_LOG2E; // as softmax.cuh's kernels form it
+    const double unit = d.softcap != 0.f ? (double)d.softcap / cap : (double)ACD_LN2;
+    d.lse_unit = (float)unit;
+    d.lse_unit_lo = (float)(unit - d.lse_unit);
+    d.lse_to_log2 = d.softcap != 0.f ? (float)((double)cap / d.softcap) : ACD_LOG2E;
     d.alibi_batch = p->alibi_batch > 1 ? p->alibi_batch : 1;
     d.mods = p->softcap != 0.0 || p->alibi_slopes || p->bias;
     d.bias_dtype = (int)p->bias_dtype;
