@@ -243,7 +243,8 @@ SPECS
         fi ;;
     fp8)
         # cuda-flash-fp8 (issue 17, not in the defaults): its attncheck-test-cuda cases (mutants must fail),
-        # on the wgmma kernel and again on the CUDA-core one, memcheck on the small ones, a fuzz campaign, prove (its two mutants caught), the fp8 vs bf16 bench rows.
+        # on the wgmma kernel (and its lockstep loop) and again on the CUDA-core one, memcheck, racecheck and synccheck
+        # on the small ones, a fuzz campaign, prove (its two mutants caught), the fp8 vs bf16 bench rows.
         if [ -n "$test_cuda" ]; then
             "$test_cuda" cuda-flash-fp8 >"$OUT/fp8-test.log" 2>&1
             record fp8-test $?
@@ -252,10 +253,17 @@ SPECS
             ACD_NO_WGMMA=1 "$test_cuda" cuda-flash-fp8 >"$OUT/fp8-test-cuda-cores.log" 2>&1
             record fp8-test-cuda-cores $?
             tail -n 3 "$OUT/fp8-test-cuda-cores.log"
+            # the lockstep main loop kept beside the default ping-pong (flash_fp8_sm90.cu)
+            ACD_FP8_SCHED=0 "$test_cuda" cuda-flash-fp8 >"$OUT/fp8-test-lockstep.log" 2>&1
+            record fp8-test-lockstep $?
+            tail -n 1 "$OUT/fp8-test-lockstep.log"
             if command -v compute-sanitizer >/dev/null; then
-                compute-sanitizer --tool memcheck --error-exitcode 9 "$test_cuda" --small cuda-flash-fp8 >"$OUT/fp8-memcheck.log" 2>&1
-                record fp8-memcheck $?
-                tail -n 2 "$OUT/fp8-memcheck.log"
+                # racecheck and synccheck for the ping-pong's named barriers and shared stages
+                for tool in memcheck racecheck synccheck; do
+                    compute-sanitizer --tool $tool --error-exitcode 9 "$test_cuda" --small cuda-flash-fp8 >"$OUT/fp8-$tool.log" 2>&1
+                    record "fp8-$tool" $?
+                    tail -n 2 "$OUT/fp8-$tool.log"
+                done
             fi
         fi
         if has_cmd fuzz; then
