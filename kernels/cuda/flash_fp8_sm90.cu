@@ -603,21 +603,6 @@ bool aligned(const void *ptr, long long stride_a, long long stride_b, long long 
 
 int fp8_block_keys(int d) { return d == 256 ? fp8_shape<256>::kBN : fp8_shape<128>::kBN; }
 
-} // namespace
-
-// acd_wgmma_usable(128, 128): Hopper with wgmma on (not ACD_NO_WGMMA); its own
-// tiles are bf16/f16 ones and leave d = 256 out.
-bool acd_fp8_wg_usable(const acd_params &p, const fp8_descale &ds, const ac_fwd_args *a)
-{
-    return (p.D == 64 || p.D == 128 || p.D == 256) && p.Dv == p.D && acd_wgmma_usable(128, 128) && !p.thd && !p.mods &&
-        !p.sinks && (ds.rows <= 0 || ds.rows % fp8_block_keys(p.D) == 0) && // one K, V factor per tile
-        aligned(a->q, p.q_sb, p.q_sh, p.q_ss, 16) && aligned(a->k, p.k_sb, p.k_sh, p.k_ss, 16) && // cp.async
-        aligned(a->v, p.v_sb, p.v_sh, p.v_ss, 4); // the pre-pass's word loads
-}
-
-namespace
-{
-
 // V^T's workspace, kept between calls up to kVtKeepBytes: a cudaMalloc and a
 // cudaFree of it (the free synchronises) per call cost several percent of the
 // whole forward at N = 4k, where PyTorch's caching allocator would hand
@@ -647,6 +632,16 @@ int vt_run(const acd_params &p, const fp8_descale &ds, bool e5m2, ac_dtype out, 
 }
 
 } // namespace
+
+// acd_wgmma_usable(128, 128): Hopper with wgmma on (not ACD_NO_WGMMA); its own
+// tiles are bf16/f16 ones and leave d = 256 out.
+bool acd_fp8_wg_usable(const acd_params &p, const fp8_descale &ds, const ac_fwd_args *a)
+{
+    return (p.D == 64 || p.D == 128 || p.D == 256) && p.Dv == p.D && acd_wgmma_usable(128, 128) && !p.thd && !p.mods &&
+        !p.sinks && (ds.rows <= 0 || ds.rows % fp8_block_keys(p.D) == 0) && // one K, V factor per tile
+        aligned(a->q, p.q_sb, p.q_sh, p.q_ss, 16) && aligned(a->k, p.k_sb, p.k_sh, p.k_ss, 16) && // cp.async
+        aligned(a->v, p.v_sb, p.v_sh, p.v_ss, 4); // the pre-pass's word loads
+}
 
 int acd_fp8_wg_forward(const acd_params &p, const fp8_descale &ds, bool e5m2, ac_dtype out, const ac_fwd_args *a,
                        ac_err *err)
