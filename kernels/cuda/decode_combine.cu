@@ -1,5 +1,5 @@
 // kernels/cuda/decode_combine.cu — cuda-decode's combine kernel (issue 16; the
-// split kernel is decode.cu, the plan decode_host.cu): a warp per query row
+// split kernel is decode.cu, the plan decode_host.cu): a CTA per query row
 // merges the splits' partials (O_s f32 normalised, and each split's running max
 // m_s and sum l_s in log2 units):
 //   M = max_s m_s, L = sum_s l_s 2^(m_s - M), O = sum_s (l_s 2^(m_s - M) / L) O_s,
@@ -24,63 +24,124 @@ __device__ __forceinline__ void dec_wait_for_splits()
 #endif
 }
 
-constexpr int DEC_COMBINE_WARPS = 4; // query rows (a warp each) per block
+// A CTA per query row.  Its threads first reduce the splits' (m_s, l_s) to M,
+// L and each split's weight (S <= 256: two loads a thread, at once); then warp
+// w sums the O_s of splits w, w + 4, ..., four at a time, so sixteen 512-byte
+// rows of partials are in flight per query row.  The first version (a warp per
+// row walking its splits one after another) made B = 1, Nk = 16k's decode step
+// (64 splits) 1.37x as long end to end (PERF.md).
+constexpr int DEC_COMBINE_WARPS = 4;
+constexpr int DEC_COMBINE_THREADS = 32 * DEC_COMBINE_WARPS;
+constexpr int DEC_COMBINE_UNROLL = 4; // splits a warp has in flight
+
+// v over the CTA by op (a sum or a max), every thread receiving the result.
+template <typename Op> __device__ __forceinline__ float dec_cta_reduce(float v, float *scratch, Op op)
+{
+    for (int k = 16; k > 0; k /= 2)
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, k));
+    __syncthreads(); // scratch's previous use is over
+    if (threadIdx.x % 32 == 0)
+        scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    float r = scratch[0];
+#pragma unroll
+    for (int w = 1; w < DEC_COMBINE_WARPS; ++w)
+        r = op(r, scratch[w]);
+    return r;
+}
+
+// VEC consecutive floats of a partial (VEC = D / 32: 4 or 2, one vector load).
+template <int VEC> __device__ __forceinline__ void dec_load_part(const float *src, float (&v)[VEC])
+{
+    if constexpr (VEC == 4) {
+        const float4 t = *reinterpret_cast<const float4 *>(src);
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    } else {
+        static_assert(VEC == 2, "d = 64 or 128");
+        const float2 t = *reinterpret_cast<const float2 *>(src);
+        v[0] = t.x, v[1] = t.y;
+    }
+}
 
 template <typename T, int D>
-__global__ void __launch_bounds__(32 * DEC_COMBINE_WARPS)
+__global__ void __launch_bounds__(DEC_COMBINE_THREADS)
     dec_combine_kernel(acd_dec_params d, T *__restrict__ O, float *__restrict__ LSE)
 {
-    __shared__ float sW[DEC_COMBINE_WARPS][ACD_DEC_MAX_SPLITS];
+    constexpr int VEC = D / 32;
+    __shared__ float sW[ACD_DEC_MAX_SPLITS], sRed[DEC_COMBINE_WARPS];
+    __shared__ __align__(16) float sAcc[DEC_COMBINE_WARPS][D];
     dec_wait_for_splits();
     const acd_params &p = d.p;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, S = d.splits;
-    const long long x = (long long)blockIdx.x * DEC_COMBINE_WARPS + warp;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, S = d.splits;
+    const long long x = blockIdx.x;
     int b, h, i;
-    if (x >= (long long)p.B * p.Hq * p.Nq || !acd_grid_row(p, x, b, h, i) || i >= acd_nq<false>(p, b))
-        return; // padding rows: never compared (the whole warp leaves)
+    if (!acd_grid_row(p, x, b, h, i) || i >= acd_nq<false>(p, b))
+        return; // a padding row: never compared (the whole CTA leaves)
     const float2 *ml = reinterpret_cast<const float2 *>(d.lse_part) + x * S; // (m_s, l_s) per split
-    float M = -INFINITY, sum = 0.f, live = 0.f;
-    for (int s = lane; s < S; s += 32)
-        M = fmaxf(M, ml[s].x);
-    for (int k = 16; k > 0; k /= 2)
-        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, k));
-    constexpr int COLS = D / 32;
-    T *orow = O + acd_o_offset(p, b, h, i) + lane * COLS;
-    if (M == -INFINITY) { // every split empty: no visible key
+    float2 mine[ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS];
+    float M = -INFINITY;
 #pragma unroll
-        for (int c = 0; c < COLS; c += 2)
-            acd_tc<T>::store2(orow + c, 0.f, 0.f);
-        if (lane == 0)
+    for (int k = 0; k < ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS; ++k) {
+        const int s = tid + k * DEC_COMBINE_THREADS;
+        mine[k] = s < S ? ml[s] : make_float2(-INFINITY, 0.f);
+        M = fmaxf(M, mine[k].x);
+    }
+    M = dec_cta_reduce(M, sRed, [](float a, float c) { return fmaxf(a, c); });
+    T *orow = O + acd_o_offset(p, b, h, i);
+    if (M == -INFINITY) { // every split empty: no visible key
+        if (tid < D / 2)
+            acd_tc<T>::store2(orow + 2 * tid, 0.f, 0.f);
+        if (tid == 0)
             LSE[x] = -INFINITY;
         return;
     }
-    for (int s = lane; s < S; s += 32) {
-        sum += ml[s].y * exp2f(ml[s].x - M); // an empty split: l_s = 0 (and m_s = -inf) adds 0
-        live += ml[s].x > -INFINITY ? 1.f : 0.f;
-    }
-    for (int k = 16; k > 0; k /= 2) {
-        sum += __shfl_xor_sync(0xffffffffu, sum, k);
-        live += __shfl_xor_sync(0xffffffffu, live, k);
-    }
-    float *w = sW[warp];
-    for (int s = lane; s < S; s += 32) // the no-rescale mutant: every non-empty split weighs the same
-        w[s] = p.mutant == ACD_MUT_DEC_NO_RESCALE ? (ml[s].x > -INFINITY ? 1.f / live : 0.f)
-                                                  : ml[s].y * exp2f(ml[s].x - M) / sum;
-    __syncwarp();
-    float acc[COLS] = {};
-    for (int s = 0; s < S; ++s) {
-        const float ws = w[s];
-        if (ws == 0.f) // an empty split (and its O_s) is not read
-            continue;
-        const float *op = d.o_part + (x * S + s) * D + lane * COLS;
+    float sum = 0.f, live = 0.f;
 #pragma unroll
-        for (int c = 0; c < COLS; ++c)
-            acc[c] += ws * op[c];
+    for (int k = 0; k < ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS; ++k) {
+        sum += mine[k].y * exp2f(mine[k].x - M); // an empty split: l_s = 0 (and m_s = -inf) adds 0
+        live += mine[k].x > -INFINITY ? 1.f : 0.f;
+    }
+    const auto add = [](float a, float c) { return a + c; };
+    sum = dec_cta_reduce(sum, sRed, add);
+    live = dec_cta_reduce(live, sRed, add);
+#pragma unroll
+    for (int k = 0; k < ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS; ++k) { // the no-rescale mutant: all weigh alike
+        const int s = tid + k * DEC_COMBINE_THREADS;
+        if (s < S)
+            sW[s] = p.mutant == ACD_MUT_DEC_NO_RESCALE ? (mine[k].x > -INFINITY ? 1.f / live : 0.f)
+                                                       : mine[k].y * exp2f(mine[k].x - M) / sum;
+    }
+    __syncthreads();
+    float acc[VEC] = {};
+    const float *op = d.o_part + x * S * D + lane * VEC;
+    for (int s0 = warp; s0 < S; s0 += DEC_COMBINE_WARPS * DEC_COMBINE_UNROLL) {
+        float v[DEC_COMBINE_UNROLL][VEC], ws[DEC_COMBINE_UNROLL];
+#pragma unroll
+        for (int u = 0; u < DEC_COMBINE_UNROLL; ++u) { // the loads first, all in flight
+            const int s = s0 + u * DEC_COMBINE_WARPS;
+            ws[u] = s < S ? sW[s] : 0.f;
+            if (ws[u] != 0.f) // an empty split (and its O_s) is not read
+                dec_load_part<VEC>(op + (long long)s * D, v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < DEC_COMBINE_UNROLL; ++u)
+            if (ws[u] != 0.f)
+#pragma unroll
+                for (int c = 0; c < VEC; ++c)
+                    acc[c] += ws[u] * v[u][c];
     }
 #pragma unroll
-    for (int c = 0; c < COLS; c += 2)
-        acd_tc<T>::store2(orow + c, acc[c], acc[c + 1]);
-    if (lane == 0)
+    for (int c = 0; c < VEC; ++c)
+        sAcc[warp][lane * VEC + c] = acc[c];
+    __syncthreads();
+    if (tid < D / 2) {
+        float o2[2] = {0.f, 0.f};
+#pragma unroll
+        for (int w = 0; w < DEC_COMBINE_WARPS; ++w)
+            o2[0] += sAcc[w][2 * tid], o2[1] += sAcc[w][2 * tid + 1];
+        acd_tc<T>::store2(orow + 2 * tid, o2[0], o2[1]);
+    }
+    if (tid == 0)
         LSE[x] = acd_lse(M, sum);
 }
 
@@ -89,21 +150,21 @@ template <typename T, int D>
 int dec_launch_combine(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
     if (plan.d.splits > 1 && plan.rows_all > 0) {
-        const long long blocks = (plan.rows_all + DEC_COMBINE_WARPS - 1) / DEC_COMBINE_WARPS;
         cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)blocks);
-        cfg.blockDim = dim3(32 * DEC_COMBINE_WARPS);
+        cfg.gridDim = dim3((unsigned)plan.rows_all); // a CTA per query row
+        cfg.blockDim = dim3(DEC_COMBINE_THREADS);
         cfg.stream = stream;
         cudaLaunchAttribute attr[1];
         attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = attr;
         cfg.numAttrs = plan.pdl ? 1 : 0;
-        cudaError_t e = cudaLaunchKernelEx(&cfg, dec_combine_kernel<T, D>, plan.d, (T *)a->o, a->lse);
+        void (*kernel)(acd_dec_params, T *, float *) = dec_combine_kernel<T, D>;
+        cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, plan.d, (T *)a->o, a->lse);
         if (e != cudaSuccess && plan.pdl) { // a driver that refuses PDL here: the plain launch, the error cleared
             (void)cudaGetLastError();
             cfg.numAttrs = 0;
-            e = cudaLaunchKernelEx(&cfg, dec_combine_kernel<T, D>, plan.d, (T *)a->o, a->lse);
+            e = cudaLaunchKernelEx(&cfg, kernel, plan.d, (T *)a->o, a->lse);
         }
         if (e != cudaSuccess)
             return ac_fail(err, AC_ERR_ENV, "launch of dec_combine_kernel failed: %s (%s:%d)", cudaGetErrorString(e),
