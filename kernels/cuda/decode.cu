@@ -20,7 +20,11 @@
 //   * The warps' states are merged through shared memory (rescaled to their
 //     common max), then the CTA writes O and LSE directly (S = 1) or its split's
 //     partial O_s (f32, normalised) with its max m_s and sum l_s to a workspace.
-//   * The combine kernel (S > 1), a warp per query row: M = max_s m_s,
+//   * Most tiles lie whole inside one page and inside every row's visible
+//     range: their copies take one address and a step, their scores one scale
+//     (no per-key visibility test), and O is rescaled only when some row's max
+//     moved (the rest keep the per-row, per-key general path).
+//   * The combine kernel (S > 1), a CTA per query row: M = max_s m_s,
 //     L = sum_s l_s 2^(m_s - M), O = sum_s l_s 2^(m_s - M) O_s / L, LSE = M ln 2 + ln L.
 //     An empty split has m_s = -inf, l_s = 0 and weighs 0; a row whose splits are all empty gets
 //     O = 0, LSE = -inf (the contract's fully masked row) without -inf - -inf.
@@ -106,6 +110,18 @@ __device__ __forceinline__ bool dec_visible(const acd_params &p, const dec_row &
     return j >= r.lo && j < r.hi && (!r.mask || (j < p.Nk && r.mask[j] != 0));
 }
 
+// Whether row r sees every key of tile j0 (no dense mask, inside its range), or does not exist.
+__device__ __forceinline__ bool dec_row_sees_tile(const dec_row &r, int j0)
+{
+    return !r.live || (!r.mask && j0 >= r.lo && j0 + ACD_DEC_TILE <= r.hi);
+}
+
+// Whether tile j0 lies whole inside [ka, kb) and inside one page (or K/V are contiguous).
+__device__ __forceinline__ bool dec_tile_whole(const acd_dec_params &d, int j0, int ka, int kb)
+{
+    return d.tiles_in_pages && j0 >= ka && j0 + ACD_DEC_TILE <= kb;
+}
+
 __device__ __forceinline__ int dec_page_of(const acd_dec_params &d, int j)
 {
     return d.page_shift >= 0 ? j >> d.page_shift : j / d.page_size;
@@ -120,7 +136,7 @@ __device__ __forceinline__ void dec_tile_pages(const acd_dec_params &d, int b, i
 {
     using Tr = dec_traits<D>;
     const int *trow = d.table ? d.table + (long long)b * d.pages_per_seq : nullptr;
-    if (trow && d.page_size % ACD_DEC_TILE == 0 && j0 >= ka && j0 + ACD_DEC_TILE <= kb) {
+    if (trow && dec_tile_whole(d, j0, ka, kb)) {
         const int page = __ldg(trow + dec_page_of(d, j0));
 #pragma unroll
         for (int r = 0; r < Tr::kRowsPerLane; ++r)
@@ -135,12 +151,46 @@ __device__ __forceinline__ void dec_tile_pages(const acd_dec_params &d, int b, i
     }
 }
 
+// A whole tile's copies: the lane's rows sit a constant step apart from one
+// address.  Per-row page arithmetic (64-bit products, a division where the page
+// size is not a power of two) was most of the loop's ~750 instructions a tile,
+// enough to hold the SM's issue rate near the memory's pace (PERF.md).
+template <typename T, int D>
+__device__ __forceinline__ void dec_tile_issue_whole(const acd_dec_params &d, const T *K, const T *V, int b, int hk,
+                                                     int j0, int lane, int page, T *sK)
+{
+    using Tr = dec_traits<D>;
+    const acd_params &p = d.p;
+    const int row0 = lane / Tr::kChunks, col = (lane % Tr::kChunks) * 8;
+    long long off, step;
+    if (d.table) {
+        const int in_page = d.page_shift >= 0 ? j0 & (d.page_size - 1) : j0 % d.page_size;
+        off = ((long long)page * d.page_size + in_page + row0) * d.slot_stride + (long long)hk * D;
+        step = Tr::kRowsPerPass * d.slot_stride;
+    } else { // V's strides are K's: d_v == d
+        off = acd_k_base<false>(p, b) + hk * p.k_sh + (long long)(j0 + row0) * p.k_ss;
+        step = Tr::kRowsPerPass * p.k_ss;
+    }
+    const T *k = K + off + col, *v = V + off + col;
+    const uint32_t sk = acd_smem_addr(sK + row0 * Tr::kPitch + col);
+    const uint32_t sv = sk + ACD_DEC_TILE * Tr::kPitch * sizeof(T);
+    constexpr uint32_t kRowBytes = Tr::kRowsPerPass * Tr::kPitch * sizeof(T);
+#pragma unroll
+    for (int r = 0; r < Tr::kRowsPerLane; ++r) {
+        acd_cp_async16_to(sk + r * kRowBytes, k + r * step, true);
+        acd_cp_async16_to(sv + r * kRowBytes, v + r * step, true);
+    }
+}
+
 // The tile's K and V rows into the stage (16 bytes a copy; rows without a page id zero-filled).
 template <typename T, int D>
 __device__ __forceinline__ void dec_tile_issue(const acd_dec_params &d, const T *K, const T *V, int b, int hk, int j0,
-                                               int lane, const int (&pg)[dec_traits<D>::kRowsPerLane], T *sK)
+                                               int ka, int kb, int lane, const int (&pg)[dec_traits<D>::kRowsPerLane],
+                                               T *sK)
 {
     using Tr = dec_traits<D>;
+    if (dec_tile_whole(d, j0, ka, kb))
+        return dec_tile_issue_whole<T, D>(d, K, V, b, hk, j0, lane, pg[0], sK);
     const acd_params &p = d.p;
     T *sV = sK + ACD_DEC_TILE * Tr::kPitch;
     const int col = (lane % Tr::kChunks) * 8;
@@ -200,22 +250,38 @@ __device__ __forceinline__ void dec_tile_compute(const acd_dec_params &d, const 
         acd_tc<T>::mma(s[1], qf[kk], kf[2], kf[3]);
     }
     const int t = lane % 4;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    // Most tiles are seen whole by every row of the warp (rows that do not exist
+    // compute finite scores from zero Q rows and are never written): one scale.
+    if (__all_sync(0xffffffffu, dec_row_sees_tile(rw[0], j0) && dec_row_sees_tile(rw[1], j0))) {
 #pragma unroll
         for (int n = 0; n < 2; ++n)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) { // scale first: a negative scale must not turn -inf into +inf
-                float &x = s[n][2 * r + e];
-                x = dec_visible(d.p, rw[r], j0 + 8 * n + 2 * t + e) ? x * d.p.scale_log2 : -INFINITY;
-            }
-        const float alpha = dec_softmax_row(s, r, m[r], l[r]);
+            for (int e = 0; e < 4; ++e)
+                s[n][e] *= d.p.scale_log2;
+    } else {
 #pragma unroll
-        for (int dn = 0; dn < D / 8; ++dn) {
-            o[dn][2 * r] *= alpha;
-            o[dn][2 * r + 1] *= alpha;
-        }
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int n = 0; n < 2; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) { // scale first: a negative scale must not turn -inf into +inf
+                    float &x = s[n][2 * r + e];
+                    x = dec_visible(d.p, rw[r], j0 + 8 * n + 2 * t + e) ? x * d.p.scale_log2 : -INFINITY;
+                }
     }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+        alpha[r] = dec_softmax_row(s, r, m[r], l[r]);
+    // Once the rows' maxima settle, alpha is exactly 1 (2^0): skip the D / 2 products of O.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int dn = 0; dn < D / 8; ++dn) {
+                o[dn][2 * r] *= alpha[r];
+                o[dn][2 * r + 1] *= alpha[r];
+            }
     uint32_t pf[4];
     acd_frag_to_a<T>(pf, s, 0);
 #pragma unroll
@@ -299,19 +365,23 @@ __device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, fl
     }
 }
 
-// The key range [ka, kb) some row of the CTA sees inside the split (empty: ka == kb).
+// The key range [ka, kb) some row of the CTA sees inside the split (empty:
+// ka == kb).  Lanes 0-15 of each warp take a row each: the 16 rows one after
+// another (each two divisions by the group, the window, the mask row) were
+// ~1.5k instructions a thread, most of a short split's time (PERF.md).
 __device__ __forceinline__ void dec_cta_keys(const acd_dec_params &d, int b, int hk, int rb, int nq, int nk, int n_keys,
-                                             int k0, int k1, int &ka, int &kb)
+                                             int k0, int k1, int lane, int &ka, int &kb)
 {
-    ka = INT_MAX;
-    kb = INT_MIN;
-    for (int r = 0; r < ACD_DEC_ROWS; ++r) {
-        const dec_row row = dec_row_at(d, b, hk, rb * ACD_DEC_ROWS + r, nq, nk, n_keys, k0, k1);
+    int lo = INT_MAX, hi = INT_MIN;
+    if (lane < ACD_DEC_ROWS) {
+        const dec_row row = dec_row_at(d, b, hk, rb * ACD_DEC_ROWS + lane, nq, nk, n_keys, k0, k1);
         if (row.live && row.lo < row.hi) {
-            ka = min(ka, row.lo);
-            kb = max(kb, row.hi);
+            lo = row.lo;
+            hi = row.hi;
         }
     }
+    ka = __reduce_min_sync(0xffffffffu, lo);
+    kb = __reduce_max_sync(0xffffffffu, hi);
     if (ka >= kb)
         ka = kb = k0;
 }
@@ -327,28 +397,27 @@ __device__ __forceinline__ void dec_allow_combine()
 #endif
 }
 
+// One CTA's work: the split s of the row block rb of (sequence b, KV head hk).
 template <typename T, int D>
-__global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
-    dec_split_kernel(acd_dec_params d, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-                     T *__restrict__ O, float *__restrict__ LSE)
+__device__ __forceinline__ void dec_split_item(const acd_dec_params &d, const T *__restrict__ Q,
+                                               const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O,
+                                               float *__restrict__ LSE, long long item, T *sQ,
+                                               float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
+                                               float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS])
 {
     using Tr = dec_traits<D>;
-    extern __shared__ __align__(16) unsigned char dec_smem[];
-    __shared__ float sM[ACD_DEC_WARPS][ACD_DEC_ROWS], sL[ACD_DEC_WARPS][ACD_DEC_ROWS];
-    T *sQ = reinterpret_cast<T *>(dec_smem);
     const acd_params &p = d.p;
     // CTA order: row blocks fastest (they read the same K/V: L2 hits), then splits, KV heads, sequences.
-    long long cta = blockIdx.x;
-    const int rb = (int)(cta % d.row_blocks);
-    cta /= d.row_blocks;
-    const int s = (int)(cta % d.splits);
-    cta /= d.splits;
-    const int hk = (int)(cta % p.Hkv), b = (int)(cta / p.Hkv);
+    const int rb = (int)(item % d.row_blocks);
+    item /= d.row_blocks;
+    const int s = (int)(item % d.splits);
+    item /= d.splits;
+    const int hk = (int)(item % p.Hkv), b = (int)(item / p.Hkv);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int nq = acd_nq<false>(p, b), nk = acd_nk<false>(p, b), n_keys = dec_key_end(d, nk);
     int k0, k1, ka, kb;
     dec_split_range(d, n_keys, s, k0, k1);
-    dec_cta_keys(d, b, hk, rb, nq, nk, n_keys, k0, k1, ka, kb);
+    dec_cta_keys(d, b, hk, rb, nq, nk, n_keys, k0, k1, lane, ka, kb);
     dec_load_q<T, D>(d, Q, b, hk, rb, nq, sQ, tid);
     acd_cp_async_commit();
 
@@ -368,7 +437,7 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
     for (int st = 0; st < ACD_DEC_STAGES - 1; ++st) {
         if (st < mine) {
             dec_tile_pages<D>(d, b, key0(st), ka, kb, lane, pg);
-            dec_tile_issue<T, D>(d, K, V, b, hk, key0(st), lane, pg, stage + st * Tr::kStageElems);
+            dec_tile_issue<T, D>(d, K, V, b, hk, key0(st), ka, kb, lane, pg, stage + st * Tr::kStageElems);
         }
         acd_cp_async_commit();
     }
@@ -391,7 +460,7 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
         const int next = it + ACD_DEC_STAGES - 1;
         __syncwarp(); // every lane is done reading the stage the copies below overwrite (read at it - 1)
         if (next < mine) {
-            dec_tile_issue<T, D>(d, K, V, b, hk, key0(next), lane, pg,
+            dec_tile_issue<T, D>(d, K, V, b, hk, key0(next), ka, kb, lane, pg,
                                  stage + (next % ACD_DEC_STAGES) * Tr::kStageElems);
 #pragma unroll
             for (int r = 0; r < Tr::kRowsPerLane; ++r)
@@ -435,6 +504,16 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
     }
     __syncthreads();
     dec_write_rows<T, D>(d, O, LSE, b, hk, rb, s, nq, sO, sM, sL, tid);
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
+    dec_split_kernel(acd_dec_params d, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
+                     T *__restrict__ O, float *__restrict__ LSE)
+{
+    extern __shared__ __align__(16) unsigned char dec_smem[];
+    __shared__ float sM[ACD_DEC_WARPS][ACD_DEC_ROWS], sL[ACD_DEC_WARPS][ACD_DEC_ROWS];
+    dec_split_item<T, D>(d, Q, K, V, O, LSE, blockIdx.x, reinterpret_cast<T *>(dec_smem), sM, sL);
 }
 
 // The split kernel on stream (its shared memory allowed by acd_dec_split_ctas_per_sm).

@@ -25,6 +25,7 @@ struct acd_dec_params {
     const int *table; // device (B, pages_per_seq) page ids, or null: contiguous K, V
     int page_size, pages_per_seq, page_shift; // page_shift >= 0: page_size == 1 << page_shift
     long long slot_stride; // elements between consecutive slots of a page: Hkv * D
+    bool tiles_in_pages; // contiguous K/V, or page_size a multiple of ACD_DEC_TILE: a tile never spans pages
     int splits; // S >= 1 key ranges per sequence
     int rows, row_blocks; // packed rows group * Nq, in blocks of ACD_DEC_ROWS
     float *o_part,
@@ -38,8 +39,10 @@ struct acd_dec_params {
 __host__ __device__ __forceinline__ void acd_dec_split_range(int n_keys, int splits, int s, int mutant, int &k0,
                                                              int &k1)
 {
-    const long long units = (n_keys + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT, per = (units + splits - 1) / splits;
-    const long long lo = s * per * ACD_DEC_UNIT;
+    // 32-bit quotients (units < 2^26, splits <= 256): a 64-bit division is a ~70-instruction call per thread.
+    const unsigned units = ((unsigned)n_keys + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT;
+    const unsigned per = (units + (unsigned)splits - 1) / (unsigned)splits;
+    const long long lo = (long long)s * per * ACD_DEC_UNIT;
     long long hi = lo + per * ACD_DEC_UNIT;
     if (mutant == ACD_MUT_DEC_SPLIT_OFF_BY_ONE && s < splits - 1)
         hi += 1;

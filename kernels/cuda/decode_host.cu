@@ -78,6 +78,7 @@ static int dec_stage_table(const ac_problem *prob, acd_decode_plan *plan, ac_err
 {
     acd_dec_params &d = plan->d;
     d.page_shift = -1;
+    d.tiles_in_pages = prob->page_size <= 0 || prob->page_size % ACD_DEC_TILE == 0;
     if (prob->page_size <= 0)
         return AC_OK;
     d.page_size = prob->page_size;
@@ -121,9 +122,10 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
     d.splits = acd_decode_splits(prob, d.row_blocks, std::max(1, sms * per_sm));
     plan->rows_all = (long long)d.p.B * d.p.Hq * d.p.Nq;
     plan->split_ctas = (long long)d.p.B * d.p.Hkv * d.row_blocks * d.splits;
-    if (plan->split_ctas > INT_MAX) {
+    if (plan->split_ctas > INT_MAX || plan->rows_all > INT_MAX) { // the combine's grid: a CTA per query row
         acd_decode_release(plan);
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: %lld CTAs exceed the grid", plan->split_ctas);
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: %lld split CTAs or %lld query rows exceed the grid",
+                       plan->split_ctas, plan->rows_all);
     }
     if (d.splits > 1) {
         const size_t parts = (size_t)plan->rows_all * d.splits;

@@ -241,7 +241,7 @@ Test(cuda_kernels, decode_split_count_follows_hint_and_shape)
  * once; the off-by-one mutant's ranges overlap their successor by exactly one key. */
 Test(cuda_kernels, decode_splits_cover_every_key_once)
 {
-    const int lengths[] = {0, 1, 63, 64, 65, 1000, 16461}, counts[] = {1, 2, 3, 7, 64, 256};
+    const int lengths[] = {0, 1, 63, 64, 65, 1000, 16461, 2147483647}, counts[] = {1, 2, 3, 7, 64, 256};
     for (size_t a = 0; a < sizeof lengths / sizeof lengths[0]; a++)
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
             const int n = lengths[a], S = counts[c];
