@@ -8,9 +8,14 @@
 // from cudaDeviceGetAttribute).  Each time is the median of CUDA-event timings
 // of the split and combine kernels (the plan staged beforehand), after a
 // warm-up, with the L2 flushed (by reading a buffer twice its size: clean lines) before every timed run.  Printed as a Markdown
-// table; ci/torch_decode_bench.py reads it for the ratio to PyTorch SDPA.
+// table, after the figure of a plain streaming read (the practical ceiling);
+// ci/torch_decode_bench.py reads it for the ratio to PyTorch SDPA.
+// ACD_DEC_BENCH_SHAPES="B:Nk:page[:splits] ..." runs only the listed rows
+// (page 0: K and V contiguous (B, Hkv, Nk, d); splits: the hint, else auto),
+// for a developer's comparisons.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "decode.cuh"
@@ -45,6 +50,59 @@ __global__ void bd_read_flush(const uint4 *buf, size_t n, unsigned *sink)
         *sink = acc;
 }
 
+// The device's plain streaming read, the practical ceiling beside the nominal
+// peak: four independent 16-byte loads a thread in flight, grid-stride over a
+// buffer 40 times the L2's size.
+__global__ void bd_stream_read(const uint4 *buf, size_t n, unsigned *sink)
+{
+    unsigned acc = 0;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; x + 3 * stride < n; x += 4 * stride) {
+        const uint4 a = buf[x], b = buf[x + stride], c = buf[x + 2 * stride], d = buf[x + 3 * stride];
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    for (; x < n; x += stride) {
+        const uint4 a = buf[x];
+        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+    if (acc == 0x9e3779b9u) // never in practice; the reads cannot be dropped
+        *sink = acc;
+}
+
+// GB/s of bd_stream_read (median of 5 after a warm-up), or 0 when the buffer does not fit.
+double bd_stream_gbs(size_t l2_bytes, ac_err *err)
+{
+    const size_t bytes = 40 * l2_bytes;
+    int sms = 1;
+    void *buf = nullptr;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
+        ac_dev_alloc(&buf, bytes, err) != AC_OK || cudaMemset(buf, 1, bytes) != cudaSuccess) {
+        ac_dev_free(buf);
+        (void)cudaGetLastError();
+        return 0.0;
+    }
+    cudaEvent_t a = nullptr, b = nullptr;
+    std::vector<float> ms;
+    bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess;
+    for (int r = 0; r < 6 && ok; ++r) {
+        float t = 0.f;
+        ok = cudaEventRecord(a, 0) == cudaSuccess;
+        bd_stream_read<<<sms * 8, 256>>>((const uint4 *)buf, bytes / 16 - 1, (unsigned *)((char *)buf + bytes - 16));
+        ok = ok && cudaGetLastError() == cudaSuccess && cudaEventRecord(b, 0) == cudaSuccess &&
+            cudaEventSynchronize(b) == cudaSuccess && cudaEventElapsedTime(&t, a, b) == cudaSuccess;
+        if (r > 0) // the first is the warm-up
+            ms.push_back(t);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    ac_dev_free(buf);
+    if (!ok || ms.empty())
+        return 0.0;
+    std::sort(ms.begin(), ms.end());
+    return (double)(bytes - 16) / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
 struct bd_buffers {
     void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *flush = nullptr;
     float *lse = nullptr;
@@ -68,12 +126,15 @@ int bd_alloc_fill(void **dev, size_t elems, unsigned seed, ac_err *err)
     return AC_OK;
 }
 
-// The decode problem: B sequences of nk keys in pages of `page` keys, the table a shuffle of every page.
+// The decode problem: B sequences of nk keys in pages of `page` keys, the table a shuffle of every page;
+// page 0: K and V contiguous (B, Hkv, Nk, d), the layout PyTorch's side of the comparison reads.
 ac_problem bd_problem(int B, int nk, int page, std::vector<int> &table, std::vector<int> &lens)
 {
     ac_problem pr = ac_problem_dense(B, BD_HQ, BD_HKV, 1, nk, BD_D);
-    pr.layout = AC_LAYOUT_BSHD;
+    pr.layout = page > 0 ? AC_LAYOUT_BSHD : AC_LAYOUT_BHSD;
     pr.windowed = true, pr.window_left = AC_WINDOW_INF, pr.window_right = 0, pr.align = AC_ALIGN_BOTTOM_RIGHT;
+    if (page <= 0)
+        return pr;
     const int per_seq = (nk + page - 1) / page;
     table.resize((size_t)B * per_seq);
     for (size_t x = 0; x < table.size(); x++)
@@ -126,10 +187,12 @@ int bd_time(const acd_decode_plan &plan, const ac_fwd_args *fa, void *flush, siz
     return st;
 }
 
-int bd_row(int B, int nk, int page, double peak_gbs, void *flush, size_t flush_bytes, bool quick, ac_err *err)
+int bd_row(int B, int nk, int page, int splits, double peak_gbs, void *flush, size_t flush_bytes, bool quick,
+           ac_err *err)
 {
     std::vector<int> table, lens;
     ac_problem pr = bd_problem(B, nk, page, table, lens);
+    pr.num_splits = splits; // 0: auto
     const size_t kv_elems = ac_kv_elems(&pr), kv_bytes = 2 * kv_elems * sizeof(__nv_bfloat16);
     size_t free_b = 0, total_b = 0;
     ACD_CHECK(err, cudaMemGetInfo(&free_b, &total_b));
@@ -171,6 +234,27 @@ int bd_row(int B, int nk, int page, double peak_gbs, void *flush, size_t flush_b
     return st;
 }
 
+// The rows of a "B:Nk:page[:splits] ..." list (no splits: auto); a malformed entry is refused.
+int bd_rows_listed(const char *list, double peak_gbs, void *flush, size_t flush_bytes, bool quick, ac_err *err)
+{
+    for (const char *c = list; *c;) {
+        int B = 0, nk = 0, page = -1, splits = 0, used = 0;
+        if (sscanf(c, " %d:%d:%d%n", &B, &nk, &page, &used) != 3 || B < 1 || nk < 1 || page < 0)
+            return ac_fail(err, AC_ERR_INPUT, "ACD_DEC_BENCH_SHAPES: '%s' is not B:Nk:page[:splits] ...", c);
+        c += used;
+        if (*c == ':' && (sscanf(c, ":%d%n", &splits, &used) != 1 || splits < 1))
+            return ac_fail(err, AC_ERR_INPUT, "ACD_DEC_BENCH_SHAPES: '%s': splits is not a positive count", c);
+        if (*c == ':')
+            c += used;
+        const int st = bd_row(B, nk, page, splits, peak_gbs, flush, flush_bytes, quick, err);
+        if (st != AC_OK)
+            return st;
+        while (*c == ' ' || *c == ',')
+            c++;
+    }
+    return AC_OK;
+}
+
 } // namespace
 
 extern "C" int acd_bench_decode(bool quick, ac_err *err)
@@ -183,19 +267,25 @@ extern "C" int acd_bench_decode(bool quick, ac_err *err)
     printf("\n## cuda-decode: bf16, d = %d, Hq = %d, Hkv = %d (GQA 8:1), Nq = 1, causal-br, paged; peak HBM %.0f GB/s "
            "(memory clock %d MHz, bus %d bits); split + combine kernels, median, L2 flushed\n\n",
            BD_D, BD_HQ, BD_HKV, peak_gbs, clock_khz / 1000, bus_bits);
+    const double stream = bd_stream_gbs((size_t)l2_bytes, err);
+    if (stream > 0)
+        printf("A plain streaming read (16-byte loads, %.1f GiB) reaches %.0f GB/s, %.1f%% of that peak.\n\n",
+               40.0 * l2_bytes / 1073741824.0, stream, 100.0 * stream / peak_gbs);
     printf("| page | B | Nk | splits | ms | GB/s | %% of peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     const size_t flush_bytes = 2 * (size_t)l2_bytes;
     void *flush = nullptr;
     int st = ac_dev_alloc(&flush, flush_bytes, err);
     if (st == AC_OK && cudaMemset(flush, 1, flush_bytes) != cudaSuccess) // once: the flush reads it
         st = ac_fail(err, AC_ERR_ENV, "bench: cudaMemset of the flush buffer failed");
+    if (const char *only = getenv("ACD_DEC_BENCH_SHAPES")) // a developer's subset: "B:Nk:page ..." (page 0: contiguous)
+        st = bd_rows_listed(only, peak_gbs, flush, flush_bytes, quick, err);
     const int pages[] = {16, 128}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536, 131072};
     for (int page : pages)
         for (int B : batches)
             for (int nk : lengths) {
-                if (st != AC_OK || (quick && (nk != 16384 || (B != 1 && B != 32))))
+                if (st != AC_OK || getenv("ACD_DEC_BENCH_SHAPES") || (quick && (nk != 16384 || (B != 1 && B != 32))))
                     continue;
-                st = bd_row(B, nk, page, peak_gbs, flush, flush_bytes, quick, err);
+                st = bd_row(B, nk, page, 0, peak_gbs, flush, flush_bytes, quick, err);
             }
     ac_dev_free(flush);
     return st;
