@@ -17,7 +17,7 @@
 #   --wrong must also fail its check_wrong.txt)
 #   (step "fp8", not in the defaults: cuda-flash-fp8's tests, memcheck, fuzz --cases 3000, prove --base
 #   cuda-flash-fp8 --cases 200, and `bench --fp8`: its forward TFLOP/s beside cuda-flash bf16 at d = 128, 64; d = 256 alone)
-#   (step "decode", not in the defaults: cuda-decode's tests, memcheck and racecheck on the small ones, fuzz
+#   (step "decode", not in the defaults: cuda-decode's tests, memcheck, racecheck and synccheck on the small ones, fuzz
 #   --profile decode --cases ${DECODE_CASES:-3000} --jobs 8, prove --base cuda-decode --cases
 #   ${DECODE_PROVE_CASES:-200} --clean-cases ${DECODE_PROVE_CLEAN:-300}, `bench --decode` (HBM bandwidth) and
 #   ci/torch_decode_bench.py beside it; DECODE_FUZZ_ARGS adds fuzz options, e.g. --max-seqlen 16384;
@@ -282,7 +282,7 @@ SPECS
         fi ;;
     decode)
         # cuda-decode (issue 16, not in the defaults): its attncheck-test-cuda cases (mutants must fail; again
-        # with ACD_DEC_NO_PDL=1, the combine as a plain launch), memcheck and racecheck on the small ones, the
+        # with ACD_DEC_NO_PDL=1, the combine as a plain launch), memcheck, racecheck, synccheck on the small ones, the
         # decode fixtures, a decode-profile fuzz campaign, prove (its mutants caught), the bandwidth table and
         # PyTorch SDPA on the same shapes (the ratio in one visit).  DECODE_PARTS picks the parts (default all:
         # "test sanitize fixtures fuzz prove bench torch"), so a visit with a time limit can split them.
@@ -296,7 +296,7 @@ SPECS
             tail -n 1 "$OUT/decode-test-no-pdl.log"
         fi
         if [ -n "$test_cuda" ] && [[ $parts == *" sanitize "* ]] && command -v compute-sanitizer >/dev/null; then
-            for tool in memcheck racecheck; do
+            for tool in memcheck racecheck synccheck; do
                 compute-sanitizer --tool $tool --error-exitcode 9 "$test_cuda" --small cuda-decode >"$OUT/decode-$tool.log" 2>&1
                 record "decode-$tool" $?
                 tail -n 2 "$OUT/decode-$tool.log"
