@@ -71,6 +71,12 @@ for step in $steps; do
         [ -n "$test_cuda" ] && { "$test_cuda" 2>&1 | tee "$OUT/test-cuda.log"; record test-cuda "${PIPESTATUS[0]}"; }
         # On Hopper d = 64/128 run the wgmma forward; the mma.sync one (other GPUs) is checked too.
         [ -n "$test_cuda" ] && { ACD_NO_WGMMA=1 "$test_cuda" cuda-flash >"$OUT/test-cuda-mma-sync.log" 2>&1; record test-cuda-mma-sync $?; tail -n 1 "$OUT/test-cuda-mma-sync.log"; }
+        # Which kernel family each dispatcher launched (the run above ends with it too): wgmma where
+        # Hopper has it, and with ACD_NO_WGMMA=1 every fallback; both paths pass the cases above.
+        for nw in 0 1; do
+            [ -n "$test_cuda" ] && { ACD_NO_WGMMA=$nw "$test_cuda" --dispatch >"$OUT/test-cuda-dispatch-nowgmma$nw.log" 2>&1
+                record "test-cuda-dispatch-nowgmma$nw" $?; tail -n 1 "$OUT/test-cuda-dispatch-nowgmma$nw.log"; }
+        done
         [ -n "$unit" ] && { (cd "$dir" && "$unit" --jobs=8) >"$OUT/unit-tests.log" 2>&1; record unit-tests $?; tail -3 "$OUT/unit-tests.log"; } ;;
     sanitize)
         command -v compute-sanitizer >/dev/null || { echo "no compute-sanitizer"; record sanitize 3; continue; }

@@ -48,6 +48,21 @@ void acd_decode_split_keys(int n_keys, int splits, int s, int mutant, int *k0, i
 int acd_bench_decode(bool quick, ac_err *err);
 int acd_naive_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
 
+/* The kernel family each dispatcher last launched (dispatch_path.c), so a test
+ * can tell which path ran, not only that the outputs were right: both paths
+ * pass the correctness tests, so a dispatch change that drops a shape to the
+ * fallback would otherwise go unseen (attncheck-test-cuda --dispatch). */
+typedef enum { ACD_DISPATCH_FWD, ACD_DISPATCH_BWD, ACD_DISPATCH_FP8, ACD_DISPATCH_KINDS } acd_path_kind;
+#define ACD_PATH_WGMMA "wgmma" /* flash_fwd_sm90.cu, flash_bwd_sm90.cu (Hopper) */
+#define ACD_PATH_MMA_SYNC "mma.sync" /* flash_fwd.cu's fwd_tc, flash_bwd.cu's tiles */
+#define ACD_PATH_CUDA_CORES "cuda-cores" /* flash_f32.cu: f32, and head dims without tensor-core tiles */
+#define ACD_PATH_FP8_WGMMA "fp8-wgmma" /* flash_fp8_sm90.cu (Hopper) */
+#define ACD_PATH_FP8_CUDA_CORES "fp8-cuda-cores" /* flash_fp8.cu's one row per thread */
+/* name: one of the ACD_PATH_* strings (kept, not copied); NULL clears the record. */
+void acd_note_path(acd_path_kind kind, const char *name);
+/* The last name noted for kind, "none" when cleared or never noted. */
+const char *acd_last_path(acd_path_kind kind);
+
 /* Device workspace the kernels allocate, for the memory figures of `attncheck bench`. */
 size_t acd_workspace_peak(void);
 void acd_workspace_reset_peak(void);

@@ -363,6 +363,7 @@ template <typename T, typename Kt>
 int launch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, float *dQacc, cudaStream_t stream,
                   ac_err *err)
 {
+    acd_note_path(ACD_DISPATCH_BWD, ACD_PATH_MMA_SYNC);
     return acd_variant_kernel(p) ? launch_bwd_tc_var<T, Kt, true>(p, a, Dv, dQacc, stream, err)
                                  : launch_bwd_tc_var<T, Kt, false>(p, a, Dv, dQacc, stream, err);
 }
@@ -409,6 +410,14 @@ int dispatch_bwd_tc(const acd_params &p, const ac_bwd_args *a, const float *Dv, 
     }
 }
 
+// The CUDA-core backward (flash_f32.cu): f32, and the pairs without tensor-core tiles.
+template <typename T>
+int bwd_cuda_cores(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
+{
+    acd_note_path(ACD_DISPATCH_BWD, ACD_PATH_CUDA_CORES);
+    return acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
+}
+
 template <typename T>
 int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, cudaStream_t stream, ac_err *err)
 {
@@ -418,12 +427,13 @@ int run_bwd(const acd_params &p, const ac_bwd_args *a, float *Dv, float *dQacc, 
     ACD_CHECK_LAUNCH(err, "bwd_delta");
     int status;
     if constexpr (sizeof(T) == 4)
-        status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
-    else if (!acd_tc_head_dims(p.D, p.Dv)) // no tensor-core tiles: the CUDA-core path (d, d_v <= 256)
-        status = acd_bwd_f32<T>(p, a, Dv, Dv + bwd_rows_padded(p), dQacc, stream, err);
-    else if (acd_wgmma_bwd_usable(p.D, p.Dv)) // Hopper, 64/64, 128/128, 192/128, 128/96: flash_bwd_sm90.cu
+        status = bwd_cuda_cores<T>(p, a, Dv, dQacc, stream, err);
+    else if (!acd_tc_head_dims(p.D, p.Dv)) // no tensor-core tiles (d, d_v <= 256)
+        status = bwd_cuda_cores<T>(p, a, Dv, dQacc, stream, err);
+    else if (acd_wgmma_bwd_usable(p.D, p.Dv)) { // Hopper, 64/64, 128/128, 192/128, 128/96: flash_bwd_sm90.cu
+        acd_note_path(ACD_DISPATCH_BWD, ACD_PATH_WGMMA);
         status = acd_bwd_wgmma<T>(p, a, Dv, dQacc, stream, err);
-    else
+    } else
         status = dispatch_bwd_tc<T>(p, a, Dv, dQacc, stream, err);
     if (status != AC_OK)
         return status;

@@ -138,6 +138,7 @@ __global__ void fp8_forward_rows(acd_params p, fp8_descale ds, const uint8_t *q,
 template <bool kE5m2, typename O>
 static int fp8_launch(const acd_params &p, const fp8_descale &ds, const ac_fwd_args *a, ac_err *err)
 {
+    acd_note_path(ACD_DISPATCH_FP8, ACD_PATH_FP8_CUDA_CORES);
     const long long rows = (long long)p.B * p.Hq * p.Nq;
     const int threads = 128;
     const long long blocks = (rows + threads - 1) / threads;
@@ -203,9 +204,10 @@ extern "C" int acd_flash_fp8_forward(const ac_problem *prob, ac_dtype t, const a
     ds.q = dq;
     ds.k = dk;
     ds.v = dv;
-    if (status == AC_OK && acd_fp8_wg_usable(p, ds, a))
+    if (status == AC_OK && acd_fp8_wg_usable(p, ds, a)) {
+        acd_note_path(ACD_DISPATCH_FP8, ACD_PATH_FP8_WGMMA);
         status = acd_fp8_wg_forward(p, ds, t == AC_E5M2, prob->fp8_out, a, err);
-    else if (status == AC_OK)
+    } else if (status == AC_OK)
         status = fp8_dispatch(p, ds, t, prob->fp8_out, a, err);
     if (status == AC_OK)
         status = ac_dev_sync(err);

@@ -206,6 +206,7 @@ int launch_tc_var(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream
 template <typename T, typename Kt>
 int launch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
+    acd_note_path(ACD_DISPATCH_FWD, ACD_PATH_MMA_SYNC);
     return acd_variant_kernel(p) ? launch_tc_var<T, Kt, true>(p, a, stream, err)
                                  : launch_tc_var<T, Kt, false>(p, a, stream, err);
 }
@@ -224,13 +225,22 @@ using fwd_tc_d192_v128 = fwd_tc_traits<192, 4, 1, 64, 128>;
 using fwd_tc_d128_v96 = fwd_tc_traits<128, 4, 2, 32, 96>;
 using fwd_tc_d256_v128 = fwd_tc_traits<256, 4, 1, 64, 128>;
 
+// The CUDA-core forward (flash_f32.cu): f32, and the head dims without tensor-core tiles.
+template <typename T> int launch_cuda_cores(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+{
+    acd_note_path(ACD_DISPATCH_FWD, ACD_PATH_CUDA_CORES);
+    return acd_fwd_f32<T>(p, a, stream, err);
+}
+
 template <typename T> int dispatch_tc(const acd_params &p, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
     // The race mutant stays on mma.sync: compute-sanitizer's racecheck does not see
     // wgmma's shared-memory reads (async proxy), so with the barrier gone there it
     // reported 0 hazards; ldmatrix's reads it does see.
-    if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D, p.Dv))
+    if (p.mutant != ACD_MUT_RACE && acd_wgmma_usable(p.D, p.Dv)) {
+        acd_note_path(ACD_DISPATCH_FWD, ACD_PATH_WGMMA);
         return acd_fwd_wgmma<T>(p, a, stream, err);
+    }
     if (p.Dv != p.D) {
         if (p.D == 192 && p.Dv == 128)
             return launch_tc<T, fwd_tc_d192_v128>(p, a, stream, err);
@@ -238,7 +248,7 @@ template <typename T> int dispatch_tc(const acd_params &p, const ac_fwd_args *a,
             return launch_tc<T, fwd_tc_d128_v96>(p, a, stream, err);
         if (p.D == 256 && p.Dv == 128)
             return launch_tc<T, fwd_tc_d256_v128>(p, a, stream, err);
-        return acd_fwd_f32<T>(p, a, stream, err); // other pairs: the CUDA-core path
+        return launch_cuda_cores<T>(p, a, stream, err); // other pairs
     }
     switch (p.D) {
     case 32:
@@ -250,7 +260,7 @@ template <typename T> int dispatch_tc(const acd_params &p, const ac_fwd_args *a,
     case 128:
         return launch_tc<T, fwd_tc_d128>(p, a, stream, err);
     default:
-        return acd_fwd_f32<T>(p, a, stream, err); // no tensor-core tiles: the CUDA-core path (d <= 256)
+        return launch_cuda_cores<T>(p, a, stream, err); // no tensor-core tiles (d <= 256)
     }
 }
 
@@ -265,7 +275,7 @@ int acd_flash_forward_async(const acd_params &p, ac_dtype t, const ac_fwd_args *
     case AC_BF16:
         return dispatch_tc<__nv_bfloat16>(p, a, stream, err);
     case AC_F32:
-        return acd_fwd_f32<float>(p, a, stream, err);
+        return launch_cuda_cores<float>(p, a, stream, err);
     default:
         return ac_fail(err, AC_ERR_INPUT, "cuda-flash: unsupported dtype %d", (int)t);
     }

@@ -567,13 +567,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "attncheck-test-cuda: %s\n", why.msg);
         return 3;
     }
-    /* attncheck-test-cuda [--small] [--variants|--plain] [KERNEL] | --bench [bench options]
+    /* attncheck-test-cuda [--small] [--variants|--plain] [KERNEL] | --dispatch | --bench [bench options]
      * --small: short sequences, for compute-sanitizer (variant cases then f16 at
      * d = 128, bf16 and f32 at d = 64, d_v and the controls: every kernel, fewer cases);
      * --variants: only the cases with a variant (softcap, ALiBi, sinks, d_v, THD);
-     * --plain: only the others */
+     * --plain: only the others;
+     * --dispatch: only the checks of which kernel family each dispatcher launched
+     * (test_cuda_dispatch.c), which the run without KERNEL or --variants ends with */
     if (argc > 1 && strcmp(argv[1], "--bench") == 0)
         return ac_cuda_bench(argc - 2, argv + 2);
+    if (argc > 1 && strcmp(argv[1], "--dispatch") == 0) {
+        int failures = acdt_dispatch_tests();
+        printf("attncheck-test-cuda: %d failure(s)\n", failures);
+        return failures ? 1 : 0;
+    }
     bool small = false, variants_only = false, plain_only = false;
     const char *only = NULL;
     for (int a = 1; a < argc; a++) {
@@ -810,6 +817,8 @@ int main(int argc, char **argv)
         failures += acdt_fp8_tests(small, only);
     if (!variants_only && (!only || strstr(only, "decode"))) /* test_cuda_decode.c */
         failures += acdt_decode_tests(small, only);
+    if (!variants_only && !only) /* test_cuda_dispatch.c */
+        failures += acdt_dispatch_tests();
     printf("attncheck-test-cuda: %d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

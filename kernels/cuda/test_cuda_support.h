@@ -1,6 +1,6 @@
 /* kernels/cuda/test_cuda_support.h — what attncheck-test-cuda's main file
  * (test_cuda_main.c) lends its other case files (test_cuda_fp8.c,
- * test_cuda_decode.c): the metrics, the masks, the random numbers and the
+ * test_cuda_decode.c, test_cuda_dispatch.c): the metrics, the masks, the random numbers and the
  * device copies, and each file's entry (the number of failures). */
 #pragma once
 #include <stdbool.h>
@@ -21,3 +21,4 @@ void *acdt_from_device(const void *dev, size_t bytes);
 
 int acdt_fp8_tests(bool small, const char *only); /* test_cuda_fp8.c */
 int acdt_decode_tests(bool small, const char *only); /* test_cuda_decode.c */
+int acdt_dispatch_tests(void); /* test_cuda_dispatch.c: the kernel family each dispatcher launched */
