@@ -141,20 +141,10 @@ static void dec_free_inputs(dec_inputs *in)
         free(all[x]);
 }
 
-static const ac_kernel *dec_find(const char *name)
-{
-    const ac_kernel *all[32];
-    size_t n = ac_cuda_kernels(all, 32);
-    for (size_t x = 0; x < n; x++)
-        if (strcmp(all[x]->name, name) == 0)
-            return all[x];
-    return NULL;
-}
-
 /* The max scaled O error and LSE's absolute one, NaN/unwritten/special-value misses in n_bad. */
 static int dec_run(const dec_case *dc, double *o_scaled, double *lse_abs, size_t *n_bad, char *worst, size_t wl)
 {
-    const ac_kernel *k = dec_find(dc->kernel);
+    const ac_kernel *k = acdt_find_kernel(dc->kernel);
     if (!k)
         return fprintf(stderr, "no kernel %s\n", dc->kernel), 3;
     dec_inputs in;

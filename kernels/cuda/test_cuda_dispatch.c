@@ -54,16 +54,6 @@ static const dispatch_check checks[] = {
 
 static const char *const kind_name[ACD_DISPATCH_KINDS] = {"forward", "backward", "fp8-fwd"};
 
-static const ac_kernel *find_kernel(const char *name)
-{
-    const ac_kernel *all[32];
-    size_t n = ac_cuda_kernels(all, 32);
-    for (size_t x = 0; x < n; x++)
-        if (strcmp(all[x]->name, name) == 0)
-            return all[x];
-    return NULL;
-}
-
 /* A device copy of n random values in t: normal(0, 1), fp8 codes of normal(0, 16). */
 static void *random_device(ac_dtype t, size_t n)
 {
@@ -108,7 +98,7 @@ static ac_problem check_problem(const dispatch_check *dc, const ac_kernel *k, in
  * kind cleared first; AC_OK or the failing call's status with err filled. */
 static int run_check(const dispatch_check *dc, ac_err *err)
 {
-    const ac_kernel *k = find_kernel(dc->kernel);
+    const ac_kernel *k = acdt_find_kernel(dc->kernel);
     if (!k)
         return ac_fail(err, AC_ERR_INPUT, "no kernel %s", dc->kernel);
     int cu_q[2], cu_k[2];

@@ -57,16 +57,6 @@ static void fp8_fill(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, doubl
     free(tmp);
 }
 
-static const ac_kernel *fp8_find(const char *name)
-{
-    const ac_kernel *all[32];
-    size_t n = ac_cuda_kernels(all, 32);
-    for (size_t x = 0; x < n; x++)
-        if (strcmp(all[x]->name, name) == 0)
-            return all[x];
-    return NULL;
-}
-
 /* The max scaled O error and LSE's absolute one; -1 when the kernel refused or the reference failed. */
 /* LSE's scaled error |got - ref| / (u_f32 E_lse) at its worst row (E from ref_lse_error_scale: the
  * kernel's declared S accumulator included). */
@@ -85,7 +75,7 @@ static double lse_scaled_max(const ac_problem *p, const float *got, const double
 
 static int fp8_run(const fp8_case *fc, double *o_scaled, double *lse_scaled, size_t *n_bad, char *worst, size_t wl)
 {
-    const ac_kernel *k = fp8_find(fc->kernel);
+    const ac_kernel *k = acdt_find_kernel(fc->kernel);
     if (!k)
         return fprintf(stderr, "no kernel %s\n", fc->kernel), 3;
     ac_problem p = ac_problem_dense(fc->b, fc->hq, fc->hkv, fc->nq, fc->nk, fc->d);

@@ -839,4 +839,13 @@ void acdt_set_mask(ac_problem *p, int kind, uint8_t **mask) { set_mask(p, (mask_
 double acdt_urand(void) { return urand(); }
 double acdt_nrand(void) { return nrand(); }
 void *acdt_to_device(const void *host, size_t bytes) { return to_device(host, bytes); }
+const ac_kernel *acdt_find_kernel(const char *name)
+{
+    const ac_kernel *all[32];
+    size_t n = ac_cuda_kernels(all, 32);
+    for (size_t x = 0; x < n; x++)
+        if (strcmp(all[x]->name, name) == 0)
+            return all[x];
+    return NULL;
+}
 void *acdt_from_device(const void *dev, size_t bytes) { return from_device(dev, bytes); }

@@ -18,6 +18,7 @@ double acdt_urand(void);
 double acdt_nrand(void);
 void *acdt_to_device(const void *host, size_t bytes);
 void *acdt_from_device(const void *dev, size_t bytes);
+const ac_kernel *acdt_find_kernel(const char *name); /* a CUDA kernel by name, or NULL */
 
 int acdt_fp8_tests(bool small, const char *only); /* test_cuda_fp8.c */
 int acdt_decode_tests(bool small, const char *only); /* test_cuda_decode.c */
