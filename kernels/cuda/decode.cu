@@ -162,8 +162,8 @@ __device__ __forceinline__ void dec_copy16(uint32_t dst, const void *src, bool o
 
 // A whole tile's copies: the lane's rows sit a constant step apart from one
 // address.  Per-row page arithmetic (64-bit products, a division where the page
-// size is not a power of two) was most of the loop's ~750 instructions a tile,
-// enough to hold the SM's issue rate near the memory's pace (PERF.md).
+// size is not a power of two) was most of the loop's 756 instructions a tile;
+// with this path and the two below the loop takes 371 (ncu, PERF.md).
 template <typename T, int D>
 __device__ __forceinline__ void dec_tile_issue_whole(const acd_dec_params &d, const T *K, const T *V, int b, int hk,
                                                      int j0, int lane, int page, T *sK)
@@ -375,9 +375,9 @@ __device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, fl
 }
 
 // The key range [ka, kb) some row of the CTA sees inside the split (empty:
-// ka == kb).  Lanes 0-15 of each warp take a row each: the 16 rows one after
-// another (each two divisions by the group, the window, the mask row) were
-// ~1.5k instructions a thread, most of a short split's time (PERF.md).
+// ka == kb).  Lanes 0-15 of each warp take a row each (every thread used to walk
+// the 16 rows, each two divisions by the group, the window and the mask row,
+// before its first copy).
 __device__ __forceinline__ void dec_cta_keys(const acd_dec_params &d, int b, int hk, int rb, int nq, int nk, int n_keys,
                                              int k0, int k1, int lane, int &ka, int &kb)
 {
@@ -406,22 +406,21 @@ __device__ __forceinline__ void dec_allow_combine()
 #endif
 }
 
-// One CTA's work: the split s of the row block rb of (sequence b, KV head hk).
+// CTA number cta's work: the split s of the row block rb of (sequence b, KV head hk).
 template <typename T, int D>
-__device__ __forceinline__ void dec_split_item(const acd_dec_params &d, const T *__restrict__ Q,
-                                               const T *__restrict__ K, const T *__restrict__ V, T *__restrict__ O,
-                                               float *__restrict__ LSE, long long item, T *sQ,
-                                               float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
-                                               float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS])
+__device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const T *__restrict__ Q, const T *__restrict__ K,
+                                              const T *__restrict__ V, T *__restrict__ O, float *__restrict__ LSE,
+                                              long long cta, T *sQ, float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
+                                              float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS])
 {
     using Tr = dec_traits<D>;
     const acd_params &p = d.p;
     // CTA order: row blocks fastest (they read the same K/V: L2 hits), then splits, KV heads, sequences.
-    const int rb = (int)(item % d.row_blocks);
-    item /= d.row_blocks;
-    const int s = (int)(item % d.splits);
-    item /= d.splits;
-    const int hk = (int)(item % p.Hkv), b = (int)(item / p.Hkv);
+    const int rb = (int)(cta % d.row_blocks);
+    cta /= d.row_blocks;
+    const int s = (int)(cta % d.splits);
+    cta /= d.splits;
+    const int hk = (int)(cta % p.Hkv), b = (int)(cta / p.Hkv);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int nq = acd_nq<false>(p, b), nk = acd_nk<false>(p, b), n_keys = dec_key_end(d, nk);
     int k0, k1, ka, kb;
@@ -522,7 +521,7 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
 {
     extern __shared__ __align__(16) unsigned char dec_smem[];
     __shared__ float sM[ACD_DEC_WARPS][ACD_DEC_ROWS], sL[ACD_DEC_WARPS][ACD_DEC_ROWS];
-    dec_split_item<T, D>(d, Q, K, V, O, LSE, blockIdx.x, reinterpret_cast<T *>(dec_smem), sM, sL);
+    dec_split_cta<T, D>(d, Q, K, V, O, LSE, blockIdx.x, reinterpret_cast<T *>(dec_smem), sM, sL);
 }
 
 // The split kernel on stream (its shared memory allowed by acd_dec_split_ctas_per_sm).
