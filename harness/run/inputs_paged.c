@@ -9,7 +9,8 @@
  *     shares, half the time, a prefix of whole pages with an earlier one
  *     (its keys there are made equal to that sequence's, prefix caching), when
  *     the distribution is normal, uniform or outliers (the others' structure,
- *     dominant's planted key, is per sequence);
+ *     dominant's planted key, is per sequence) and, for fp8, the descale is
+ *     per tensor (may_share);
  *   - spare pages (1 + a quarter of those used) that no entry in use names;
  *   - the page ids shuffled (Fisher-Yates), and table entries past a
  *     sequence's last page pointing at a spare page;
@@ -32,7 +33,16 @@ typedef struct {
 
 static int below(uint64_t *state, int n) { return n <= 1 ? 0 : (int)(ac_splitmix64(state) % (uint64_t)n); }
 
-static bool dist_shares(ac_dist_kind d) { return d == AC_DIST_NORMAL || d == AC_DIST_UNIFORM || d == AC_DIST_OUTLIERS; }
+/* Whether sequences may share prefix pages: the distribution's structure is not
+ * per sequence, and a key's value does not depend on its sequence.  fp8 with
+ * descale=head or block(N) gives each (sequence, kv head) factors of its own,
+ * so one shared page would hold two values (sequence a's code x a's factor is
+ * not b's); a serving engine with prefix caching scales per tensor or per page. */
+static bool may_share(const ac_case *c)
+{
+    bool dist = c->dist == AC_DIST_NORMAL || c->dist == AC_DIST_UNIFORM || c->dist == AC_DIST_OUTLIERS;
+    return dist && (!ac_dtype_is_fp8(c->dtype) || c->descale_rows == AC_DESCALE_TENSOR);
+}
 
 static void plan_pages(const ac_inputs *in, uint64_t *state, page_plan *pl)
 {
@@ -44,7 +54,7 @@ static void plan_pages(const ac_inputs *in, uint64_t *state, page_plan *pl)
     for (int b = 0; b < p->batch; b++) {
         int full_b = p->seqlens_k[b] / P, need = (p->seqlens_k[b] + P - 1) / P;
         pl->share_from[b] = -1;
-        if (shuffle && dist_shares(in->c.dist) && b > 0 && below(state, 2) == 0) {
+        if (shuffle && may_share(&in->c) && b > 0 && below(state, 2) == 0) {
             int a = below(state, b), full_a = p->seqlens_k[a] / P;
             int most = full_a < full_b ? full_a : full_b;
             if (most > 0) {
