@@ -231,7 +231,7 @@ static int fp8_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
     { \
         .dtypes = AC_DTYPES_FP8, .n_head_dims = 0, .max_head_dim = AC_MAX_HEAD_DIM, .masks = AC_MASKCAP_ALL, \
         .layouts = AC_LAYOUTS_ALL, .gqa = true, .varlen = true, .backward = false, .max_seqlen = 0, \
-        .variants = AC_VAR_DV, .fp8_p = (p_fmt), .fp8_acc_bits = (qk), \
+        .variants = AC_VAR_DV | AC_VAR_PAGED, .fp8_p = (p_fmt), .fp8_acc_bits = (qk), \
     }
 
 #define FP8_KERNEL_QK(kname, p_fmt, mutant, qk, what) \
