@@ -64,6 +64,9 @@ typedef struct {
     /* fp8: the fp8 products' accumulator, which the case's acc= must name: 0 = f32; b = fraction bits of a running sum
        truncated every AC_FP8_ACC_STEP products (ref.h; Hopper's fp8 tensor cores: AC_FP8_ACC_HOPPER) */
     int fp8_acc_bits;
+    /* fp8: descale factors per tensor or per (batch, kv head) only: a case's descale=block(N) is not supported
+       (false, the default: every granularity of ref.h's descale_rows) */
+    bool fp8_no_block_descale;
 } ac_caps;
 
 /* dropout_mask (with dropout, else NULL): the keep mask the forward drew, one bit

@@ -39,6 +39,8 @@ int acd_flash_fp8_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a,
 int acd_bench_fp8(bool quick, ac_err *err);
 /* cuda-decode (decode.cu): paged split-KV decode, block table and lengths on the host. */
 int acd_decode_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err);
+/* cuda-decode-fp8: the same kernels on e4m3/e5m2 Q, K, V (descales per tensor or (batch, kv head)). */
+int acd_decode_fp8_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err);
 /* Its split count: p->num_splits clamped (ACD_DEC_MAX_SPLITS, the workspace), or with 0 chosen from the
  * shape for `slots` resident CTAs of row_blocks packed-row blocks; no device needed. */
 int acd_decode_splits(const ac_problem *p, int row_blocks, int slots);
