@@ -42,7 +42,7 @@ struct acd_dec_params {
 __host__ __device__ __forceinline__ void acd_dec_split_range(int n_keys, int splits, int s, int mutant, int &k0,
                                                              int &k1)
 {
-    // 32-bit quotients (units < 2^26, splits <= 256): a 64-bit division is a ~70-instruction call per thread.
+    // 32-bit quotients (units < 2^26, splits <= 256): a 64-bit division is a software routine per thread.
     const unsigned units = ((unsigned)n_keys + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT;
     const unsigned per = (units + (unsigned)splits - 1) / (unsigned)splits;
     const long long lo = (long long)s * per * ACD_DEC_UNIT;

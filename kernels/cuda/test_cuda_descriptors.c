@@ -11,16 +11,6 @@
 #include "acd.h" /* acd_decode_splits: host code, no device needed */
 #endif
 
-static const ac_kernel *find_cuda(const char *name)
-{
-    const ac_kernel *all[32];
-    size_t n = ac_cuda_kernels(all, 32);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(all[i]->name, name) == 0)
-            return all[i];
-    return NULL;
-}
-
 Test(cuda_kernels, family_lists_flash_naive_and_three_mutants)
 {
     const ac_kernel *all[32];
@@ -63,7 +53,7 @@ Test(cuda_kernels, count_respects_max)
 
 Test(cuda_kernels, flash_claims_what_it_was_built_for)
 {
-    const ac_kernel *k = find_cuda("cuda-flash");
+    const ac_kernel *k = ac_kernel_find("cuda-flash");
     cr_assert_not_null(k);
     cr_assert(k->caps.backward && k->backward);
     cr_assert_eq(k->caps.n_head_dims, 6);
@@ -80,7 +70,7 @@ Test(cuda_kernels, flash_claims_what_it_was_built_for)
     cr_assert_eq(k->caps.n_dv_pairs, 3);
     for (int i = 0; i < 3; i++)
         cr_assert(k->caps.dv_pairs[i][0] == pairs[i][0] && k->caps.dv_pairs[i][1] == pairs[i][1]);
-    const ac_kernel *naive = find_cuda("cuda-naive");
+    const ac_kernel *naive = ac_kernel_find("cuda-naive");
     cr_assert_not_null(naive);
     cr_assert(!naive->caps.backward && naive->backward == NULL);
     cr_assert_eq(naive->caps.variants, 0u);
@@ -91,11 +81,11 @@ Test(cuda_kernels, flash_claims_what_it_was_built_for)
  * offers (it once listed d <= 128 and no mutants). */
 Test(cuda_kernels, mutants_claim_the_forward_of_flash)
 {
-    const ac_kernel *flash = find_cuda("cuda-flash");
+    const ac_kernel *flash = ac_kernel_find("cuda-flash");
     const char *mutants[] = {"cuda-flash-mutant-race", "cuda-flash-mutant-causal-skip",
                              "cuda-flash-mutant-tail-unmasked"};
     for (int i = 0; i < 3; i++) {
-        const ac_kernel *k = find_cuda(mutants[i]);
+        const ac_kernel *k = ac_kernel_find(mutants[i]);
         cr_assert_not_null(k, "%s", mutants[i]);
         const ac_caps *a = &k->caps, *b = &flash->caps;
         cr_assert(a->dtypes == b->dtypes && a->n_head_dims == b->n_head_dims && a->max_head_dim == b->max_head_dim &&
@@ -105,7 +95,7 @@ Test(cuda_kernels, mutants_claim_the_forward_of_flash)
                   "%s claims other than cuda-flash's forward", k->name);
         cr_assert_arr_eq(a->head_dims, b->head_dims, sizeof a->head_dims, "%s", k->name);
     }
-    cr_assert_eq(find_cuda("cuda-naive")->caps.max_seqlen, 16384);
+    cr_assert_eq(ac_kernel_find("cuda-naive")->caps.max_seqlen, 16384);
 }
 
 /* Without a device, availability and allocation fail as environment errors
@@ -114,7 +104,7 @@ Test(cuda_kernels, mutants_claim_the_forward_of_flash)
 Test(cuda_kernels, device_helpers_report_env_or_round_trip)
 {
     ac_err why = {{0}};
-    const ac_kernel *k = find_cuda("cuda-flash");
+    const ac_kernel *k = ac_kernel_find("cuda-flash");
     if (!ac_cuda_present(&why)) {
         cr_assert(strlen(why.msg) > 0);
         ac_err err = {{0}};
@@ -152,7 +142,7 @@ Test(cuda_kernels, decode_and_its_mutants_claim_paged_split_decode)
     const char *names[] = {"cuda-decode", "cuda-decode-mutant-combine-no-rescale", "cuda-decode-mutant-empty-split-nan",
                            "cuda-decode-mutant-split-off-by-one", "cuda-decode-mutant-last-page-slots"};
     for (int i = 0; i < 5; i++) {
-        const ac_kernel *k = find_cuda(names[i]);
+        const ac_kernel *k = ac_kernel_find(names[i]);
         cr_assert_not_null(k, "%s", names[i]);
         cr_assert_eq(ac_kernel_find(names[i]), k, "%s is registered", names[i]);
         const ac_caps *c = &k->caps;
@@ -187,7 +177,7 @@ Test(cuda_kernels, decode_refuses_or_fails_as_env_without_a_device)
     ac_err why = {{0}};
     if (ac_cuda_present(&why))
         cr_skip_test("a CUDA device is present: attncheck-test-cuda runs cuda-decode");
-    const ac_kernel *k = find_cuda("cuda-decode");
+    const ac_kernel *k = ac_kernel_find("cuda-decode");
     int lens[2], table[6];
     ac_problem p = decode_problem(lens, table);
     ac_err err = {{0}};
