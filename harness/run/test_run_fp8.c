@@ -199,6 +199,9 @@ Test(harness_fp8, error_scale_carries_p_rounding_at_the_declared_format)
               0x1p-9 / (2 * 256 * 0x1p-8), true);
     check_e_o("v1 seed=6 b=1 hq=1 hkv=1 nq=5 nk=33 d=8 dtype=e5m2 out=bf16 descale=tensor p=bf16 dist=normal(0,1)", 1.0,
               0x1p-133 / (2 * 0x1p-8), false);
+    /* P in f16 (u_p / u = 1/8 of bf16's): O's own rounding to bf16, 1, is the term's floor */
+    check_e_o("v1 seed=8 b=1 hq=2 hkv=2 nq=4 nk=21 d=8 dtype=e4m3 out=bf16 descale=head p=f16 dist=normal(0,1)", 1.0,
+              0x1p-24 / (2 * 0x1p-8), false);
 }
 
 /* The reference rounded to bf16 everywhere, one element moved by 3 u E: the
