@@ -111,11 +111,18 @@ static void dec_fill(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const
     *bits = malloc(n * ac_dtype_size(t));
     ac_store(t, x, n, *bits);
     ac_load(t, *bits, n, x);
+    /* each stored element times its factor once: a shared page is reached from every sequence that
+     * holds it (one factor for them all: pages are shared only with descale=tensor) */
+    bool *scaled = fp8 ? calloc(n, sizeof *scaled) : NULL;
     for (int b = 0; b < p->batch && fp8; b++)
         for (int h = 0; h < heads; h++)
             for (int j = 0; j < (q_side ? ac_stored_rows(p, b, true) : ac_seqlen_k_of(p, b)); j++)
-                for (int c = 0; c < ac_tensor_dim(p, kind); c++)
-                    x[ac_tensor_index(p, kind, b, h, j, c)] *= (double)factors[ac_descale_index(p, kind, b, h, j)];
+                for (int c = 0; c < ac_tensor_dim(p, kind); c++) {
+                    const size_t at = ac_tensor_index(p, kind, b, h, j, c);
+                    if (!scaled[at])
+                        x[at] *= (double)factors[ac_descale_index(p, kind, b, h, j)], scaled[at] = true;
+                }
+    free(scaled);
     *wide = x;
 }
 
