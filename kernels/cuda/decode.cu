@@ -41,7 +41,8 @@
 // f16 from shared memory (every fp8 code is an f16 value), P rounded to f16
 // (its declared p=f16), the scores scaled by scale log2(e) dq dk and O by dv
 // (factors per tensor or per (sequence, KV head): one each per CTA); split
-// partials and the combine unchanged.  Not yet run on a GPU.
+// partials and the combine unchanged.  The fragments come from ldmatrix on the
+// fp8 rows (see dec_ldmatrix_x2's comment for the order of terms it implies).
 // The planted bugs (family.h's ACD_MUT_DEC_*) sit behind `d.p.mutant == ...`.
 #include <climits>
 #include <cmath>
@@ -276,42 +277,94 @@ __device__ __forceinline__ float dec_softmax_row(float (&s)[2][4], int r, float 
     return alpha;
 }
 
+// fp8 fragments come from ldmatrix on the fp8 rows as if they were 16-bit
+// (eight 16-byte rows a matrix; one instruction for the 16 keys of a chunk of
+// 16 dims), widened to f16 in registers.  ldmatrix hands a lane four
+// consecutive codes where the f16 operands want two pairs, so the order of
+// terms is permuted and the permutation undone where it shows:
+//   * Q K^T: within each chunk of 16 dims the lane's k slots 2t, 2t+1 | 2t+8,
+//     2t+9 (t = lane % 4) hold dims 4t, 4t+1 | 4t+2, 4t+3, for K's and Q's
+//     fragments alike (the dot product is the same sum; dec_load_qf).
+//   * P V: .trans hands a lane two dims (2g, 2g+1; g = lane / 4) of two keys
+//     (2t, 2t+1); a byte permute pairs the keys of each dim, so the chunk's
+//     first n8 block holds its even dims and the second its odd ones (dec_o_col).
+template <int N> __device__ __forceinline__ void dec_ldmatrix_x2(uint32_t (&r)[2], const void *p)
+{
+    if constexpr (N == 0)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1])
+                     : "r"(acd_smem_addr(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1])
+                     : "r"(acd_smem_addr(p)));
+}
+
 // K's B fragments (m16n8k16, row.col) for dims kk * 16..+15 of the tile's
-// keys: keys 0-7 in kf[0] (dims +0-7) and kf[1] (+8-15), keys 8-15 in kf[2], kf[3].
+// keys: keys 0-7 in kf[0] (k slots +0-7) and kf[1] (+8-15), keys 8-15 in kf[2], kf[3].
 template <typename KV, int D>
 __device__ __forceinline__ void dec_k_frag(uint32_t (&kf)[4], const typename KV::Store *sK, int kk, int lane)
 {
     using Tr = dec_tr<KV, D>;
     if constexpr (!KV::kFp8) {
         acd_ldmatrix_x4(kf, sK + ((lane / 16) * 8 + lane % 8) * Tr::kPitch + kk * 16 + ((lane / 8) % 2) * 8);
-    } else { // the lane's key lane / 4, dims 2 (lane % 4) and the next: one 16-bit load each
-        const uint8_t *row = sK + (lane / 4) * Tr::kPitch + kk * 16 + 2 * (lane % 4);
+    } else { // the lane's key lane / 4 (+ 8), dims 4t..4t+3: slots 2t, 2t+1 (low half), 2t+8, 2t+9 (high)
+        uint32_t r[2];
+        dec_ldmatrix_x2<0>(r, sK + (lane % 16) * Tr::kPitch + kk * 16);
 #pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                kf[2 * n + h] =
-                    dec_widen2<KV::kE5m2>(*reinterpret_cast<const unsigned short *>(row + 8 * n * Tr::kPitch + 8 * h));
+        for (int n = 0; n < 2; ++n) {
+            kf[2 * n] = dec_widen2<KV::kE5m2>((unsigned short)(r[n] & 0xffffu));
+            kf[2 * n + 1] = dec_widen2<KV::kE5m2>((unsigned short)(r[n] >> 16));
+        }
     }
 }
 
-// V's B fragments for dims dn * 16..+15 of P V: dims +0-7 in vf[0] (keys 0-7)
-// and vf[1] (keys 8-15), dims +8-15 in vf[2], vf[3].
+// V's B fragments for dims dn * 16..+15 of P V: the chunk's first n8 block in
+// vf[0] (keys 0-7) and vf[1] (keys 8-15), the second in vf[2], vf[3] (16-bit:
+// dims +0-7, +8-15; fp8: the even dims, the odd ones).
 template <typename KV, int D>
 __device__ __forceinline__ void dec_v_frag(uint32_t (&vf)[4], const typename KV::Store *sV, int dn, int lane)
 {
     using Tr = dec_tr<KV, D>;
     if constexpr (!KV::kFp8) {
         acd_ldmatrix_x4_trans(vf, sV + (((lane / 8) % 2) * 8 + lane % 8) * Tr::kPitch + dn * 16 + (lane / 16) * 8);
-    } else { // the lane's dim lane / 4, keys 2 (lane % 4) and the next: a byte of each key's row, paired
-        const uint8_t *col = sV + 2 * (lane % 4) * Tr::kPitch + dn * 16 + lane / 4;
+    } else { // bytes (key 2t, dim 2g), (2t, 2g+1), (2t+1, 2g), (2t+1, 2g+1): paired per dim
+        uint32_t r[2];
+        dec_ldmatrix_x2<1>(r, sV + (lane % 16) * Tr::kPitch + dn * 16);
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int n = 0; n < 2; ++n) {
+            vf[n] = dec_widen2<KV::kE5m2>((unsigned short)__byte_perm(r[n], 0u, 0x0020));
+            vf[2 + n] = dec_widen2<KV::kE5m2>((unsigned short)__byte_perm(r[n], 0u, 0x0031));
+        }
+    }
+}
+
+// The dim of O accumulator o[nb][2 r + e] of the lane (t = lane % 4).
+template <typename KV> __device__ __forceinline__ int dec_o_col(int nb, int t, int e)
+{
+    if constexpr (KV::kFp8)
+        return 16 * (nb / 2) + 4 * t + 2 * e + nb % 2;
+    return 8 * nb + 2 * t + e;
+}
+
+// Q's A fragments from the 16 rows in shared memory (16-bit; fp8: widened
+// there), for fp8 in K's permuted order of dims.
+template <typename KV, int D>
+__device__ __forceinline__ void dec_load_qf(uint32_t (&qf)[D / 16][4], const typename KV::Mma *sQ, int lane)
+{
+    using Tr = dec_tr<KV, D>;
 #pragma unroll
-            for (int n = 0; n < 2; ++n) {
-                const uint8_t *c = col + 8 * n * Tr::kPitch + 8 * h;
-                vf[2 * h + n] = dec_widen2<KV::kE5m2>((unsigned short)(c[0] | c[Tr::kPitch] << 8));
-            }
+    for (int kk = 0; kk < D / 16; ++kk) {
+        if constexpr (!KV::kFp8) {
+            acd_ldmatrix_x4(qf[kk], sQ + (lane % 16) * Tr::kQPitch + kk * 16 + (lane / 16) * 8);
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) // rows lane / 4 and + 8; dims 4t, 4t+1 in qf[.][h], 4t+2, 4t+3 in qf[.][2 + h]
+#pragma unroll
+                for (int half = 0; half < 2; ++half)
+                    qf[kk][2 * half + h] = *reinterpret_cast<const uint32_t *>(sQ + (lane / 4 + 8 * h) * Tr::kQPitch +
+                                                                               kk * 16 + 4 * (lane % 4) + 2 * half);
+        }
     }
 }
 
@@ -561,9 +614,7 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typ
     acd_cp_async_wait<ACD_DEC_STAGES - 1>(); // Q's group, the oldest
     __syncthreads();
     uint32_t qf[D / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-        acd_ldmatrix_x4(qf[kk], sQ + (lane % 16) * Tr::kQPitch + kk * 16 + (lane / 16) * 8);
+    dec_load_qf<KV, D>(qf, sQ, lane);
     float sc, o_scale;
     dec_descales<KV>(d, b, hk, sc, o_scale);
 
@@ -616,14 +667,18 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typ
         for (int dn = 0; dn < D / 8; ++dn)
 #pragma unroll
             for (int e = 0; e < 2; ++e)
-                sO[(warp * ACD_DEC_ROWS + row) * D + 8 * dn + 2 * (lane % 4) + e] = o[dn][2 * r + e] * f;
+                sO[(warp * ACD_DEC_ROWS + row) * D + dec_o_col<KV>(dn, lane % 4, e)] = o[dn][2 * r + e] * f;
     }
     __syncthreads();
     dec_write_rows<typename KV::Out, D>(d, O, LSE, b, hk, rb, s, nq, sO, sM, sL, o_scale, tid);
 }
 
+// Two CTAs an SM for 16-bit K/V (their shared memory allows no more at d = 128);
+// three for fp8, whose tiles are half the bytes for the same math: 166 registers
+// and 12 warps an SM hide more of it (H200, B = 8 and 32 at 16-128k, one visit:
+// 7-13% faster than two; four, at 128 registers, spill and ran 2-10% slower).
 template <typename KV, int D>
-__global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
+__global__ void __launch_bounds__(ACD_DEC_THREADS, KV::kFp8 ? 3 : 2)
     dec_split_kernel(acd_dec_params d, const typename KV::Store *__restrict__ Q,
                      const typename KV::Store *__restrict__ K, const typename KV::Store *__restrict__ V,
                      typename KV::Out *__restrict__ O, float *__restrict__ LSE)
