@@ -258,9 +258,10 @@ static const char *const good_lines[] = {
 
 Test(harness_fp8, correct_fp8_kernels_pass_every_line_within_the_budgets)
 {
-    static const char *const kernels[] = {"cpu-flash-fp8", "cpu-flash-fp8-pbf16", "cpu-flash-fp8-acc13"},
-                             *const p_fmt[] = {"e4m3", "bf16", "e4m3 acc=e8m13"};
-    for (int k = 0; k < 3; k++)
+    static const char *const kernels[] = {"cpu-flash-fp8", "cpu-flash-fp8-pbf16", "cpu-flash-fp8-pf16",
+                                          "cpu-flash-fp8-acc13"},
+                             *const p_fmt[] = {"e4m3", "bf16", "f16", "e4m3 acc=e8m13"};
+    for (int k = 0; k < 4; k++)
         for (size_t i = 0; i < sizeof good_lines / sizeof good_lines[0]; i++) {
             char line[512];
             snprintf(line, sizeof line, good_lines[i], p_fmt[k]);
