@@ -17,8 +17,9 @@
 #   --wrong must also fail its check_wrong.txt)
 #   (step "fp8", not in the defaults: cuda-flash-fp8's tests, memcheck, fuzz --cases 3000, prove --base
 #   cuda-flash-fp8 --cases 200, and `bench --fp8`: its forward TFLOP/s beside cuda-flash bf16 at d = 128, 64; d = 256 alone)
-#   (step "decode", not in the defaults: cuda-decode's tests, memcheck, racecheck and synccheck on the small ones, fuzz
-#   --profile decode --cases ${DECODE_CASES:-3000} --jobs 8, prove --base cuda-decode --cases
+#   (step "decode", not in the defaults: cuda-decode's and cuda-decode-fp8's tests, memcheck, racecheck and synccheck
+#   on the small ones, fuzz --profile decode --cases ${DECODE_CASES:-3000} --jobs 8 (cuda-decode-fp8:
+#   ${DECODE_FP8_CASES:-1000}), prove --base cuda-decode --cases
 #   ${DECODE_PROVE_CASES:-200} --clean-cases ${DECODE_PROVE_CLEAN:-300}, `bench --decode` (HBM bandwidth) and
 #   ci/torch_decode_bench.py beside it; DECODE_FUZZ_ARGS adds fuzz options, e.g. --max-seqlen 16384;
 #   DECODE_PARTS a subset of "test sanitize fixtures fuzz prove bench torch")
@@ -300,18 +301,26 @@ SPECS
             ACD_DEC_NO_PDL=1 "$test_cuda" cuda-decode >"$OUT/decode-test-no-pdl.log" 2>&1
             record decode-test-no-pdl $?
             tail -n 1 "$OUT/decode-test-no-pdl.log"
+            "$test_cuda" cuda-decode-fp8 >"$OUT/decode-fp8-test.log" 2>&1
+            record decode-fp8-test $?
+            tail -n 12 "$OUT/decode-fp8-test.log"
         fi
         if [ -n "$test_cuda" ] && [[ $parts == *" sanitize "* ]] && command -v compute-sanitizer >/dev/null; then
             for tool in memcheck racecheck synccheck; do
-                compute-sanitizer --tool $tool --error-exitcode 9 "$test_cuda" --small cuda-decode >"$OUT/decode-$tool.log" 2>&1
-                record "decode-$tool" $?
-                tail -n 2 "$OUT/decode-$tool.log"
+                for k in cuda-decode cuda-decode-fp8; do
+                    compute-sanitizer --tool $tool --error-exitcode 9 "$test_cuda" --small $k >"$OUT/$k-$tool.log" 2>&1
+                    record "$k-$tool" $?
+                    tail -n 2 "$OUT/$k-$tool.log"
+                done
             done
         fi
         if [ -f "$dir/fixtures/decode.cases" ] && [[ $parts == *" fixtures "* ]]; then # outside its claims: skipped
             "$attncheck" run "$dir/fixtures/decode.cases" --kernel cuda-decode >"$OUT/decode-fixtures.log" 2>&1
             record decode-fixtures $?
             grep -E "^(FAIL|ERROR)|cases, " "$OUT/decode-fixtures.log" | head -n 10
+            "$attncheck" run "$dir/fixtures/fp8.cases" --kernel cuda-decode-fp8 >"$OUT/decode-fp8-fixtures.log" 2>&1
+            record decode-fp8-fixtures $?
+            grep -E "^(FAIL|ERROR)|cases, " "$OUT/decode-fp8-fixtures.log" | head -n 10
         fi
         if has_cmd fuzz && [[ $parts == *" fuzz "* ]]; then
             # shellcheck disable=SC2086  # DECODE_FUZZ_ARGS is a list of options
@@ -319,6 +328,11 @@ SPECS
                 --json "$OUT/decode-fuzz.jsonl" >"$OUT/decode-fuzz.log" 2>&1
             record decode-fuzz $?
             tail -n 5 "$OUT/decode-fuzz.log"
+            # shellcheck disable=SC2086
+            "$attncheck" fuzz --kernel cuda-decode-fp8 --profile decode --cases "${DECODE_FP8_CASES:-1000}" --jobs 8 \
+                ${DECODE_FUZZ_ARGS:-} --json "$OUT/decode-fp8-fuzz.jsonl" >"$OUT/decode-fp8-fuzz.log" 2>&1
+            record decode-fp8-fuzz $?
+            tail -n 5 "$OUT/decode-fp8-fuzz.log"
         fi
         if has_cmd prove && [[ $parts == *" prove "* ]]; then
             # every cuda- mutant runs (the family prefix); the base's clean cases: DECODE_PROVE_CLEAN
@@ -331,6 +345,9 @@ SPECS
             # shellcheck disable=SC2086
             "$test_cuda" --bench --decode ${BENCH_ARGS:-} 2>&1 | tee "$OUT/decode-bench.log"
             record decode-bench "${PIPESTATUS[0]}"
+            # shellcheck disable=SC2086
+            "$test_cuda" --bench --decode --fp8 ${BENCH_ARGS:-} 2>&1 | tee "$OUT/decode-fp8-bench.log"
+            record decode-fp8-bench "${PIPESTATUS[0]}"
         fi
         script="$here/ci/torch_decode_bench.py"; [ -f "$script" ] || script="$dir/ci/torch_decode_bench.py"
         if [[ $parts == *" torch "* ]]; then

@@ -32,7 +32,7 @@ step "unit tests (Criterion)"
 "$b/attncheck-tests" --jobs=2
 
 step "fixtures: the regression corpus"
-for k in cpu-flash cpu-flash-128x64 ref-fp64 cpu-flash-fp8 cpu-flash-fp8-acc13; do
+for k in cpu-flash cpu-flash-128x64 ref-fp64 cpu-flash-fp8 cpu-flash-fp8-pf16 cpu-flash-fp8-acc13; do
   "$b/harness/attncheck" run fixtures --kernel "$k" --quiet >"$b/fixtures-$k.log" ||
     { cat "$b/fixtures-$k.log"; exit 1; }
   echo "fixtures on $k: $(grep -m1 ' cases, ' "$b/fixtures-$k.log")"

@@ -7,7 +7,7 @@
  *   the running max m and denominator l in f32 (l sums the unquantised P~);
  *   P~ = exp(S - m) rounded to the declared format: e4m3 as sigma P~ with
  *   sigma = 448 (the row's running max lands on e4m3's largest value), or
- *   bf16 (cpu-flash-fp8-pbf16: only QK^T in fp8, P kept at 16 bits);
+ *   bf16 (cpu-flash-fp8-pbf16: only QK^T in fp8, P kept at 16 bits; -pf16 the same in f16);
  *   the P V partial sums of a tile in f32 over the raw V codes, multiplied by
  *   V's descale per run of keys sharing one factor (a block boundary may
  *   fall inside a tile), then added to the rescaled accumulator;
@@ -247,6 +247,8 @@ static const ac_kernel fp8_kernels[] = {
                "rounded to e4m3, PV in f32 with V's descale per run of keys"),
     FP8_KERNEL("cpu-flash-fp8-pbf16", AC_BF16, FP8_CORRECT,
                "fp8 QK^T and PV operands, P kept in bf16 (the other common recipe)"),
+    FP8_KERNEL("cpu-flash-fp8-pf16", AC_F16, FP8_CORRECT,
+               "fp8 QK^T and PV operands, P kept in f16 (cuda-decode-fp8's recipe: codes widened exactly to f16)"),
     FP8_KERNEL_QK(
         "cpu-flash-fp8-acc13", AC_E4M3, FP8_CORRECT, AC_FP8_ACC_HOPPER,
         "cpu-flash-fp8 with QK^T and PV accumulated as Hopper's fp8 tensor cores do (e8m13, truncated every 32 "

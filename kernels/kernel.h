@@ -64,6 +64,9 @@ typedef struct {
     /* fp8: the fp8 products' accumulator, which the case's acc= must name: 0 = f32; b = fraction bits of a running sum
        truncated every AC_FP8_ACC_STEP products (ref.h; Hopper's fp8 tensor cores: AC_FP8_ACC_HOPPER) */
     int fp8_acc_bits;
+    /* fp8: descale factors per tensor or per (batch, kv head) only: a case's descale=block(N) is not supported
+       (false, the default: every granularity of ref.h's descale_rows) */
+    bool fp8_no_block_descale;
 } ac_caps;
 
 /* dropout_mask (with dropout, else NULL): the keep mask the forward drew, one bit
@@ -140,7 +143,7 @@ int ac_dev_sync_kernel(ac_err *err);
 extern const ac_kernel ac_kernel_ref_fp64; /* kernels/ref_kernel.c: the fp64 reference rounded to dtype */
 /* kernels/cpu_flash.c: cpu-flash (64x64 and 128x64 tiles) and its mutants */
 size_t ac_cpu_flash_kernels(const ac_kernel **out, size_t max);
-/* kernels/cpu_flash_fp8.c: cpu-flash-fp8 (e4m3/e5m2 forward, P in e4m3; -pbf16: P in bf16) and its mutants */
+/* kernels/cpu_flash_fp8.c: cpu-flash-fp8 (e4m3/e5m2 forward, P in e4m3; -pbf16, -pf16: P in bf16, f16) and its mutants */
 size_t ac_cpu_flash_fp8_kernels(const ac_kernel **out, size_t max);
 /* kernels/cuda/: cuda-flash, cuda-naive and the CUDA mutants (none when built without CUDA) */
 size_t ac_cuda_kernels(const ac_kernel **out, size_t max);

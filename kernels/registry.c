@@ -163,6 +163,10 @@ int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool
     if (ac_problem_is_fp8(p) && p->fp8_p != p_fmt)
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' rounds P to %s, the case says p=%s", k->name,
                        ac_dtype_name(p_fmt), ac_dtype_name(p->fp8_p));
+    if (ac_problem_is_fp8(p) && c->fp8_no_block_descale && p->descale_rows > 0)
+        return ac_fail(err, AC_ERR_INPUT,
+                       "kernel '%s' takes descale factors per tensor or per (batch, kv head), not descale=block(%d)",
+                       k->name, p->descale_rows);
     if (ac_problem_is_fp8(p) && p->fp8_acc_bits != c->fp8_acc_bits) {
         char said[16] = "f32", has[16] = "f32";
         if (p->fp8_acc_bits > 0)

@@ -64,7 +64,7 @@ typedef struct {
     double dbias_factor, dbias_tau; /* u_t / u_b and tau_b: dBias is stored in the bias's dtype b */
     double p_floor; /* rho tau_f32 = eta_f32 / 2u: a kernel's f32 P below the subnormals, in units of u */
     bool fp8; /* fp8 inputs: E_O's P term at the declared format (fp8_weight) */
-    double p_rel, p_tau; /* u_p / u, and P's floor eta_p / 2u (fp8 P: / sigma_min, times the row's max P) */
+    double p_rel, p_tau; /* max(1, u_p / u), and P's floor eta_p / 2u (fp8 P: / sigma_min, times the row's max P) */
 } scale_job;
 
 /* One worker's block buffers: probabilities, the O, dV and dQ/dK weights, the
@@ -193,7 +193,8 @@ static void pair_g_rows(const scale_job *job, const scale_pair *pr)
  * its f32 accumulator (per block: to each tile's partial sum, then added):
  * two f32 roundings, 2 rho.  The row's normaliser l is the unquantised f32
  * sum, as for the other dtypes:
- *   weight_O = P_ij (u_p / u + 2 rho + rho (G_ij + g_i)) + tau_p (fp8 P: tau_p max_k P_ik) */
+ *   weight_O = P_ij (max(1, u_p / u) + 2 rho + rho (G_ij + g_i)) + tau_p (fp8 P: tau_p max_k P_ik)
+ * (the 1: O's own rounding to the output dtype, when P is kept finer than O). */
 static void fp8_weights_o(const scale_job *job, const scale_pair *pr)
 {
     int cols = pr->jhi - pr->jlo;
@@ -609,7 +610,9 @@ int ref_error_scales_dbias(const ac_problem *p, ac_dtype t, const double *q, con
                      0.0};
     if (fp8) {
         double sigma = ac_dtype_is_fp8(p->fp8_p) ? AC_FP8_P_SIGMA_MIN : 1.0;
-        job.p_rel = ac_unit_roundoff(p->fp8_p) / ac_unit_roundoff(t);
+        /* At least 1: O's own rounding to the output dtype (u |O| <= u sum P |V|), which a P kept
+         * finer than the output (p=f16, out=bf16: u_p / u = 1/8) does not cover. */
+        job.p_rel = fmax(1.0, ac_unit_roundoff(p->fp8_p) / ac_unit_roundoff(t));
         job.p_tau = ac_min_subnormal(p->fp8_p) / (2.0 * sigma * ac_unit_roundoff(t));
     }
     if (alloc_job(&job, workers)) {

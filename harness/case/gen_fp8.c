@@ -2,7 +2,8 @@
  * the case's dtype is e4m3/e5m2 (a kernel claiming only fp8 dtypes), from a
  * stream of its own so the plain draws never move:
  *   out      bf16 75, f16 25;
- *   descale  tensor 35, head 35, block(64) 15, block(128) 15;
+ *   descale  tensor 35, head 35, block(64) 15, block(128) 15 (tensor and head
+ *            alike for a kernel that takes no blocks: caps.fp8_no_block_descale);
  *   p        the kernel's declared format (caps.fp8_p: P's format is the
  *            kernel's property, not the case's);
  *   dist     fa3(0.001,10) (FlashAttention-3's accuracy setup) in 20% of the
@@ -27,7 +28,7 @@ void case_fp8_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, 
     static const int out_w[] = {75, 25}, descale_w[] = {35, 35, 15, 15};
     static const int descales[] = {AC_DESCALE_TENSOR, AC_DESCALE_HEAD, 64, 128};
     c->out_dtype = case_rng_pick(&r, out_w, 2) == 0 ? AC_BF16 : AC_F16;
-    c->descale_rows = descales[case_rng_pick(&r, descale_w, 4)];
+    c->descale_rows = descales[case_rng_pick(&r, descale_w, caps->fp8_no_block_descale ? 2 : 4)];
     c->p_dtype = caps->fp8_p == AC_F32 ? AC_E4M3 : caps->fp8_p;
     c->acc_bits = caps->fp8_acc_bits;
     if (c->dist == AC_DIST_DOMINANT || (int)(case_rng_u64(&r) % 100) < 20)

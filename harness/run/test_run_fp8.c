@@ -199,6 +199,9 @@ Test(harness_fp8, error_scale_carries_p_rounding_at_the_declared_format)
               0x1p-9 / (2 * 256 * 0x1p-8), true);
     check_e_o("v1 seed=6 b=1 hq=1 hkv=1 nq=5 nk=33 d=8 dtype=e5m2 out=bf16 descale=tensor p=bf16 dist=normal(0,1)", 1.0,
               0x1p-133 / (2 * 0x1p-8), false);
+    /* P in f16 (u_p / u = 1/8 of bf16's): O's own rounding to bf16, 1, is the term's floor */
+    check_e_o("v1 seed=8 b=1 hq=2 hkv=2 nq=4 nk=21 d=8 dtype=e4m3 out=bf16 descale=head p=f16 dist=normal(0,1)", 1.0,
+              0x1p-24 / (2 * 0x1p-8), false);
 }
 
 /* The reference rounded to bf16 everywhere, one element moved by 3 u E: the
@@ -255,9 +258,10 @@ static const char *const good_lines[] = {
 
 Test(harness_fp8, correct_fp8_kernels_pass_every_line_within_the_budgets)
 {
-    static const char *const kernels[] = {"cpu-flash-fp8", "cpu-flash-fp8-pbf16", "cpu-flash-fp8-acc13"},
-                             *const p_fmt[] = {"e4m3", "bf16", "e4m3 acc=e8m13"};
-    for (int k = 0; k < 3; k++)
+    static const char *const kernels[] = {"cpu-flash-fp8", "cpu-flash-fp8-pbf16", "cpu-flash-fp8-pf16",
+                                          "cpu-flash-fp8-acc13"},
+                             *const p_fmt[] = {"e4m3", "bf16", "f16", "e4m3 acc=e8m13"};
+    for (int k = 0; k < 4; k++)
         for (size_t i = 0; i < sizeof good_lines / sizeof good_lines[0]; i++) {
             char line[512];
             snprintf(line, sizeof line, good_lines[i], p_fmt[k]);

@@ -425,7 +425,8 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
     printf("# attncheck bench v1 on %s (sm_%d%d, %d SMs; L2 %d MiB, flushed before each timed run)\n", prop.name,
            prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     if (fp8 || decode) {
-        const int s = fp8 ? acd_bench_fp8(o.quick, &err) : acd_bench_decode(o.quick, &err);
+        // --decode --fp8: cuda-decode-fp8's table (an e4m3 KV cache); --fp8 alone: the fp8 forward's rows
+        const int s = decode ? acd_bench_decode(o.quick, fp8, &err) : acd_bench_fp8(o.quick, &err);
         if (s != AC_OK)
             fprintf(stderr, "attncheck bench: %s\n", err.msg);
         return s;

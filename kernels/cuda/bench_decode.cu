@@ -10,6 +10,8 @@
 // warm-up, with the L2 flushed (by reading a buffer twice its size: clean lines) before every timed run.  Printed as a Markdown
 // table, after the figure of a plain streaming read (the practical ceiling);
 // ci/torch_decode_bench.py reads it for the ratio to PyTorch SDPA.
+// With fp8 (`bench --decode --fp8`) the same table for cuda-decode-fp8: Q, K
+// and V in e4m3 with one descale factor each, O in bf16, half the bytes.
 // ACD_DEC_BENCH_SHAPES="B:Nk:page[:splits] ..." runs only the listed rows
 // (page 0: K and V contiguous (B, Hkv, Nk, d); splits: the hint, else auto),
 // for a developer's comparisons.
@@ -116,14 +118,36 @@ void bd_free(bd_buffers &x)
     x.lse = nullptr;
 }
 
-int bd_alloc_fill(void **dev, size_t elems, unsigned seed, ac_err *err)
+// Hash-based e4m3 codes of magnitude below 2 (exponent field <= 7: never NaN), never all zero.
+__global__ void bd_fill_e4m3(unsigned char *x, size_t n, unsigned seed)
 {
-    int st = ac_dev_alloc(dev, elems * sizeof(__nv_bfloat16), err);
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)k * 2654435761u ^ seed;
+        h ^= h >> 16, h *= 0x7feb352du, h ^= h >> 15, h *= 0x846ca68bu, h ^= h >> 16;
+        x[k] = (unsigned char)((h & 0xbf) | 0x08); // sign, exponent 1..7, mantissa
+    }
+}
+
+int bd_alloc_fill(void **dev, ac_dtype t, size_t elems, unsigned seed, ac_err *err)
+{
+    int st = ac_dev_alloc(dev, elems * ac_dtype_size(t), err);
     if (st != AC_OK)
         return st;
-    bd_fill<<<1024, 256>>>((__nv_bfloat16 *)*dev, elems, seed);
+    if (t == AC_E4M3)
+        bd_fill_e4m3<<<1024, 256>>>((unsigned char *)*dev, elems, seed);
+    else
+        bd_fill<<<1024, 256>>>((__nv_bfloat16 *)*dev, elems, seed);
     ACD_CHECK_LAUNCH(err, "bd_fill");
     return AC_OK;
+}
+
+// fp8: one descale factor per tensor (1/64: the codes' values times it), O in bf16, P in f16.
+const float bd_descales[3] = {1.f / 64, 1.f / 64, 1.f / 64};
+
+void bd_make_fp8(ac_problem &pr)
+{
+    pr.fp8_out = AC_BF16, pr.fp8_p = AC_F16, pr.descale_rows = AC_DESCALE_TENSOR;
+    pr.descale_q = &bd_descales[0], pr.descale_k = &bd_descales[1], pr.descale_v = &bd_descales[2];
 }
 
 // The decode problem: B sequences of nk keys in pages of `page` keys, the table a shuffle of every page;
@@ -151,13 +175,13 @@ ac_problem bd_problem(int B, int nk, int page, std::vector<int> &table, std::vec
 }
 
 // Milliseconds of each timed launch of the plan (the L2 flushed before each).
-int bd_time(const acd_decode_plan &plan, const ac_fwd_args *fa, void *flush, size_t flush_bytes, int reps,
+int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void *flush, size_t flush_bytes, int reps,
             std::vector<float> *ms, ac_err *err)
 {
     cudaEvent_t a = nullptr, b = nullptr;
     ACD_CHECK(err, cudaEventCreate(&a));
     ACD_CHECK(err, cudaEventCreate(&b));
-    int st = acd_decode_launch(plan, AC_BF16, fa, 0, err); // warm-up
+    int st = acd_decode_launch(plan, t, fa, 0, err); // warm-up
     for (int r = 0; r < reps && st == AC_OK; ++r) {
         // The flush (tens of microseconds) runs while the launches below are queued: no host gap is timed.
         // Its last 16 bytes are the sink, outside the part it reads.
@@ -170,7 +194,7 @@ int bd_time(const acd_decode_plan &plan, const ac_fwd_args *fa, void *flush, siz
             st = ac_fail(err, AC_ERR_ENV, "bench flush/event failed: %s", cudaGetErrorString(e));
             break;
         }
-        if ((st = acd_decode_launch(plan, AC_BF16, fa, 0, err)) != AC_OK)
+        if ((st = acd_decode_launch(plan, t, fa, 0, err)) != AC_OK)
             break;
         float t = 0.f;
         e = cudaEventRecord(b, 0);
@@ -187,13 +211,15 @@ int bd_time(const acd_decode_plan &plan, const ac_fwd_args *fa, void *flush, siz
     return st;
 }
 
-int bd_row(int B, int nk, int page, int splits, double peak_gbs, void *flush, size_t flush_bytes, bool quick,
-           ac_err *err)
+int bd_row(ac_dtype t, int B, int nk, int page, int splits, double peak_gbs, void *flush, size_t flush_bytes,
+           bool quick, ac_err *err)
 {
     std::vector<int> table, lens;
     ac_problem pr = bd_problem(B, nk, page, table, lens);
     pr.num_splits = splits; // 0: auto
-    const size_t kv_elems = ac_kv_elems(&pr), kv_bytes = 2 * kv_elems * sizeof(__nv_bfloat16);
+    if (t == AC_E4M3)
+        bd_make_fp8(pr);
+    const size_t kv_elems = ac_kv_elems(&pr), kv_bytes = 2 * kv_elems * ac_dtype_size(t);
     size_t free_b = 0, total_b = 0;
     ACD_CHECK(err, cudaMemGetInfo(&free_b, &total_b));
     if (kv_bytes + ((size_t)512 << 20) > free_b) {
@@ -201,11 +227,11 @@ int bd_row(int B, int nk, int page, int splits, double peak_gbs, void *flush, si
         return AC_OK;
     }
     bd_buffers x;
-    int st = bd_alloc_fill(&x.q, ac_q_elems(&pr), 1, err);
+    int st = bd_alloc_fill(&x.q, t, ac_q_elems(&pr), 1, err);
     if (st == AC_OK)
-        st = bd_alloc_fill(&x.k, kv_elems, 2, err);
+        st = bd_alloc_fill(&x.k, t, kv_elems, 2, err);
     if (st == AC_OK)
-        st = bd_alloc_fill(&x.v, kv_elems, 3, err);
+        st = bd_alloc_fill(&x.v, t, kv_elems, 3, err);
     if (st == AC_OK)
         st = ac_dev_alloc(&x.o, ac_o_elems(&pr) * sizeof(__nv_bfloat16), err);
     if (st == AC_OK)
@@ -213,11 +239,11 @@ int bd_row(int B, int nk, int page, int splits, double peak_gbs, void *flush, si
     acd_decode_plan plan;
     bool planned = false;
     if (st == AC_OK)
-        planned = (st = acd_decode_prepare(&pr, AC_BF16, ACD_MUT_NONE, &plan, err)) == AC_OK;
+        planned = (st = acd_decode_prepare(&pr, t, ACD_MUT_NONE, &plan, err)) == AC_OK;
     std::vector<float> ms;
     if (st == AC_OK) {
         const ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse, nullptr};
-        st = bd_time(plan, &fa, flush, flush_bytes, quick ? 5 : (kv_bytes > ((size_t)4 << 30) ? 10 : 30), &ms, err);
+        st = bd_time(plan, t, &fa, flush, flush_bytes, quick ? 5 : (kv_bytes > ((size_t)4 << 30) ? 10 : 30), &ms, err);
     }
     if (st == AC_OK)
         st = ac_dev_sync(err);
@@ -235,7 +261,8 @@ int bd_row(int B, int nk, int page, int splits, double peak_gbs, void *flush, si
 }
 
 // The rows of a "B:Nk:page[:splits] ..." list (no splits: auto); a malformed entry is refused.
-int bd_rows_listed(const char *list, double peak_gbs, void *flush, size_t flush_bytes, bool quick, ac_err *err)
+int bd_rows_listed(ac_dtype t, const char *list, double peak_gbs, void *flush, size_t flush_bytes, bool quick,
+                   ac_err *err)
 {
     for (const char *c = list; *c;) {
         int B = 0, nk = 0, page = -1, splits = 0, used = 0;
@@ -246,7 +273,7 @@ int bd_rows_listed(const char *list, double peak_gbs, void *flush, size_t flush_
             return ac_fail(err, AC_ERR_INPUT, "ACD_DEC_BENCH_SHAPES: '%s': splits is not a positive count", c);
         if (*c == ':')
             c += used;
-        const int st = bd_row(B, nk, page, splits, peak_gbs, flush, flush_bytes, quick, err);
+        const int st = bd_row(t, B, nk, page, splits, peak_gbs, flush, flush_bytes, quick, err);
         if (st != AC_OK)
             return st;
         while (*c == ' ' || *c == ',')
@@ -257,16 +284,18 @@ int bd_rows_listed(const char *list, double peak_gbs, void *flush, size_t flush_
 
 } // namespace
 
-extern "C" int acd_bench_decode(bool quick, ac_err *err)
+extern "C" int acd_bench_decode(bool quick, bool fp8, ac_err *err)
 {
     int clock_khz = 0, bus_bits = 0, l2_bytes = 0;
     ACD_CHECK(err, cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0));
     ACD_CHECK(err, cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
     ACD_CHECK(err, cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
     const double peak_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9; // double data rate
-    printf("\n## cuda-decode: bf16, d = %d, Hq = %d, Hkv = %d (GQA 8:1), Nq = 1, causal-br, paged; peak HBM %.0f GB/s "
+    const ac_dtype t = fp8 ? AC_E4M3 : AC_BF16;
+    printf("\n## %s: %s, d = %d, Hq = %d, Hkv = %d (GQA 8:1), Nq = 1, causal-br, paged; peak HBM %.0f GB/s "
            "(memory clock %d MHz, bus %d bits); split + combine kernels, median, L2 flushed\n\n",
-           BD_D, BD_HQ, BD_HKV, peak_gbs, clock_khz / 1000, bus_bits);
+           fp8 ? "cuda-decode-fp8" : "cuda-decode", fp8 ? "e4m3 Q, K, V (descale per tensor), O bf16" : "bf16", BD_D,
+           BD_HQ, BD_HKV, peak_gbs, clock_khz / 1000, bus_bits);
     const double stream = bd_stream_gbs((size_t)l2_bytes, err);
     if (stream > 0)
         printf("A plain streaming read (16-byte loads, %.1f GiB) reaches %.0f GB/s, %.1f%% of that peak.\n\n",
@@ -277,15 +306,16 @@ extern "C" int acd_bench_decode(bool quick, ac_err *err)
     int st = ac_dev_alloc(&flush, flush_bytes, err);
     if (st == AC_OK && cudaMemset(flush, 1, flush_bytes) != cudaSuccess) // once: the flush reads it
         st = ac_fail(err, AC_ERR_ENV, "bench: cudaMemset of the flush buffer failed");
-    if (const char *only = getenv("ACD_DEC_BENCH_SHAPES")) // a developer's subset: "B:Nk:page ..." (page 0: contiguous)
-        st = bd_rows_listed(only, peak_gbs, flush, flush_bytes, quick, err);
+    const char *only = getenv("ACD_DEC_BENCH_SHAPES"); // a developer's subset: "B:Nk:page ..." (page 0: contiguous)
+    if (only)
+        st = bd_rows_listed(t, only, peak_gbs, flush, flush_bytes, quick, err);
     const int pages[] = {16, 128}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536, 131072};
     for (int page : pages)
         for (int B : batches)
             for (int nk : lengths) {
-                if (st != AC_OK || getenv("ACD_DEC_BENCH_SHAPES") || (quick && (nk != 16384 || (B != 1 && B != 32))))
+                if (st != AC_OK || only || (quick && (nk != 16384 || (B != 1 && B != 32))))
                     continue;
-                st = bd_row(B, nk, page, 0, peak_gbs, flush, flush_bytes, quick, err);
+                st = bd_row(t, B, nk, page, 0, peak_gbs, flush, flush_bytes, quick, err);
             }
     ac_dev_free(flush);
     return st;

@@ -223,6 +223,25 @@ template <> struct acd_tc<__nv_bfloat16> {
     }
 };
 
+// ---- CTA-wide reductions ----
+// v over the CTA by op (a sum or a max), every thread receiving the result: the
+// warps' shuffles, then warp 0's .. the last warp's partials in order (the same
+// order on every call, so a row's result does not move between runs).
+// scratch: a float per warp in shared memory; every thread of the CTA calls it.
+template <typename Op> __device__ __forceinline__ float acd_cta_reduce(float v, float *scratch, Op op)
+{
+    for (int k = 16; k > 0; k /= 2)
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, k));
+    __syncthreads(); // scratch's previous use is over
+    if (threadIdx.x % 32 == 0)
+        scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    float r = scratch[0];
+    for (int w = 1; w < (int)(blockDim.x / 32); ++w)
+        r = op(r, scratch[w]);
+    return r;
+}
+
 // ---- accumulator tiles ----
 // A tensor-core product's f32 result, per warp 16 rows x N columns, is held as
 // float x[N / 8][4]: lane 4g + t holds x[n][e] = row g + 8 (e / 2),

@@ -35,9 +35,18 @@
 // the checks, staging and the split count (the hint, clamped, or auto from
 // the shape: acd_decode_splits, FlashAttention-2's wave-efficiency rule over
 // the CTAs that hold keys) decode_host.cu.
+// cuda-decode-fp8 runs the same kernels on e4m3/e5m2 (the dec_kv8 policy):
+// K/V tiles copied as fp8 bytes (16 codes a copy, rows of D bytes), Q widened
+// to f16 into shared memory once, K's and V's mma fragments widened exactly to
+// f16 from shared memory (every fp8 code is an f16 value), P rounded to f16
+// (its declared p=f16), the scores scaled by scale log2(e) dq dk and O by dv
+// (factors per tensor or per (sequence, KV head): one each per CTA); split
+// partials and the combine unchanged.  The fragments come from ldmatrix on the
+// fp8 rows (see dec_ldmatrix_x2's comment for the order of terms it implies).
 // The planted bugs (family.h's ACD_MUT_DEC_*) sit behind `d.p.mutant == ...`.
 #include <climits>
 #include <cmath>
+#include <cuda_fp8.h>
 
 #include "decode.cuh"
 #include "mask.cuh"
@@ -46,20 +55,47 @@
 namespace
 {
 
-template <int D> struct dec_traits {
-    static constexpr int kPitch = D + 8; // shared row pitch: 16 bytes of padding keep ldmatrix conflict-free
-    static constexpr int kChunks = D / 8; // 16-byte chunks per row
+// Tiles of D-dim rows of kElemBytes-byte elements (2: f16/bf16; 1: fp8 codes).
+template <int D, int kElemBytes = 2> struct dec_traits {
+    static constexpr int kVec = 16 / kElemBytes; // elements per 16-byte chunk
+    static constexpr int kPitch = D + kVec; // shared row pitch: 16 bytes of padding keep ldmatrix conflict-free
+    static constexpr int kQPitch = D + 8; // Q's rows: 16-bit mma operands (fp8 codes widened)
+    static constexpr int kChunks = D / kVec; // 16-byte chunks per row
     static constexpr int kRowsPerPass = 32 / kChunks; // rows one copy instruction of the warp covers
     static constexpr int kRowsPerLane = ACD_DEC_TILE / kRowsPerPass;
     static constexpr int kStageElems = 2 * ACD_DEC_TILE * kPitch; // K's tile, then V's
     static constexpr int kWarpElems = ACD_DEC_STAGES * kStageElems;
-    template <typename T> static constexpr size_t smem_bytes()
-    {
-        return sizeof(T) * ((size_t)ACD_DEC_ROWS * kPitch + (size_t)ACD_DEC_WARPS * kWarpElems);
-    }
+    static constexpr size_t kSmemBytes =
+        2 * (size_t)ACD_DEC_ROWS * kQPitch + (size_t)kElemBytes * ACD_DEC_WARPS * kWarpElems;
     // The warps' f32 O tiles merge in the stages' space once the loop is done.
-    static_assert(sizeof(float) * ACD_DEC_WARPS * ACD_DEC_ROWS * D <= 2 * ACD_DEC_WARPS * kWarpElems, "merge area");
+    static_assert(sizeof(float) * ACD_DEC_WARPS * ACD_DEC_ROWS * D <= (size_t)kElemBytes * ACD_DEC_WARPS * kWarpElems,
+                  "merge area");
 };
+
+// What the split kernel reads and computes in.  cuda-decode: T throughout.
+// cuda-decode-fp8: e4m3/e5m2 codes, widened exactly to f16 (every code is an
+// f16 value) for the tensor cores, O in bf16 or f16.
+template <typename T> struct dec_kv16 {
+    using Store = T;
+    using Mma = T;
+    using Out = T;
+    static constexpr bool kFp8 = false;
+};
+template <bool E5m2, typename O> struct dec_kv8 {
+    using Store = uint8_t;
+    using Mma = __half;
+    using Out = O;
+    static constexpr bool kFp8 = true, kE5m2 = E5m2;
+};
+template <typename KV, int D> using dec_tr = dec_traits<D, (int)sizeof(typename KV::Store)>;
+
+// Two fp8 codes (the lower byte first) as an f16x2 register (the lower half
+// first), exactly: cvt.rn.f16x2.e4m3x2 / e5m2x2 on sm_89+.
+template <bool E5m2> __device__ __forceinline__ uint32_t dec_widen2(unsigned short two)
+{
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)two, E5m2 ? __NV_E5M2 : __NV_E4M3);
+    return (uint32_t)h.x | (uint32_t)h.y << 16;
+}
 
 // ---- keys: the split's range, each row's visible range, where a key lives ----
 
@@ -130,11 +166,10 @@ __device__ __forceinline__ int dec_page_of(const acd_dec_params &d, int j)
 // The page ids (contiguous K/V: 0) of the lane's rows of the tile at key j0;
 // -1 for keys outside [ka, kb), which are not read.  A tile inside one page
 // (P a multiple of 16: tiles start at multiples of 16) needs one table entry.
-template <int D>
+template <typename Tr>
 __device__ __forceinline__ void dec_tile_pages(const acd_dec_params &d, int b, int j0, int ka, int kb, int lane,
-                                               int (&pg)[dec_traits<D>::kRowsPerLane])
+                                               int (&pg)[Tr::kRowsPerLane])
 {
-    using Tr = dec_traits<D>;
     const int *trow = d.table ? d.table + (long long)b * d.pages_per_seq : nullptr;
     if (trow && dec_tile_whole(d, j0, ka, kb)) {
         const int page = __ldg(trow + dec_page_of(d, j0));
@@ -168,9 +203,9 @@ template <typename T, int D>
 __device__ __forceinline__ void dec_tile_issue_whole(const acd_dec_params &d, const T *K, const T *V, int b, int hk,
                                                      int j0, int lane, int page, T *sK)
 {
-    using Tr = dec_traits<D>;
+    using Tr = dec_traits<D, (int)sizeof(T)>;
     const acd_params &p = d.p;
-    const int row0 = lane / Tr::kChunks, col = (lane % Tr::kChunks) * 8;
+    const int row0 = lane / Tr::kChunks, col = (lane % Tr::kChunks) * Tr::kVec;
     long long off, step;
     if (d.table) {
         const int in_page = d.page_shift >= 0 ? j0 & (d.page_size - 1) : j0 % d.page_size;
@@ -194,15 +229,15 @@ __device__ __forceinline__ void dec_tile_issue_whole(const acd_dec_params &d, co
 // The tile's K and V rows into the stage (16 bytes a copy; rows without a page id zero-filled).
 template <typename T, int D>
 __device__ __forceinline__ void dec_tile_issue(const acd_dec_params &d, const T *K, const T *V, int b, int hk, int j0,
-                                               int ka, int kb, int lane, const int (&pg)[dec_traits<D>::kRowsPerLane],
-                                               T *sK)
+                                               int ka, int kb, int lane,
+                                               const int (&pg)[dec_traits<D, (int)sizeof(T)>::kRowsPerLane], T *sK)
 {
-    using Tr = dec_traits<D>;
+    using Tr = dec_traits<D, (int)sizeof(T)>;
     if (dec_tile_whole(d, j0, ka, kb))
         return dec_tile_issue_whole<T, D>(d, K, V, b, hk, j0, lane, pg[0], sK);
     const acd_params &p = d.p;
     T *sV = sK + ACD_DEC_TILE * Tr::kPitch;
-    const int col = (lane % Tr::kChunks) * 8;
+    const int col = (lane % Tr::kChunks) * Tr::kVec;
 #pragma unroll
     for (int r = 0; r < Tr::kRowsPerLane; ++r) {
         const int row = lane / Tr::kChunks + r * Tr::kRowsPerPass, j = j0 + row;
@@ -242,21 +277,114 @@ __device__ __forceinline__ float dec_softmax_row(float (&s)[2][4], int r, float 
     return alpha;
 }
 
-template <typename T, int D>
-__device__ __forceinline__ void dec_tile_compute(const acd_dec_params &d, const uint32_t (&qf)[D / 16][4], const T *sK,
-                                                 int j0, const dec_row (&rw)[2], float (&m)[2], float (&l)[2],
-                                                 float (&o)[D / 8][4], int lane)
+// fp8 fragments come from ldmatrix on the fp8 rows as if they were 16-bit
+// (eight 16-byte rows a matrix; one instruction for the 16 keys of a chunk of
+// 16 dims), widened to f16 in registers.  ldmatrix hands a lane four
+// consecutive codes where the f16 operands want two pairs, so the order of
+// terms is permuted and the permutation undone where it shows:
+//   * Q K^T: within each chunk of 16 dims the lane's k slots 2t, 2t+1 | 2t+8,
+//     2t+9 (t = lane % 4) hold dims 4t, 4t+1 | 4t+2, 4t+3, for K's and Q's
+//     fragments alike (the dot product is the same sum; dec_load_qf).
+//   * P V: .trans hands a lane two dims (2g, 2g+1; g = lane / 4) of two keys
+//     (2t, 2t+1); a byte permute pairs the keys of each dim, so the chunk's
+//     first n8 block holds its even dims and the second its odd ones (dec_o_col).
+template <int N> __device__ __forceinline__ void dec_ldmatrix_x2(uint32_t (&r)[2], const void *p)
 {
-    using Tr = dec_traits<D>;
-    const T *sV = sK + ACD_DEC_TILE * Tr::kPitch;
+    if constexpr (N == 0)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1])
+                     : "r"(acd_smem_addr(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1])
+                     : "r"(acd_smem_addr(p)));
+}
+
+// K's B fragments (m16n8k16, row.col) for dims kk * 16..+15 of the tile's
+// keys: keys 0-7 in kf[0] (k slots +0-7) and kf[1] (+8-15), keys 8-15 in kf[2], kf[3].
+template <typename KV, int D>
+__device__ __forceinline__ void dec_k_frag(uint32_t (&kf)[4], const typename KV::Store *sK, int kk, int lane)
+{
+    using Tr = dec_tr<KV, D>;
+    if constexpr (!KV::kFp8) {
+        acd_ldmatrix_x4(kf, sK + ((lane / 16) * 8 + lane % 8) * Tr::kPitch + kk * 16 + ((lane / 8) % 2) * 8);
+    } else { // the lane's key lane / 4 (+ 8), dims 4t..4t+3: slots 2t, 2t+1 (low half), 2t+8, 2t+9 (high)
+        uint32_t r[2];
+        dec_ldmatrix_x2<0>(r, sK + (lane % 16) * Tr::kPitch + kk * 16);
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+            kf[2 * n] = dec_widen2<KV::kE5m2>((unsigned short)(r[n] & 0xffffu));
+            kf[2 * n + 1] = dec_widen2<KV::kE5m2>((unsigned short)(r[n] >> 16));
+        }
+    }
+}
+
+// V's B fragments for dims dn * 16..+15 of P V: the chunk's first n8 block in
+// vf[0] (keys 0-7) and vf[1] (keys 8-15), the second in vf[2], vf[3] (16-bit:
+// dims +0-7, +8-15; fp8: the even dims, the odd ones).
+template <typename KV, int D>
+__device__ __forceinline__ void dec_v_frag(uint32_t (&vf)[4], const typename KV::Store *sV, int dn, int lane)
+{
+    using Tr = dec_tr<KV, D>;
+    if constexpr (!KV::kFp8) {
+        acd_ldmatrix_x4_trans(vf, sV + (((lane / 8) % 2) * 8 + lane % 8) * Tr::kPitch + dn * 16 + (lane / 16) * 8);
+    } else { // bytes (key 2t, dim 2g), (2t, 2g+1), (2t+1, 2g), (2t+1, 2g+1): paired per dim
+        uint32_t r[2];
+        dec_ldmatrix_x2<1>(r, sV + (lane % 16) * Tr::kPitch + dn * 16);
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+            vf[n] = dec_widen2<KV::kE5m2>((unsigned short)__byte_perm(r[n], 0u, 0x0020));
+            vf[2 + n] = dec_widen2<KV::kE5m2>((unsigned short)__byte_perm(r[n], 0u, 0x0031));
+        }
+    }
+}
+
+// The dim of O accumulator o[nb][2 r + e] of the lane (t = lane % 4).
+template <typename KV> __device__ __forceinline__ int dec_o_col(int nb, int t, int e)
+{
+    if constexpr (KV::kFp8)
+        return 16 * (nb / 2) + 4 * t + 2 * e + nb % 2;
+    return 8 * nb + 2 * t + e;
+}
+
+// Q's A fragments from the 16 rows in shared memory (16-bit; fp8: widened
+// there), for fp8 in K's permuted order of dims.
+template <typename KV, int D>
+__device__ __forceinline__ void dec_load_qf(uint32_t (&qf)[D / 16][4], const typename KV::Mma *sQ, int lane)
+{
+    using Tr = dec_tr<KV, D>;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        if constexpr (!KV::kFp8) {
+            acd_ldmatrix_x4(qf[kk], sQ + (lane % 16) * Tr::kQPitch + kk * 16 + (lane / 16) * 8);
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) // rows lane / 4 and + 8; dims 4t, 4t+1 in qf[.][h], 4t+2, 4t+3 in qf[.][2 + h]
+#pragma unroll
+                for (int half = 0; half < 2; ++half)
+                    qf[kk][2 * half + h] = *reinterpret_cast<const uint32_t *>(sQ + (lane / 4 + 8 * h) * Tr::kQPitch +
+                                                                               kk * 16 + 4 * (lane % 4) + 2 * half);
+        }
+    }
+}
+
+// sc: the scores' factor, scale log2(e) (fp8: times Q's and K's descales).
+template <typename KV, int D>
+__device__ __forceinline__ void dec_tile_compute(const acd_dec_params &d, const uint32_t (&qf)[D / 16][4],
+                                                 const typename KV::Store *sK, int j0, float sc, const dec_row (&rw)[2],
+                                                 float (&m)[2], float (&l)[2], float (&o)[D / 8][4], int lane)
+{
+    using Tr = dec_tr<KV, D>;
+    using M = typename KV::Mma;
+    const typename KV::Store *sV = sK + ACD_DEC_TILE * Tr::kPitch;
     float s[2][4];
     acd_zero(s);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t kf[4];
-        acd_ldmatrix_x4(kf, sK + ((lane / 16) * 8 + lane % 8) * Tr::kPitch + kk * 16 + ((lane / 8) % 2) * 8);
-        acd_tc<T>::mma(s[0], qf[kk], kf[0], kf[1]);
-        acd_tc<T>::mma(s[1], qf[kk], kf[2], kf[3]);
+        dec_k_frag<KV, D>(kf, sK, kk, lane);
+        acd_tc<M>::mma(s[0], qf[kk], kf[0], kf[1]);
+        acd_tc<M>::mma(s[1], qf[kk], kf[2], kf[3]);
     }
     const int t = lane % 4;
     // Most tiles are seen whole by every row of the warp (rows that do not exist
@@ -266,7 +394,7 @@ __device__ __forceinline__ void dec_tile_compute(const acd_dec_params &d, const 
         for (int n = 0; n < 2; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
-                s[n][e] *= d.p.scale_log2;
+                s[n][e] *= sc;
     } else {
 #pragma unroll
         for (int r = 0; r < 2; ++r)
@@ -275,7 +403,7 @@ __device__ __forceinline__ void dec_tile_compute(const acd_dec_params &d, const 
 #pragma unroll
                 for (int e = 0; e < 2; ++e) { // scale first: a negative scale must not turn -inf into +inf
                     float &x = s[n][2 * r + e];
-                    x = dec_visible(d.p, rw[r], j0 + 8 * n + 2 * t + e) ? x * d.p.scale_log2 : -INFINITY;
+                    x = dec_visible(d.p, rw[r], j0 + 8 * n + 2 * t + e) ? x * sc : -INFINITY;
                 }
     }
     float alpha[2];
@@ -292,37 +420,48 @@ __device__ __forceinline__ void dec_tile_compute(const acd_dec_params &d, const 
                 o[dn][2 * r + 1] *= alpha[r];
             }
     uint32_t pf[4];
-    acd_frag_to_a<T>(pf, s, 0);
+    acd_frag_to_a<M>(pf, s, 0); // P rounded to the operands' type (fp8: f16, its declared p=f16)
 #pragma unroll
     for (int dn = 0; dn < D / 16; ++dn) {
         uint32_t vf[4];
-        acd_ldmatrix_x4_trans(vf, sV + (((lane / 8) % 2) * 8 + lane % 8) * Tr::kPitch + dn * 16 + (lane / 16) * 8);
-        acd_tc<T>::mma(o[2 * dn], pf, vf[0], vf[1]);
-        acd_tc<T>::mma(o[2 * dn + 1], pf, vf[2], vf[3]);
+        dec_v_frag<KV, D>(vf, sV, dn, lane);
+        acd_tc<M>::mma(o[2 * dn], pf, vf[0], vf[1]);
+        acd_tc<M>::mma(o[2 * dn + 1], pf, vf[2], vf[3]);
     }
 }
 
-// The CTA's 16 packed Q rows into shared memory (rows that do not exist zero-filled).
-template <typename T, int D>
-__device__ __forceinline__ void dec_load_q(const acd_dec_params &d, const T *Q, int b, int hk, int rb, int nq, T *sQ,
-                                           int tid)
+// The CTA's 16 packed Q rows into shared memory (rows that do not exist
+// zero-filled): 16-bit rows by cp.async; fp8 codes widened to f16 on the way
+// (a plain load: Q is 16 rows, read once).
+template <typename KV, int D>
+__device__ __forceinline__ void dec_load_q(const acd_dec_params &d, const typename KV::Store *Q, int b, int hk, int rb,
+                                           int nq, typename KV::Mma *sQ, int tid)
 {
-    using Tr = dec_traits<D>;
-    for (int c = tid; c < ACD_DEC_ROWS * Tr::kChunks; c += ACD_DEC_THREADS) {
-        const int r = c / Tr::kChunks, col = (c % Tr::kChunks) * 8, x = rb * ACD_DEC_ROWS + r;
+    using Tr = dec_tr<KV, D>;
+    constexpr int kPer = KV::kFp8 ? 2 : 8; // elements a thread moves at a time
+    for (int c = tid; c < ACD_DEC_ROWS * D / kPer; c += ACD_DEC_THREADS) {
+        const int r = c / (D / kPer), col = (c % (D / kPer)) * kPer, x = rb * ACD_DEC_ROWS + r;
         const int i = x / d.p.group, h = hk * d.p.group + x % d.p.group;
         const bool ok = x < d.rows && i < nq;
-        acd_cp_async16(sQ + r * Tr::kPitch + col, ok ? Q + acd_q_offset<false>(d.p, b, h, i) + col : Q, ok);
+        if constexpr (!KV::kFp8) {
+            acd_cp_async16(sQ + r * Tr::kQPitch + col, ok ? Q + acd_q_offset<false>(d.p, b, h, i) + col : Q, ok);
+        } else {
+            const uint32_t w = ok ? dec_widen2<KV::kE5m2>(*reinterpret_cast<const unsigned short *>(
+                                        Q + acd_q_offset<false>(d.p, b, h, i) + col))
+                                  : 0u;
+            *reinterpret_cast<uint32_t *>(sQ + r * Tr::kQPitch + col) = w;
+        }
     }
 }
 
 // The CTA's merged rows: O (S = 1) or the split's partial (O_s, m_s, l_s).
 // Thread tid writes row tid / 8, D / 8 columns from c0; sO holds each warp's
-// O rescaled to the rows' common max, sM and sL each warp's max and sum.
+// O rescaled to the rows' common max, sM and sL each warp's max and sum;
+// o_scale multiplies O (fp8: V's descale, applied before normalising).
 template <typename T, int D>
 __device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, float *LSE, int b, int hk, int rb, int s,
                                                int nq, const float *sO, const float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
-                                               const float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS], int tid)
+                                               const float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS], float o_scale, int tid)
 {
     constexpr int PER = ACD_DEC_THREADS / ACD_DEC_ROWS, COLS = D / PER;
     const acd_params &p = d.p;
@@ -339,7 +478,7 @@ __device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, fl
         for (int w = 0; w < ACD_DEC_WARPS; ++w)
             L += sL[w][row] * exp2f(sM[w][row] - M);
     const bool empty = !(L > 0.f);
-    float inv = empty ? 0.f : 1.f / L;
+    float inv = empty ? 0.f : o_scale / L;
     float out[COLS];
 #pragma unroll
     for (int c = 0; c < COLS; ++c) {
@@ -406,14 +545,33 @@ __device__ __forceinline__ void dec_allow_combine()
 #endif
 }
 
+// The scores' factor (scale log2 e, times Q's and K's descales) and O's (V's
+// descale) of the CTA's (sequence b, KV head hk): 1 without fp8.
+template <typename KV>
+__device__ __forceinline__ void dec_descales(const acd_dec_params &d, int b, int hk, float &sc, float &o_scale)
+{
+    sc = d.p.scale_log2;
+    o_scale = 1.f;
+    if constexpr (KV::kFp8) {
+        const long long g = d.descale_head ? (long long)b * d.p.Hkv + hk : 0; // Q's factor: its KV head's (ref/fp8.c)
+        sc *= d.dq[g] * d.dk[g];
+        o_scale = d.dv[g];
+        if (d.p.mutant == ACD_MUT_FP8_V_DESCALE_TWICE)
+            o_scale *= d.dv[g];
+    }
+}
+
 // CTA number cta's work: the split s of the row block rb of (sequence b, KV head hk).
-template <typename T, int D>
-__device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const T *__restrict__ Q, const T *__restrict__ K,
-                                              const T *__restrict__ V, T *__restrict__ O, float *__restrict__ LSE,
-                                              long long cta, T *sQ, float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
+template <typename KV, int D>
+__device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typename KV::Store *__restrict__ Q,
+                                              const typename KV::Store *__restrict__ K,
+                                              const typename KV::Store *__restrict__ V,
+                                              typename KV::Out *__restrict__ O, float *__restrict__ LSE, long long cta,
+                                              typename KV::Mma *sQ, float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
                                               float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS])
 {
-    using Tr = dec_traits<D>;
+    using Tr = dec_tr<KV, D>;
+    using T = typename KV::Store;
     const acd_params &p = d.p;
     // CTA order: row blocks fastest (they read the same K/V: L2 hits), then splits, KV heads, sequences.
     const int rb = (int)(cta % d.row_blocks);
@@ -426,13 +584,13 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const T *
     int k0, k1, ka, kb;
     dec_split_range(d, n_keys, s, k0, k1);
     dec_cta_keys(d, b, hk, rb, nq, nk, n_keys, k0, k1, lane, ka, kb);
-    dec_load_q<T, D>(d, Q, b, hk, rb, nq, sQ, tid);
+    dec_load_q<KV, D>(d, Q, b, hk, rb, nq, sQ, tid);
     acd_cp_async_commit();
 
     const int t0 = ka & ~(ACD_DEC_TILE - 1);
     const int tiles = kb > ka ? (kb - t0 + ACD_DEC_TILE - 1) / ACD_DEC_TILE : 0;
     const int mine = tiles > warp ? (tiles - warp + ACD_DEC_WARPS - 1) / ACD_DEC_WARPS : 0;
-    T *stage = sQ + ACD_DEC_ROWS * Tr::kPitch + warp * Tr::kWarpElems;
+    T *stage = reinterpret_cast<T *>(sQ + ACD_DEC_ROWS * Tr::kQPitch) + warp * Tr::kWarpElems;
     auto key0 = [&](int it) { return t0 + (warp + it * ACD_DEC_WARPS) * ACD_DEC_TILE; };
     // Page ids two tiles ahead of their copies (pg for the next tile issued, pg2 for the one after):
     // with one tile of lead the table's DRAM latency (the L2 holds no table when the cache is cold)
@@ -444,21 +602,21 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const T *
 #pragma unroll
     for (int st = 0; st < ACD_DEC_STAGES - 1; ++st) {
         if (st < mine) {
-            dec_tile_pages<D>(d, b, key0(st), ka, kb, lane, pg);
+            dec_tile_pages<Tr>(d, b, key0(st), ka, kb, lane, pg);
             dec_tile_issue<T, D>(d, K, V, b, hk, key0(st), ka, kb, lane, pg, stage + st * Tr::kStageElems);
         }
         acd_cp_async_commit();
     }
     if (ACD_DEC_STAGES - 1 < mine)
-        dec_tile_pages<D>(d, b, key0(ACD_DEC_STAGES - 1), ka, kb, lane, pg);
+        dec_tile_pages<Tr>(d, b, key0(ACD_DEC_STAGES - 1), ka, kb, lane, pg);
     if (ACD_DEC_STAGES < mine)
-        dec_tile_pages<D>(d, b, key0(ACD_DEC_STAGES), ka, kb, lane, pg2);
+        dec_tile_pages<Tr>(d, b, key0(ACD_DEC_STAGES), ka, kb, lane, pg2);
     acd_cp_async_wait<ACD_DEC_STAGES - 1>(); // Q's group, the oldest
     __syncthreads();
     uint32_t qf[D / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-        acd_ldmatrix_x4(qf[kk], sQ + (lane % 16) * Tr::kPitch + kk * 16 + (lane / 16) * 8);
+    dec_load_qf<KV, D>(qf, sQ, lane);
+    float sc, o_scale;
+    dec_descales<KV>(d, b, hk, sc, o_scale);
 
     const dec_row rw[2] = {dec_row_at(d, b, hk, rb * ACD_DEC_ROWS + lane / 4, nq, nk, n_keys, k0, k1),
                            dec_row_at(d, b, hk, rb * ACD_DEC_ROWS + lane / 4 + 8, nq, nk, n_keys, k0, k1)};
@@ -474,12 +632,13 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const T *
             for (int r = 0; r < Tr::kRowsPerLane; ++r)
                 pg[r] = pg2[r];
             if (next + 2 < mine) // the table's latency hidden behind two tiles' math
-                dec_tile_pages<D>(d, b, key0(next + 2), ka, kb, lane, pg2);
+                dec_tile_pages<Tr>(d, b, key0(next + 2), ka, kb, lane, pg2);
         }
         acd_cp_async_commit();
         acd_cp_async_wait<ACD_DEC_STAGES - 1>(); // this lane's copies of tile it landed
         __syncwarp(); // and every lane's
-        dec_tile_compute<T, D>(d, qf, stage + (it % ACD_DEC_STAGES) * Tr::kStageElems, key0(it), rw, m, l, o, lane);
+        dec_tile_compute<KV, D>(d, qf, stage + (it % ACD_DEC_STAGES) * Tr::kStageElems, key0(it), sc, rw, m, l, o,
+                                lane);
     }
     acd_cp_async_wait<0>();
     dec_allow_combine();
@@ -495,7 +654,7 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const T *
         }
     }
     __syncthreads(); // every warp is past its last stage read; sM, sL complete
-    float *sO = reinterpret_cast<float *>(sQ + ACD_DEC_ROWS * Tr::kPitch);
+    float *sO = reinterpret_cast<float *>(sQ + ACD_DEC_ROWS * Tr::kQPitch);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int row = lane / 4 + 8 * r;
@@ -508,46 +667,67 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const T *
         for (int dn = 0; dn < D / 8; ++dn)
 #pragma unroll
             for (int e = 0; e < 2; ++e)
-                sO[(warp * ACD_DEC_ROWS + row) * D + 8 * dn + 2 * (lane % 4) + e] = o[dn][2 * r + e] * f;
+                sO[(warp * ACD_DEC_ROWS + row) * D + dec_o_col<KV>(dn, lane % 4, e)] = o[dn][2 * r + e] * f;
     }
     __syncthreads();
-    dec_write_rows<T, D>(d, O, LSE, b, hk, rb, s, nq, sO, sM, sL, tid);
+    dec_write_rows<typename KV::Out, D>(d, O, LSE, b, hk, rb, s, nq, sO, sM, sL, o_scale, tid);
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(ACD_DEC_THREADS, 2)
-    dec_split_kernel(acd_dec_params d, const T *__restrict__ Q, const T *__restrict__ K, const T *__restrict__ V,
-                     T *__restrict__ O, float *__restrict__ LSE)
+// Two CTAs an SM for 16-bit K/V (their shared memory allows no more at d = 128);
+// three for fp8, whose tiles are half the bytes for the same math: 166 registers
+// and 12 warps an SM hide more of it (H200, B = 8 and 32 at 16-128k, one visit:
+// 7-13% faster than two; four, at 128 registers, spill and ran 2-10% slower).
+template <typename KV, int D>
+__global__ void __launch_bounds__(ACD_DEC_THREADS, KV::kFp8 ? 3 : 2)
+    dec_split_kernel(acd_dec_params d, const typename KV::Store *__restrict__ Q,
+                     const typename KV::Store *__restrict__ K, const typename KV::Store *__restrict__ V,
+                     typename KV::Out *__restrict__ O, float *__restrict__ LSE)
 {
     extern __shared__ __align__(16) unsigned char dec_smem[];
     __shared__ float sM[ACD_DEC_WARPS][ACD_DEC_ROWS], sL[ACD_DEC_WARPS][ACD_DEC_ROWS];
-    dec_split_cta<T, D>(d, Q, K, V, O, LSE, blockIdx.x, reinterpret_cast<T *>(dec_smem), sM, sL);
+    dec_split_cta<KV, D>(d, Q, K, V, O, LSE, blockIdx.x, reinterpret_cast<typename KV::Mma *>(dec_smem), sM, sL);
 }
 
 // The split kernel on stream (its shared memory allowed by acd_dec_split_ctas_per_sm).
-template <typename T, int D>
+template <typename KV, int D>
 int dec_launch_split(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    const size_t smem = dec_traits<D>::template smem_bytes<T>();
+    using S = typename KV::Store;
+    const size_t smem = dec_tr<KV, D>::kSmemBytes;
     if (plan.split_ctas <= 0)
         return AC_OK;
-    dec_split_kernel<T, D><<<(unsigned)plan.split_ctas, ACD_DEC_THREADS, smem, stream>>>(
-        plan.d, (const T *)a->q, (const T *)a->k, (const T *)a->v, (T *)a->o, a->lse);
+    dec_split_kernel<KV, D><<<(unsigned)plan.split_ctas, ACD_DEC_THREADS, smem, stream>>>(
+        plan.d, (const S *)a->q, (const S *)a->k, (const S *)a->v, (typename KV::Out *)a->o, a->lse);
     ACD_CHECK_LAUNCH(err, "dec_split_kernel");
     return AC_OK;
 }
 
 // CTAs of the split kernel resident per SM (its shared memory allows 2 at d = 128);
 // also allows the kernel its dynamic shared memory (above the default 48 KiB).
-template <typename T, int D> int dec_ctas_per_sm(ac_err *err, int *out)
+template <typename KV, int D> int dec_ctas_per_sm(ac_err *err, int *out)
 {
-    const size_t smem = dec_traits<D>::template smem_bytes<T>();
+    const size_t smem = dec_tr<KV, D>::kSmemBytes;
     ACD_CHECK(err,
-              cudaFuncSetAttribute(dec_split_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    ACD_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, dec_split_kernel<T, D>, ACD_DEC_THREADS, smem));
+              cudaFuncSetAttribute(dec_split_kernel<KV, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    ACD_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, dec_split_kernel<KV, D>, ACD_DEC_THREADS, smem));
     if (*out < 1)
         *out = 1;
     return AC_OK;
+}
+
+// f(kv) with the policy of dtype t (fp8: O's dtype out), a value of dec_kv16 or dec_kv8.
+template <typename F> int dec_with_kv(ac_dtype t, ac_dtype out, F f)
+{
+    switch (t) {
+    case AC_F16:
+        return f(dec_kv16<__half>{});
+    case AC_BF16:
+        return f(dec_kv16<__nv_bfloat16>{});
+    case AC_E4M3:
+        return out == AC_F16 ? f(dec_kv8<false, __half>{}) : f(dec_kv8<false, __nv_bfloat16>{});
+    default:
+        return out == AC_F16 ? f(dec_kv8<true, __half>{}) : f(dec_kv8<true, __nv_bfloat16>{});
+    }
 }
 
 } // namespace
@@ -555,17 +735,17 @@ template <typename T, int D> int dec_ctas_per_sm(ac_err *err, int *out)
 int acd_dec_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
                          ac_err *err)
 {
-    const bool d64 = plan.d.p.D == 64;
-    if (t == AC_F16)
-        return d64 ? dec_launch_split<__half, 64>(plan, a, stream, err)
-                   : dec_launch_split<__half, 128>(plan, a, stream, err);
-    return d64 ? dec_launch_split<__nv_bfloat16, 64>(plan, a, stream, err)
-               : dec_launch_split<__nv_bfloat16, 128>(plan, a, stream, err);
+    return dec_with_kv(t, plan.out, [&](auto kv) {
+        using KV = decltype(kv);
+        return plan.d.p.D == 64 ? dec_launch_split<KV, 64>(plan, a, stream, err)
+                                : dec_launch_split<KV, 128>(plan, a, stream, err);
+    });
 }
 
-int acd_dec_split_ctas_per_sm(ac_dtype t, int d, int *out, ac_err *err)
+int acd_dec_split_ctas_per_sm(ac_dtype t, ac_dtype out, int d, int *ctas, ac_err *err)
 {
-    if (t == AC_F16)
-        return d == 64 ? dec_ctas_per_sm<__half, 64>(err, out) : dec_ctas_per_sm<__half, 128>(err, out);
-    return d == 64 ? dec_ctas_per_sm<__nv_bfloat16, 64>(err, out) : dec_ctas_per_sm<__nv_bfloat16, 128>(err, out);
+    return dec_with_kv(t, out, [&](auto kv) {
+        using KV = decltype(kv);
+        return d == 64 ? dec_ctas_per_sm<KV, 64>(err, ctas) : dec_ctas_per_sm<KV, 128>(err, ctas);
+    });
 }

@@ -30,6 +30,9 @@ struct acd_dec_params {
     int rows, row_blocks; // packed rows group * Nq, in blocks of ACD_DEC_ROWS
     float *o_part,
         *lse_part; // S > 1: (B Hq Nq, S, D) f32 partial O_s, (B Hq Nq, S, 2) its (max m_s, sum l_s), log2 units
+    // cuda-decode-fp8: device descale factors of Q, K, V (one each, or (B, Hkv) each when descale_head); else null
+    const float *dq, *dk, *dv;
+    bool descale_head;
 };
 
 // Split s's keys [k0, k1) of a sequence of n_keys: ceil(units / S) units of
@@ -60,9 +63,13 @@ struct acd_decode_plan {
     long long split_ctas; // grid of the split kernel
     long long rows_all; // B Hq Nq: the combine kernel's rows
     bool pdl; // the combine launched as a programmatic dependent of the split kernel (compute capability >= 9)
+    ac_dtype out; // O's dtype: the dtype, or an fp8 problem's fp8_out
+    float *descale; // fp8: the three tensors' factors, one allocation
+    size_t descale_bytes;
 };
 
-// Checks the problem, stages it and allocates the plan's device memory.
+// Checks the problem, stages it and allocates the plan's device memory
+// (t e4m3/e5m2: cuda-decode-fp8's problem, its descales copied to the device).
 int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decode_plan *plan, ac_err *err);
 // The split kernel, then (S > 1) the combine kernel, on stream; no sync.
 int acd_decode_launch(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
@@ -73,4 +80,4 @@ int acd_dec_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_a
                          ac_err *err);
 int acd_dec_launch_combine(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
                            ac_err *err);
-int acd_dec_split_ctas_per_sm(ac_dtype t, int d, int *out, ac_err *err);
+int acd_dec_split_ctas_per_sm(ac_dtype t, ac_dtype out, int d, int *ctas, ac_err *err);

@@ -34,22 +34,6 @@ constexpr int DEC_COMBINE_WARPS = 4;
 constexpr int DEC_COMBINE_THREADS = 32 * DEC_COMBINE_WARPS;
 constexpr int DEC_COMBINE_UNROLL = 4; // splits a warp has in flight
 
-// v over the CTA by op (a sum or a max), every thread receiving the result.
-template <typename Op> __device__ __forceinline__ float dec_cta_reduce(float v, float *scratch, Op op)
-{
-    for (int k = 16; k > 0; k /= 2)
-        v = op(v, __shfl_xor_sync(0xffffffffu, v, k));
-    __syncthreads(); // scratch's previous use is over
-    if (threadIdx.x % 32 == 0)
-        scratch[threadIdx.x / 32] = v;
-    __syncthreads();
-    float r = scratch[0];
-#pragma unroll
-    for (int w = 1; w < DEC_COMBINE_WARPS; ++w)
-        r = op(r, scratch[w]);
-    return r;
-}
-
 // VEC consecutive floats of a partial (VEC = D / 32: 4 or 2, one vector load).
 template <int VEC> __device__ __forceinline__ void dec_load_part(const float *src, float (&v)[VEC])
 {
@@ -86,7 +70,7 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
         mine[k] = s < S ? ml[s] : make_float2(-INFINITY, 0.f);
         M = fmaxf(M, mine[k].x);
     }
-    M = dec_cta_reduce(M, sRed, [](float a, float c) { return fmaxf(a, c); });
+    M = acd_cta_reduce(M, sRed, [](float a, float c) { return fmaxf(a, c); });
     T *orow = O + acd_o_offset(p, b, h, i);
     if (M == -INFINITY) { // every split empty: no visible key
         if (tid < D / 2)
@@ -102,8 +86,8 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
         live += mine[k].x > -INFINITY ? 1.f : 0.f;
     }
     const auto add = [](float a, float c) { return a + c; };
-    sum = dec_cta_reduce(sum, sRed, add);
-    live = dec_cta_reduce(live, sRed, add);
+    sum = acd_cta_reduce(sum, sRed, add);
+    live = acd_cta_reduce(live, sRed, add);
 #pragma unroll
     for (int k = 0; k < ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS; ++k) { // the no-rescale mutant: all weigh alike
         const int s = tid + k * DEC_COMBINE_THREADS;

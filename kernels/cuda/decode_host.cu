@@ -12,8 +12,33 @@
 namespace
 {
 
+// cuda-decode-fp8's own terms: its descales per tensor or (batch, kv head), O in bf16/f16, P in f16.
+int dec_check_fp8(const ac_problem *prob, ac_dtype t, ac_err *err)
+{
+    if (t != AC_E4M3 && t != AC_E5M2)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode-fp8: dtype %s is not e4m3 or e5m2", ac_dtype_name(t));
+    if (!ac_problem_is_fp8(prob) || !prob->descale_q || !prob->descale_k || !prob->descale_v)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode-fp8: an fp8 problem with its descale factors is needed");
+    if (prob->descale_rows > 0)
+        return ac_fail(err, AC_ERR_INPUT,
+                       "cuda-decode-fp8: descale=block(%d) is not supported (descales per tensor or per head)",
+                       prob->descale_rows);
+    if (prob->descale_rows != AC_DESCALE_TENSOR && prob->descale_rows != AC_DESCALE_HEAD)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode-fp8: descale granularity %d is not tensor or head",
+                       prob->descale_rows);
+    if (prob->fp8_out != AC_BF16 && prob->fp8_out != AC_F16)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode-fp8: output dtype %s is not bf16 or f16",
+                       ac_dtype_name(prob->fp8_out));
+    if (prob->fp8_p != AC_F16 || prob->fp8_acc_bits != 0)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode-fp8: P is rounded to f16 and accumulated in f32, not p=%s",
+                       ac_dtype_name(prob->fp8_p));
+    return AC_OK;
+}
+
 int dec_check(const ac_problem *prob, ac_dtype t, ac_err *err)
 {
+    if (ac_dtype_is_fp8(t))
+        return dec_check_fp8(prob, t, err);
     if (t != AC_F16 && t != AC_BF16)
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode: dtype %s is not f16 or bf16", ac_dtype_name(t));
     if (prob->head_dim != 64 && prob->head_dim != 128)
@@ -45,8 +70,11 @@ int dec_longest(const ac_problem *prob)
 // splits that are not empty after rounding to 64-key units), efficiency =
 // waves / ceil(waves); the smallest S within 95% of the best efficiency
 // (FlashAttention takes 85%; a split costs us only its partial's write and
-// read, while an idle slot is bandwidth left unused).  A grid already 80% of a
-// wave takes S = 1; no split is shorter than ACD_DEC_MIN_SPLIT_KEYS.
+// read, while an idle slot is bandwidth left unused).  A grid whose waves are
+// already 80% full takes S = 1 (one partial wave of >= 80%, or e.g. 1.94 waves;
+// not 1.29 waves, whose last one leaves 71% of the slots idle: cuda-decode-fp8
+// at 3 CTAs an SM, B = 128, ran 13% slower on the H200 with one split than with
+// two CTAs an SM); no split is shorter than ACD_DEC_MIN_SPLIT_KEYS.
 extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slots)
 {
     const long long rows_all = (long long)prob->batch * prob->heads_q * prob->seqlen_q;
@@ -58,7 +86,8 @@ extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slo
     const int longest = dec_longest(prob);
     const long long base = (long long)prob->batch * prob->heads_kv * row_blocks;
     const int max_s = std::min(cap, std::max(1, longest / ACD_DEC_MIN_SPLIT_KEYS));
-    if (max_s <= 1 || base >= 0.8 * slots)
+    const double waves1 = (double)base / slots;
+    if (max_s <= 1 || waves1 / std::ceil(waves1) >= 0.8)
         return 1;
     const long long units = (longest + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT;
     double eff[ACD_DEC_MAX_SPLITS + 1] = {}, best = 0.0;
@@ -72,6 +101,26 @@ extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slo
         if (eff[s] >= 0.95 * best)
             return s;
     return 1;
+}
+
+// fp8: Q's, K's and V's factors in one device allocation (d.dq, d.dk, d.dv).
+static int dec_stage_descales(const ac_problem *prob, acd_decode_plan *plan, ac_err *err)
+{
+    const size_t nq = ac_descale_count(prob, AC_TENSOR_Q), nk = ac_descale_count(prob, AC_TENSOR_K),
+                 nv = ac_descale_count(prob, AC_TENSOR_V);
+    plan->descale_bytes = (nq + nk + nv) * sizeof(float);
+    int st = acd_ws_alloc((void **)&plan->descale, plan->descale_bytes, err);
+    if (st == AC_OK)
+        st = ac_dev_upload(plan->descale, prob->descale_q, nq * sizeof(float), err);
+    if (st == AC_OK)
+        st = ac_dev_upload(plan->descale + nq, prob->descale_k, nk * sizeof(float), err);
+    if (st == AC_OK)
+        st = ac_dev_upload(plan->descale + nq + nk, prob->descale_v, nv * sizeof(float), err);
+    plan->d.dq = plan->descale;
+    plan->d.dk = plan->descale + nq;
+    plan->d.dv = plan->descale + nq + nk;
+    plan->d.descale_head = prob->descale_rows == AC_DESCALE_HEAD;
+    return st;
 }
 
 static int dec_stage_table(const ac_problem *prob, acd_decode_plan *plan, ac_err *err)
@@ -104,17 +153,20 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
     if ((st = acd_stage(prob, mutant, &plan->d.p, &plan->st, err)) != AC_OK)
         return st;
     acd_dec_params &d = plan->d;
+    plan->out = ac_dtype_is_fp8(t) ? prob->fp8_out : t;
     d.rows = d.p.group * d.p.Nq;
     d.row_blocks = (d.rows + ACD_DEC_ROWS - 1) / ACD_DEC_ROWS;
     int sms = 0, per_sm = 1, major = 0;
     st = dec_stage_table(prob, plan, err);
+    if (st == AC_OK && ac_dtype_is_fp8(t))
+        st = dec_stage_descales(prob, plan, err);
     if (st == AC_OK &&
         (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess))
         st = ac_fail(err, AC_ERR_ENV, "cudaDeviceGetAttribute (SM count, compute capability) failed");
     plan->pdl = major >= 9 && !getenv("ACD_DEC_NO_PDL"); // ACD_DEC_NO_PDL=1: two plain launches
     if (st == AC_OK)
-        st = acd_dec_split_ctas_per_sm(t, prob->head_dim, &per_sm, err);
+        st = acd_dec_split_ctas_per_sm(t, plan->out, prob->head_dim, &per_sm, err);
     if (st != AC_OK) {
         acd_decode_release(plan);
         return st;
@@ -142,16 +194,18 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
 int acd_decode_launch(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
     const int st = acd_dec_launch_split(plan, t, a, stream, err);
-    return st == AC_OK ? acd_dec_launch_combine(plan, t, a, stream, err) : st;
+    return st == AC_OK ? acd_dec_launch_combine(plan, plan.out, a, stream, err) : st;
 }
 
 void acd_decode_release(acd_decode_plan *plan)
 {
     acd_ws_free(plan->ws, plan->ws_bytes);
     acd_ws_free(plan->table, plan->table_bytes);
+    acd_ws_free(plan->descale, plan->descale_bytes);
     acd_unstage(&plan->st);
     plan->ws = nullptr;
     plan->table = nullptr;
+    plan->descale = nullptr;
 }
 
 extern "C" void acd_decode_split_keys(int n_keys, int splits, int s, int mutant, int *k0, int *k1)
@@ -159,7 +213,8 @@ extern "C" void acd_decode_split_keys(int n_keys, int splits, int s, int mutant,
     acd_dec_split_range(n_keys, splits, s, mutant, *k0, *k1);
 }
 
-extern "C" int acd_decode_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)
+// One forward: prepared, launched, synchronised, released.
+static int dec_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)
 {
     acd_decode_plan plan;
     int st = acd_decode_prepare(prob, t, mutant, &plan, err);
@@ -170,4 +225,19 @@ extern "C" int acd_decode_forward(const ac_problem *prob, ac_dtype t, const ac_f
         st = ac_dev_sync(err);
     acd_decode_release(&plan);
     return st;
+}
+
+extern "C" int acd_decode_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)
+{
+    if (ac_dtype_is_fp8(t)) // cuda-decode-fp8's dtypes, not this row's
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: dtype %s is not f16 or bf16 (cuda-decode-fp8 takes fp8)",
+                       ac_dtype_name(t));
+    return dec_forward(prob, t, a, mutant, err);
+}
+
+extern "C" int acd_decode_fp8_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)
+{
+    if (!ac_dtype_is_fp8(t))
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode-fp8: dtype %s is not e4m3 or e5m2", ac_dtype_name(t));
+    return dec_forward(prob, t, a, mutant, err);
 }

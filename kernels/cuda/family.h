@@ -23,6 +23,7 @@ enum {
     ACD_MUT_DEC_EMPTY_SPLIT_NAN = 21, /* an empty split's partial normalised as 0 / 0 and -inf - -inf: NaN */
     ACD_MUT_DEC_SPLIT_OFF_BY_ONE = 22, /* every split but the last runs one key into the next */
     ACD_MUT_DEC_LAST_PAGE_SLOTS = 23, /* the last page's unused slots read and not masked */
+    /* cuda-decode-fp8's (decode.cu): V's descale applied twice reuses ACD_MUT_FP8_V_DESCALE_TWICE */
 };
 
 #define ACD_DTYPES ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
@@ -116,6 +117,19 @@ enum {
         .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = false, \
         .max_seqlen = 0, .variants = AC_VAR_PAGED | AC_VAR_SPLIT, \
     }
+/* cuda-decode-fp8 (decode.cu's split kernel on an fp8 KV cache): e4m3/e5m2 Q,
+ * K, V with f32 descales per tensor or per (batch, kv head) (block(N) is
+ * refused: fp8_no_block_descale), O in bf16 or f16, d = 64 and 128, paged or
+ * contiguous, GQA, every mask kind, varlen, split-KV; forward only.  The codes
+ * are widened exactly to f16 for mma.sync (f32 accumulate: exact products, so
+ * acc = f32) and P is rounded to f16, unscaled. */
+#define ACD_CAPS_decode_fp8 \
+    { \
+        .dtypes = AC_DTYPES_FP8, .head_dims = {64, 128}, .n_head_dims = 2, .max_head_dim = 128, \
+        .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = false, \
+        .max_seqlen = 0, .variants = AC_VAR_PAGED | AC_VAR_SPLIT, .fp8_p = AC_F16, .fp8_acc_bits = 0, \
+        .fp8_no_block_descale = true, \
+    }
 #define ACD_DECODE_FAMILY(X) \
     X(cuda_decode, "cuda-decode", decode, ACD_MUT_NONE, \
       "paged split-KV decode: a CTA per (sequence, KV head, 16 packed GQA rows, split), each warp streaming its " \
@@ -127,6 +141,11 @@ enum {
     X(cuda_dec_offbyone, "cuda-decode-mutant-split-off-by-one", decode, ACD_MUT_DEC_SPLIT_OFF_BY_ONE, \
       "mutant: every split but the last runs one key past its boundary (that key counted twice)") \
     X(cuda_dec_lastpage, "cuda-decode-mutant-last-page-slots", decode, ACD_MUT_DEC_LAST_PAGE_SLOTS, \
-      "mutant: the last page's unused slots are read and not masked")
+      "mutant: the last page's unused slots are read and not masked") \
+    X(cuda_decode_fp8, "cuda-decode-fp8", decode_fp8, ACD_MUT_NONE, \
+      "cuda-decode on an fp8 KV cache (e4m3/e5m2, f32 descales per tensor or (batch, kv head)): K/V tiles copied " \
+      "as fp8 bytes, widened exactly to f16 for mma.sync (f32 accumulate), P rounded to f16; O in bf16/f16") \
+    X(cuda_dec_fp8_vtwice, "cuda-decode-fp8-mutant-v-descale-twice", decode_fp8, ACD_MUT_FP8_V_DESCALE_TWICE, \
+      "mutant: V's descale factor applied twice in the epilogue")
 
 #endif

@@ -37,23 +37,6 @@ template <> __device__ __forceinline__ float from_f<float>(float x) { return x; 
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-__device__ float block_reduce(float x, bool is_max, float *red)
-{
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
-    for (int off = 16; off > 0; off >>= 1) {
-        float y = __shfl_xor_sync(0xffffffffu, x, off);
-        x = is_max ? fmaxf(x, y) : x + y;
-    }
-    __syncthreads();
-    if (lane == 0)
-        red[warp] = x;
-    __syncthreads();
-    x = red[0];
-    for (int w = 1; w < nw; ++w)
-        x = is_max ? fmaxf(x, red[w]) : x + red[w];
-    return x;
-}
-
 // One block per row (b, h, i): P = softmax of the visible scores, LSE.
 template <typename T>
 __global__ void naive_softmax(acd_params p, const float *__restrict__ S, T *__restrict__ P, float *__restrict__ LSE)
@@ -68,12 +51,12 @@ __global__ void naive_softmax(acd_params p, const float *__restrict__ S, T *__re
     for (int j = threadIdx.x; j < nk; j += blockDim.x)
         if (acd_visible(p, b, h, i, j, nq, nk))
             mx = fmaxf(mx, Srow[j]);
-    mx = block_reduce(mx, true, red);
+    mx = acd_cta_reduce(mx, red, [](float a, float c) { return fmaxf(a, c); });
     float sum = 0.f;
     for (int j = threadIdx.x; j < nk; j += blockDim.x)
         if (mx != -INFINITY && acd_visible(p, b, h, i, j, nq, nk))
             sum += expf(Srow[j] - mx);
-    sum = block_reduce(sum, false, red);
+    sum = acd_cta_reduce(sum, red, [](float a, float c) { return a + c; });
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     for (int j = threadIdx.x; j < nk; j += blockDim.x) {
         const bool vis = mx != -INFINITY && acd_visible(p, b, h, i, j, nq, nk);

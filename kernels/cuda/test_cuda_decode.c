@@ -8,7 +8,11 @@
  * than key tiles.  Against the fp64 reference of the contiguous twin
  * (ac_paged_gather) with the harness's error scale (scaled O <= 4, LSE within
  * 1e-3, no NaN or unwritten element), poisoned outputs.  The four mutants
- * must fail the same gate. */
+ * must fail the same gate.  cuda-decode-fp8 takes the same cases on e4m3/e5m2
+ * codes of normal(0, 64) values times factors in [2^-7, 2^-5) per tensor or
+ * (batch, kv head) (test_cuda_fp8.c's regime; the reference reads code *
+ * factor; with factors per head no page is shared, as the harness draws them),
+ * its mutant (V's factor twice) must fail, and descale=block(N) is refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,8 @@ typedef struct {
     int page; /* P keys a page, 0: contiguous K, V */
     int splits; /* num_splits, 0: auto */
     bool expect_fail;
+    ac_dtype out; /* fp8 t: O's dtype */
+    int descale; /* fp8 t: AC_DESCALE_TENSOR (0) or AC_DESCALE_HEAD */
 } dec_case;
 
 /* The case's inputs: host bits, their widenings, the table and the lengths. */
@@ -33,7 +39,8 @@ typedef struct {
     int *lens_k, *table;
     uint8_t *mask;
     void *q, *k, *v; /* dtype bits as the kernel reads them */
-    double *qd, *kd, *vd; /* the twin's widenings */
+    double *qd, *kd, *vd; /* the twin's widenings (fp8: code * factor) */
+    float *fq, *fk, *fv; /* fp8: the descale factors */
 } dec_inputs;
 
 /* Key lengths: nk, 0, 1, then random 1..nk (sequence 0 always full). */
@@ -48,6 +55,7 @@ static void dec_lengths(const dec_case *dc, int *lens)
  * entries past a sequence's last page name a spare page.  Returns num_pages. */
 static int dec_table(const dec_case *dc, const int *lens, int pages_per_seq, int *table)
 {
+    const bool share = !ac_dtype_is_fp8(dc->t) || dc->descale == AC_DESCALE_TENSOR; /* one factor for a page */
     const int P = dc->page;
     int used = 0;
     for (int b = 0; b < dc->b; b++)
@@ -63,7 +71,7 @@ static int dec_table(const dec_case *dc, const int *lens, int pages_per_seq, int
     int next = 0;
     for (int b = 0; b < dc->b; b++) {
         const int mine = (lens[b] + P - 1) / P;
-        const int shared = b % 2 == 1 ? (lens[b] / P < lens[0] / P ? lens[b] / P : lens[0] / P) / 2 : 0;
+        const int shared = share && b % 2 == 1 ? (lens[b] / P < lens[0] / P ? lens[b] / P : lens[0] / P) / 2 : 0;
         for (int x = 0; x < pages_per_seq; x++)
             table[b * pages_per_seq + x] = x < shared ? table[x] : x < mine ? perm[next++] : perm[used + x % spare];
     }
@@ -71,21 +79,50 @@ static int dec_table(const dec_case *dc, const int *lens, int pages_per_seq, int
     return n_pages;
 }
 
-/* Values normal(0,1) in t where a sequence's key lives, NaN elsewhere (padding, unused slots, spare pages). */
-static void dec_fill_kv(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, void **bits, double **wide)
+/* fp8: factors in [2^-7, 2^-5) (test_cuda_fp8.c's), else null. */
+static float *dec_factors(const ac_problem *p, ac_dtype t, ac_tensor_kind kind)
+{
+    if (!ac_dtype_is_fp8(t))
+        return NULL;
+    const size_t nf = ac_descale_count(p, kind);
+    float *f = malloc(nf * sizeof *f);
+    for (size_t x = 0; x < nf; x++)
+        f[x] = (float)ldexp(1.0 + acdt_urand(), -7 + (int)(acdt_urand() * 2));
+    return f;
+}
+
+/* Values normal(0,1) in t where a sequence's row lives (K, V: its keys; Q: its
+ * query rows), NaN elsewhere (padding, unused slots, spare pages); fp8: codes of
+ * normal(0, 64) values, widened as code * factor. */
+static void dec_fill(const ac_problem *p, ac_dtype t, ac_tensor_kind kind, const float *factors, void **bits,
+                     double **wide)
 {
     const size_t n = ac_tensor_elems(p, kind);
+    const bool q_side = kind == AC_TENSOR_Q, fp8 = ac_dtype_is_fp8(t);
+    const int heads = q_side ? p->heads_q : p->heads_kv;
     double *x = malloc(n * sizeof *x);
     for (size_t e = 0; e < n; e++)
-        x[e] = NAN;
-    for (int b = 0; b < p->batch; b++) /* a shared page is written by each sequence: the last one's values */
-        for (int h = 0; h < p->heads_kv; h++)
+        x[e] = q_side ? (fp8 ? 64.0 : 1.0) * acdt_nrand() : NAN;
+    for (int b = 0; b < p->batch && !q_side; b++) /* a shared page is written by each sequence: the last one's */
+        for (int h = 0; h < heads; h++)
             for (int j = 0; j < ac_seqlen_k_of(p, b); j++)
                 for (int c = 0; c < ac_tensor_dim(p, kind); c++)
-                    x[ac_tensor_index(p, kind, b, h, j, c)] = acdt_nrand();
+                    x[ac_tensor_index(p, kind, b, h, j, c)] = (fp8 ? 64.0 : 1.0) * acdt_nrand();
     *bits = malloc(n * ac_dtype_size(t));
     ac_store(t, x, n, *bits);
     ac_load(t, *bits, n, x);
+    /* each stored element times its factor once: a shared page is reached from every sequence that
+     * holds it (one factor for them all: pages are shared only with descale=tensor) */
+    bool *scaled = fp8 ? calloc(n, sizeof *scaled) : NULL;
+    for (int b = 0; b < p->batch && fp8; b++)
+        for (int h = 0; h < heads; h++)
+            for (int j = 0; j < (q_side ? ac_stored_rows(p, b, true) : ac_seqlen_k_of(p, b)); j++)
+                for (int c = 0; c < ac_tensor_dim(p, kind); c++) {
+                    const size_t at = ac_tensor_index(p, kind, b, h, j, c);
+                    if (!scaled[at])
+                        x[at] *= (double)factors[ac_descale_index(p, kind, b, h, j)], scaled[at] = true;
+                }
+    free(scaled);
     *wide = x;
 }
 
@@ -96,6 +133,11 @@ static int dec_build(const dec_case *dc, dec_inputs *in, ac_err *err)
     *p = ac_problem_dense(dc->b, dc->hq, dc->hkv, dc->nq, dc->nk, dc->d);
     p->layout = dc->layout;
     p->num_splits = dc->splits;
+    if (ac_dtype_is_fp8(dc->t)) {
+        p->fp8_out = dc->out;
+        p->fp8_p = AC_F16;
+        p->descale_rows = dc->descale;
+    }
     acdt_set_mask(p, dc->mask, &in->mask);
     in->lens_k = malloc((size_t)dc->b * sizeof(int));
     dec_lengths(dc, in->lens_k);
@@ -108,20 +150,16 @@ static int dec_build(const dec_case *dc, dec_inputs *in, ac_err *err)
         p->num_pages = dec_table(dc, in->lens_k, pages_per_seq, in->table);
         p->block_table = in->table;
     }
+    p->descale_q = in->fq = dec_factors(p, dc->t, AC_TENSOR_Q);
+    p->descale_k = in->fk = dec_factors(p, dc->t, AC_TENSOR_K);
+    p->descale_v = in->fv = dec_factors(p, dc->t, AC_TENSOR_V);
     if (ac_problem_validate(p, 0, err) != AC_OK)
         return AC_ERR_INPUT;
     in->twin = ac_problem_unpaged(p);
-    size_t nq_el = ac_q_elems(p);
-    double *tmp = malloc(nq_el * sizeof *tmp);
-    for (size_t e = 0; e < nq_el; e++)
-        tmp[e] = acdt_nrand();
-    in->q = malloc(nq_el * ac_dtype_size(dc->t));
-    ac_store(dc->t, tmp, nq_el, in->q);
-    ac_load(dc->t, in->q, nq_el, tmp);
-    in->qd = tmp;
+    dec_fill(p, dc->t, AC_TENSOR_Q, in->fq, &in->q, &in->qd);
     double *kw, *vw;
-    dec_fill_kv(p, dc->t, AC_TENSOR_K, &in->k, &kw);
-    dec_fill_kv(p, dc->t, AC_TENSOR_V, &in->v, &vw);
+    dec_fill(p, dc->t, AC_TENSOR_K, in->fk, &in->k, &kw);
+    dec_fill(p, dc->t, AC_TENSOR_V, in->fv, &in->v, &vw);
     if (dc->page == 0) {
         in->kd = kw, in->vd = vw;
         return AC_OK;
@@ -136,7 +174,8 @@ static int dec_build(const dec_case *dc, dec_inputs *in, ac_err *err)
 
 static void dec_free_inputs(dec_inputs *in)
 {
-    void *all[] = {in->lens_k, in->table, in->mask, in->q, in->k, in->v, in->qd, in->kd, in->vd};
+    void *all[] = {in->lens_k, in->table, in->mask, in->q,  in->k,  in->v,
+                   in->qd,     in->kd,    in->vd,   in->fq, in->fk, in->fv};
     for (size_t x = 0; x < sizeof all / sizeof all[0]; x++)
         free(all[x]);
 }
@@ -152,22 +191,23 @@ static int dec_run(const dec_case *dc, double *o_scaled, double *lse_abs, size_t
     if (dec_build(dc, &in, &err) != AC_OK)
         return fprintf(stderr, "bad case: %s\n", err.msg), 2;
     const ac_problem *p = &in.p;
-    const size_t es = ac_dtype_size(dc->t), no_el = ac_o_elems(p), nl = ac_lse_elems(p);
+    const ac_dtype ot = ac_dtype_is_fp8(dc->t) ? dc->out : dc->t;
+    const size_t es = ac_dtype_size(dc->t), os = ac_dtype_size(ot), no_el = ac_o_elems(p), nl = ac_lse_elems(p);
     void *Qd = acdt_to_device(in.q, ac_q_elems(p) * es), *Kd = acdt_to_device(in.k, ac_kv_elems(p) * es);
     void *Vd = acdt_to_device(in.v, ac_v_elems(p) * es);
-    void *Od = acdt_to_device(NULL, no_el * es), *Ld = acdt_to_device(NULL, nl * sizeof(float));
+    void *Od = acdt_to_device(NULL, no_el * os), *Ld = acdt_to_device(NULL, nl * sizeof(float));
     ac_fwd_args fa = {.q = Qd, .k = Kd, .v = Vd, .o = Od, .lse = Ld};
     int st = k->forward(k, p, dc->t, &fa, &err);
     if (st != AC_OK)
         return fprintf(stderr, "%s forward: %s\n", k->name, err.msg), st;
-    void *o = acdt_from_device(Od, no_el * es);
+    void *o = acdt_from_device(Od, no_el * os);
     float *lse = acdt_from_device(Ld, nl * sizeof(float));
     double *ro = malloc(no_el * sizeof(double)), *rl = malloc(nl * sizeof(double)), *eo = malloc(no_el * 8);
     if (ref_forward_fp64(&in.twin, in.qd, in.kd, in.vd, ro, rl, &err) != AC_OK ||
         ref_error_scales(&in.twin, dc->t, in.qd, in.kd, in.vd, ro, rl, NULL, eo, NULL, NULL, NULL, &err) != AC_OK)
         return fprintf(stderr, "ref: %s\n", err.msg), 3;
     *n_bad = 0;
-    *o_scaled = acdt_scaled_max(p, dc->t, AC_TENSOR_O, o, ro, eo, n_bad, worst, wl);
+    *o_scaled = acdt_scaled_max(p, ot, AC_TENSOR_O, o, ro, eo, n_bad, worst, wl);
     *lse_abs = acdt_lse_max(p, lse, rl, n_bad);
     ac_dev_free(Qd), ac_dev_free(Kd), ac_dev_free(Vd), ac_dev_free(Od), ac_dev_free(Ld);
     free(o), free(lse), free(ro), free(rl), free(eo);
@@ -177,43 +217,80 @@ static int dec_run(const dec_case *dc, double *o_scaled, double *lse_abs, size_t
 
 static const char *const dec_mask_name[] = {"none", "causal-tl", "causal-br", "window-br", "dense"};
 
+/* cuda-decode-fp8 refuses factors per block of rows (its caps claim so; its forward), status AC_ERR_INPUT. */
+static int dec_fp8_block_refused(void)
+{
+    const ac_kernel *k = acdt_find_kernel("cuda-decode-fp8");
+    dec_case dc = {"cuda-decode-fp8", AC_E4M3, 2, 4, 2, 1, 300, 64, AC_LAYOUT_BSHD, 2, 16, 4, false, AC_BF16, 64};
+    dec_inputs in;
+    ac_err err;
+    if (!k || dec_build(&dc, &in, &err) != AC_OK)
+        return printf("cuda-decode-fp8 block(64): no kernel or bad case\n"), 1;
+    int caps = k->caps.fp8_no_block_descale ? AC_ERR_INPUT : AC_OK; /* registry.c refuses on it (not linked here) */
+    ac_fwd_args fa = {0};
+    int fwd = k->forward(k, &in.p, dc.t, &fa, &err); /* refused before any device memory is touched */
+    bool ok = caps == AC_ERR_INPUT && fwd == AC_ERR_INPUT && strstr(err.msg, "block(64)") != NULL;
+    printf("%-38s descale=block(64) refused: caps %d, forward %d (%s) %s\n", k->name, caps, fwd, err.msg,
+           ok ? "ok" : "FAIL");
+    dec_free_inputs(&in);
+    return !ok;
+}
+
 /* Returns the number of failures; only: a kernel name prefix or NULL (all). */
 int acdt_decode_tests(bool small, const char *only)
 {
-    const ac_dtype BF = AC_BF16, F16 = AC_F16;
+    const ac_dtype BF = AC_BF16, F16 = AC_F16, E4 = AC_E4M3, E5 = AC_E5M2;
     const ac_layout H = AC_LAYOUT_BHSD, S = AC_LAYOUT_BSHD;
-    const char *K = "cuda-decode";
+    const int T = AC_DESCALE_TENSOR, HD = AC_DESCALE_HEAD;
+    const char *K = "cuda-decode", *F8 = "cuda-decode-fp8";
     const dec_case cases[] = {
         /* GQA 8:1 as served, page 16, auto splits; lengths nk, 0, 1, random */
-        {K, BF, 4, 32, 4, 1, 1000, 128, S, 2, 16, 0, false},
+        {K, BF, 4, 32, 4, 1, 1000, 128, S, 2, 16, 0, false, 0, 0},
         /* speculative rows, page 128 (one page holds whole tiles), three splits */
-        {K, F16, 3, 8, 2, 5, 777, 128, H, 2, 128, 3, false},
+        {K, F16, 3, 8, 2, 5, 777, 128, H, 2, 128, 3, false, 0, 0},
         /* group 16 x 16 rows: 16 row blocks; page 1: a page per key */
-        {K, BF, 5, 16, 1, 16, 300, 64, S, 0, 1, 7, false},
+        {K, BF, 5, 16, 1, 16, 300, 64, S, 0, 1, 7, false, 0, 0},
         /* more splits than key tiles: most splits empty; page 256 > nk */
-        {K, F16, 3, 4, 4, 3, 129, 64, H, 2, 256, 300, false},
+        {K, F16, 3, 4, 4, 3, 129, 64, H, 2, 256, 300, false, 0, 0},
         /* contiguous K, V with a split hint, a window */
-        {K, BF, 3, 8, 8, 2, 200, 128, S, 3, 0, 2, false},
+        {K, BF, 3, 8, 8, 2, 200, 128, S, 3, 0, 2, false, 0, 0},
         /* a page size that is not a power of two, a dense mask (fully masked rows) */
-        {K, F16, 3, 4, 2, 7, 150, 128, H, 4, 3, 4, false},
+        {K, F16, 3, 4, 2, 7, 150, 128, H, 4, 3, 4, false, 0, 0},
         /* causal top-left: row i sees keys 0..i only */
-        {K, BF, 3, 8, 1, 2, 2000, 128, H, 1, 32, 0, false},
+        {K, BF, 3, 8, 1, 2, 2000, 128, H, 1, 32, 0, false, 0, 0},
         /* nq > nk with causal-br: the first rows see no key (O = 0, LSE = -inf) */
-        {K, BF, 3, 4, 2, 9, 4, 128, S, 2, 2, 3, false},
+        {K, BF, 3, 4, 2, 9, 4, 128, S, 2, 2, 3, false, 0, 0},
         /* one key, one page */
-        {K, F16, 3, 2, 1, 1, 1, 64, H, 2, 16, 0, false},
+        {K, F16, 3, 2, 1, 1, 1, 64, H, 2, 16, 0, false, 0, 0},
         /* long: auto picks many splits over 16k keys */
-        {K, BF, 3, 32, 4, 1, 16461, 128, S, 2, 16, 0, false},
-        {"cuda-decode-mutant-combine-no-rescale", BF, 3, 8, 2, 2, 700, 128, S, 2, 16, 4, true},
-        {"cuda-decode-mutant-empty-split-nan", F16, 3, 4, 2, 1, 200, 64, H, 2, 16, 16, true},
-        {"cuda-decode-mutant-split-off-by-one", F16, 1, 4, 1, 1, 70, 64, H, 0, 0, 2, true},
-        {"cuda-decode-mutant-split-off-by-one", F16, 1, 8, 2, 1, 130, 128, S, 2, 16, 2, true},
-        {"cuda-decode-mutant-last-page-slots", BF, 3, 8, 2, 1, 300, 128, S, 2, 16, 0, true},
+        {K, BF, 3, 32, 4, 1, 16461, 128, S, 2, 16, 0, false, 0, 0},
+        {"cuda-decode-mutant-combine-no-rescale", BF, 3, 8, 2, 2, 700, 128, S, 2, 16, 4, true, 0, 0},
+        {"cuda-decode-mutant-empty-split-nan", F16, 3, 4, 2, 1, 200, 64, H, 2, 16, 16, true, 0, 0},
+        {"cuda-decode-mutant-split-off-by-one", F16, 1, 4, 1, 1, 70, 64, H, 0, 0, 2, true, 0, 0},
+        {"cuda-decode-mutant-split-off-by-one", F16, 1, 8, 2, 1, 130, 128, S, 2, 16, 2, true, 0, 0},
+        {"cuda-decode-mutant-last-page-slots", BF, 3, 8, 2, 1, 300, 128, S, 2, 16, 0, true, 0, 0},
+        /* cuda-decode-fp8: GQA 8:1 page 16, e4m3 and e5m2, factors per tensor (pages shared) and per head */
+        {F8, E4, 4, 32, 4, 1, 1000, 128, S, 2, 16, 0, false, BF, T},
+        {F8, E5, 4, 32, 4, 1, 1000, 128, H, 2, 16, 0, false, F16, HD},
+        /* speculative rows Nq = 4, page 3 (tiles span pages), d = 64, a dense mask */
+        {F8, E4, 3, 8, 2, 4, 333, 64, H, 4, 3, 3, false, F16, HD},
+        {F8, E5, 3, 8, 1, 4, 500, 128, S, 1, 3, 0, false, BF, T},
+        /* contiguous K, V, a window; more splits than key tiles */
+        {F8, E4, 3, 8, 8, 2, 200, 128, S, 3, 0, 2, false, BF, HD},
+        {F8, E5, 3, 4, 4, 3, 129, 64, H, 2, 0, 300, false, BF, T},
+        {F8, E4, 3, 4, 2, 3, 129, 64, S, 2, 16, 300, false, F16, HD},
+        /* long, auto splits */
+        {F8, E4, 3, 32, 4, 1, 9000, 128, S, 2, 16, 0, false, BF, HD},
+        /* V's factor (2^-7..2^-5) twice: O off by that factor */
+        {"cuda-decode-fp8-mutant-v-descale-twice", E4, 3, 8, 2, 1, 300, 128, S, 2, 16, 0, true, BF, HD},
+        {"cuda-decode-fp8-mutant-v-descale-twice", E5, 2, 4, 4, 2, 100, 64, H, 0, 0, 3, true, F16, T},
     };
     int failures = 0;
     for (size_t x = 0; x < sizeof cases / sizeof cases[0]; x++) {
         dec_case dc = cases[x];
         if (only && strncmp(only, dc.kernel, strlen(only)) != 0) /* a prefix: the kernel and its mutants */
+            continue;
+        if (only && strcmp(only, "cuda-decode") == 0 && ac_dtype_is_fp8(dc.t)) /* cuda-decode alone: not -fp8 */
             continue;
         if (small && dc.nk > 600) /* for compute-sanitizer: short caches */
             dc.nk = 600;
@@ -229,13 +306,16 @@ int acdt_decode_tests(bool small, const char *only)
         bool bad = n_bad > 0 || o_scaled > 4.0 || lse_abs > 1e-3;
         bool ok = bad == dc.expect_fail;
         failures += !ok;
-        printf("%-38s %-4s %-9s %-4s %d %d %d %d %d %d page=%d splits=%d  O %9.3g  LSE %9.3g  bad %zu %s\n", dc.kernel,
-               ac_dtype_name(dc.t), dec_mask_name[dc.mask], ac_layout_name(dc.layout), dc.b, dc.hq, dc.hkv, dc.nq,
-               dc.nk, dc.d, dc.page, dc.splits, o_scaled, lse_abs, n_bad,
+        printf("%-38s %-4s%s%-4s %-9s %-4s %d %d %d %d %d %d page=%d splits=%d  O %9.3g  LSE %9.3g  bad %zu %s\n",
+               dc.kernel, ac_dtype_name(dc.t), ac_dtype_is_fp8(dc.t) ? ">" : " ",
+               ac_dtype_is_fp8(dc.t) ? ac_dtype_name(dc.out) : "", dec_mask_name[dc.mask], ac_layout_name(dc.layout),
+               dc.b, dc.hq, dc.hkv, dc.nq, dc.nk, dc.d, dc.page, dc.splits, o_scaled, lse_abs, n_bad,
                ok ? (dc.expect_fail ? "caught" : "ok") : "FAIL");
         if (!ok && !dc.expect_fail)
             printf("    worst O: %s\n", worst);
         fflush(stdout);
     }
+    if (!only || strstr(only, "fp8"))
+        failures += dec_fp8_block_refused();
     return failures;
 }
