@@ -203,7 +203,10 @@ typedef struct {
                                          (the reference tiers read the products and ignore these) */
 } ac_problem;
 
-#define AC_MAX_HEAD_DIM 512
+/* The largest head dim a problem states: 1024, past MLA decode's d_qk = 576
+ * (a 512-dim latent and 64 rope dims, d_v = 512).  The generators draw up to
+ * AC_GEN_HEAD_DIM_TOP unless a kernel lists a larger head dim. */
+#define AC_MAX_HEAD_DIM 1024
 
 double ac_default_scale(int head_dim);
 

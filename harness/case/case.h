@@ -15,7 +15,7 @@
  *            every one nq (nk) where none are given; cu_seqlens their prefix sums)
  *   dist = normal(M,S) | uniform(LO,HI) | outliers(S,P) | increasing(SLOPE) | equal()
  *          | dominant(MARGIN) | huge(FRAC) | tiny();   scale = auto | VALUE
- *   dv = N in 1..512, the head dim of V, O, dO, dV (d_qk = d is Q's and K's; MLA: d=192 dv=128)
+ *   dv = N in 1..1024, the head dim of V, O, dO, dV (d_qk = d is Q's and K's; MLA: d=192 dv=128, decode d=576 dv=512)
  *   softcap = C > 0 (stored as its f32 value, like scale)
  *   sinks = normal(M,S) | over(MARGIN)  (learnable sink logits, see ac_sinks_kind)
  *   alibi = paper | uniform(LO,HI), then optionally :bh  (ALiBi slopes, see ac_alibi_kind)
@@ -127,7 +127,7 @@ typedef struct {
     ac_dist_kind dist;
     double dist_a, dist_b;
     /* ---- variants (ref/variants.h), optional fields after scale; 0 = off ---- */
-    int head_dim_v; /* dv=N: V, O, dO, dV have N columns (1..512); 0: d */
+    int head_dim_v; /* dv=N: V, O, dO, dV have N columns (1..1024); 0: d */
     double softcap; /* softcap=C: the f32 value of c > 0 */
     ac_sinks_kind sinks; /* sinks=normal(M,S) | over(MARGIN): how the sink logits are drawn */
     double sinks_a, sinks_b; /* M, S; or MARGIN */

@@ -13,7 +13,7 @@ int case_parse_dv(const case_field *f, const char *value, ac_case *c, ac_err *er
 {
     unsigned long long v;
     if (!case_read_digits(value, AC_MAX_HEAD_DIM, &v) || v < 1)
-        return case_bad(err, f->key, "a head dim of V in 1..512", value);
+        return case_bad(err, f->key, "a head dim of V in 1..1024", value);
     c->head_dim_v = (int)v;
     return AC_OK;
 }

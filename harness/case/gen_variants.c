@@ -82,7 +82,7 @@ static void draw_dv(case_rng *r, const ac_caps *caps, ac_case *c)
     }
     if (caps->n_head_dims > 0)
         return; /* listed dims and no pairs: no d_v to draw */
-    int top = caps->max_head_dim > 0 && caps->max_head_dim < AC_MAX_HEAD_DIM ? caps->max_head_dim : AC_MAX_HEAD_DIM;
+    int top = gen_head_dim_top(caps);
     static const int pairs[][2] = {{192, 128}, {128, 96}, {256, 128}, {96, 64}, {64, 32}};
     int k = case_rng_int(r, 0, 9);
     if (k < 5 && pairs[k][0] <= top) {

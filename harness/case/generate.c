@@ -158,9 +158,15 @@ static void draw_heads(case_rng *r, bool gqa, ac_case *c)
     }
 }
 
+int gen_head_dim_top(const ac_caps *caps)
+{
+    return caps->max_head_dim > 0 && caps->max_head_dim < AC_GEN_HEAD_DIM_TOP ? caps->max_head_dim
+                                                                              : AC_GEN_HEAD_DIM_TOP;
+}
+
 int gen_draw_head_dim(case_rng *r, const ac_caps *caps)
 {
-    int top = caps->max_head_dim > 0 && caps->max_head_dim < AC_MAX_HEAD_DIM ? caps->max_head_dim : AC_MAX_HEAD_DIM;
+    int top = gen_head_dim_top(caps);
     if (caps->n_head_dims > 0) {
         int n = caps->n_head_dims < AC_MAX_LISTED_HEAD_DIMS ? caps->n_head_dims : AC_MAX_LISTED_HEAD_DIMS;
         return caps->head_dims[case_rng_int(r, 0, n - 1)];

@@ -43,7 +43,7 @@ static int decode_head_dim(case_rng *r, const ac_caps *caps)
 {
     if (caps->n_head_dims > 0)
         return gen_draw_head_dim(r, caps);
-    int top = caps->max_head_dim > 0 && caps->max_head_dim < AC_MAX_HEAD_DIM ? caps->max_head_dim : AC_MAX_HEAD_DIM;
+    int top = gen_head_dim_top(caps);
     static const int w[] = {50, 30, 10, 10};
     static const int dims[] = {128, 64, 256};
     int k = case_rng_pick(r, w, COUNT(w)), d = k < 3 ? dims[k] : case_rng_int(r, 1, 255);

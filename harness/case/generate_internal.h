@@ -14,6 +14,10 @@
 int gen_pick_le(case_rng *r, const int *vals, int n, int max, int fallback);
 /* A head dim inside the kernel's claims (its listed dims, else the default weights). */
 int gen_draw_head_dim(case_rng *r, const ac_caps *caps);
+/* The largest head dim drawn for a kernel without listed dims: its max_head_dim,
+ * at most AC_GEN_HEAD_DIM_TOP (MLA decode's 576 is drawn as a shape of its own). */
+#define AC_GEN_HEAD_DIM_TOP 512
+int gen_head_dim_top(const ac_caps *caps);
 /* A mask kind by the weights w (the claimed and filtered kinds) and its parameters. */
 void gen_draw_mask(case_rng *r, const int w[AC_MASK_KIND_COUNT], ac_case *c);
 /* Per-sequence lengths in 0..padded: 0 (5%), 1 (10%), padded (25%), else uniform in 1..padded. */

@@ -120,7 +120,7 @@ static int long_head_dim(case_rng *r, const ac_caps *caps)
 {
     if (caps->n_head_dims > 0)
         return gen_draw_head_dim(r, caps);
-    int top = caps->max_head_dim > 0 && caps->max_head_dim < AC_MAX_HEAD_DIM ? caps->max_head_dim : AC_MAX_HEAD_DIM;
+    int top = gen_head_dim_top(caps);
     static const int w[] = {35, 25, 10, 10, 10, 10};
     static const int mid[] = {80, 96, 160};
     int d;
@@ -156,7 +156,7 @@ static int cross31_head_dim(const ac_caps *caps)
             best = caps->head_dims[i];
     if (caps->n_head_dims > 0)
         return best ? best : caps->head_dims[0];
-    int top = caps->max_head_dim > 0 ? caps->max_head_dim : AC_MAX_HEAD_DIM;
+    int top = gen_head_dim_top(caps);
     return top < 128 ? top : 128;
 }
 

@@ -125,7 +125,7 @@ ParameterizedTestParameters(harness_case, malformed_fields_are_rejected_naming_t
         {"v1 seed=-1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16", "seed: expected an unsigned 64-bit integer"},
         {"v1 seed=18446744073709551616 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16", "seed: expected"},
         {"v1 seed=1 b=65 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16", "b: must be in 1..64, got 65"},
-        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=513 dtype=f16", "d: must be in 1..512, got 513"},
+        {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=1025 dtype=f16", "d: must be in 1..1024, got 1025"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 mask=causal", "mask: expected none, causal-tl"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 mask=window-tl(-1,2)", "mask: expected window sides"},
         {"v1 seed=1 b=1 hq=1 hkv=1 nq=4 nk=4 d=8 dtype=f16 mask=window-br(3)", "mask: expected window-tl(L,R)"},

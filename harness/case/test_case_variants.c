@@ -84,7 +84,7 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " sinks=uniform(0,1)", "sinks"},
         {BASE " sinks=normal(1e31,1)", "sinks"},
         {BASE " dv=0", "dv"},
-        {BASE " dv=513", "dv"},
+        {BASE " dv=1025", "dv"},
         {BASE " dv=x", "dv"},
         {BASE " alibi=geometric", "alibi"},
         {BASE " alibi=uniform(2,1)", "alibi"},

@@ -123,7 +123,7 @@ ParameterizedTestParameters(harness_exec, bad_caps_files_are_refused_naming_the_
          "\"layouts\": [\"bhsd\"]}",
          "give \"head_dims\" (a list) or \"max_head_dim\", one of them"},
         {"{\"dtypes\": [\"f16\"], \"head_dims\": [0], \"masks\": [\"none\"], \"layouts\": [\"bhsd\"]}",
-         "\"head_dims\" must be a whole number in 1..512"},
+         "\"head_dims\" must be a whole number in 1..1024"},
         {"{\"dtypes\": [\"f16\"], \"max_head_dim\": 64, \"masks\": [\"none\"], \"layouts\": [\"bhsd\"], "
          "\"gqa\": \"yes\"}",
          "\"gqa\" must be true or false"},
