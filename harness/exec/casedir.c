@@ -34,23 +34,24 @@ static ac_dtype out_dtype_of(const ac_problem *p, ac_dtype t)
 /* fp8: the descale factors as 1-D f32 arrays descale_q/k/v.npy. */
 static int write_descales(const char *dir, const ac_problem *p, ac_err *err);
 
-/* A Q-like (heads_q, seqlen_q) or K-like (heads_kv, seqlen_k) tensor in the problem's layout. */
-static ac_tensor shaped(const ac_problem *p, bool q_like, ac_tfile_dtype t, const void *data)
+/* Tensor `kind` in the problem's layout: Q-like (heads_q, seqlen_q) or K-like
+ * (heads_kv, seqlen_k) rows of its own width (V, O, dO, dV: d_v). */
+static ac_tensor shaped(const ac_problem *p, ac_tensor_kind kind, ac_tfile_dtype t, const void *data)
 {
-    if (!q_like && p->page_size > 0) { /* a paged cache: (num_pages, page_size, heads_kv, head_dim) */
-        ac_tensor x = {.dtype = t,
-                       .ndim = 4,
-                       .data = (void *)data,
-                       .shape = {p->num_pages, p->page_size, p->heads_kv, p->head_dim}};
-        x.n_elems = (size_t)p->num_pages * (size_t)p->page_size * (size_t)p->heads_kv * (size_t)p->head_dim;
+    bool q_like = kind == AC_TENSOR_Q || kind == AC_TENSOR_O;
+    int dim = ac_tensor_dim(p, kind);
+    if (!q_like && p->page_size > 0) { /* a paged cache: (num_pages, page_size, heads_kv, d or d_v) */
+        ac_tensor x = {
+            .dtype = t, .ndim = 4, .data = (void *)data, .shape = {p->num_pages, p->page_size, p->heads_kv, dim}};
+        x.n_elems = (size_t)p->num_pages * (size_t)p->page_size * (size_t)p->heads_kv * (size_t)dim;
         return x;
     }
     int heads = q_like ? p->heads_q : p->heads_kv, seqlen = q_like ? p->seqlen_q : p->seqlen_k;
     ac_tensor x = {.dtype = t, .ndim = 4, .data = (void *)data};
     bool bshd = p->layout == AC_LAYOUT_BSHD;
-    int64_t shape[4] = {p->batch, bshd ? seqlen : heads, bshd ? heads : seqlen, p->head_dim};
+    int64_t shape[4] = {p->batch, bshd ? seqlen : heads, bshd ? heads : seqlen, dim};
     memcpy(x.shape, shape, sizeof shape);
-    x.n_elems = (size_t)p->batch * (size_t)heads * (size_t)seqlen * (size_t)p->head_dim;
+    x.n_elems = (size_t)p->batch * (size_t)heads * (size_t)seqlen * (size_t)dim;
     return x;
 }
 
@@ -157,10 +158,12 @@ static char *problem_json(const ac_case_files *cf)
         add_names(o, "descale_files", files, 3);
     }
     cJSON_AddStringToObject(o, "layout", p->layout == AC_LAYOUT_BSHD ? "bshd" : "bhsd");
-    int sizes[6] = {p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim};
-    const char *keys[6] = {"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim"};
-    for (int i = 0; i < 6; i++)
+    int sizes[7] = {p->batch, p->heads_q, p->heads_kv, p->seqlen_q, p->seqlen_k, p->head_dim, ac_head_dim_v(p)};
+    const char *keys[7] = {"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "head_dim_v"};
+    for (int i = 0; i < 7; i++)
         cJSON_AddNumberToObject(o, keys[i], sizes[i]);
+    if (p->v_from_k) /* V's rows are K's first head_dim_v channels (the case's v=k) */
+        cJSON_AddTrueToObject(o, "v_from_k");
     char scale[40]; /* 17 digits: cJSON's own printing may stop at 15 when they read back within an epsilon */
     snprintf(scale, sizeof scale, "%.17g", p->scale);
     cJSON_AddRawToObject(o, "scale", scale);
@@ -200,18 +203,19 @@ int ac_case_dir_write(const char *dir, const ac_case_files *cf, ac_err *err)
 {
     const ac_problem *p = cf->p;
     ac_tfile_dtype in_t = file_dtype(cf->dtype), out_t = file_dtype(out_dtype_of(p, cf->dtype));
-    ac_tensor q = shaped(p, true, in_t, cf->q), k = shaped(p, false, in_t, cf->k), v = shaped(p, false, in_t, cf->v);
+    ac_tensor q = shaped(p, AC_TENSOR_Q, in_t, cf->q), k = shaped(p, AC_TENSOR_K, in_t, cf->k),
+              v = shaped(p, AC_TENSOR_V, in_t, cf->v);
     int st = write_npy(dir, "q", &q, err);
     if (st == AC_OK)
         st = write_npy(dir, "k", &k, err);
     if (st == AC_OK)
         st = write_npy(dir, "v", &v, err);
     if (st == AC_OK && cf->d_o && !ac_problem_is_fp8(p)) { /* fp8 is forward only */
-        ac_tensor d_o = shaped(p, true, in_t, cf->d_o);
+        ac_tensor d_o = shaped(p, AC_TENSOR_O, in_t, cf->d_o);
         st = write_npy(dir, "do", &d_o, err);
     }
     if (st == AC_OK && cf->backward) {
-        ac_tensor o = shaped(p, true, out_t, cf->o), l = lse_shaped(p, cf->lse);
+        ac_tensor o = shaped(p, AC_TENSOR_O, out_t, cf->o), l = lse_shaped(p, cf->lse);
         if ((st = write_npy(dir, "o", &o, err)) == AC_OK)
             st = write_npy(dir, "lse", &l, err);
     }
@@ -294,16 +298,17 @@ int ac_case_dir_read_outputs(const char *out_dir, const ac_problem *p, ac_dtype 
                              void *dq, void *dk, void *dv, ac_err *err)
 {
     ac_tfile_dtype out_t = file_dtype(out_dtype_of(p, t));
-    ac_tensor q_like = shaped(p, true, out_t, NULL), k_like = shaped(p, false, out_t, NULL);
     if (!backward) {
-        ac_tensor l = lse_shaped(p, NULL);
-        int st = read_output(out_dir, "o", &q_like, o, err);
+        ac_tensor o_like = shaped(p, AC_TENSOR_O, out_t, NULL), l = lse_shaped(p, NULL);
+        int st = read_output(out_dir, "o", &o_like, o, err);
         return st == AC_OK ? read_output(out_dir, "lse", &l, lse, err) : st;
     }
+    ac_tensor q_like = shaped(p, AC_TENSOR_Q, out_t, NULL), k_like = shaped(p, AC_TENSOR_K, out_t, NULL),
+              v_like = shaped(p, AC_TENSOR_V, out_t, NULL);
     int st = read_output(out_dir, "dq", &q_like, dq, err);
     if (st == AC_OK)
         st = read_output(out_dir, "dk", &k_like, dk, err);
-    return st == AC_OK ? read_output(out_dir, "dv", &k_like, dv, err) : st;
+    return st == AC_OK ? read_output(out_dir, "dv", &v_like, dv, err) : st;
 }
 
 /* ---- problem.json read back (check, reference) ---------------------------------- */
