@@ -198,6 +198,8 @@ typedef struct {
     const float *descale_q, *descale_k, *descale_v; /* f32 factors, host memory: input = code * factor */
     int32_t
         acc_bits; /* the fp8 products' accumulator the plugin declares (fp8_acc_bits): 0 = f32 (check ATTNCHECK_HAS_FIELD) */
+    int32_t v_from_k; /* 1: V's rows are K's first d_v channels (the case's v=k: MLA decode's one latent
+                                         cache, so a kernel may read V from fwd_args.k); check ATTNCHECK_HAS_FIELD */
 } attncheck_problem2;
 
 /* ABI 2: whether a struct (problem2, fwd_args, bwd_args) as attncheck passed it
@@ -264,6 +266,10 @@ typedef struct {
     /* fp8: the fp8 products' accumulator: 0 (absent) = f32; B = fraction bits of a running sum truncated every 32
        products, as Hopper's fp8 tensor cores do (e8m13: 13).  The error scale allows for it (ref.h). */
     int32_t fp8_acc_bits;
+    /* 1: the kernel reads V as K's first d_v channels (MLA decode's latent cache, as FlashMLA does): it is
+       given only problems with problem2.v_from_k = 1, and every generated case is so (not with fp8 dtypes).
+       0 (absent): V is read from fwd_args.v */
+    int32_t v_from_k;
 } attncheck_plugin;
 
 #define ATTNCHECK_PLUGIN_DESCRIBE_SYMBOL "attncheck_plugin_describe"

@@ -67,6 +67,9 @@ typedef struct {
     /* fp8: descale factors per tensor or per (batch, kv head) only: a case's descale=block(N) is not supported
        (false, the default: every granularity of ref.h's descale_rows) */
     bool fp8_no_block_descale;
+    /* The kernel reads V as K's first d_v channels (MLA decode's one latent cache, as FlashMLA does): it is
+       given only problems whose inputs are so (v_from_k; the case's v=k), and every generated case is */
+    bool v_from_k;
 } ac_caps;
 
 /* dropout_mask (with dropout, else NULL): the keep mask the forward drew, one bit

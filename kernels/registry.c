@@ -177,6 +177,9 @@ int ac_kernel_supports(const ac_kernel *k, const ac_problem *p, ac_dtype t, bool
                        "kernel '%s' accumulates its fp8 products (QK^T, PV) in %s, the case says acc=%s", k->name, has,
                        said);
     }
+    if (c->v_from_k && !p->v_from_k)
+        return ac_fail(err, AC_ERR_INPUT,
+                       "kernel '%s' reads V as K's first d_v channels; the case's V is its own (not v=k)", k->name);
     if (want_backward && (!c->backward || !k->backward))
         return ac_fail(err, AC_ERR_INPUT, "kernel '%s' has no backward", k->name);
     if (c->max_seqlen > 0 && (p->seqlen_q > c->max_seqlen || p->seqlen_k > c->max_seqlen))

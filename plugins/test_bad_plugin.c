@@ -25,7 +25,7 @@ __attribute__((unused)) static int bad_forward2(void *user, const attncheck_prob
 static const attncheck_plugin bad = {
 #if defined(BAD_ABI)
     .abi_version = 7,
-#elif defined(BAD_V2_SIZE) || defined(BAD_V2_NO_FORWARD2) || defined(BAD_V2_VARIANT)
+#elif defined(BAD_V2_SIZE) || defined(BAD_V2_NO_FORWARD2) || defined(BAD_V2_VARIANT) || defined(BAD_V2_VK_FP8)
     /* ABI 2, broken in its own fields */
     .abi_version = ATTNCHECK_PLUGIN_ABI_VERSION,
 #ifndef BAD_V2_SIZE
@@ -39,13 +39,20 @@ static const attncheck_plugin bad = {
 #ifdef BAD_V2_VARIANT
     .variants = 1u << 30, /* a variant no attncheck knows */
 #endif
+#ifdef BAD_V2_VK_FP8
+    .v_from_k = 1, /* V read from K's codes: not with fp8, which the caps below claim */
+#endif
 #else
     .abi_version = ATTNCHECK_PLUGIN_ABI_V1,
 #endif
     .name = "bad-plugin",
     .caps =
         {
+#ifdef BAD_V2_VK_FP8
+            .dtypes = 1u << ATTNCHECK_DTYPE_F32 | 1u << ATTNCHECK_DTYPE_E4M3,
+#else
             .dtypes = 1u << ATTNCHECK_DTYPE_F32,
+#endif
             .max_head_dim = 64,
             .masks = ATTNCHECK_MASK_NONE,
 #ifdef BAD_V1_THD
@@ -58,7 +65,8 @@ static const attncheck_plugin bad = {
 #endif
         },
     .memory = ATTNCHECK_MEM_HOST,
-#if !defined(BAD_NULL_FORWARD) && !defined(BAD_V2_SIZE) && !defined(BAD_V2_NO_FORWARD2) && !defined(BAD_V2_VARIANT)
+#if !defined(BAD_NULL_FORWARD) && !defined(BAD_V2_SIZE) && !defined(BAD_V2_NO_FORWARD2) && !defined(BAD_V2_VARIANT) && \
+    !defined(BAD_V2_VK_FP8)
     .forward = bad_forward,
 #endif
 };

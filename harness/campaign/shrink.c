@@ -345,7 +345,8 @@ static int edit_variants(const ac_case *cur, int i, ac_case *cand)
 /* The paged KV cache and the splits, simplest first: no paging; the table in
  * order (no shared or spare pages); fewer, larger pages (P doubled, up to nk);
  * one split in a paged case (from S >= 2 or auto), no split hint in a
- * contiguous one (only downhill: a case never gains a field it did not need). */
+ * contiguous one (only downhill: a case never gains a field it did not need);
+ * then V drawn apart from K (v=k dropped). */
 static int edit_paged(const ac_case *cur, int i, ac_case *cand)
 {
     *cand = *cur;
@@ -370,6 +371,11 @@ static int edit_paged(const ac_case *cur, int i, ac_case *cand)
         if (cur->kv_page_size == 0 ? cur->num_splits == 0 : cur->num_splits == 1)
             return 0;
         cand->num_splits = cur->kv_page_size == 0 ? 0 : 1;
+        return 1;
+    case 4: /* V its own tensor again (a kernel reading V from K refuses the candidate) */
+        if (!cur->v_from_k)
+            return 0;
+        cand->v_from_k = false;
         return 1;
     default:
         return -1;

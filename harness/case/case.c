@@ -320,6 +320,7 @@ static const case_field fields[] = {
     CUSTOM_FIELD("dist", false, true, dist),
     CUSTOM_FIELD("scale", false, true, scale),
     VARIANT_FIELD("dv", dv), /* the variants' fields: case_variants.c */
+    VARIANT_FIELD("v", vk),
     VARIANT_FIELD("softcap", softcap),
     VARIANT_FIELD("sinks", sinks),
     VARIANT_FIELD("alibi", alibi),

@@ -16,6 +16,7 @@
  *   dist = normal(M,S) | uniform(LO,HI) | outliers(S,P) | increasing(SLOPE) | equal()
  *          | dominant(MARGIN) | huge(FRAC) | tiny();   scale = auto | VALUE
  *   dv = N in 1..1024, the head dim of V, O, dO, dV (d_qk = d is Q's and K's; MLA: d=192 dv=128, decode d=576 dv=512)
+ *   v = k: V is K's first d_v channels (MLA decode's latent cache, read once as K and as V)
  *   softcap = C > 0 (stored as its f32 value, like scale)
  *   sinks = normal(M,S) | over(MARGIN)  (learnable sink logits, see ac_sinks_kind)
  *   alibi = paper | uniform(LO,HI), then optionally :bh  (ALiBi slopes, see ac_alibi_kind)
@@ -128,6 +129,7 @@ typedef struct {
     double dist_a, dist_b;
     /* ---- variants (ref/variants.h), optional fields after scale; 0 = off ---- */
     int head_dim_v; /* dv=N: V, O, dO, dV have N columns (1..1024); 0: d */
+    bool v_from_k; /* v=k: V is K's first d_v channels, as MLA decode's one latent cache (d_v <= d; not fp8) */
     double softcap; /* softcap=C: the f32 value of c > 0 */
     ac_sinks_kind sinks; /* sinks=normal(M,S) | over(MARGIN): how the sink logits are drawn */
     double sinks_a, sinks_b; /* M, S; or MARGIN */

@@ -54,6 +54,7 @@ struct case_field {
     void case_reset_##name(ac_case *c); \
     int case_validate_##name(const case_field *f, const ac_case *c, ac_err *err);
 CASE_VARIANT_FIELD_FNS(dv)
+CASE_VARIANT_FIELD_FNS(vk)
 CASE_VARIANT_FIELD_FNS(softcap)
 CASE_VARIANT_FIELD_FNS(sinks)
 CASE_VARIANT_FIELD_FNS(alibi)

@@ -34,6 +34,37 @@ int case_validate_dv(const case_field *f, const ac_case *c, ac_err *err)
     return AC_OK;
 }
 
+/* v=k: V is K's first d_v channels (MLA decode's latent cache). */
+int case_parse_vk(const case_field *f, const char *value, ac_case *c, ac_err *err)
+{
+    if (strcmp(value, "k") != 0)
+        return case_bad(err, f->key, "k (V is K's first d_v channels)", value);
+    c->v_from_k = true;
+    return AC_OK;
+}
+
+bool case_format_vk(const case_field *f, const ac_case *c, char *buf, size_t len)
+{
+    (void)f;
+    snprintf(buf, len, "k");
+    return !c->v_from_k;
+}
+
+void case_reset_vk(ac_case *c) { c->v_from_k = false; }
+
+int case_validate_vk(const case_field *f, const ac_case *c, ac_err *err)
+{
+    if (!c->v_from_k)
+        return AC_OK;
+    if (c->head_dim_v > c->head_dim)
+        return ac_fail(err, AC_ERR_INPUT, "%s=k: V is K's first dv channels, so dv (%d) must be at most d (%d)", f->key,
+                       c->head_dim_v, c->head_dim);
+    if (ac_dtype_is_fp8(c->dtype))
+        return ac_fail(err, AC_ERR_INPUT, "%s=k: not with fp8 inputs (dtype=%s): V's codes would carry K's factors",
+                       f->key, ac_dtype_name(c->dtype));
+    return AC_OK;
+}
+
 int case_parse_softcap(const case_field *f, const char *value, ac_case *c, ac_err *err)
 {
     double v;

@@ -35,7 +35,7 @@
 
 /* Variant v's stream for case `index`: one per variant, so whether one is
  * claimed (and how many draws its parameters take) never moves another. */
-enum { STREAM_THD = 64, STREAM_MASKDIMS, STREAM_NEG_SCALE }; /* past every variant's id */
+enum { STREAM_THD = 64, STREAM_MASKDIMS, STREAM_NEG_SCALE, STREAM_MLA }; /* past every variant's id */
 
 static case_rng variant_stream(uint64_t campaign_seed, uint64_t index, uint64_t v)
 {
@@ -258,6 +258,57 @@ void case_variants_after_cap(const ac_caps *caps, ac_case *c)
         if (caps->dv_pairs[i][0] == c->head_dim && caps->dv_pairs[i][1] == c->head_dim_v)
             return;
     c->head_dim_v = 0;
+}
+
+/* ---- MLA decode (the decode profile) and v=k ---- */
+
+static bool pair_listed(const ac_caps *caps, int d, int dv)
+{
+    for (int i = 0; i < caps->n_dv_pairs && i < AC_MAX_DV_PAIRS; i++)
+        if (caps->dv_pairs[i][0] == d && caps->dv_pairs[i][1] == dv)
+            return true;
+    return false;
+}
+
+static bool head_dim_claimed(const ac_caps *caps, int d)
+{
+    for (int i = 0; i < caps->n_head_dims && i < AC_MAX_LISTED_HEAD_DIMS; i++)
+        if (caps->head_dims[i] == d)
+            return true;
+    return caps->n_head_dims == 0 && caps->max_head_dim >= d;
+}
+
+/* Whether the kernel takes MLA decode's shape: GQA, d_qk = 576 with d_v = 512. */
+static bool mla_fits(const ac_caps *caps)
+{
+    return (caps->variants & AC_VAR_DV) && caps->gqa && head_dim_claimed(caps, 576) &&
+        (caps->n_dv_pairs == 0 || pair_listed(caps, 576, 512));
+}
+
+void case_mla_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c)
+{
+    if (!mla_fits(caps))
+        return;
+    case_rng r = variant_stream(campaign_seed, index, STREAM_MLA);
+    if (!chance(&r, 15))
+        return;
+    static const int heads[] = {16, 32, 64, 128}; /* DeepSeek-V3's 128 query heads, and tensor-parallel shares */
+    c->heads_kv = 1;
+    c->heads_q = heads[case_rng_int(&r, 0, 3)];
+    c->head_dim = 576, c->head_dim_v = 512;
+    c->v_from_k = !ac_dtype_is_fp8(c->dtype) && (caps->v_from_k || chance(&r, 50));
+}
+
+void case_vk_apply(const ac_caps *caps, ac_case *c)
+{
+    if (!caps->v_from_k || ac_dtype_is_fp8(c->dtype))
+        return;
+    c->v_from_k = true;
+    int dv = c->head_dim_v > 0 ? c->head_dim_v : c->head_dim;
+    if (caps->n_dv_pairs > 0 && dv != c->head_dim && !pair_listed(caps, c->head_dim, dv))
+        c->head_dim_v = 0;
+    if (c->head_dim_v > c->head_dim)
+        c->head_dim_v = 0; /* V is then the whole of K */
 }
 
 bool case_variants_any(const ac_case *c)

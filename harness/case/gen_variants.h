@@ -24,6 +24,12 @@ void case_variants_after_cap(const ac_caps *caps, ac_case *c);
  * does not compute (ref_gpu_supports), so the generator's size cap stays the
  * CPU tier's for it. */
 bool case_variants_any(const ac_case *c);
+/* The decode profile: 15% of the cases of a kernel that takes d_qk = 576 with d_v = 512 (GQA) become
+ * MLA decode's shape (one KV head, 16-128 query heads), V half the time K's first 512 channels (v=k),
+ * from a stream of its own. */
+void case_mla_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c);
+/* A kernel that reads V from K (caps v_from_k): every case v=k, its d_v at most d (after the size cap). */
+void case_vk_apply(const ac_caps *caps, ac_case *c);
 /* fp8 dtypes (gen_fp8.c): out, descale, the kernel's declared p, from a stream of their own. */
 void case_fp8_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, ac_case *c);
 

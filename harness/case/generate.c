@@ -359,7 +359,7 @@ void gen_apply_cap(const ac_gen *g, ac_case *c)
         c->heads_q /= c->heads_kv;
         c->heads_kv = 1;
     }
-    while (!gen_keeps_cap(g, c) && g->caps.n_head_dims == 0 && c->head_dim > 1)
+    while (!gen_keeps_cap(g, c) && g->caps.n_head_dims == 0 && c->head_dim > 1 && !c->v_from_k) /* v=k: d >= d_v */
         c->head_dim /= 2;
     while (!gen_keeps_cap(g, c) && halve_longer(c, ac_gen_min_seqlen(g)))
         ;
@@ -444,9 +444,12 @@ int ac_gen_case_at(const ac_gen *g, uint64_t index, ac_case *out, ac_err *err)
     draw_scale(&r, &c);
     c.seed = case_rng_u64(&r) >> 34; /* 30 bits: short lines */
     case_variants_draw(g->campaign_seed, index, &g->caps, &c); /* gen_variants.c */
+    if (g->profile == AC_PROFILE_DECODE)
+        case_mla_draw(g->campaign_seed, index, &g->caps, &c);
     case_fp8_draw(g->campaign_seed, index, &g->caps, &c); /* gen_fp8.c */
     gen_apply_cap(g, &c);
     case_variants_after_cap(&g->caps, &c);
+    case_vk_apply(&g->caps, &c);
     st = ac_case_validate(&c, err);
     if (st != AC_OK)
         return st;

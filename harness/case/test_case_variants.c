@@ -57,6 +57,9 @@ ParameterizedTestParameters(harness_case_variants, variant_lines_round_trip_byte
         {BASE " alibi=paper bias=normal(0.5,0.25):b1:f32"},
         {"v1 seed=3 b=3 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=bf16 mask=none seqlens-q=33,0,5 seqlens-k=1,65,9 "
          "layout=thd dist=normal(0,1) scale=auto softcap=30"},
+        {BASE " v=k"},
+        {"v1 seed=3 b=2 hq=128 hkv=1 nq=2 nk=4097 d=576 dtype=bf16 mask=causal-br layout=bshd dist=normal(0,1) "
+         "scale=auto dv=512 v=k kv=paged(64) splits=4"},
     };
     return cr_make_param_array(line_param, lines, sizeof lines / sizeof lines[0]);
 }
@@ -86,6 +89,11 @@ ParameterizedTestParameters(harness_case_variants, bad_variant_fields_are_refuse
         {BASE " dv=0", "dv"},
         {BASE " dv=1025", "dv"},
         {BASE " dv=x", "dv"},
+        {BASE " v=q", "v"},
+        {BASE " dv=32 v=k", "v"}, /* BASE's d is 16: V cannot be K's first 32 channels */
+        {"v1 seed=3 b=2 hq=4 hkv=2 nq=33 nk=65 d=16 dtype=e4m3 out=bf16 descale=tensor p=e4m3 mask=causal-br "
+         "layout=bhsd dist=normal(0,1) scale=auto v=k",
+         "v"}, /* fp8: V's codes would carry K's factors */
         {BASE " alibi=geometric", "alibi"},
         {BASE " alibi=uniform(2,1)", "alibi"},
         {BASE " alibi=uniform(0)", "alibi"},

@@ -14,7 +14,7 @@
 
 static const char *const known_fields[] = {"name",       "description", "dtypes", "head_dims", "max_head_dim",
                                            "masks",      "layouts",     "gqa",    "varlen",    "backward",
-                                           "max_seqlen", "paged",       "split"};
+                                           "max_seqlen", "paged",       "split",  "dv",        "v_from_k"};
 enum { N_FIELDS = (int)(sizeof known_fields / sizeof known_fields[0]) };
 
 typedef struct {
@@ -212,11 +212,17 @@ static int caps_from(const cJSON *root, ac_caps *c, char *name, size_t name_len,
     if (st == AC_OK)
         st = flag(root, "backward", &c->backward, w);
     bool paged = false, split = false; /* a paged KV cache (k, v as pages, block_table.npy); split-KV hints */
+    bool dv = false; /* V (and O) with d_v columns of their own (v.npy's last dimension; head_dim_v) */
     if (st == AC_OK)
         st = flag(root, "paged", &paged, w);
     if (st == AC_OK)
         st = flag(root, "split", &split, w);
-    c->variants = (paged ? (unsigned)AC_VAR_PAGED : 0u) | (split ? (unsigned)AC_VAR_SPLIT : 0u);
+    if (st == AC_OK)
+        st = flag(root, "dv", &dv, w);
+    if (st == AC_OK) /* reads V as K's first d_v channels: given only v=k cases (problem.json "v_from_k") */
+        st = flag(root, "v_from_k", &c->v_from_k, w);
+    c->variants =
+        (paged ? (unsigned)AC_VAR_PAGED : 0u) | (split ? (unsigned)AC_VAR_SPLIT : 0u) | (dv ? (unsigned)AC_VAR_DV : 0u);
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "max_seqlen");
     if (st == AC_OK && ms)
         st = integer(ms, "max_seqlen", 0, 1 << 30, &c->max_seqlen, w);

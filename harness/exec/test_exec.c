@@ -254,6 +254,52 @@ Test(harness_exec, a_paged_case_directory_holds_the_pages_and_the_block_table)
     call_free(&c);
 }
 
+/* MLA decode: v=k and d_v in problem.json, v.npy with d_v columns equal to
+ * K's first ones; a caps file claims "dv" and "v_from_k". */
+Test(harness_exec, an_mla_case_directory_says_v_is_k_and_its_d_v)
+{
+    call c;
+    call_make(&c,
+              "v1 seed=9 b=2 hq=16 hkv=1 nq=1 nk=40 d=576 dtype=bf16 mask=causal-br layout=bshd "
+              "dist=normal(0,1) scale=auto dv=512 v=k kv=paged(16)");
+    ac_case_files cf = {
+        .p = &c.in.p, .dtype = AC_BF16, .case_line = "LINE", .q = c.in.q, .k = c.in.k, .v = c.in.v, .out_dir = "/x"};
+    ac_err err = {{0}};
+    cr_assert_eq(ac_case_dir_write(dir, &cf, &err), AC_OK, "%s", err.msg);
+    ac_tensor v;
+    cr_assert_eq(ac_npy_read(path_of("v.npy"), "v", &v, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(v.shape[3], 512);
+    ac_tensor_free(&v);
+    char *json = NULL;
+    size_t len = 0;
+    cr_assert_eq(ac_read_file(path_of("problem.json"), &json, &len, &err), AC_OK, "%s", err.msg);
+    cr_assert(strstr(json, "\"head_dim\":\t576") && strstr(json, "\"head_dim_v\":\t512") &&
+                  strstr(json, "\"v_from_k\":\ttrue"),
+              "%s", json);
+    free(json);
+    ac_caps caps;
+    char name[64];
+    const char *claims = "{\"dtypes\": [\"bf16\"], \"head_dims\": [576], \"masks\": [\"causal-br\"], "
+                         "\"layouts\": [\"bshd\"], \"gqa\": true, \"paged\": true, \"dv\": true, \"v_from_k\": true}";
+    cr_assert_eq(ac_exec_caps_parse(claims, strlen(claims), "caps", &caps, name, sizeof name, &err), AC_OK, "%s",
+                 err.msg);
+    cr_assert_eq(caps.variants, (unsigned)(AC_VAR_PAGED | AC_VAR_DV));
+    cr_assert(caps.v_from_k);
+    call_free(&c);
+    /* contiguous V of d_v columns: v.npy holds exactly V's elements (d's count over-read the buffer before) */
+    call_make(&c,
+              "v1 seed=9 b=2 hq=4 hkv=2 nq=3 nk=9 d=24 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
+              "scale=auto dv=8");
+    cf = (ac_case_files){.p = &c.in.p, .dtype = AC_F16, .case_line = "LINE", .q = c.in.q, .k = c.in.k, .v = c.in.v};
+    cr_assert_eq(ac_case_dir_write(dir, &cf, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ac_npy_read(path_of("v.npy"), "v", &v, &err), AC_OK, "%s", err.msg);
+    int64_t v_shape[4] = {2, 2, 9, 8};
+    cr_assert_arr_eq(v.shape, v_shape, sizeof v_shape);
+    cr_assert_arr_eq(v.data, c.in.v, 2 * 2 * 9 * 8 * 2);
+    ac_tensor_free(&v);
+    call_free(&c);
+}
+
 /* fp8: the codes as |u1 bytes, the factors as f32 arrays of their counts,
  * the output dtype and P's format in problem.json. */
 Test(harness_exec, an_fp8_case_directory_holds_codes_descales_and_the_recipe)

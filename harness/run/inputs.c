@@ -578,6 +578,8 @@ int inputs_make_workers(const ac_case *c, ac_inputs *in, int workers, ac_err *er
     if (st == AC_OK)
         st = draw_all(in, workers, err);
     if (st == AC_OK)
+        inputs_v_from_k(in); /* v=k: V is K's first d_v channels (inputs_variants.c) */
+    if (st == AC_OK)
         st = inputs_variants_draw(in, err); /* inputs_variants.c: after the tensors (sinks=over reads them) */
     if (st == AC_OK) /* after every draw, so the values inside the lengths are those of any earlier attncheck */
         ac_inputs_nan_padding(in);

@@ -34,6 +34,7 @@ static double gauss(uint64_t *state)
 void inputs_variants_problem(const ac_case *c, ac_problem *p)
 {
     p->head_dim_v = c->head_dim_v;
+    p->v_from_k = c->v_from_k;
     p->softcap = c->softcap;
     p->sink_tokens = c->sink_tokens;
     p->dropout_p = c->dropout;
@@ -200,4 +201,22 @@ void inputs_variants_free(ac_inputs *in)
     in->sinks = in->alibi = NULL;
     in->bias = NULL;
     in->cu_seqlens_q = in->cu_seqlens_k = NULL;
+}
+
+/* v=k: every stored row of V is its K row's first d_v channels, bits and widening alike
+ * (before the padding's NaN and the paging, which then treat V as they treat K). */
+void inputs_v_from_k(ac_inputs *in)
+{
+    const ac_problem *p = &in->p;
+    const ac_dtype t = in->c.dtype;
+    const int dv = ac_head_dim_v(p);
+    for (int b = 0; b < p->batch && p->v_from_k; b++)
+        for (int h = 0; h < p->heads_kv; h++)
+            for (int s = 0; s < ac_stored_rows(p, b, false); s++)
+                for (int ch = 0; ch < dv; ch++) {
+                    const size_t from = ac_tensor_index(p, AC_TENSOR_K, b, h, s, ch),
+                                 to = ac_tensor_index(p, AC_TENSOR_V, b, h, s, ch);
+                    ac_bits_put(t, in->v, to, ac_bits_get(t, in->k, from));
+                    in->vd[to] = in->kd[from];
+                }
 }

@@ -15,6 +15,8 @@ void inputs_variants_problem(const ac_case *c, ac_problem *p);
 int inputs_variants_layout(ac_inputs *in, ac_err *err);
 /* The variants' arrays, drawn once Q, K, V are (in->p points at them after). */
 int inputs_variants_draw(ac_inputs *in, ac_err *err);
+/* v=k (the problem's v_from_k): V's stored rows become K's first d_v channels. */
+void inputs_v_from_k(ac_inputs *in);
 /* Frees what inputs_variants_draw allocated. */
 void inputs_variants_free(ac_inputs *in);
 

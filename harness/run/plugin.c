@@ -173,6 +173,7 @@ static attncheck_problem2 to_abi2(const ac_problem *p)
         .descale_k = p->descale_k,
         .descale_v = p->descale_v,
         .acc_bits = ac_problem_is_fp8(p) ? p->fp8_acc_bits : 0,
+        .v_from_k = p->v_from_k ? 1 : 0,
     };
 }
 
@@ -309,6 +310,11 @@ static int check_caps(const char *path, const attncheck_plugin *d, ac_err *err)
     if (d->fp8_acc_bits < 0 || d->fp8_acc_bits > AC_FP8_ACC_MAX_BITS)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: fp8_acc_bits %d is not 0 (f32) or 1..22", path,
                        (int)d->fp8_acc_bits);
+    if (d->v_from_k != 0 && d->v_from_k != 1)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: v_from_k %d is not 0 or 1", path, (int)d->v_from_k);
+    if (d->v_from_k && (c->dtypes >> AC_E4M3) != 0)
+        return ac_fail(err, AC_ERR_INPUT, "plugin %s: v_from_k with fp8 dtypes (V from K's codes is not supported)",
+                       path);
     int n_layouts = d->abi_version >= 2 ? 3 : 2; /* THD is ABI 2's */
     if (c->layouts == 0 || (c->layouts >> n_layouts) != 0)
         return ac_fail(err, AC_ERR_INPUT, "plugin %s: caps.layouts 0x%x: none or unknown layout bits", path,
@@ -392,7 +398,8 @@ static ac_caps to_caps(const attncheck_plugin *d)
                  .max_seqlen = c->max_seqlen,
                  .variants = d->abi_version >= 2 ? d->variants : 0,
                  .fp8_p = (ac_dtype)d->fp8_p,
-                 .fp8_acc_bits = d->fp8_acc_bits};
+                 .fp8_acc_bits = d->fp8_acc_bits,
+                 .v_from_k = d->v_from_k != 0};
     for (int i = 0; i < c->n_head_dims; i++)
         k.head_dims[i] = c->head_dims[i];
     k.n_dv_pairs = d->abi_version >= 2 ? d->n_dv_pairs : 0;

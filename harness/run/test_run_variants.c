@@ -241,6 +241,7 @@ Test(harness_variants, abi_2_descriptors_broken_in_their_own_fields_are_refused)
     refused(AC_BAD_PLUGIN_V2SIZE, "struct_size");
     refused(AC_BAD_PLUGIN_V2NOFWD, "forward2 entry point is NULL");
     refused(AC_BAD_PLUGIN_V2VARIANT, "unknown variant bits");
+    refused(AC_BAD_PLUGIN_V2VKFP8, "v_from_k with fp8 dtypes");
 }
 
 /* ---- check on files --------------------------------------------------------------------------- */
