@@ -288,9 +288,9 @@ __device__ __forceinline__ float dec_softmax_row(float (&s)[2][4], int r, float 
 //   * P V: .trans hands a lane two dims (2g, 2g+1; g = lane / 4) of two keys
 //     (2t, 2t+1); a byte permute pairs the keys of each dim, so the chunk's
 //     first n8 block holds its even dims and the second its odd ones (dec_o_col).
-template <int N> __device__ __forceinline__ void dec_ldmatrix_x2(uint32_t (&r)[2], const void *p)
+template <bool Trans> __device__ __forceinline__ void dec_ldmatrix_x2(uint32_t (&r)[2], const void *p)
 {
-    if constexpr (N == 0)
+    if constexpr (!Trans)
         asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
                      : "=r"(r[0]), "=r"(r[1])
                      : "r"(acd_smem_addr(p)));
@@ -310,7 +310,7 @@ __device__ __forceinline__ void dec_k_frag(uint32_t (&kf)[4], const typename KV:
         acd_ldmatrix_x4(kf, sK + ((lane / 16) * 8 + lane % 8) * Tr::kPitch + kk * 16 + ((lane / 8) % 2) * 8);
     } else { // the lane's key lane / 4 (+ 8), dims 4t..4t+3: slots 2t, 2t+1 (low half), 2t+8, 2t+9 (high)
         uint32_t r[2];
-        dec_ldmatrix_x2<0>(r, sK + (lane % 16) * Tr::kPitch + kk * 16);
+        dec_ldmatrix_x2<false>(r, sK + (lane % 16) * Tr::kPitch + kk * 16);
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
             kf[2 * n] = dec_widen2<KV::kE5m2>((unsigned short)(r[n] & 0xffffu));
@@ -330,7 +330,7 @@ __device__ __forceinline__ void dec_v_frag(uint32_t (&vf)[4], const typename KV:
         acd_ldmatrix_x4_trans(vf, sV + (((lane / 8) % 2) * 8 + lane % 8) * Tr::kPitch + dn * 16 + (lane / 16) * 8);
     } else { // bytes (key 2t, dim 2g), (2t, 2g+1), (2t+1, 2g), (2t+1, 2g+1): paired per dim
         uint32_t r[2];
-        dec_ldmatrix_x2<1>(r, sV + (lane % 16) * Tr::kPitch + dn * 16);
+        dec_ldmatrix_x2<true>(r, sV + (lane % 16) * Tr::kPitch + dn * 16);
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
             vf[n] = dec_widen2<KV::kE5m2>((unsigned short)__byte_perm(r[n], 0u, 0x0020));
