@@ -208,6 +208,8 @@ static void print_caps(const ac_caps *cp, ac_device dev)
             printf("%s%s", first ? " variants=" : ",", ac_variant_name((ac_variant)v)), first = 0;
     if (cp->max_seqlen)
         printf(" max-seqlen=%d", cp->max_seqlen);
+    if (cp->v_from_k) /* reads V as K's first d_v channels: run only on v=k cases */
+        printf(" v=k");
     printf(" device=%s", dev == AC_DEV_CUDA ? "cuda" : "cpu");
 }
 
