@@ -160,6 +160,9 @@ typedef struct {
     int mask_batch, mask_heads; /* 1 or B, 1 or Hq */
     /* ---- variants (see above; every array host memory) ---- */
     int head_dim_v; /* d_v of V, O, dO, dV: 1 .. AC_MAX_HEAD_DIM, or 0: head_dim */
+    bool v_from_k; /* V is K's first d_v channels (MLA decode's one latent cache, d_v <= d; not fp8): a
+                      property of the inputs, for kernels that read V from K's buffer; the references
+                      read V as given */
     const int *cu_seqlens_q, *cu_seqlens_k; /* layout THD: (B + 1) row offsets, cu[0] = 0, nondecreasing */
     double softcap; /* c > 0, or 0: off */
     const float *sinks; /* (Hq) learnable sink logits, or NULL */

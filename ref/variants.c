@@ -163,6 +163,11 @@ int ref_variants_validate(const ac_problem *p, ac_err *err)
     if (p->head_dim_v < 0 || p->head_dim_v > AC_MAX_HEAD_DIM)
         return ac_fail(err, AC_ERR_INPUT, "head_dim_v: must be in 1..%d (0: head_dim), got %d", AC_MAX_HEAD_DIM,
                        p->head_dim_v);
+    if (p->v_from_k && ac_head_dim_v(p) > p->head_dim)
+        return ac_fail(err, AC_ERR_INPUT, "v_from_k: V is K's first d_v channels, so d_v (%d) must be at most d (%d)",
+                       ac_head_dim_v(p), p->head_dim);
+    if (p->v_from_k && ac_problem_is_fp8(p))
+        return ac_fail(err, AC_ERR_INPUT, "v_from_k: not with fp8 inputs (V's codes would carry K's factors)");
     if (!(p->softcap >= 0.0) || !isfinite(p->softcap))
         return ac_fail(err, AC_ERR_INPUT, "softcap: must be a finite c > 0 (0 = off), got %g", p->softcap);
     if (p->alibi_slopes && p->alibi_batch != 0 && p->alibi_batch != 1 && p->alibi_batch != p->batch)

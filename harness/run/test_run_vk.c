@@ -69,8 +69,7 @@ Test(harness_vk, without_v_is_k_v_is_its_own)
 /* ---- a kernel that reads V from K's buffer -------------------------------------- */
 
 /* cpu-flash handed K's first d_v channels as V, as a kernel on MLA's one latent cache reads them. */
-static int v_from_k_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a,
-                            ac_err *err)
+static int v_from_k_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
 {
     (void)self;
     size_t n = ac_tensor_elems(p, AC_TENSOR_V), size = ac_dtype_size(t);
