@@ -32,7 +32,7 @@ step "unit tests (Criterion)"
 "$b/attncheck-tests" --jobs=2
 
 step "fixtures: the regression corpus"
-for k in cpu-flash cpu-flash-128x64 ref-fp64 cpu-flash-fp8 cpu-flash-fp8-pf16 cpu-flash-fp8-acc13; do
+for k in cpu-flash cpu-flash-128x64 ref-fp64 cpu-flash-fp8 cpu-flash-fp8-pf16 cpu-flash-fp8-acc13 cpu-flash-mla; do
   "$b/harness/attncheck" run fixtures --kernel "$k" --quiet >"$b/fixtures-$k.log" ||
     { cat "$b/fixtures-$k.log"; exit 1; }
   echo "fixtures on $k: $(grep -m1 ' cases, ' "$b/fixtures-$k.log")"
@@ -50,6 +50,8 @@ step "fuzz gate"
 "$b/harness/attncheck" fuzz --kernel cpu-flash-fp8 --seed 17 --cases 300 --quiet
 "$b/harness/attncheck" fuzz --kernel cpu-flash-fp8-pbf16 --seed 18 --cases 150 --quiet
 "$b/harness/attncheck" fuzz --kernel cpu-flash-fp8-acc13 --seed 19 --cases 150 --quiet
+# V read from K (v=k in every case), MLA decode's shape in the decode profile
+"$b/harness/attncheck" fuzz --kernel cpu-flash-mla --profile decode --seed 20 --cases 100 --quiet
 
 step "kernels that are not C: --exec and --exec-persistent"
 # The PyTorch example needs torch: PyPI's wheel is 5.4 GB with CUDA's libraries (103 s to

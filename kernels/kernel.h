@@ -148,6 +148,8 @@ extern const ac_kernel ac_kernel_ref_fp64; /* kernels/ref_kernel.c: the fp64 ref
 size_t ac_cpu_flash_kernels(const ac_kernel **out, size_t max);
 /* kernels/cpu_flash_fp8.c: cpu-flash-fp8 (e4m3/e5m2 forward, P in e4m3; -pbf16, -pf16: P in bf16, f16) and its mutants */
 size_t ac_cpu_flash_fp8_kernels(const ac_kernel **out, size_t max);
+/* kernels/cpu_flash_mla.c: cpu-flash-mla (V read as K's first d_v channels: v=k cases only) and its mutant */
+size_t ac_cpu_flash_mla_kernels(const ac_kernel **out, size_t max);
 /* kernels/cuda/: cuda-flash, cuda-naive and the CUDA mutants (none when built without CUDA) */
 size_t ac_cuda_kernels(const ac_kernel **out, size_t max);
 

@@ -24,6 +24,7 @@ static size_t builtins(const ac_kernel **out, size_t max)
     out[n++] = &ac_kernel_ref_fp64;
     n += ac_cpu_flash_kernels(out + n, max - n);
     n += ac_cpu_flash_fp8_kernels(out + n, max - n);
+    n += ac_cpu_flash_mla_kernels(out + n, max - n);
     n += ac_cuda_kernels(out + n, max - n);
     return n;
 }

@@ -1,9 +1,9 @@
 /* harness/run/test_run_vk.c — v=k and MLA decode's shape (suite harness_vk):
  * V drawn as K's first d_v channels in every layout, a kernel that reads V
- * from K's buffer (as FlashMLA does) passes exactly the v=k cases and is
- * given no other, and the decode profile draws MLA decode's shape. */
+ * from K's buffer (cpu-flash-mla, as FlashMLA does) passes exactly the v=k
+ * cases and is given no other, its planted bug is caught on MLA's shape, and
+ * the decode profile draws that shape. */
 #include <criterion/criterion.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "harness/harness.h"
@@ -68,36 +68,11 @@ Test(harness_vk, without_v_is_k_v_is_its_own)
 
 /* ---- a kernel that reads V from K's buffer -------------------------------------- */
 
-/* cpu-flash handed K's first d_v channels as V, as a kernel on MLA's one latent cache reads them. */
-static int v_from_k_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
-{
-    (void)self;
-    size_t n = ac_tensor_elems(p, AC_TENSOR_V), size = ac_dtype_size(t);
-    void *v = malloc(n * size + 1);
-    if (!v)
-        return ac_fail(err, AC_ERR_ENV, "out of memory");
-    memcpy(v, a->v, n * size);
-    for (int b = 0; b < p->batch; b++)
-        for (int h = 0; h < p->heads_kv; h++)
-            for (int j = 0; j < ac_seqlen_k_of(p, b); j++)
-                for (int ch = 0; ch < ac_head_dim_v(p); ch++)
-                    ac_bits_put(t, v, ac_tensor_index(p, AC_TENSOR_V, b, h, j, ch),
-                                ac_bits_get(t, a->k, ac_tensor_index(p, AC_TENSOR_K, b, h, j, ch)));
-    ac_fwd_args from_k = *a;
-    from_k.v = v;
-    const ac_kernel *k = ac_kernel_find("cpu-flash");
-    int st = k->forward(k, p, t, &from_k, err);
-    free(v);
-    return st;
-}
-
+/* cpu-flash-mla (kernels/cpu_flash_mla.c) reads V from K; a copy of it claiming nothing of the sort. */
 static ac_kernel v_from_k_kernel(void)
 {
-    ac_kernel k = *ac_kernel_find("cpu-flash");
-    k.name = "cpu-flash-v-from-k";
-    k.forward = v_from_k_forward, k.backward = NULL;
-    k.caps.backward = false;
-    k.caps.v_from_k = true;
+    ac_kernel k = *ac_kernel_find("cpu-flash-mla");
+    cr_assert(k.caps.v_from_k);
     return k;
 }
 
@@ -135,6 +110,21 @@ Test(harness_vk, a_kernel_reading_v_from_k_passes_v_is_k_and_is_refused_other_ca
     r = run_with(&k, &c);
     cr_assert_eq(r.verdict, AC_VERDICT_FAIL);
     cr_assert_gt(r.m[AC_OUT_O].max_scaled, 100.0, "%g", r.m[AC_OUT_O].max_scaled);
+}
+
+/* The rope-first mutant reads V from K's last d_v channels: on MLA decode's shape it fails O. */
+Test(harness_vk, the_rope_first_mutant_fails_mla_decode)
+{
+    const ac_kernel *k = ac_kernel_find("cpu-flash-mla-mutant-rope-first");
+    cr_assert_not_null(k);
+    ac_case c = parse("v1 seed=9 b=2 hq=16 hkv=1 nq=2 nk=200 d=576 dtype=bf16 mask=causal-br seqlens-k=200,77 "
+                      "layout=bshd dist=normal(0,1) scale=auto dv=512 v=k kv=paged(64)");
+    ac_result r = run_with(k, &c);
+    cr_assert_eq(r.verdict, AC_VERDICT_FAIL);
+    cr_assert_gt(r.m[AC_OUT_O].max_scaled, 100.0, "%g", r.m[AC_OUT_O].max_scaled);
+    c.head_dim_v = 0; /* V is the whole of K: both ends read the same channels */
+    r = run_with(k, &c);
+    cr_assert_eq(r.verdict, AC_VERDICT_PASS, "%s", r.why);
 }
 
 /* ---- the generator -------------------------------------------------------------- */
