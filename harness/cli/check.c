@@ -86,6 +86,7 @@ static int case_dir_options(const ac_cli *o, ac_cli *eff, ac_case_options *co, a
     eff->seqlens_k = co->seqlens_k[0] ? co->seqlens_k : NULL;
     eff->block_table = co->block_table_file[0] ? co->block_table_file : NULL;
     eff->page_size = co->page_size ? co->page_size : o->page_size;
+    eff->v_from_k = co->v_from_k || o->v_from_k;
     if (co->descale[0][0] && !o->descale_q && !o->descale_k && !o->descale_v) { /* fp8's factors */
         eff->descale_q = co->descale[0], eff->descale_k = co->descale[1], eff->descale_v = co->descale[2];
         eff->descale_block = co->descale_block[0] ? co->descale_block : o->descale_block;

@@ -361,6 +361,30 @@ static int widen(const ac_inputs *in, const ac_tensor *t, ac_tensor_kind kind, d
     return AC_OK;
 }
 
+/* --v-from-k: every key row of v (inside the lengths, through the pages) is
+ * k's first d_v channels, bit for bit, as a kernel reading V from K sees it;
+ * else exit 2 naming the first element that differs. */
+static int check_v_from_k(const ac_cli *o, ac_inputs *in, ac_err *err)
+{
+    const ac_problem *p = &in->p;
+    const ac_dtype t = in->c.dtype;
+    if (ac_head_dim_v(p) > p->head_dim || ac_problem_is_fp8(p))
+        return ac_fail(err, AC_ERR_INPUT, "%s: --v-from-k: v has %d channels to k's %d%s", o->path, ac_head_dim_v(p),
+                       p->head_dim, ac_problem_is_fp8(p) ? " (and fp8 inputs are not supported)" : "");
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_kv; h++)
+            for (int j = 0; j < ac_seqlen_k_of(p, b); j++)
+                for (int c = 0; c < ac_head_dim_v(p); c++)
+                    if (ac_bits_get(t, in->v, ac_tensor_index(p, AC_TENSOR_V, b, h, j, c)) !=
+                        ac_bits_get(t, in->k, ac_tensor_index(p, AC_TENSOR_K, b, h, j, c)))
+                        return ac_fail(err, AC_ERR_INPUT,
+                                       "%s: --v-from-k, but v is not k's first %d channels: b=%d h=%d key=%d "
+                                       "channel %d differs",
+                                       o->path, ac_head_dim_v(p), b, h, j, c);
+    in->p.v_from_k = in->c.v_from_k = true;
+    return AC_OK;
+}
+
 int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err *err)
 {
     memset(in, 0, sizeof *in);
@@ -390,5 +414,5 @@ int ac_check_make_inputs(const ac_cli *o, tensor_files *f, ac_inputs *in, ac_err
             st = widen(in, &f->t[which[i]], kinds[i], wide[i], err);
             *raw[i] = f->t[which[i]].data, f->t[which[i]].data = NULL; /* moved into in */
         }
-    return st;
+    return st == AC_OK && o->v_from_k ? check_v_from_k(o, in, err) : st;
 }

@@ -93,6 +93,7 @@ typedef struct {
     int page_size; /* --page-size P; 0: not given */
     const char *descale_q, *descale_k, *descale_v, *descale_block; /* fp8 inputs (harness/cli/check_fp8.c) */
     const char *fp8_acc; /* fp8 inputs: --fp8-acc f32|e8mB, the fp8 products' accumulator (check_fp8.c) */
+    bool v_from_k; /* --v-from-k (or problem.json's "v_from_k"): v is k's first d_v channels, checked */
 } ac_cli;
 
 /* Parses the options of subcommand argv[0] ("fuzz", "check", ...) from

@@ -267,6 +267,8 @@ static const cli_option options[] = {
     STRING("--block-table", "FILE", C_FILES, block_table,
            "a paged KV cache: the (B, max_pages) int32 page ids; k, v are then (num_pages, P, Hkv, d)"),
     NUMBER("--page-size", OPT_INT, C_FILES, page_size, 1, 1 << 20, "--block-table: keys per page (P)"),
+    FLAG("--v-from-k", C_FILES, v_from_k,
+         "v is k's first d_v channels (MLA decode's latent cache; checked): kernels that read V from K may run"),
     STRING("--scale", "S", C_FILES, scale, "softmax scale (default 1/sqrt(d) as f32)"),
     STRING("--lse-base", "e|2", C_FILES, lse_base, "the base of lse (default e)"),
     /* the variants (ref/variants.h; harness/cli/check_variants.c) */

@@ -114,3 +114,49 @@ Test(harness_check_paged, the_options_give_the_same_problem_and_bad_tables_are_n
     cr_assert(strstr(err.msg, "--page-size"), "%s", err.msg);
     ac_inputs_free(&want);
 }
+
+/* MLA decode's latent cache: problem.json's "v_from_k" lets a kernel that reads V from K run on the
+ * files (its mutant fails); a v.npy that is not k.npy's first d_v channels is refused, exit 2, naming
+ * the element. */
+Test(harness_check_paged, a_v_from_k_directory_is_checked_and_a_v_apart_from_k_refused)
+{
+    char *gen[] = {"gen",
+                   "--case",
+                   "v1 seed=6 b=2 hq=16 hkv=1 nq=2 nk=70 d=576 dtype=bf16 mask=causal-br seqlens-k=70,9 layout=bshd "
+                   "dist=normal(0,1) scale=auto dv=512 v=k kv=paged(16)",
+                   "--out",
+                   (char *)path_of("case"),
+                   NULL};
+    cr_assert_eq(ac_cmd_gen(5, gen), AC_OK);
+    cr_assert_eq(check_kernel("cpu-flash-mla"), AC_OK);
+    cr_assert_eq(check_kernel("cpu-flash-mla-mutant-rope-first"), AC_FAIL_ACCURACY);
+    ac_tensor v;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_npy_read(path_of("case/v.npy"), "v", &v, &err), AC_OK, "%s", err.msg);
+    int32_t first_page;
+    ac_tensor bt;
+    cr_assert_eq(ac_npy_read(path_of("case/block_table.npy"), "block_table", &bt, &err), AC_OK, "%s", err.msg);
+    memcpy(&first_page, bt.data, sizeof first_page);
+    ac_tensor_free(&bt);
+    uint16_t *bits = v.data; /* sequence 0, key 3, channel 7 lives in its first page, row 3 */
+    bits[((size_t)first_page * 16 + 3) * 512 + 7] ^= 0x40;
+    cr_assert_eq(ac_npy_write(path_of("case/v.npy"), &v, &err), AC_OK, "%s", err.msg);
+    ac_tensor_free(&v);
+    cr_assert_eq(check_kernel("cpu-flash"), AC_ERR_INPUT, "problem.json says v_from_k; v.npy no longer is");
+    ac_case_options co;
+    bool found = false;
+    cr_assert_eq(ac_case_dir_options(path_of("case"), &co, &found, &err), AC_OK, "%s", err.msg);
+    cr_assert(found && co.v_from_k);
+    ac_cli o; /* the same files through the options, for the message */
+    memset(&o, 0, sizeof o);
+    o.path = path_of("case");
+    o.dtype = "bf16", o.layout = "bshd", o.mask = "causal-br", o.seqlens_k = "70,9";
+    o.block_table = co.block_table_file, o.page_size = 16, o.v_from_k = true;
+    tensor_files f;
+    ac_inputs in;
+    cr_assert_eq(ac_check_read_files(o.path, &f, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ac_check_make_inputs(&o, &f, &in, &err), AC_ERR_INPUT);
+    cr_assert(strstr(err.msg, "v is not k's first 512 channels: b=0 h=0 key=3 channel 7 differs"), "%s", err.msg);
+    ac_check_files_free(&f);
+    ac_inputs_free(&in);
+}

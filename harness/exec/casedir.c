@@ -398,6 +398,10 @@ static int options_from(const cJSON *root, const char *dir, const char *path, ac
             snprintf(o->descale[i], sizeof o->descale[i], "%s/%s", dir, name->valuestring) >= (int)sizeof o->descale[i])
             return ac_fail(err, AC_ERR_INPUT, "%s: \"descale_files\" must name three files in %s", path, dir);
     }
+    const cJSON *vk = cJSON_GetObjectItemCaseSensitive(root, "v_from_k");
+    if (vk && !cJSON_IsBool(vk))
+        return ac_fail(err, AC_ERR_INPUT, "%s: \"v_from_k\" must be true or false", path);
+    o->v_from_k = cJSON_IsTrue(vk);
     if (cJSON_IsNumber(grain) && grain->valuedouble >= 16 && grain->valuedouble <= 65536)
         snprintf(o->descale_block, sizeof o->descale_block, "%d", (int)grain->valuedouble);
     if (!strcmp(o->mask, "none") || !strcmp(o->mask, "dense"))

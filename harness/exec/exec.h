@@ -74,6 +74,7 @@ typedef struct {
     int page_size; /* 0 when absent */
     char descale[3][4200],
         descale_block[16]; /* fp8: the factors' files in dir and the rows per block; "" when absent */
+    bool v_from_k; /* "v_from_k": true: v.npy is k.npy's first d_v channels (the case's v=k) */
 } ac_case_options;
 /* AC_OK and *found = false when dir has no problem.json; AC_ERR_INPUT naming
  * the field when it is there but wrong. */
