@@ -83,7 +83,7 @@ step "baseline gate: detection power (prove --baseline, small: README has the 10
 
 step "ASan+UBSan build: unit tests, fixtures, a short campaign, the libFuzzer targets"
 # 6 s a libFuzzer target here (ci/fuzz-targets.sh's default is 20): CI had reached its 10 minutes
-# (15 s, then 10; 0.4-1.5 million executions a target at 6 s); the long runs the README counts are
+# (15 s, then 10; at 6 s a target ran 0.6-2.0 million executions on the 2-core runner); the long runs the README counts are
 # separate (FUZZ_RUNS).
 FUZZ_SECONDS=${FUZZ_SECONDS:-6} bash ci/sanitize.sh
 
