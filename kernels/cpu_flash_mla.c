@@ -30,12 +30,7 @@ static void *v_from_k(const ac_problem *p, ac_dtype t, const void *k, const void
     if (!out)
         return NULL;
     memcpy(out, v, n * size);
-    for (int b = 0; b < p->batch; b++)
-        for (int h = 0; h < p->heads_kv; h++)
-            for (int j = 0; j < ac_seqlen_k_of(p, b); j++)
-                for (int c = 0; c < ac_head_dim_v(p); c++)
-                    ac_bits_put(t, out, ac_tensor_index(p, AC_TENSOR_V, b, h, j, c),
-                                ac_bits_get(t, k, ac_tensor_index(p, AC_TENSOR_K, b, h, j, first + c)));
+    ac_copy_k_channels_to_v(p, size, k, out, first);
     return out;
 }
 

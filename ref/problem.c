@@ -143,6 +143,16 @@ size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, i
     return (((size_t)b * heads + h) * seqlen + s) * d + c;
 }
 
+void ac_copy_k_channels_to_v(const ac_problem *p, size_t elem_size, const void *k, void *v, int first)
+{
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_kv; h++)
+            for (int s = 0; s < ac_stored_rows(p, b, false); s++)
+                memcpy((char *)v + ac_tensor_index(p, AC_TENSOR_V, b, h, s, 0) * elem_size,
+                       (const char *)k + ac_tensor_index(p, AC_TENSOR_K, b, h, s, first) * elem_size,
+                       (size_t)ac_head_dim_v(p) * elem_size); /* a row's channels are contiguous in every layout */
+}
+
 size_t ac_o_elems(const ac_problem *p) { return ac_tensor_elems(p, AC_TENSOR_O); }
 size_t ac_v_elems(const ac_problem *p) { return ac_tensor_elems(p, AC_TENSOR_V); }
 size_t ac_o_index(const ac_problem *p, int b, int h, int i, int c)

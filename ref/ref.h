@@ -287,6 +287,9 @@ int ac_stored_rows(const ac_problem *p, int b, bool q_side);
 int ac_tensor_dim(const ac_problem *p, ac_tensor_kind kind);
 size_t ac_tensor_elems(const ac_problem *p, ac_tensor_kind kind);
 size_t ac_tensor_index(const ac_problem *p, ac_tensor_kind kind, int b, int h, int s, int c);
+/* V's stored rows from K's channels [first, first + d_v), elements of elem_size bytes (a dtype's bits,
+ * or f64 widenings): v=k's inputs (first 0), and a kernel that reads V from K (MLA's latent cache). */
+void ac_copy_k_channels_to_v(const ac_problem *p, size_t elem_size, const void *k, void *v, int first);
 size_t ac_o_elems(const ac_problem *p); /* O, dO */
 size_t ac_v_elems(const ac_problem *p); /* V, dV */
 size_t ac_o_index(const ac_problem *p, int b, int h, int i, int c);

@@ -250,18 +250,7 @@ void case_variants_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *c
     }
 }
 
-void case_variants_after_cap(const ac_caps *caps, ac_case *c)
-{
-    if (c->head_dim_v == 0 || caps->n_dv_pairs == 0)
-        return;
-    for (int i = 0; i < caps->n_dv_pairs && i < AC_MAX_DV_PAIRS; i++)
-        if (caps->dv_pairs[i][0] == c->head_dim && caps->dv_pairs[i][1] == c->head_dim_v)
-            return;
-    c->head_dim_v = 0;
-}
-
-/* ---- MLA decode (the decode profile) and v=k ---- */
-
+/* Whether (d, dv) is one of the kernel's listed (d_qk, d_v) pairs. */
 static bool pair_listed(const ac_caps *caps, int d, int dv)
 {
     for (int i = 0; i < caps->n_dv_pairs && i < AC_MAX_DV_PAIRS; i++)
@@ -269,6 +258,14 @@ static bool pair_listed(const ac_caps *caps, int d, int dv)
             return true;
     return false;
 }
+
+void case_variants_after_cap(const ac_caps *caps, ac_case *c)
+{
+    if (c->head_dim_v != 0 && caps->n_dv_pairs > 0 && !pair_listed(caps, c->head_dim, c->head_dim_v))
+        c->head_dim_v = 0;
+}
+
+/* ---- MLA decode (the decode profile) and v=k ---- */
 
 static bool head_dim_claimed(const ac_caps *caps, int d)
 {
@@ -296,17 +293,14 @@ void case_mla_draw(uint64_t campaign_seed, uint64_t index, const ac_caps *caps, 
     c->heads_kv = 1;
     c->heads_q = heads[case_rng_int(&r, 0, 3)];
     c->head_dim = 576, c->head_dim_v = 512;
-    c->v_from_k = !ac_dtype_is_fp8(c->dtype) && (caps->v_from_k || chance(&r, 50));
+    c->v_from_k = !ac_dtype_is_fp8(c->dtype) && chance(&r, 50); /* a kernel reading V from K: always (case_vk_apply) */
 }
 
 void case_vk_apply(const ac_caps *caps, ac_case *c)
 {
     if (!caps->v_from_k || ac_dtype_is_fp8(c->dtype))
         return;
-    c->v_from_k = true;
-    int dv = c->head_dim_v > 0 ? c->head_dim_v : c->head_dim;
-    if (caps->n_dv_pairs > 0 && dv != c->head_dim && !pair_listed(caps, c->head_dim, dv))
-        c->head_dim_v = 0;
+    c->v_from_k = true; /* its (d, d_v) already one of its pairs, if it lists them (case_variants_after_cap) */
     if (c->head_dim_v > c->head_dim)
         c->head_dim_v = 0; /* V is then the whole of K */
 }

@@ -207,16 +207,8 @@ void inputs_variants_free(ac_inputs *in)
  * (before the padding's NaN and the paging, which then treat V as they treat K). */
 void inputs_v_from_k(ac_inputs *in)
 {
-    const ac_problem *p = &in->p;
-    const ac_dtype t = in->c.dtype;
-    const int dv = ac_head_dim_v(p);
-    for (int b = 0; b < p->batch && p->v_from_k; b++)
-        for (int h = 0; h < p->heads_kv; h++)
-            for (int s = 0; s < ac_stored_rows(p, b, false); s++)
-                for (int ch = 0; ch < dv; ch++) {
-                    const size_t from = ac_tensor_index(p, AC_TENSOR_K, b, h, s, ch),
-                                 to = ac_tensor_index(p, AC_TENSOR_V, b, h, s, ch);
-                    ac_bits_put(t, in->v, to, ac_bits_get(t, in->k, from));
-                    in->vd[to] = in->kd[from];
-                }
+    if (!in->p.v_from_k)
+        return;
+    ac_copy_k_channels_to_v(&in->p, ac_dtype_size(in->c.dtype), in->k, in->v, 0);
+    ac_copy_k_channels_to_v(&in->p, sizeof(double), in->kd, in->vd, 0);
 }
