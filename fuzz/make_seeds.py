@@ -29,6 +29,9 @@ def case_lines():
         'v1 seed=5 b=1 hq=1 hkv=1 nq=2 nk=2 d=2 dtype=f16 dist=tiny() mask=none',
         'v1 seed=6 b=1 hq=1 hkv=1 nq=2 nk=2 d=2 dtype=f16 dist=uniform(-4,4) scale=0.125',
         'v1  nk=3 seed=2 d=4 hq=2 b=1 hkv=1 nq=3 dtype=f32 dist=equal()',
+        'v1 seed=5 b=3 hq=8 hkv=2 nq=2 nk=300 d=64 dtype=bf16 mask=causal-br seqlens-k=300,1,77 layout=bshd dist=normal(0,1) scale=auto kv=paged(16,contig) splits=3',
+        'v1 seed=3 b=2 hq=4 hkv=2 nq=100 nk=200 d=64 dtype=e4m3 out=f16 descale=block(64) p=e4m3 mask=causal-br seqlens-q=100,37 seqlens-k=200,80 layout=bshd dist=fa3(0.001,10) scale=auto',
+        'v1 seed=12 b=2 hq=128 hkv=1 nq=2 nk=257 d=576 dtype=bf16 mask=causal-br seqlens-k=257,64 layout=bshd dist=normal(0,1) scale=auto dv=512 v=k kv=paged(64) splits=2',
     ]
     for i, line in enumerate(lines):
         put('case_line', '%02d.line' % i, line)
