@@ -34,6 +34,7 @@ static int no_backward(const ac_kernel *self, const ac_problem *p, ac_dtype t, c
 #define RUN_naive .forward = no_forward, .backward = NULL
 #define RUN_decode .forward = no_forward, .backward = NULL
 #define RUN_decode_fp8 .forward = no_forward, .backward = NULL
+#define RUN_decode_mla .forward = no_forward, .backward = NULL
 #define RUN_fp8 .forward = no_forward, .backward = NULL
 
 #define DESCRIBE(id, name_, role, mutant_, description_) \

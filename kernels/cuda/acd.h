@@ -41,6 +41,8 @@ int acd_bench_fp8(bool quick, ac_err *err);
 int acd_decode_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err);
 /* cuda-decode-fp8: the same kernels on e4m3/e5m2 Q, K, V (descales per tensor or (batch, kv head)). */
 int acd_decode_fp8_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err);
+/* cuda-decode-mla (decode_mla.cu): MLA decode, d 576 / d_v 512 (or 576), V read as K's first d_v channels. */
+int acd_decode_mla_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err);
 /* Its split count: p->num_splits clamped (ACD_DEC_MAX_SPLITS, the workspace), or with 0 chosen from the
  * shape for `slots` resident CTAs of row_blocks packed-row blocks; no device needed. */
 int acd_decode_splits(const ac_problem *p, int row_blocks, int slots);
@@ -49,6 +51,8 @@ void acd_decode_split_keys(int n_keys, int splits, int s, int mutant, int *k0, i
 /* `attncheck bench --decode` (bench_decode.cu): time and HBM bandwidth of cuda-decode at d = 128, GQA 8:1;
  * fp8 (`--decode --fp8`): cuda-decode-fp8's on an e4m3 KV cache. */
 int acd_bench_decode(bool quick, bool fp8, ac_err *err);
+/* `attncheck bench --decode --mla`: cuda-decode-mla's table (d 576 / d_v 512, 16 and 128 query heads, one KV head). */
+int acd_bench_decode_mla(bool quick, ac_err *err);
 int acd_naive_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err);
 
 /* The kernel family each dispatcher last launched (dispatch_path.c), so a test

@@ -370,7 +370,7 @@ int bench_memory(const bench_opts &o, ac_err *err)
 extern "C" int ac_cuda_bench(int argc, char **argv)
 {
     bench_opts o;
-    bool speed = true, memory = true, fp8 = false, decode = false;
+    bool speed = true, memory = true, fp8 = false, decode = false, mla = false;
     for (int i = 0; i < argc; ++i) {
         if (!strcmp(argv[i], "--quick"))
             o.quick = true, o.reps = 3;
@@ -384,6 +384,8 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
             fp8 = true;
         else if (!strcmp(argv[i], "--decode")) // only cuda-decode's bandwidth table (bench_decode.cu)
             decode = true;
+        else if (!strcmp(argv[i], "--mla")) // with --decode: cuda-decode-mla's table
+            mla = true;
         else if (!strcmp(argv[i], "--d") && i + 1 < argc)
             o.only_d = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--n") && i + 1 < argc)
@@ -406,10 +408,14 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
             fprintf(
                 stderr,
                 "attncheck bench: unknown option '%s' (--quick, --speed-only, --memory-only, --d N, --dtype T, --n N, "
-                "--variant softcap=C,alibi,sinks,dv=N, --fp8, --decode)\n",
+                "--variant softcap=C,alibi,sinks,dv=N, --fp8, --decode, --decode --mla)\n",
                 argv[i]);
             return AC_ERR_INPUT;
         }
+    }
+    if (mla && !decode) {
+        fprintf(stderr, "attncheck bench: --mla goes with --decode (cuda-decode-mla's table)\n");
+        return AC_ERR_INPUT;
     }
     ac_err err;
     if (!ac_cuda_present(&err)) {
@@ -426,7 +432,9 @@ extern "C" int ac_cuda_bench(int argc, char **argv)
            prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     if (fp8 || decode) {
         // --decode --fp8: cuda-decode-fp8's table (an e4m3 KV cache); --fp8 alone: the fp8 forward's rows
-        const int s = decode ? acd_bench_decode(o.quick, fp8, &err) : acd_bench_fp8(o.quick, &err);
+        const int s = decode && mla ? acd_bench_decode_mla(o.quick, &err)
+            : decode                ? acd_bench_decode(o.quick, fp8, &err)
+                                    : acd_bench_fp8(o.quick, &err);
         if (s != AC_OK)
             fprintf(stderr, "attncheck bench: %s\n", err.msg);
         return s;

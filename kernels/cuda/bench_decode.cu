@@ -12,6 +12,10 @@
 // ci/torch_decode_bench.py reads it for the ratio to PyTorch SDPA.
 // With fp8 (`bench --decode --fp8`) the same table for cuda-decode-fp8: Q, K
 // and V in e4m3 with one descale factor each, O in bf16, half the bytes.
+// With --mla (`bench --decode --mla`) cuda-decode-mla on MLA decode's shape:
+// bf16, d 576 / d_v 512, one KV head (the latent cache; V read from it), 16
+// and 128 query heads, pages of 64; the bytes are the cache's (K only) and the
+// table adds the TFLOP/s of 2 B Hq Nk (576 + 512).
 // ACD_DEC_BENCH_SHAPES="B:Nk:page[:splits] ..." runs only the listed rows
 // (page 0: K and V contiguous (B, Hkv, Nk, d); splits: the hint, else auto),
 // for a developer's comparisons.
@@ -26,6 +30,7 @@ namespace
 {
 
 constexpr int BD_HQ = 32, BD_HKV = 4, BD_D = 128;
+constexpr int BD_MLA_D = 576, BD_MLA_DV = 512;
 
 // Hash-based bf16 values in about (-2, 2), never all zero.
 __global__ void bd_fill(__nv_bfloat16 *x, size_t n, unsigned seed)
@@ -152,9 +157,13 @@ void bd_make_fp8(ac_problem &pr)
 
 // The decode problem: B sequences of nk keys in pages of `page` keys, the table a shuffle of every page;
 // page 0: K and V contiguous (B, Hkv, Nk, d), the layout PyTorch's side of the comparison reads.
-ac_problem bd_problem(int B, int nk, int page, std::vector<int> &table, std::vector<int> &lens)
+// mla_heads > 0: MLA decode's (that many query heads, one latent KV head, d 576, V = K's first 512 channels).
+ac_problem bd_problem(int B, int nk, int page, int mla_heads, std::vector<int> &table, std::vector<int> &lens)
 {
-    ac_problem pr = ac_problem_dense(B, BD_HQ, BD_HKV, 1, nk, BD_D);
+    ac_problem pr = mla_heads > 0 ? ac_problem_dense(B, mla_heads, 1, 1, nk, BD_MLA_D)
+                                  : ac_problem_dense(B, BD_HQ, BD_HKV, 1, nk, BD_D);
+    if (mla_heads > 0)
+        pr.head_dim_v = BD_MLA_DV, pr.v_from_k = true;
     pr.layout = page > 0 ? AC_LAYOUT_BSHD : AC_LAYOUT_BHSD;
     pr.windowed = true, pr.window_left = AC_WINDOW_INF, pr.window_right = 0, pr.align = AC_ALIGN_BOTTOM_RIGHT;
     if (page <= 0)
@@ -211,15 +220,17 @@ int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void
     return st;
 }
 
-int bd_row(ac_dtype t, int B, int nk, int page, int splits, double peak_gbs, void *flush, size_t flush_bytes,
-           bool quick, ac_err *err)
+// One row of the table (mla_heads > 0: cuda-decode-mla's, K alone read, with its TFLOP/s).
+int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, double peak_gbs, void *flush,
+           size_t flush_bytes, bool quick, ac_err *err)
 {
     std::vector<int> table, lens;
-    ac_problem pr = bd_problem(B, nk, page, table, lens);
+    ac_problem pr = bd_problem(B, nk, page, mla_heads, table, lens);
     pr.num_splits = splits; // 0: auto
     if (t == AC_E4M3)
         bd_make_fp8(pr);
-    const size_t kv_elems = ac_kv_elems(&pr), kv_bytes = 2 * kv_elems * ac_dtype_size(t);
+    const bool mla = mla_heads > 0;
+    const size_t kv_elems = ac_kv_elems(&pr), kv_bytes = (mla ? 1 : 2) * kv_elems * ac_dtype_size(t);
     size_t free_b = 0, total_b = 0;
     ACD_CHECK(err, cudaMemGetInfo(&free_b, &total_b));
     if (kv_bytes + ((size_t)512 << 20) > free_b) {
@@ -230,7 +241,7 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, double peak_gbs, voi
     int st = bd_alloc_fill(&x.q, t, ac_q_elems(&pr), 1, err);
     if (st == AC_OK)
         st = bd_alloc_fill(&x.k, t, kv_elems, 2, err);
-    if (st == AC_OK)
+    if (st == AC_OK && !mla) // MLA: V is read from K's rows (fa.v = K)
         st = bd_alloc_fill(&x.v, t, kv_elems, 3, err);
     if (st == AC_OK)
         st = ac_dev_alloc(&x.o, ac_o_elems(&pr) * sizeof(__nv_bfloat16), err);
@@ -239,10 +250,10 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, double peak_gbs, voi
     acd_decode_plan plan;
     bool planned = false;
     if (st == AC_OK)
-        planned = (st = acd_decode_prepare(&pr, t, ACD_MUT_NONE, &plan, err)) == AC_OK;
+        planned = (st = acd_decode_prepare(&pr, t, ACD_MUT_NONE, mla, &plan, err)) == AC_OK;
     std::vector<float> ms;
     if (st == AC_OK) {
-        const ac_fwd_args fa = {x.q, x.k, x.v, x.o, x.lse, nullptr};
+        const ac_fwd_args fa = {x.q, x.k, mla ? x.k : x.v, x.o, x.lse, nullptr};
         st = bd_time(plan, t, &fa, flush, flush_bytes, quick ? 5 : (kv_bytes > ((size_t)4 << 30) ? 10 : 30), &ms, err);
     }
     if (st == AC_OK)
@@ -250,8 +261,13 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, double peak_gbs, voi
     if (st == AC_OK) {
         std::sort(ms.begin(), ms.end());
         const double med = ms[ms.size() / 2], gbs = (double)kv_bytes / (med * 1e-3) / 1e9;
-        printf("| %d | %d | %d | %d | %.4f | %.0f | %.1f%% |\n", page, B, nk, plan.d.splits, med, gbs,
-               100.0 * gbs / peak_gbs);
+        if (mla)
+            printf("| %d | %d | %d | %d | %d | %.4f | %.0f | %.1f%% | %.0f |\n", mla_heads, page, B, nk, plan.d.splits,
+                   med, gbs, 100.0 * gbs / peak_gbs,
+                   2.0 * B * mla_heads * nk * (BD_MLA_D + BD_MLA_DV) / (med * 1e-3) / 1e12);
+        else
+            printf("| %d | %d | %d | %d | %.4f | %.0f | %.1f%% |\n", page, B, nk, plan.d.splits, med, gbs,
+                   100.0 * gbs / peak_gbs);
         fflush(stdout);
     }
     if (planned)
@@ -261,8 +277,8 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, double peak_gbs, voi
 }
 
 // The rows of a "B:Nk:page[:splits] ..." list (no splits: auto); a malformed entry is refused.
-int bd_rows_listed(ac_dtype t, const char *list, double peak_gbs, void *flush, size_t flush_bytes, bool quick,
-                   ac_err *err)
+int bd_rows_listed(ac_dtype t, const char *list, int mla_heads, double peak_gbs, void *flush, size_t flush_bytes,
+                   bool quick, ac_err *err)
 {
     for (const char *c = list; *c;) {
         int B = 0, nk = 0, page = -1, splits = 0, used = 0;
@@ -273,7 +289,7 @@ int bd_rows_listed(ac_dtype t, const char *list, double peak_gbs, void *flush, s
             return ac_fail(err, AC_ERR_INPUT, "ACD_DEC_BENCH_SHAPES: '%s': splits is not a positive count", c);
         if (*c == ':')
             c += used;
-        const int st = bd_row(t, B, nk, page, splits, peak_gbs, flush, flush_bytes, quick, err);
+        const int st = bd_row(t, B, nk, page, splits, mla_heads, peak_gbs, flush, flush_bytes, quick, err);
         if (st != AC_OK)
             return st;
         while (*c == ' ' || *c == ',')
@@ -282,41 +298,79 @@ int bd_rows_listed(ac_dtype t, const char *list, double peak_gbs, void *flush, s
     return AC_OK;
 }
 
-} // namespace
-
-extern "C" int acd_bench_decode(bool quick, bool fp8, ac_err *err)
+// The device's peak HBM bandwidth (GB/s) and L2 size, and the plain read's figure printed.
+int bd_device(double *peak_gbs, int *l2_bytes, ac_err *err)
 {
-    int clock_khz = 0, bus_bits = 0, l2_bytes = 0;
+    int clock_khz = 0, bus_bits = 0;
     ACD_CHECK(err, cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0));
     ACD_CHECK(err, cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
-    ACD_CHECK(err, cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
-    const double peak_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9; // double data rate
-    const ac_dtype t = fp8 ? AC_E4M3 : AC_BF16;
-    printf("\n## %s: %s, d = %d, Hq = %d, Hkv = %d (GQA 8:1), Nq = 1, causal-br, paged; peak HBM %.0f GB/s "
-           "(memory clock %d MHz, bus %d bits); split + combine kernels, median, L2 flushed\n\n",
-           fp8 ? "cuda-decode-fp8" : "cuda-decode", fp8 ? "e4m3 Q, K, V (descale per tensor), O bf16" : "bf16", BD_D,
-           BD_HQ, BD_HKV, peak_gbs, clock_khz / 1000, bus_bits);
-    const double stream = bd_stream_gbs((size_t)l2_bytes, err);
+    ACD_CHECK(err, cudaDeviceGetAttribute(l2_bytes, cudaDevAttrL2CacheSize, 0));
+    *peak_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9; // double data rate
+    printf("peak HBM %.0f GB/s (memory clock %d MHz, bus %d bits); split + combine kernels, median, L2 flushed\n\n",
+           *peak_gbs, clock_khz / 1000, bus_bits);
+    const double stream = bd_stream_gbs((size_t)*l2_bytes, err);
     if (stream > 0)
         printf("A plain streaming read (16-byte loads, %.1f GiB) reaches %.0f GB/s, %.1f%% of that peak.\n\n",
-               40.0 * l2_bytes / 1073741824.0, stream, 100.0 * stream / peak_gbs);
-    printf("| page | B | Nk | splits | ms | GB/s | %% of peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+               40.0 * *l2_bytes / 1073741824.0, stream, 100.0 * stream / *peak_gbs);
+    return AC_OK;
+}
+
+// The table's rows: the listed ones (ACD_DEC_BENCH_SHAPES) or the standard grid, with the L2 flush buffer.
+int bd_table(ac_dtype t, int mla_heads_first, bool quick, double peak_gbs, int l2_bytes, ac_err *err)
+{
     const size_t flush_bytes = 2 * (size_t)l2_bytes;
     void *flush = nullptr;
     int st = ac_dev_alloc(&flush, flush_bytes, err);
     if (st == AC_OK && cudaMemset(flush, 1, flush_bytes) != cudaSuccess) // once: the flush reads it
         st = ac_fail(err, AC_ERR_ENV, "bench: cudaMemset of the flush buffer failed");
     const char *only = getenv("ACD_DEC_BENCH_SHAPES"); // a developer's subset: "B:Nk:page ..." (page 0: contiguous)
-    if (only)
-        st = bd_rows_listed(t, only, peak_gbs, flush, flush_bytes, quick, err);
-    const int pages[] = {16, 128}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536, 131072};
-    for (int page : pages)
-        for (int B : batches)
-            for (int nk : lengths) {
-                if (st != AC_OK || only || (quick && (nk != 16384 || (B != 1 && B != 32))))
-                    continue;
-                st = bd_row(t, B, nk, page, 0, peak_gbs, flush, flush_bytes, quick, err);
-            }
+    if (st == AC_OK && only)
+        st = bd_rows_listed(t, only, mla_heads_first, peak_gbs, flush, flush_bytes, quick, err);
+    if (mla_heads_first > 0) { // MLA: 16 and 128 query heads, pages of 64
+        const int heads[] = {16, 128}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536};
+        for (int h : heads)
+            for (int B : batches)
+                for (int nk : lengths)
+                    if (st == AC_OK && !only && (!quick || (nk == 16384 && B == 32)))
+                        st = bd_row(t, B, nk, 64, 0, h, peak_gbs, flush, flush_bytes, quick, err);
+    } else {
+        const int pages[] = {16, 128}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536, 131072};
+        for (int page : pages)
+            for (int B : batches)
+                for (int nk : lengths)
+                    if (st == AC_OK && !only && (!quick || (nk == 16384 && (B == 1 || B == 32))))
+                        st = bd_row(t, B, nk, page, 0, 0, peak_gbs, flush, flush_bytes, quick, err);
+    }
     ac_dev_free(flush);
     return st;
+}
+
+} // namespace
+
+extern "C" int acd_bench_decode(bool quick, bool fp8, ac_err *err)
+{
+    const ac_dtype t = fp8 ? AC_E4M3 : AC_BF16;
+    printf("\n## %s: %s, d = %d, Hq = %d, Hkv = %d (GQA 8:1), Nq = 1, causal-br, paged; ",
+           fp8 ? "cuda-decode-fp8" : "cuda-decode", fp8 ? "e4m3 Q, K, V (descale per tensor), O bf16" : "bf16", BD_D,
+           BD_HQ, BD_HKV);
+    double peak_gbs = 0.0;
+    int l2_bytes = 0, st = bd_device(&peak_gbs, &l2_bytes, err);
+    if (st != AC_OK)
+        return st;
+    printf("| page | B | Nk | splits | ms | GB/s | %% of peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    return bd_table(t, 0, quick, peak_gbs, l2_bytes, err);
+}
+
+extern "C" int acd_bench_decode_mla(bool quick, ac_err *err)
+{
+    printf("\n## cuda-decode-mla: bf16, d = %d, d_v = %d (V read from K), Hkv = 1, Nq = 1, causal-br, pages of 64; "
+           "bytes = the latent cache's; ACD_DEC_BENCH_SHAPES rows take 128 query heads; ",
+           BD_MLA_D, BD_MLA_DV);
+    double peak_gbs = 0.0;
+    int l2_bytes = 0, st = bd_device(&peak_gbs, &l2_bytes, err);
+    if (st != AC_OK)
+        return st;
+    printf("| Hq | page | B | Nk | splits | ms | GB/s | %% of peak | TFLOP/s |\n"
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    return bd_table(AC_BF16, 128, quick, peak_gbs, l2_bytes, err);
 }

@@ -29,7 +29,7 @@ struct acd_dec_params {
     int splits; // S >= 1 key ranges per sequence
     int rows, row_blocks; // packed rows group * Nq, in blocks of ACD_DEC_ROWS
     float *o_part,
-        *lse_part; // S > 1: (B Hq Nq, S, D) f32 partial O_s, (B Hq Nq, S, 2) its (max m_s, sum l_s), log2 units
+        *lse_part; // S > 1: (B Hq Nq, S, D_v) f32 partial O_s, (B Hq Nq, S, 2) its (max m_s, sum l_s), log2 units
     // cuda-decode-fp8: device descale factors of Q, K, V (one each, or (B, Hkv) each when descale_head); else null
     const float *dq, *dk, *dv;
     bool descale_head;
@@ -66,11 +66,13 @@ struct acd_decode_plan {
     ac_dtype out; // O's dtype: the dtype, or an fp8 problem's fp8_out
     float *descale; // fp8: the three tensors' factors, one allocation
     size_t descale_bytes;
+    bool mla; // cuda-decode-mla's split kernel (decode_mla.cu): d = 576, V read from K
 };
 
 // Checks the problem, stages it and allocates the plan's device memory
-// (t e4m3/e5m2: cuda-decode-fp8's problem, its descales copied to the device).
-int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decode_plan *plan, ac_err *err);
+// (t e4m3/e5m2: cuda-decode-fp8's problem, its descales copied to the device;
+// mla: cuda-decode-mla's, d = 576 with V read from K).
+int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, bool mla, acd_decode_plan *plan, ac_err *err);
 // The split kernel, then (S > 1) the combine kernel, on stream; no sync.
 int acd_decode_launch(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err);
 void acd_decode_release(acd_decode_plan *plan);
@@ -81,3 +83,7 @@ int acd_dec_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_a
 int acd_dec_launch_combine(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
                            ac_err *err);
 int acd_dec_split_ctas_per_sm(ac_dtype t, ac_dtype out, int d, int *ctas, ac_err *err);
+// cuda-decode-mla's split kernel (decode_mla.cu; d_v 512 or 576) and its resident CTAs per SM.
+int acd_dec_mla_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
+                             ac_err *err);
+int acd_dec_mla_ctas_per_sm(ac_dtype t, int dv, int *ctas, ac_err *err);

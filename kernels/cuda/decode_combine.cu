@@ -34,19 +34,27 @@ constexpr int DEC_COMBINE_WARPS = 4;
 constexpr int DEC_COMBINE_THREADS = 32 * DEC_COMBINE_WARPS;
 constexpr int DEC_COMBINE_UNROLL = 4; // splits a warp has in flight
 
-// VEC consecutive floats of a partial (VEC = D / 32: 4 or 2, one vector load).
+// VEC consecutive floats of a partial (VEC = D_v / 32: 2, 4, 16 or 18), in
+// 16-byte loads where VEC allows, else 8-byte ones.
 template <int VEC> __device__ __forceinline__ void dec_load_part(const float *src, float (&v)[VEC])
 {
-    if constexpr (VEC == 4) {
-        const float4 t = *reinterpret_cast<const float4 *>(src);
-        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+        for (int c = 0; c < VEC; c += 4) {
+            const float4 t = *reinterpret_cast<const float4 *>(src + c);
+            v[c] = t.x, v[c + 1] = t.y, v[c + 2] = t.z, v[c + 3] = t.w;
+        }
     } else {
-        static_assert(VEC == 2, "d = 64 or 128");
-        const float2 t = *reinterpret_cast<const float2 *>(src);
-        v[0] = t.x, v[1] = t.y;
+        static_assert(VEC % 2 == 0, "d_v a multiple of 64");
+#pragma unroll
+        for (int c = 0; c < VEC; c += 2) {
+            const float2 t = *reinterpret_cast<const float2 *>(src + c);
+            v[c] = t.x, v[c + 1] = t.y;
+        }
     }
 }
 
+// D: d_v, the partials' and O's columns.
 template <typename T, int D>
 __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
     dec_combine_kernel(acd_dec_params d, T *__restrict__ O, float *__restrict__ LSE)
@@ -73,8 +81,8 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
     M = acd_cta_reduce(M, sRed, [](float a, float c) { return fmaxf(a, c); });
     T *orow = O + acd_o_offset(p, b, h, i);
     if (M == -INFINITY) { // every split empty: no visible key
-        if (tid < D / 2)
-            acd_tc<T>::store2(orow + 2 * tid, 0.f, 0.f);
+        for (int c = tid; c < D / 2; c += DEC_COMBINE_THREADS)
+            acd_tc<T>::store2(orow + 2 * c, 0.f, 0.f);
         if (tid == 0)
             LSE[x] = -INFINITY;
         return;
@@ -118,12 +126,12 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
     for (int c = 0; c < VEC; ++c)
         sAcc[warp][lane * VEC + c] = acc[c];
     __syncthreads();
-    if (tid < D / 2) {
+    for (int c = tid; c < D / 2; c += DEC_COMBINE_THREADS) {
         float o2[2] = {0.f, 0.f};
 #pragma unroll
         for (int w = 0; w < DEC_COMBINE_WARPS; ++w)
-            o2[0] += sAcc[w][2 * tid], o2[1] += sAcc[w][2 * tid + 1];
-        acd_tc<T>::store2(orow + 2 * tid, o2[0], o2[1]);
+            o2[0] += sAcc[w][2 * c], o2[1] += sAcc[w][2 * c + 1];
+        acd_tc<T>::store2(orow + 2 * c, o2[0], o2[1]);
     }
     if (tid == 0)
         LSE[x] = acd_lse(M, sum);
@@ -160,13 +168,30 @@ int dec_launch_combine(const acd_decode_plan &plan, const ac_fwd_args *a, cudaSt
 
 } // namespace
 
+namespace
+{
+// The combine of O's dtype T at the plan's d_v (64, 128; cuda-decode-mla's 512, 576).
+template <typename T>
+int dec_launch_combine_dv(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
+{
+    switch (plan.d.p.Dv) {
+    case 64:
+        return dec_launch_combine<T, 64>(plan, a, stream, err);
+    case 128:
+        return dec_launch_combine<T, 128>(plan, a, stream, err);
+    case 512:
+        return dec_launch_combine<T, 512>(plan, a, stream, err);
+    case 576:
+        return dec_launch_combine<T, 576>(plan, a, stream, err);
+    default:
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: no combine for d_v %d", plan.d.p.Dv);
+    }
+}
+} // namespace
+
 int acd_dec_launch_combine(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
                            ac_err *err)
 {
-    const bool d64 = plan.d.p.D == 64;
-    if (t == AC_F16)
-        return d64 ? dec_launch_combine<__half, 64>(plan, a, stream, err)
-                   : dec_launch_combine<__half, 128>(plan, a, stream, err);
-    return d64 ? dec_launch_combine<__nv_bfloat16, 64>(plan, a, stream, err)
-               : dec_launch_combine<__nv_bfloat16, 128>(plan, a, stream, err);
+    return t == AC_F16 ? dec_launch_combine_dv<__half>(plan, a, stream, err)
+                       : dec_launch_combine_dv<__nv_bfloat16>(plan, a, stream, err);
 }

@@ -35,19 +35,40 @@ int dec_check_fp8(const ac_problem *prob, ac_dtype t, ac_err *err)
     return AC_OK;
 }
 
-int dec_check(const ac_problem *prob, ac_dtype t, ac_err *err)
+// cuda-decode-mla's terms: d = 576 with d_v 512 or 576, V read as K's first d_v channels (v=k).
+int dec_check_mla(const ac_problem *prob, ac_dtype t, ac_err *err)
 {
-    if (ac_dtype_is_fp8(t))
-        return dec_check_fp8(prob, t, err);
     if (t != AC_F16 && t != AC_BF16)
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: dtype %s is not f16 or bf16", ac_dtype_name(t));
-    if (prob->head_dim != 64 && prob->head_dim != 128)
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode-mla: dtype %s is not f16 or bf16", ac_dtype_name(t));
+    const int dv = ac_head_dim_v(prob);
+    if (prob->head_dim != 576 || (dv != 512 && dv != 576))
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode-mla: d %d with d_v %d is not 576 with 512 (or 576)",
+                       prob->head_dim, dv);
+    if (!prob->v_from_k)
+        return ac_fail(err, AC_ERR_INPUT,
+                       "cuda-decode-mla: V is read from K's first d_v channels: a v=k problem is "
+                       "needed");
+    return AC_OK;
+}
+
+int dec_check(const ac_problem *prob, ac_dtype t, bool mla, ac_err *err)
+{
+    int st = AC_OK;
+    if (mla)
+        st = dec_check_mla(prob, t, err);
+    else if (ac_dtype_is_fp8(t))
+        st = dec_check_fp8(prob, t, err);
+    else if (t != AC_F16 && t != AC_BF16)
+        st = ac_fail(err, AC_ERR_INPUT, "cuda-decode: dtype %s is not f16 or bf16", ac_dtype_name(t));
+    if (st != AC_OK)
+        return st;
+    if (!mla && prob->head_dim != 64 && prob->head_dim != 128)
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode: head dim %d is not 64 or 128", prob->head_dim);
-    if (ac_head_dim_v(prob) != prob->head_dim)
+    if (!mla && ac_head_dim_v(prob) != prob->head_dim)
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode: d_v %d differs from d %d", ac_head_dim_v(prob), prob->head_dim);
     if (prob->layout == AC_LAYOUT_THD)
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode: layout thd is not supported (bhsd, bshd)");
-    const unsigned other = ac_problem_variants(prob) & ~(unsigned)(AC_VAR_PAGED | AC_VAR_SPLIT);
+    const unsigned other = ac_problem_variants(prob) & ~(unsigned)(AC_VAR_PAGED | AC_VAR_SPLIT | (mla ? AC_VAR_DV : 0));
     if (other)
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode: variants 0x%x are not supported (paged and split only)", other);
     if (prob->page_size > 0 && (!prob->block_table || !prob->seqlens_k))
@@ -78,7 +99,7 @@ int dec_longest(const ac_problem *prob)
 extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slots)
 {
     const long long rows_all = (long long)prob->batch * prob->heads_q * prob->seqlen_q;
-    const long long per_split = rows_all * (prob->head_dim + 2) * (long long)sizeof(float);
+    const long long per_split = rows_all * (ac_head_dim_v(prob) + 2) * (long long)sizeof(float);
     const long long ws_cap = per_split > 0 ? (long long)ACD_DEC_MAX_WORKSPACE / per_split : ACD_DEC_MAX_SPLITS;
     const int cap = (int)std::max(1LL, std::min((long long)ACD_DEC_MAX_SPLITS, ws_cap));
     if (prob->num_splits >= 1)
@@ -144,10 +165,11 @@ static int dec_stage_table(const ac_problem *prob, acd_decode_plan *plan, ac_err
     return st;
 }
 
-int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decode_plan *plan, ac_err *err)
+int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, bool mla, acd_decode_plan *plan, ac_err *err)
 {
     *plan = acd_decode_plan{};
-    int st = dec_check(prob, t, err);
+    plan->mla = mla;
+    int st = dec_check(prob, t, mla, err);
     if (st != AC_OK)
         return st;
     if ((st = acd_stage(prob, mutant, &plan->d.p, &plan->st, err)) != AC_OK)
@@ -166,7 +188,8 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
         st = ac_fail(err, AC_ERR_ENV, "cudaDeviceGetAttribute (SM count, compute capability) failed");
     plan->pdl = major >= 9 && !getenv("ACD_DEC_NO_PDL"); // ACD_DEC_NO_PDL=1: two plain launches
     if (st == AC_OK)
-        st = acd_dec_split_ctas_per_sm(t, plan->out, prob->head_dim, &per_sm, err);
+        st = mla ? acd_dec_mla_ctas_per_sm(t, d.p.Dv, &per_sm, err)
+                 : acd_dec_split_ctas_per_sm(t, plan->out, prob->head_dim, &per_sm, err);
     if (st != AC_OK) {
         acd_decode_release(plan);
         return st;
@@ -181,10 +204,10 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
     }
     if (d.splits > 1) {
         const size_t parts = (size_t)plan->rows_all * d.splits;
-        plan->ws_bytes = parts * (d.p.D + 2) * sizeof(float);
+        plan->ws_bytes = parts * (d.p.Dv + 2) * sizeof(float);
         st = acd_ws_alloc((void **)&plan->ws, plan->ws_bytes, err);
         d.o_part = plan->ws;
-        d.lse_part = plan->ws + parts * d.p.D;
+        d.lse_part = plan->ws + parts * d.p.Dv;
     }
     if (st != AC_OK)
         acd_decode_release(plan);
@@ -193,7 +216,8 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, acd_decod
 
 int acd_decode_launch(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    const int st = acd_dec_launch_split(plan, t, a, stream, err);
+    const int st =
+        plan.mla ? acd_dec_mla_launch_split(plan, t, a, stream, err) : acd_dec_launch_split(plan, t, a, stream, err);
     return st == AC_OK ? acd_dec_launch_combine(plan, plan.out, a, stream, err) : st;
 }
 
@@ -214,10 +238,10 @@ extern "C" void acd_decode_split_keys(int n_keys, int splits, int s, int mutant,
 }
 
 // One forward: prepared, launched, synchronised, released.
-static int dec_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)
+static int dec_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, bool mla, ac_err *err)
 {
     acd_decode_plan plan;
-    int st = acd_decode_prepare(prob, t, mutant, &plan, err);
+    int st = acd_decode_prepare(prob, t, mutant, mla, &plan, err);
     if (st != AC_OK)
         return st;
     st = acd_decode_launch(plan, t, a, 0, err);
@@ -232,12 +256,17 @@ extern "C" int acd_decode_forward(const ac_problem *prob, ac_dtype t, const ac_f
     if (ac_dtype_is_fp8(t)) // cuda-decode-fp8's dtypes, not this row's
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode: dtype %s is not f16 or bf16 (cuda-decode-fp8 takes fp8)",
                        ac_dtype_name(t));
-    return dec_forward(prob, t, a, mutant, err);
+    return dec_forward(prob, t, a, mutant, false, err);
 }
 
 extern "C" int acd_decode_fp8_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)
 {
     if (!ac_dtype_is_fp8(t))
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode-fp8: dtype %s is not e4m3 or e5m2", ac_dtype_name(t));
-    return dec_forward(prob, t, a, mutant, err);
+    return dec_forward(prob, t, a, mutant, false, err);
+}
+
+extern "C" int acd_decode_mla_forward(const ac_problem *prob, ac_dtype t, const ac_fwd_args *a, int mutant, ac_err *err)
+{
+    return dec_forward(prob, t, a, mutant, true, err);
 }

@@ -41,12 +41,18 @@ static int decode_fp8_forward(const ac_kernel *self, const ac_problem *p, ac_dty
     return acd_decode_fp8_forward(p, t, a, *(const int *)self->ctx, err);
 }
 
+static int decode_mla_forward(const ac_kernel *self, const ac_problem *p, ac_dtype t, const ac_fwd_args *a, ac_err *err)
+{
+    return acd_decode_mla_forward(p, t, a, *(const int *)self->ctx, err);
+}
+
 /* The entry points of each role of family.h. */
 #define RUN_flash .forward = flash_forward, .backward = flash_backward
 #define RUN_mutant .forward = flash_forward, .backward = NULL
 #define RUN_naive .forward = naive_forward, .backward = NULL
 #define RUN_decode .forward = decode_forward, .backward = NULL
 #define RUN_decode_fp8 .forward = decode_fp8_forward, .backward = NULL
+#define RUN_decode_mla .forward = decode_mla_forward, .backward = NULL
 #define RUN_fp8 .forward = fp8_forward, .backward = NULL
 
 /* ctx: the row's ACD_MUT_* id. */

@@ -24,6 +24,9 @@ enum {
     ACD_MUT_DEC_SPLIT_OFF_BY_ONE = 22, /* every split but the last runs one key into the next */
     ACD_MUT_DEC_LAST_PAGE_SLOTS = 23, /* the last page's unused slots read and not masked */
     /* cuda-decode-fp8's (decode.cu): V's descale applied twice reuses ACD_MUT_FP8_V_DESCALE_TWICE */
+    /* cuda-decode-mla's (decode_mla.cu) */
+    ACD_MUT_MLA_ROPE_FIRST = 24, /* V read from the cache row's last d_v channels (a rope-first layout assumed) */
+    ACD_MUT_MLA_NO_ROPE = 25, /* the scores summed over the first 512 channels only: the rotary part dropped */
 };
 
 #define ACD_DTYPES ((1u << AC_F32) | (1u << AC_F16) | (1u << AC_BF16))
@@ -130,6 +133,18 @@ enum {
         .max_seqlen = 0, .variants = AC_VAR_PAGED | AC_VAR_SPLIT, .fp8_p = AC_F16, .fp8_acc_bits = 0, \
         .fp8_no_block_descale = true, \
     }
+/* cuda-decode-mla (decode_mla.cu, MLA decode as DeepSeek-V2/V3 serve it):
+ * f16/bf16, d = 576 with d_v = 512 (or 576), V read as K's first d_v channels
+ * (v_from_k: given only v=k problems), any GQA group (MLA's is Hq:1), paged or
+ * contiguous, every mask kind, varlen, split-KV with cuda-decode's combine;
+ * forward only. */
+#define ACD_CAPS_decode_mla \
+    { \
+        .dtypes = (1u << AC_F16) | (1u << AC_BF16), .head_dims = {576}, .n_head_dims = 1, .max_head_dim = 576, \
+        .masks = AC_MASKCAP_ALL, .layouts = ACD_LAYOUTS, .gqa = true, .varlen = true, .backward = false, \
+        .max_seqlen = 0, .variants = AC_VAR_PAGED | AC_VAR_SPLIT | AC_VAR_DV, .dv_pairs = {{576, 512}}, \
+        .n_dv_pairs = 1, .v_from_k = true, \
+    }
 #define ACD_DECODE_FAMILY(X) \
     X(cuda_decode, "cuda-decode", decode, ACD_MUT_NONE, \
       "paged split-KV decode: a CTA per (sequence, KV head, 16 packed GQA rows, split), each warp streaming its " \
@@ -146,6 +161,13 @@ enum {
       "cuda-decode on an fp8 KV cache (e4m3/e5m2, f32 descales per tensor or (batch, kv head)): K/V tiles copied " \
       "as fp8 bytes, widened exactly to f16 for mma.sync (f32 accumulate), P rounded to f16; O in bf16/f16") \
     X(cuda_dec_fp8_vtwice, "cuda-decode-fp8-mutant-v-descale-twice", decode_fp8, ACD_MUT_FP8_V_DESCALE_TWICE, \
-      "mutant: V's descale factor applied twice in the epilogue")
+      "mutant: V's descale factor applied twice in the epilogue") \
+    X(cuda_decode_mla, "cuda-decode-mla", decode_mla, ACD_MUT_NONE, \
+      "MLA decode (d 576, d_v 512, V read from K's latent rows): a CTA per (sequence, KV head, 16 packed rows, " \
+      "split), its 4 warps sharing 32-key tiles, Q K^T cut by channels across the warps, P V by O's columns") \
+    X(cuda_dec_mla_ropefirst, "cuda-decode-mla-mutant-rope-first", decode_mla, ACD_MUT_MLA_ROPE_FIRST, \
+      "mutant: V read from the cache row's last d_v channels, as if the rotary channels came first") \
+    X(cuda_dec_mla_norope, "cuda-decode-mla-mutant-rope-dropped", decode_mla, ACD_MUT_MLA_NO_ROPE, \
+      "mutant: the scores summed over the first 512 channels only (the 64 rotary channels dropped)")
 
 #endif

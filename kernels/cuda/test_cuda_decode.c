@@ -12,7 +12,11 @@
  * codes of normal(0, 64) values times factors in [2^-7, 2^-5) per tensor or
  * (batch, kv head) (test_cuda_fp8.c's regime; the reference reads code *
  * factor; with factors per head no page is shared, as the harness draws them),
- * its mutant (V's factor twice) must fail, and descale=block(N) is refused. */
+ * its mutant (V's factor twice) must fail, and descale=block(N) is refused.
+ * cuda-decode-mla takes MLA decode's shape (d 576 with d_v 512, or 576; V the
+ * first d_v channels of K's rows, bits and widenings alike: v=k) on the same
+ * caches; its two mutants (V from the rows' last channels, the rotary channels
+ * left out of the scores) must fail. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,7 @@ typedef struct {
     bool expect_fail;
     ac_dtype out; /* fp8 t: O's dtype */
     int descale; /* fp8 t: AC_DESCALE_TENSOR (0) or AC_DESCALE_HEAD */
+    int dv; /* d_v (0: d); a kernel reading V from K (cuda-decode-mla) gets V = K's first d_v channels (v=k) */
 } dec_case;
 
 /* The case's inputs: host bits, their widenings, the table and the lengths. */
@@ -133,6 +138,9 @@ static int dec_build(const dec_case *dc, dec_inputs *in, ac_err *err)
     *p = ac_problem_dense(dc->b, dc->hq, dc->hkv, dc->nq, dc->nk, dc->d);
     p->layout = dc->layout;
     p->num_splits = dc->splits;
+    p->head_dim_v = dc->dv;
+    const ac_kernel *k = acdt_find_kernel(dc->kernel);
+    p->v_from_k = k && k->caps.v_from_k;
     if (ac_dtype_is_fp8(dc->t)) {
         p->fp8_out = dc->out;
         p->fp8_p = AC_F16;
@@ -160,6 +168,10 @@ static int dec_build(const dec_case *dc, dec_inputs *in, ac_err *err)
     double *kw, *vw;
     dec_fill(p, dc->t, AC_TENSOR_K, in->fk, &in->k, &kw);
     dec_fill(p, dc->t, AC_TENSOR_V, in->fv, &in->v, &vw);
+    if (p->v_from_k) { /* v=k: V's rows are K's first d_v channels, bits and widenings alike */
+        ac_copy_k_channels_to_v(p, ac_dtype_size(dc->t), in->k, in->v, 0);
+        ac_copy_k_channels_to_v(p, sizeof(double), kw, vw, 0);
+    }
     if (dc->page == 0) {
         in->kd = kw, in->vd = vw;
         return AC_OK;
@@ -221,7 +233,7 @@ static const char *const dec_mask_name[] = {"none", "causal-tl", "causal-br", "w
 static int dec_fp8_block_refused(void)
 {
     const ac_kernel *k = acdt_find_kernel("cuda-decode-fp8");
-    dec_case dc = {"cuda-decode-fp8", AC_E4M3, 2, 4, 2, 1, 300, 64, AC_LAYOUT_BSHD, 2, 16, 4, false, AC_BF16, 64};
+    dec_case dc = {"cuda-decode-fp8", AC_E4M3, 2, 4, 2, 1, 300, 64, AC_LAYOUT_BSHD, 2, 16, 4, false, AC_BF16, 64, 0};
     dec_inputs in;
     ac_err err;
     if (!k || dec_build(&dc, &in, &err) != AC_OK)
@@ -242,55 +254,72 @@ int acdt_decode_tests(bool small, const char *only)
     const ac_dtype BF = AC_BF16, F16 = AC_F16, E4 = AC_E4M3, E5 = AC_E5M2;
     const ac_layout H = AC_LAYOUT_BHSD, S = AC_LAYOUT_BSHD;
     const int T = AC_DESCALE_TENSOR, HD = AC_DESCALE_HEAD;
-    const char *K = "cuda-decode", *F8 = "cuda-decode-fp8";
+    const char *K = "cuda-decode", *F8 = "cuda-decode-fp8", *M = "cuda-decode-mla";
     const dec_case cases[] = {
         /* GQA 8:1 as served, page 16, auto splits; lengths nk, 0, 1, random */
-        {K, BF, 4, 32, 4, 1, 1000, 128, S, 2, 16, 0, false, 0, 0},
+        {K, BF, 4, 32, 4, 1, 1000, 128, S, 2, 16, 0, false, 0, 0, 0},
         /* speculative rows, page 128 (one page holds whole tiles), three splits */
-        {K, F16, 3, 8, 2, 5, 777, 128, H, 2, 128, 3, false, 0, 0},
+        {K, F16, 3, 8, 2, 5, 777, 128, H, 2, 128, 3, false, 0, 0, 0},
         /* group 16 x 16 rows: 16 row blocks; page 1: a page per key */
-        {K, BF, 5, 16, 1, 16, 300, 64, S, 0, 1, 7, false, 0, 0},
+        {K, BF, 5, 16, 1, 16, 300, 64, S, 0, 1, 7, false, 0, 0, 0},
         /* more splits than key tiles: most splits empty; page 256 > nk */
-        {K, F16, 3, 4, 4, 3, 129, 64, H, 2, 256, 300, false, 0, 0},
+        {K, F16, 3, 4, 4, 3, 129, 64, H, 2, 256, 300, false, 0, 0, 0},
         /* contiguous K, V with a split hint, a window */
-        {K, BF, 3, 8, 8, 2, 200, 128, S, 3, 0, 2, false, 0, 0},
+        {K, BF, 3, 8, 8, 2, 200, 128, S, 3, 0, 2, false, 0, 0, 0},
         /* a page size that is not a power of two, a dense mask (fully masked rows) */
-        {K, F16, 3, 4, 2, 7, 150, 128, H, 4, 3, 4, false, 0, 0},
+        {K, F16, 3, 4, 2, 7, 150, 128, H, 4, 3, 4, false, 0, 0, 0},
         /* causal top-left: row i sees keys 0..i only */
-        {K, BF, 3, 8, 1, 2, 2000, 128, H, 1, 32, 0, false, 0, 0},
+        {K, BF, 3, 8, 1, 2, 2000, 128, H, 1, 32, 0, false, 0, 0, 0},
         /* nq > nk with causal-br: the first rows see no key (O = 0, LSE = -inf) */
-        {K, BF, 3, 4, 2, 9, 4, 128, S, 2, 2, 3, false, 0, 0},
+        {K, BF, 3, 4, 2, 9, 4, 128, S, 2, 2, 3, false, 0, 0, 0},
         /* one key, one page */
-        {K, F16, 3, 2, 1, 1, 1, 64, H, 2, 16, 0, false, 0, 0},
+        {K, F16, 3, 2, 1, 1, 1, 64, H, 2, 16, 0, false, 0, 0, 0},
         /* long: auto picks many splits over 16k keys */
-        {K, BF, 3, 32, 4, 1, 16461, 128, S, 2, 16, 0, false, 0, 0},
-        {"cuda-decode-mutant-combine-no-rescale", BF, 3, 8, 2, 2, 700, 128, S, 2, 16, 4, true, 0, 0},
-        {"cuda-decode-mutant-empty-split-nan", F16, 3, 4, 2, 1, 200, 64, H, 2, 16, 16, true, 0, 0},
-        {"cuda-decode-mutant-split-off-by-one", F16, 1, 4, 1, 1, 70, 64, H, 0, 0, 2, true, 0, 0},
-        {"cuda-decode-mutant-split-off-by-one", F16, 1, 8, 2, 1, 130, 128, S, 2, 16, 2, true, 0, 0},
-        {"cuda-decode-mutant-last-page-slots", BF, 3, 8, 2, 1, 300, 128, S, 2, 16, 0, true, 0, 0},
+        {K, BF, 3, 32, 4, 1, 16461, 128, S, 2, 16, 0, false, 0, 0, 0},
+        {"cuda-decode-mutant-combine-no-rescale", BF, 3, 8, 2, 2, 700, 128, S, 2, 16, 4, true, 0, 0, 0},
+        {"cuda-decode-mutant-empty-split-nan", F16, 3, 4, 2, 1, 200, 64, H, 2, 16, 16, true, 0, 0, 0},
+        {"cuda-decode-mutant-split-off-by-one", F16, 1, 4, 1, 1, 70, 64, H, 0, 0, 2, true, 0, 0, 0},
+        {"cuda-decode-mutant-split-off-by-one", F16, 1, 8, 2, 1, 130, 128, S, 2, 16, 2, true, 0, 0, 0},
+        {"cuda-decode-mutant-last-page-slots", BF, 3, 8, 2, 1, 300, 128, S, 2, 16, 0, true, 0, 0, 0},
         /* cuda-decode-fp8: GQA 8:1 page 16, e4m3 and e5m2, factors per tensor (pages shared) and per head */
-        {F8, E4, 4, 32, 4, 1, 1000, 128, S, 2, 16, 0, false, BF, T},
-        {F8, E5, 4, 32, 4, 1, 1000, 128, H, 2, 16, 0, false, F16, HD},
+        {F8, E4, 4, 32, 4, 1, 1000, 128, S, 2, 16, 0, false, BF, T, 0},
+        {F8, E5, 4, 32, 4, 1, 1000, 128, H, 2, 16, 0, false, F16, HD, 0},
         /* speculative rows Nq = 4, page 3 (tiles span pages), d = 64, a dense mask */
-        {F8, E4, 3, 8, 2, 4, 333, 64, H, 4, 3, 3, false, F16, HD},
-        {F8, E5, 3, 8, 1, 4, 500, 128, S, 1, 3, 0, false, BF, T},
+        {F8, E4, 3, 8, 2, 4, 333, 64, H, 4, 3, 3, false, F16, HD, 0},
+        {F8, E5, 3, 8, 1, 4, 500, 128, S, 1, 3, 0, false, BF, T, 0},
         /* contiguous K, V, a window; more splits than key tiles */
-        {F8, E4, 3, 8, 8, 2, 200, 128, S, 3, 0, 2, false, BF, HD},
-        {F8, E5, 3, 4, 4, 3, 129, 64, H, 2, 0, 300, false, BF, T},
-        {F8, E4, 3, 4, 2, 3, 129, 64, S, 2, 16, 300, false, F16, HD},
+        {F8, E4, 3, 8, 8, 2, 200, 128, S, 3, 0, 2, false, BF, HD, 0},
+        {F8, E5, 3, 4, 4, 3, 129, 64, H, 2, 0, 300, false, BF, T, 0},
+        {F8, E4, 3, 4, 2, 3, 129, 64, S, 2, 16, 300, false, F16, HD, 0},
         /* long, auto splits */
-        {F8, E4, 3, 32, 4, 1, 9000, 128, S, 2, 16, 0, false, BF, HD},
+        {F8, E4, 3, 32, 4, 1, 9000, 128, S, 2, 16, 0, false, BF, HD, 0},
         /* V's factor (2^-7..2^-5) twice: O off by that factor */
-        {"cuda-decode-fp8-mutant-v-descale-twice", E4, 3, 8, 2, 1, 300, 128, S, 2, 16, 0, true, BF, HD},
-        {"cuda-decode-fp8-mutant-v-descale-twice", E5, 2, 4, 4, 2, 100, 64, H, 0, 0, 3, true, F16, T},
+        {"cuda-decode-fp8-mutant-v-descale-twice", E4, 3, 8, 2, 1, 300, 128, S, 2, 16, 0, true, BF, HD, 0},
+        {"cuda-decode-fp8-mutant-v-descale-twice", E5, 2, 4, 4, 2, 100, 64, H, 0, 0, 3, true, F16, T, 0},
+        /* cuda-decode-mla: d 576 / d_v 512, one KV head; 16 query heads (DeepSeek-V3 over 8 GPUs), page 16 */
+        {M, BF, 4, 16, 1, 1, 1000, 576, S, 2, 16, 0, false, 0, 0, 512},
+        /* 128 query heads: 8 row blocks; page 64, three splits */
+        {M, F16, 3, 128, 1, 1, 300, 576, H, 2, 64, 3, false, 0, 0, 512},
+        /* speculative rows Nq = 4 (64 packed rows), a page per key */
+        {M, BF, 3, 16, 1, 4, 200, 576, S, 2, 1, 0, false, 0, 0, 512},
+        /* d_v = 576 (V the whole row), GQA 4:1 over two KV heads, page 3 (tiles span pages), a dense mask */
+        {M, F16, 3, 8, 2, 2, 150, 576, H, 4, 3, 4, false, 0, 0, 0},
+        /* contiguous K, a window; causal top-left; more splits than key tiles */
+        {M, BF, 3, 16, 1, 1, 700, 576, S, 3, 0, 2, false, 0, 0, 512},
+        {M, BF, 2, 16, 1, 3, 500, 576, H, 1, 32, 0, false, 0, 0, 512},
+        {M, F16, 3, 16, 1, 1, 129, 576, S, 2, 16, 300, false, 0, 0, 512},
+        /* long, auto splits */
+        {M, BF, 2, 128, 1, 1, 8000, 576, S, 2, 64, 0, false, 0, 0, 512},
+        /* V from the row's last 512 channels; the 64 rotary channels left out of the scores */
+        {"cuda-decode-mla-mutant-rope-first", BF, 3, 16, 1, 1, 300, 576, S, 2, 16, 0, true, 0, 0, 512},
+        {"cuda-decode-mla-mutant-rope-dropped", F16, 3, 16, 1, 1, 300, 576, H, 2, 16, 2, true, 0, 0, 512},
     };
     int failures = 0;
     for (size_t x = 0; x < sizeof cases / sizeof cases[0]; x++) {
         dec_case dc = cases[x];
         if (only && strncmp(only, dc.kernel, strlen(only)) != 0) /* a prefix: the kernel and its mutants */
             continue;
-        if (only && strcmp(only, "cuda-decode") == 0 && ac_dtype_is_fp8(dc.t)) /* cuda-decode alone: not -fp8 */
+        if (only && strcmp(only, "cuda-decode") == 0 && (ac_dtype_is_fp8(dc.t) || dc.d == 576)) /* not -fp8, -mla */
             continue;
         if (small && dc.nk > 600) /* for compute-sanitizer: short caches */
             dc.nk = 600;
@@ -306,11 +335,11 @@ int acdt_decode_tests(bool small, const char *only)
         bool bad = n_bad > 0 || o_scaled > 4.0 || lse_abs > 1e-3;
         bool ok = bad == dc.expect_fail;
         failures += !ok;
-        printf("%-38s %-4s%s%-4s %-9s %-4s %d %d %d %d %d %d page=%d splits=%d  O %9.3g  LSE %9.3g  bad %zu %s\n",
+        printf("%-38s %-4s%s%-4s %-9s %-4s %d %d %d %d %d %d/%d page=%d splits=%d  O %9.3g  LSE %9.3g  bad %zu %s\n",
                dc.kernel, ac_dtype_name(dc.t), ac_dtype_is_fp8(dc.t) ? ">" : " ",
                ac_dtype_is_fp8(dc.t) ? ac_dtype_name(dc.out) : "", dec_mask_name[dc.mask], ac_layout_name(dc.layout),
-               dc.b, dc.hq, dc.hkv, dc.nq, dc.nk, dc.d, dc.page, dc.splits, o_scaled, lse_abs, n_bad,
-               ok ? (dc.expect_fail ? "caught" : "ok") : "FAIL");
+               dc.b, dc.hq, dc.hkv, dc.nq, dc.nk, dc.d, dc.dv ? dc.dv : dc.d, dc.page, dc.splits, o_scaled, lse_abs,
+               n_bad, ok ? (dc.expect_fail ? "caught" : "ok") : "FAIL");
         if (!ok && !dc.expect_fail)
             printf("    worst O: %s\n", worst);
         fflush(stdout);
