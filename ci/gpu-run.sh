@@ -17,10 +17,11 @@
 #   --wrong must also fail its check_wrong.txt)
 #   (step "fp8", not in the defaults: cuda-flash-fp8's tests, memcheck, fuzz --cases 3000, prove --base
 #   cuda-flash-fp8 --cases 200, and `bench --fp8`: its forward TFLOP/s beside cuda-flash bf16 at d = 128, 64; d = 256 alone)
-#   (step "decode", not in the defaults: cuda-decode's and cuda-decode-fp8's tests, memcheck, racecheck and synccheck
-#   on the small ones, fuzz --profile decode --cases ${DECODE_CASES:-3000} --jobs 8 (cuda-decode-fp8:
-#   ${DECODE_FP8_CASES:-1000}), prove --base cuda-decode --cases
-#   ${DECODE_PROVE_CASES:-200} --clean-cases ${DECODE_PROVE_CLEAN:-300}, `bench --decode` (HBM bandwidth) and
+#   (step "decode", not in the defaults: cuda-decode's, cuda-decode-fp8's and cuda-decode-mla's tests, memcheck,
+#   racecheck and synccheck on the small ones, fuzz --profile decode --cases ${DECODE_CASES:-3000} --jobs 8
+#   (cuda-decode-fp8: ${DECODE_FP8_CASES:-1000}, cuda-decode-mla: ${DECODE_MLA_CASES:-1000}), prove --base cuda-decode --cases
+#   ${DECODE_PROVE_CASES:-200} --clean-cases ${DECODE_PROVE_CLEAN:-300}, `bench --decode` (HBM bandwidth; also
+#   --fp8 and --mla) and
 #   ci/torch_decode_bench.py beside it; DECODE_FUZZ_ARGS adds fuzz options, e.g. --max-seqlen 16384;
 #   DECODE_PARTS a subset of "test sanitize fixtures fuzz prove bench torch")
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
@@ -304,10 +305,13 @@ SPECS
             "$test_cuda" cuda-decode-fp8 >"$OUT/decode-fp8-test.log" 2>&1
             record decode-fp8-test $?
             tail -n 12 "$OUT/decode-fp8-test.log"
+            "$test_cuda" cuda-decode-mla >"$OUT/decode-mla-test.log" 2>&1
+            record decode-mla-test $?
+            tail -n 11 "$OUT/decode-mla-test.log"
         fi
         if [ -n "$test_cuda" ] && [[ $parts == *" sanitize "* ]] && command -v compute-sanitizer >/dev/null; then
             for tool in memcheck racecheck synccheck; do
-                for k in cuda-decode cuda-decode-fp8; do
+                for k in cuda-decode cuda-decode-fp8 cuda-decode-mla; do
                     compute-sanitizer --tool $tool --error-exitcode 9 "$test_cuda" --small $k >"$OUT/$k-$tool.log" 2>&1
                     record "$k-$tool" $?
                     tail -n 2 "$OUT/$k-$tool.log"
@@ -321,6 +325,9 @@ SPECS
             "$attncheck" run "$dir/fixtures/fp8.cases" --kernel cuda-decode-fp8 >"$OUT/decode-fp8-fixtures.log" 2>&1
             record decode-fp8-fixtures $?
             grep -E "^(FAIL|ERROR)|cases, " "$OUT/decode-fp8-fixtures.log" | head -n 10
+            "$attncheck" run "$dir/fixtures/decode.cases" --kernel cuda-decode-mla >"$OUT/decode-mla-fixtures.log" 2>&1
+            record decode-mla-fixtures $?
+            grep -E "^(FAIL|ERROR)|cases, " "$OUT/decode-mla-fixtures.log" | head -n 10
         fi
         if has_cmd fuzz && [[ $parts == *" fuzz "* ]]; then
             # shellcheck disable=SC2086  # DECODE_FUZZ_ARGS is a list of options
@@ -333,6 +340,11 @@ SPECS
                 ${DECODE_FUZZ_ARGS:-} --json "$OUT/decode-fp8-fuzz.jsonl" >"$OUT/decode-fp8-fuzz.log" 2>&1
             record decode-fp8-fuzz $?
             tail -n 5 "$OUT/decode-fp8-fuzz.log"
+            # shellcheck disable=SC2086
+            "$attncheck" fuzz --kernel cuda-decode-mla --profile decode --cases "${DECODE_MLA_CASES:-1000}" --jobs 8 \
+                ${DECODE_FUZZ_ARGS:-} --json "$OUT/decode-mla-fuzz.jsonl" >"$OUT/decode-mla-fuzz.log" 2>&1
+            record decode-mla-fuzz $?
+            tail -n 5 "$OUT/decode-mla-fuzz.log"
         fi
         if has_cmd prove && [[ $parts == *" prove "* ]]; then
             # every cuda- mutant runs (the family prefix); the base's clean cases: DECODE_PROVE_CLEAN
@@ -348,6 +360,9 @@ SPECS
             # shellcheck disable=SC2086
             "$test_cuda" --bench --decode --fp8 ${BENCH_ARGS:-} 2>&1 | tee "$OUT/decode-fp8-bench.log"
             record decode-fp8-bench "${PIPESTATUS[0]}"
+            # shellcheck disable=SC2086
+            "$test_cuda" --bench --decode --mla ${BENCH_ARGS:-} 2>&1 | tee "$OUT/decode-mla-bench.log"
+            record decode-mla-bench "${PIPESTATUS[0]}"
         fi
         script="$here/ci/torch_decode_bench.py"; [ -f "$script" ] || script="$dir/ci/torch_decode_bench.py"
         if [[ $parts == *" torch "* ]]; then

@@ -326,6 +326,8 @@ int bd_table(ac_dtype t, int mla_heads_first, bool quick, double peak_gbs, int l
     const char *only = getenv("ACD_DEC_BENCH_SHAPES"); // a developer's subset: "B:Nk:page ..." (page 0: contiguous)
     if (st == AC_OK && only)
         st = bd_rows_listed(t, only, mla_heads_first, peak_gbs, flush, flush_bytes, quick, err);
+    if (st == AC_OK && only && mla_heads_first > 16) // MLA: the listed rows at 16 query heads (memory-bound) too
+        st = bd_rows_listed(t, only, 16, peak_gbs, flush, flush_bytes, quick, err);
     if (mla_heads_first > 0) { // MLA: 16 and 128 query heads, pages of 64
         const int heads[] = {16, 128}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536};
         for (int h : heads)
@@ -364,7 +366,7 @@ extern "C" int acd_bench_decode(bool quick, bool fp8, ac_err *err)
 extern "C" int acd_bench_decode_mla(bool quick, ac_err *err)
 {
     printf("\n## cuda-decode-mla: bf16, d = %d, d_v = %d (V read from K), Hkv = 1, Nq = 1, causal-br, pages of 64; "
-           "bytes = the latent cache's; ACD_DEC_BENCH_SHAPES rows take 128 query heads; ",
+           "bytes = the latent cache's; ACD_DEC_BENCH_SHAPES rows run at 128, then 16 query heads; ",
            BD_MLA_D, BD_MLA_DV);
     double peak_gbs = 0.0;
     int l2_bytes = 0, st = bd_device(&peak_gbs, &l2_bytes, err);

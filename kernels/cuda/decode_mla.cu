@@ -47,6 +47,7 @@ constexpr int MLA_STAGES = 2; // two CTAs an SM fit two stages each
 constexpr int MLA_PITCH = MLA_D + 8; // shared row pitch (elements): 1168 bytes, ldmatrix conflict-free
 constexpr int MLA_QK_STEPS = MLA_D / MLA_WARPS / 16; // k-steps of 16 channels a warp sums: 9
 constexpr int MLA_NB = MLA_TILE / 8; // n8 blocks of keys in a score tile: 4
+constexpr int MLA_ROWS_PER_WARP = MLA_TILE / MLA_WARPS; // rows of a tile a warp copies: 8
 constexpr int MLA_SPITCH = MLA_TILE + 8; // a partial score row (floats): conflict-free float2 stores
 constexpr int MLA_CHUNKS = MLA_D * 2 / 16; // 16-byte chunks a cache row: 72
 constexpr int MLA_STAGE_ELEMS = MLA_TILE * MLA_PITCH;
@@ -57,17 +58,16 @@ static_assert(MLA_D % (16 * MLA_WARPS) == 0, "each warp sums whole k-steps of th
 static_assert(MLA_TILE % ACD_DEC_UNIT == 0 || ACD_DEC_UNIT % MLA_TILE == 0, "tiles align with split units");
 
 // The page (contiguous K: 0; -1: outside [ka, kb), not read) of row w + 4 i of
-// the tile at j0, held by lane i < 8 of warp w: the warp's eight rows.
-__device__ __forceinline__ int mla_tile_page(const acd_dec_params &d, int b, int j0, int ka, int kb, int warp,
-                                             int lane)
+// the tile at j0, held by lane i of warp w for the warp's MLA_ROWS_PER_WARP rows.
+__device__ __forceinline__ int mla_tile_page(const acd_dec_params &d, int b, int j0, int ka, int kb, int warp, int lane)
 {
-    const int j = j0 + warp + MLA_WARPS * (lane % 8);
+    const int j = j0 + warp + MLA_WARPS * (lane % MLA_ROWS_PER_WARP);
     if (j < ka || j >= kb)
         return -1;
     return d.table ? __ldg(d.table + (long long)b * d.pages_per_seq + dec_page_of(d, j)) : 0;
 }
 
-// The warp's eight rows of the tile at j0 into the stage: 72 chunks a row over
+// The warp's rows of the tile at j0 into the stage: 72 chunks a row over
 // the 32 lanes; a row without a page (outside [ka, kb)) is zero-filled.
 template <typename T>
 __device__ __forceinline__ void mla_tile_issue(const acd_dec_params &d, const T *K, int b, int hk, int j0, int pg_lane,
@@ -75,7 +75,7 @@ __device__ __forceinline__ void mla_tile_issue(const acd_dec_params &d, const T 
 {
     const acd_params &p = d.p;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < MLA_ROWS_PER_WARP; ++i) {
         const int row = warp + MLA_WARPS * i, j = j0 + row;
         const int page = __shfl_sync(0xffffffffu, pg_lane, i);
         long long off = 0;
@@ -112,8 +112,7 @@ __device__ __forceinline__ void mla_load_qf(const acd_dec_params &d, const T *Q,
         for (int h = 0; h < 2; ++h) // a[0], a[1]: channels c0, c0 + 1 of rows g, g + 8; a[2], a[3]: c0 + 8, + 9
 #pragma unroll
             for (int r = 0; r < 2; ++r)
-                qf[kk][2 * h + r] =
-                    row[r] && !dropped ? *reinterpret_cast<const uint32_t *>(row[r] + c0 + 8 * h) : 0u;
+                qf[kk][2 * h + r] = row[r] && !dropped ? *reinterpret_cast<const uint32_t *>(row[r] + c0 + 8 * h) : 0u;
     }
 }
 
@@ -154,9 +153,8 @@ __device__ __forceinline__ void mla_sum_scores(const float *sPart, float (&s)[ML
         for (int n = 0; n < MLA_NB; ++n)
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                const float2 v = *reinterpret_cast<const float2 *>(sPart + (w * ACD_DEC_ROWS + lane / 4 + 8 * r) *
-                                                                             MLA_SPITCH +
-                                                                   8 * n + 2 * (lane % 4));
+                const float2 v = *reinterpret_cast<const float2 *>(
+                    sPart + (w * ACD_DEC_ROWS + lane / 4 + 8 * r) * MLA_SPITCH + 8 * n + 2 * (lane % 4));
                 s[n][2 * r] += v.x;
                 s[n][2 * r + 1] += v.y;
             }
@@ -201,8 +199,9 @@ __device__ __forceinline__ void mla_pv(const float (&s)[MLA_NB][4], const T *sK,
 #pragma unroll
         for (int dn = 0; dn < kCols / 16; ++dn) {
             uint32_t vf[4];
-            acd_ldmatrix_x4_trans(vf, sK + (ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * MLA_PITCH + v0 +
-                                          warp * kCols + dn * 16 + (lane / 16) * 8);
+            acd_ldmatrix_x4_trans(vf,
+                                  sK + (ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * MLA_PITCH + v0 + warp * kCols +
+                                      dn * 16 + (lane / 16) * 8);
             acd_tc<T>::mma(o[2 * dn], pf, vf[0], vf[1]);
             acd_tc<T>::mma(o[2 * dn + 1], pf, vf[2], vf[3]);
         }
@@ -248,9 +247,9 @@ __device__ __forceinline__ void mla_write(const acd_dec_params &d, T *O, float *
 
 // CTA number cta's work: the split s of the row block rb of (sequence b, KV head hk).
 template <typename T, int DV>
-__device__ __forceinline__ void mla_split_cta(const acd_dec_params &d, const T *__restrict__ Q,
-                                              const T *__restrict__ K, T *__restrict__ O, float *__restrict__ LSE,
-                                              long long cta, T *stages, float *sPart)
+__device__ __forceinline__ void mla_split_cta(const acd_dec_params &d, const T *__restrict__ Q, const T *__restrict__ K,
+                                              T *__restrict__ O, float *__restrict__ LSE, long long cta, T *stages,
+                                              float *sPart)
 {
     const acd_params &p = d.p;
     // CTA order as decode.cu's: row blocks fastest (the same K rows: L2 hits), then splits, KV heads, sequences.
@@ -335,8 +334,8 @@ __global__ void __launch_bounds__(MLA_THREADS, 2)
     mla_split_cta<T, DV>(d, Q, K, O, LSE, blockIdx.x, stages, sPart);
 }
 
-template <typename T, int DV> int mla_launch(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream,
-                                             ac_err *err)
+template <typename T, int DV>
+int mla_launch(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
     if (plan.split_ctas <= 0)
         return AC_OK;
@@ -348,8 +347,8 @@ template <typename T, int DV> int mla_launch(const acd_decode_plan &plan, const 
 
 template <typename T, int DV> int mla_ctas_per_sm(ac_err *err, int *out)
 {
-    ACD_CHECK(err,
-              cudaFuncSetAttribute(mla_split_kernel<T, DV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MLA_SMEM));
+    ACD_CHECK(
+        err, cudaFuncSetAttribute(mla_split_kernel<T, DV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MLA_SMEM));
     ACD_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, mla_split_kernel<T, DV>, MLA_THREADS, MLA_SMEM));
     if (*out < 1)
         *out = 1;
@@ -378,5 +377,6 @@ int acd_dec_mla_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_f
 
 int acd_dec_mla_ctas_per_sm(ac_dtype t, int dv, int *ctas, ac_err *err)
 {
-    return mla_with(t, dv, [&](auto tv, auto dvc) { return mla_ctas_per_sm<decltype(tv), decltype(dvc)::value>(err, ctas); });
+    return mla_with(t, dv,
+                    [&](auto tv, auto dvc) { return mla_ctas_per_sm<decltype(tv), decltype(dvc)::value>(err, ctas); });
 }

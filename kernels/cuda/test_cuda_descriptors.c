@@ -15,8 +15,9 @@ Test(cuda_kernels, family_lists_flash_naive_and_three_mutants)
 {
     const ac_kernel *all[32];
     size_t n = ac_cuda_kernels(all, 32);
-    /* cuda-flash-fp8 and its two mutants too (family.h ACD_FP8_FAMILY), cuda-decode and its four, cuda-decode-fp8 and its one (ACD_DECODE_FAMILY) */
-    cr_assert_eq(n, 15); /* both builds list the same rows (cuda_none.c) */
+    /* cuda-flash-fp8 and its two mutants too (family.h ACD_FP8_FAMILY), cuda-decode and its four, cuda-decode-fp8 and
+     * its one, cuda-decode-mla and its two (ACD_DECODE_FAMILY) */
+    cr_assert_eq(n, 18); /* both builds list the same rows (cuda_none.c) */
     size_t mutants = 0, fp8 = 0, decode = 0;
     for (size_t i = 0; i < n; i++) {
         cr_assert_eq(all[i]->device, AC_DEV_CUDA, "%s", all[i]->name);
@@ -40,7 +41,7 @@ Test(cuda_kernels, family_lists_flash_naive_and_three_mutants)
     }
     cr_assert_eq(mutants, 3);
     cr_assert_eq(fp8, 3);
-    cr_assert_eq(decode, 7);
+    cr_assert_eq(decode, 10);
 }
 
 Test(cuda_kernels, count_respects_max)
@@ -156,6 +157,27 @@ Test(cuda_kernels, decode_and_its_mutants_claim_paged_split_decode)
     }
 }
 
+/* cuda-decode-mla claims MLA decode (decode_mla.cu): f16/bf16, d 576 with the
+ * one listed d_v 512 (d_v = d, 576, needs no claim), V read from K (v_from_k:
+ * given only v=k problems), paged, split, every mask kind, forward only; its
+ * two mutants claim the same. */
+Test(cuda_kernels, decode_mla_and_its_mutants_claim_mla_decode)
+{
+    const char *names[] = {"cuda-decode-mla", "cuda-decode-mla-mutant-rope-first",
+                           "cuda-decode-mla-mutant-rope-dropped"};
+    for (int i = 0; i < 3; i++) {
+        const ac_kernel *k = ac_kernel_find(names[i]);
+        cr_assert_not_null(k, "%s", names[i]);
+        const ac_caps *c = &k->caps;
+        cr_assert_eq(c->dtypes, (1u << AC_F16) | (1u << AC_BF16), "%s", names[i]);
+        cr_assert(c->n_head_dims == 1 && c->head_dims[0] == 576 && c->max_head_dim == 576, "%s", names[i]);
+        cr_assert(c->n_dv_pairs == 1 && c->dv_pairs[0][0] == 576 && c->dv_pairs[0][1] == 512, "%s", names[i]);
+        cr_assert_eq(c->variants, (unsigned)(AC_VAR_PAGED | AC_VAR_SPLIT | AC_VAR_DV), "%s", names[i]);
+        cr_assert(c->v_from_k && c->gqa && c->varlen && !c->backward && !k->backward, "%s", names[i]);
+        cr_assert_eq(c->masks, (unsigned)AC_MASKCAP_ALL, "%s", names[i]);
+    }
+}
+
 /* A paged bf16 decode problem: 2 sequences of 40 and 0 keys in pages of 16. */
 static ac_problem decode_problem(int *lens, int *table)
 {
@@ -200,6 +222,40 @@ Test(cuda_kernels, decode_refuses_or_fails_as_env_without_a_device)
     }
 }
 
+/* cuda-decode-mla refuses, before any device call, a problem whose V is its
+ * own (it reads V from K) and a head dim other than 576; an MLA problem it
+ * takes fails without a device as an environment error. */
+Test(cuda_kernels, decode_mla_refuses_what_it_cannot_read)
+{
+    ac_err why = {{0}};
+    if (ac_cuda_present(&why))
+        cr_skip_test("a CUDA device is present: attncheck-test-cuda runs cuda-decode-mla");
+    const ac_kernel *k = ac_kernel_find("cuda-decode-mla");
+    int lens[2], table[6];
+    ac_problem p = decode_problem(lens, table);
+    p.heads_q = 16, p.heads_kv = 1, p.head_dim = 576, p.head_dim_v = 512;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_problem_validate(&p, 0, &err), AC_OK, "%s", err.msg);
+    ac_fwd_args a = {0};
+    const int own_v = k->forward(k, &p, AC_BF16, &a, &err);
+    ac_problem d128 = decode_problem(lens, table);
+    d128.v_from_k = true;
+    ac_err err128 = {{0}};
+    const int st128 = k->forward(k, &d128, AC_BF16, &a, &err128);
+    p.v_from_k = true;
+    ac_err env = {{0}};
+    cr_assert_eq(k->forward(k, &p, AC_BF16, &a, &env), AC_ERR_ENV, "%s", env.msg);
+    if (ATTNCHECK_HAVE_CUDA) {
+        cr_assert_eq(own_v, AC_ERR_INPUT);
+        cr_assert(strstr(err.msg, "v=k") != NULL, "message: %s", err.msg);
+        cr_assert_eq(st128, AC_ERR_INPUT);
+        cr_assert(strstr(err128.msg, "d 128 with d_v 128") != NULL, "message: %s", err128.msg);
+    } else {
+        cr_assert(own_v == AC_ERR_ENV && st128 == AC_ERR_ENV);
+        cr_assert(strstr(err.msg, "built without CUDA") != NULL, "message: %s", err.msg);
+    }
+}
+
 #if ATTNCHECK_HAVE_CUDA
 /* The split count (decode.cu's acd_decode_splits, host code): a hint is
  * taken as given up to 256 and the workspace bound; auto fills the device's
@@ -229,6 +285,12 @@ Test(cuda_kernels, decode_split_count_follows_hint_and_shape)
     ac_problem wide = ac_problem_dense(64, 64, 8, 512, 4096, 128); /* 2M rows: one split's partials are 1 GiB */
     wide.num_splits = 8;
     cr_assert_eq(acd_decode_splits(&wide, 256, slots), 1, "the workspace bound wins over the hint");
+    /* MLA: 122880 rows of d_v = 512 partials (514 floats with m_s, l_s: 253 MB a split) fit 4 splits in 1 GiB,
+     * where d = 576's 578 floats would fit 3 */
+    ac_problem mla = ac_problem_dense(60, 128, 1, 16, 4096, 576);
+    mla.head_dim_v = 512;
+    mla.num_splits = 8;
+    cr_assert_eq(acd_decode_splits(&mla, 128, slots), 4, "the workspace counts d_v columns");
 }
 
 /* The splits cut a sequence's keys into consecutive ranges of whole 64-key
