@@ -70,7 +70,8 @@ int dec_check(const ac_problem *prob, ac_dtype t, bool mla, ac_err *err)
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode: layout thd is not supported (bhsd, bshd)");
     const unsigned other = ac_problem_variants(prob) & ~(unsigned)(AC_VAR_PAGED | AC_VAR_SPLIT | (mla ? AC_VAR_DV : 0));
     if (other)
-        return ac_fail(err, AC_ERR_INPUT, "cuda-decode: variants 0x%x are not supported (paged and split only)", other);
+        return ac_fail(err, AC_ERR_INPUT, "cuda-decode%s: variants 0x%x are not supported (paged and split only%s)",
+                       mla ? "-mla" : "", other, mla ? ", and MLA's d_v" : "");
     if (prob->page_size > 0 && (!prob->block_table || !prob->seqlens_k))
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode: a paged problem needs its block table and seqlens_k");
     return AC_OK;

@@ -223,8 +223,9 @@ Test(cuda_kernels, decode_refuses_or_fails_as_env_without_a_device)
 }
 
 /* cuda-decode-mla refuses, before any device call, a problem whose V is its
- * own (it reads V from K) and a head dim other than 576; an MLA problem it
- * takes fails without a device as an environment error. */
+ * own (it reads V from K), a head dim other than 576 and a variant it does not
+ * implement (a softcap), naming itself; an MLA problem it takes fails without
+ * a device as an environment error. */
 Test(cuda_kernels, decode_mla_refuses_what_it_cannot_read)
 {
     ac_err why = {{0}};
@@ -245,13 +246,19 @@ Test(cuda_kernels, decode_mla_refuses_what_it_cannot_read)
     p.v_from_k = true;
     ac_err env = {{0}};
     cr_assert_eq(k->forward(k, &p, AC_BF16, &a, &env), AC_ERR_ENV, "%s", env.msg);
+    ac_problem capped = p;
+    capped.softcap = 30.0;
+    ac_err errcap = {{0}};
+    const int stcap = k->forward(k, &capped, AC_BF16, &a, &errcap);
     if (ATTNCHECK_HAVE_CUDA) {
+        cr_assert_eq(stcap, AC_ERR_INPUT);
+        cr_assert(strstr(errcap.msg, "cuda-decode-mla: variants") != NULL, "message: %s", errcap.msg);
         cr_assert_eq(own_v, AC_ERR_INPUT);
         cr_assert(strstr(err.msg, "v=k") != NULL, "message: %s", err.msg);
         cr_assert_eq(st128, AC_ERR_INPUT);
         cr_assert(strstr(err128.msg, "d 128 with d_v 128") != NULL, "message: %s", err128.msg);
     } else {
-        cr_assert(own_v == AC_ERR_ENV && st128 == AC_ERR_ENV);
+        cr_assert(own_v == AC_ERR_ENV && st128 == AC_ERR_ENV && stcap == AC_ERR_ENV);
         cr_assert(strstr(err.msg, "built without CUDA") != NULL, "message: %s", err.msg);
     }
 }
