@@ -152,7 +152,7 @@ Test(harness_campaign, a_time_budget_never_starts_a_case_it_cannot_finish)
     slow.caps.backward = false;
     slow.caps.max_head_dim = 32;
     ac_budgets b = budgets();
-    const double budget_s = 1.2;
+    const double budget_s = 2.0;
     ac_campaign_opts o = {
         .seed = 6, .max_seconds = budget_s, .max_seqlen = 160, .tier_cap = true, .run = {.cert_rows = 0}};
     static kept got;
@@ -161,7 +161,10 @@ Test(harness_campaign, a_time_budget_never_starts_a_case_it_cannot_finish)
     ac_loop_end end;
     ac_campaign_loop(&slow, &b, &o, &sink, &end);
     cr_assert_eq(end.status, AC_OK, "%s", end.err.msg);
-    cr_assert_gt(got.n, 5, "it ran cases: %d", got.n);
+    /* several cases: about 165 alone on a 2-core machine, 85 under ASan+UBSan alone, 4 (of a 1.2 s budget)
+     * under ASan+UBSan beside the suite's other tests on a slow day (a fresh-clone CI run, 2026-11-29);
+     * giving up early is the last assertion's business */
+    cr_assert_geq(got.n, 3, "it ran cases: %d", got.n);
     double longest = 0;
     for (int i = 0; i < got.n; i++) {
         cr_assert_leq(got.found_at[i], budget_s, "case %ld ended at %.3f s, past the %.1f s budget", got.index[i],
