@@ -35,8 +35,9 @@ t=$SECONDS
 # Leaks are not checked here: some suites' test doubles keep what they allocate
 # (harness/verdict/test_compare.c's input bundles).  They are where it matters:
 # the binary's own runs below and every fuzz target.
+# One BLAS thread a test, as ci/test.sh's run (two spinning OpenBLAS threads per test oversubscribe 2 cores).
 ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0} ATTNCHECK_BIN=$PWD/$b/harness/attncheck \
-  "$b/attncheck-tests" --jobs=2
+  OPENBLAS_NUM_THREADS=1 "$b/attncheck-tests" --jobs=2
 echo "unit tests: $((SECONDS - t)) s"
 
 step "fixtures on cpu-flash under ASan+UBSan"

@@ -29,7 +29,10 @@ step "format: the C and CUDA sources match .clang-format"
 bash ci/format.sh
 
 step "unit tests (Criterion)"
-"$b/attncheck-tests" --jobs=2
+# One BLAS thread a test: two tests at once with two OpenBLAS threads each left 13% of the CPU in
+# sched_yield (perf, 2026-11-29) and the suite 6 s slower (94 -> 88 s); the tests' own worker
+# threads (ATTNCHECK_THREADS) are what the thread-count tests vary.
+OPENBLAS_NUM_THREADS=1 "$b/attncheck-tests" --jobs=2
 
 step "fixtures: the regression corpus"
 for k in cpu-flash cpu-flash-128x64 ref-fp64 cpu-flash-fp8 cpu-flash-fp8-pf16 cpu-flash-fp8-acc13 cpu-flash-mla; do
