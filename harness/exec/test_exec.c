@@ -98,6 +98,27 @@ static int forward(const ac_kernel *k, call *c, ac_err *err)
 #define LINE_F16 \
     "v1 seed=3 b=1 hq=2 hkv=1 nq=5 nk=7 d=4 dtype=f16 mask=causal-br layout=bhsd dist=normal(0,1) scale=auto"
 
+/* The case directory's problem.json as text (free it). */
+static char *problem_json_text(void)
+{
+    char *json = NULL;
+    size_t len = 0;
+    ac_err err = {{0}};
+    cr_assert_eq(ac_read_file(path_of("problem.json"), &json, &len, &err), AC_OK, "%s", err.msg);
+    return json;
+}
+
+/* A caps file's claims, which must parse. */
+static ac_caps caps_claimed(const char *claims)
+{
+    ac_caps caps;
+    char name[64];
+    ac_err err = {{0}};
+    cr_assert_eq(ac_exec_caps_parse(claims, strlen(claims), "caps", &caps, name, sizeof name, &err), AC_OK, "%s",
+                 err.msg);
+    return caps;
+}
+
 TestSuite(harness_exec, .init = make_dir, .fini = remove_dir);
 
 /* ---- caps files ------------------------------------------------------------------------ */
@@ -233,20 +254,15 @@ Test(harness_exec, a_paged_case_directory_holds_the_pages_and_the_block_table)
     cr_assert_arr_eq(bt.shape, table, sizeof table);
     cr_assert_arr_eq(bt.data, c.in.p.block_table, 10 * sizeof(int));
     ac_tensor_free(&k), ac_tensor_free(&bt);
-    char *json = NULL;
-    size_t len = 0;
-    cr_assert_eq(ac_read_file(path_of("problem.json"), &json, &len, &err), AC_OK, "%s", err.msg);
+    char *json = problem_json_text();
     cr_assert(strstr(json, "\"page_size\":\t8") && strstr(json, "\"num_splits\":\t3") &&
                   strstr(json, "\"block_table\":\t\"block_table.npy\""),
               "%s", json);
     free(json);
-    ac_caps caps;
-    char name[64];
-    const char *claims = "{\"dtypes\": [\"bf16\"], \"max_head_dim\": 64, \"masks\": [\"none\"], "
-                         "\"layouts\": [\"bhsd\"], \"paged\": true, \"split\": true}";
-    cr_assert_eq(ac_exec_caps_parse(claims, strlen(claims), "caps", &caps, name, sizeof name, &err), AC_OK, "%s",
-                 err.msg);
+    ac_caps caps = caps_claimed("{\"dtypes\": [\"bf16\"], \"max_head_dim\": 64, \"masks\": [\"none\"], "
+                                "\"layouts\": [\"bhsd\"], \"paged\": true, \"split\": true}");
     cr_assert_eq(caps.variants, (unsigned)(AC_VAR_PAGED | AC_VAR_SPLIT));
+    char name[64];
     const char *bad = "{\"dtypes\": [\"bf16\"], \"max_head_dim\": 64, \"masks\": [\"none\"], "
                       "\"layouts\": [\"bhsd\"], \"paged\": 1}";
     cr_assert_eq(ac_exec_caps_parse(bad, strlen(bad), "caps", &caps, name, sizeof name, &err), AC_ERR_INPUT);
@@ -270,19 +286,14 @@ Test(harness_exec, an_mla_case_directory_says_v_is_k_and_its_d_v)
     cr_assert_eq(ac_npy_read(path_of("v.npy"), "v", &v, &err), AC_OK, "%s", err.msg);
     cr_assert_eq(v.shape[3], 512);
     ac_tensor_free(&v);
-    char *json = NULL;
-    size_t len = 0;
-    cr_assert_eq(ac_read_file(path_of("problem.json"), &json, &len, &err), AC_OK, "%s", err.msg);
+    char *json = problem_json_text();
     cr_assert(strstr(json, "\"head_dim\":\t576") && strstr(json, "\"head_dim_v\":\t512") &&
                   strstr(json, "\"v_from_k\":\ttrue"),
               "%s", json);
     free(json);
-    ac_caps caps;
-    char name[64];
-    const char *claims = "{\"dtypes\": [\"bf16\"], \"head_dims\": [576], \"masks\": [\"causal-br\"], "
-                         "\"layouts\": [\"bshd\"], \"gqa\": true, \"paged\": true, \"dv\": true, \"v_from_k\": true}";
-    cr_assert_eq(ac_exec_caps_parse(claims, strlen(claims), "caps", &caps, name, sizeof name, &err), AC_OK, "%s",
-                 err.msg);
+    ac_caps caps = caps_claimed("{\"dtypes\": [\"bf16\"], \"head_dims\": [576], \"masks\": [\"causal-br\"], "
+                                "\"layouts\": [\"bshd\"], \"gqa\": true, \"paged\": true, \"dv\": true, "
+                                "\"v_from_k\": true}");
     cr_assert_eq(caps.variants, (unsigned)(AC_VAR_PAGED | AC_VAR_DV));
     cr_assert(caps.v_from_k);
     call_free(&c);
@@ -325,9 +336,7 @@ Test(harness_exec, an_fp8_case_directory_holds_codes_descales_and_the_recipe)
     cr_assert_arr_eq(dk.data, c.in.descale_k, dk.n_elems * sizeof(float));
     ac_tensor_free(&v);
     ac_tensor_free(&dk);
-    size_t len = 0;
-    char *json = NULL;
-    cr_assert_eq(ac_read_file(path_of("problem.json"), &json, &len, &err), AC_OK, "%s", err.msg);
+    char *json = problem_json_text();
     cr_assert(strstr(json, "\"out_dtype\":\t\"f16\"") && strstr(json, "\"p_dtype\":\t\"e4m3\"") &&
                   strstr(json, "\"descale\":\t32"),
               "%s", json);
