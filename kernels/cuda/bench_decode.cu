@@ -18,7 +18,8 @@
 // table adds the TFLOP/s of 2 B Hq Nk (576 + 512).
 // ACD_DEC_BENCH_SHAPES="B:Nk:page[:splits] ..." runs only the listed rows
 // (page 0: K and V contiguous (B, Hkv, Nk, d); splits: the hint, else auto),
-// for a developer's comparisons.
+// for a developer's comparisons; ACD_DEC_BENCH_SPLIT_ONLY=1 times the split kernel alone (no combine:
+// what the combine step adds end to end).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -190,7 +191,13 @@ int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void
     cudaEvent_t a = nullptr, b = nullptr;
     ACD_CHECK(err, cudaEventCreate(&a));
     ACD_CHECK(err, cudaEventCreate(&b));
-    int st = acd_decode_launch(plan, t, fa, 0, err); // warm-up
+    const bool split_only = getenv("ACD_DEC_BENCH_SPLIT_ONLY") != nullptr;
+    auto launch = [&]() {
+        if (!split_only)
+            return acd_decode_launch(plan, t, fa, 0, err);
+        return plan.mla ? acd_dec_mla_launch_split(plan, t, fa, 0, err) : acd_dec_launch_split(plan, t, fa, 0, err);
+    };
+    int st = launch(); // warm-up
     for (int r = 0; r < reps && st == AC_OK; ++r) {
         // The flush (tens of microseconds) runs while the launches below are queued: no host gap is timed.
         // Its last 16 bytes are the sink, outside the part it reads.
@@ -203,7 +210,7 @@ int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void
             st = ac_fail(err, AC_ERR_ENV, "bench flush/event failed: %s", cudaGetErrorString(e));
             break;
         }
-        if ((st = acd_decode_launch(plan, t, fa, 0, err)) != AC_OK)
+        if ((st = launch()) != AC_OK)
             break;
         float t = 0.f;
         e = cudaEventRecord(b, 0);

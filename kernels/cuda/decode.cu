@@ -451,12 +451,8 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typ
     using Tr = dec_tr<KV, D>;
     using T = typename KV::Store;
     const acd_params &p = d.p;
-    // CTA order: row blocks fastest (they read the same K/V: L2 hits), then splits, KV heads, sequences.
-    const int rb = (int)(cta % d.row_blocks);
-    cta /= d.row_blocks;
-    const int s = (int)(cta % d.splits);
-    cta /= d.splits;
-    const int hk = (int)(cta % p.Hkv), b = (int)(cta / p.Hkv);
+    int b, hk, rb, s;
+    dec_cta_work(d, cta, b, hk, rb, s);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int nq = acd_nq<false>(p, b), nk = acd_nk<false>(p, b), n_keys = dec_key_end(d, nk);
     int k0, k1, ka, kb;

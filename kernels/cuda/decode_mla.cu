@@ -252,12 +252,8 @@ __device__ __forceinline__ void mla_split_cta(const acd_dec_params &d, const T *
                                               float *sPart)
 {
     const acd_params &p = d.p;
-    // CTA order as decode.cu's: row blocks fastest (the same K rows: L2 hits), then splits, KV heads, sequences.
-    const int rb = (int)(cta % d.row_blocks);
-    cta /= d.row_blocks;
-    const int s = (int)(cta % d.splits);
-    cta /= d.splits;
-    const int hk = (int)(cta % p.Hkv), b = (int)(cta / p.Hkv);
+    int b, hk, rb, s; // in dec_cta_work's order
+    dec_cta_work(d, cta, b, hk, rb, s);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int nq = acd_nq<false>(p, b), nk = acd_nk<false>(p, b), n_keys = dec_key_end(d, nk);
     int k0, k1, ka, kb;

@@ -28,6 +28,18 @@ __device__ __forceinline__ void dec_split_range(const acd_dec_params &d, int n_k
     acd_dec_split_range(n_keys, d.splits, s, d.p.mutant, k0, k1);
 }
 
+// CTA number cta's work: the split s of the row block rb of (sequence b, KV head hk).  Row blocks vary
+// fastest (they read the same K/V: L2 hits), then splits, KV heads, sequences.
+__device__ __forceinline__ void dec_cta_work(const acd_dec_params &d, long long cta, int &b, int &hk, int &rb, int &s)
+{
+    rb = (int)(cta % d.row_blocks);
+    cta /= d.row_blocks;
+    s = (int)(cta % d.splits);
+    cta /= d.splits;
+    hk = (int)(cta % d.p.Hkv);
+    b = (int)(cta / d.p.Hkv);
+}
+
 // A packed row of the CTA: its query head and row, and the keys it sees inside
 // the split, [lo, hi) (empty for rows past the sequence's or the block's end).
 struct dec_row {
