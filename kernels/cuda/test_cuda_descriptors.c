@@ -3,12 +3,14 @@
  * has none), and with or without CUDA (the same tests run on
  * kernels/cuda_none.c): names, claims, and AC_ERR_ENV saying why. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attncheck_config.h"
 #include "family.h"
 #if ATTNCHECK_HAVE_CUDA
 #include "acd.h" /* acd_decode_splits: host code, no device needed */
+#include <cublas_v2.h>
 #endif
 
 Test(cuda_kernels, family_lists_flash_naive_and_three_mutants)
@@ -327,5 +329,33 @@ Test(cuda_kernels, decode_splits_cover_every_key_once)
             }
             cr_assert_eq(next, n, "n=%d S=%d: the splits end at %d", n, S, next);
         }
+}
+#endif
+
+#if ATTNCHECK_HAVE_CUDA
+/* Whether a mapping of the process's names `lib` (/proc/self/maps). */
+static bool mapped(const char *lib)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert(f != NULL);
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, lib) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* cuBLAS is opened by its first call (ref/cuda/cublas_lazy.cu), not at start: the
+ * process has no libcublas mapped until a cuBLAS function runs, then cuBLAS's own
+ * status strings come back (without a GPU: no handle is made). */
+Test(cuda_kernels, cublas_is_opened_by_its_first_call)
+{
+    cr_assert(!mapped("libcublas"), "libcublas mapped before any cuBLAS call");
+    const char *s = cublasGetStatusString(CUBLAS_STATUS_NOT_SUPPORTED);
+    cr_assert(s != NULL);
+    cr_assert(mapped("libcublas.so"), "no libcublas after a call: %s", s);
+    cr_assert(strstr(s, "not loaded") == NULL && strstr(s, "has no") == NULL, "cuBLAS's string: %s", s);
+    cr_assert(strstr(s, "NOT_SUPPORTED") != NULL || strstr(s, "not supported") != NULL, "%s", s);
 }
 #endif
