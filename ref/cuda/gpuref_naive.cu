@@ -3,7 +3,7 @@
 //   S_ij = round(fl(acc * scale)), acc = sum_c fl(Q_ic K_jc) in order over c;
 //   m = max_j S_ij; e_j = expf(S_ij - m); l = sum_j e_j in order over j;
 //   P_ij = round(e_j / l); O_ic = round(sum_j fl(P_ij V_jc)), in order over j;
-//   LSE = m + logf(l);
+//   LSE = m + logf(l) where l > 0, else -inf (no visible key; scores that overflowed);
 //   D_i = sum_c fl(dO_ic O_ic); dP_ij = round(sum_c fl(dO_ic V_jc));
 //   dS_ij = round(P_ij (dP_ij - D_i)); dQ = round(fl(scale sum_j fl(dS_ij K_jc)));
 //   dK, dV: f32 sums over the rows of every block and head of the group in
@@ -119,7 +119,7 @@ template <int T> __global__ void naive_scores(rows_args a)
         a.row_max[r] = any ? m_row : NAN;
 }
 
-// One thread per row: l = sum_j e_j in order, LSE = m + logf(l).
+// One thread per row: l = sum_j e_j in order, LSE = m + logf(l) where l > 0.
 __global__ void naive_row_sums(const float *e, int rows, int cols, const float *row_max, float *row_sum, double *lse)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
@@ -131,7 +131,9 @@ __global__ void naive_row_sums(const float *e, int rows, int cols, const float *
         l = __fadd_rn(l, erow[c]);
     row_sum[r] = l;
     const float m = row_max[r];
-    lse[r] = isnan(m) ? -INFINITY : (double)__fadd_rn(m, log_f32(l));
+    // As the CPU's naive (ref/naive.c): l > 0 or LSE = -inf.  That covers a row without a visible key (m
+    // NaN, l 0) and one whose scores overflowed (m = +inf, l NaN: -inf there too, not m + log l = NaN).
+    lse[r] = l > 0.0f ? (double)__fadd_rn(m, log_f32(l)) : -INFINITY;
 }
 
 // P = round(e / l); a row without a visible key stays 0, and so does a hidden

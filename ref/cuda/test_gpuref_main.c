@@ -143,7 +143,8 @@ static bool run_variant(const ac_inputs *in, const ac_reference *r, const varian
     return ok;
 }
 
-/* Parses line, builds inputs and the CPU bundle; AC_ERR_INPUT for a line over MAX_WORK. */
+/* Parses line, builds inputs and the CPU bundle; AC_ERR_INPUT "skipped: ..." for a line over MAX_WORK or
+ * one the GPU tier does not implement (ref_gpu_supports: fp8, paged K/V, the variants, THD). */
 static int prepare(const tg_line *l, ac_inputs *in, ac_reference *r, ac_err *err)
 {
     ac_case c;
@@ -154,6 +155,9 @@ static int prepare(const tg_line *l, ac_inputs *in, ac_reference *r, ac_err *err
     if (tg_case_work(&c) > cap)
         return ac_fail(err, AC_ERR_INPUT, "skipped: b hq nq nk d = %.3g > %.3g", tg_case_work(&c), cap);
     status = ac_inputs_make(&c, in, err);
+    ac_err why = {{0}};
+    if (status == AC_OK && ref_gpu_supports(&in->p, &why) != AC_OK) /* the harness gives such lines to the CPU tier */
+        return ac_fail(err, AC_ERR_INPUT, "skipped: %s", why.msg);
     if (status == AC_OK)
         status = ac_reference_make(in, true, 0, r, err);
     return status;
