@@ -328,6 +328,10 @@ static void heads_over(const ac_metrics *m, bool kv, char *buf, size_t len)
 
 static void describe_over(const ac_metrics *m, ac_output o, char *buf, size_t len)
 {
+    if (m->n_over == 0) { /* a mean failed (against the naive baseline), no element: no places to give */
+        snprintf(buf, len, "%s: no element over budget (%zu compared)", ac_output_name(o), m->n_compared);
+        return;
+    }
     char heads[160];
     heads_over(m, k_like(o), heads, sizeof heads);
     if (o == AC_OUT_DSINK) { /* one value per head: no rows */
@@ -353,7 +357,9 @@ static int hints(const ac_inputs *in, const ac_reference *ref, const void *const
 {
     int st = AC_OK;
     for (int o = 0; o < AC_OUT_COUNT && st == AC_OK; o++) {
-        if (!m[o].failed || !got[o])
+        /* Each hint re-checks the elements under an alternative: meaningless where no element failed (a
+         * mean did), since the output passes that check as it is and so would fit any alternative near it. */
+        if (!m[o].failed || !got[o] || m[o].n_over == 0)
             continue;
         if (o == AC_OUT_LSE)
             st = hint_lse_base(in, ref, got[o], &m[o], err);

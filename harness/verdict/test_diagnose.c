@@ -244,3 +244,27 @@ Test(harness_diagnose, an_all_nan_output_reports_no_magnitude)
     free(nan_o);
     teardown(&j);
 }
+
+/* A failure of the mean alone (every element within its budget, the mean error past the naive
+ * baseline's): no "over budget" places to give, and no alternative explanation, since any
+ * alternative would pass the element-wise check as the output itself does. */
+Test(harness_diagnose, a_failure_of_the_mean_alone_names_no_places_and_no_mistake)
+{
+    judged j;
+    /* small inputs: scores near 0, so O under another softmax scale is within budget too */
+    setup(&j,
+          "v1 seed=9 b=1 hq=2 hkv=2 nq=64 nk=64 d=8 dtype=f32 mask=none layout=bhsd dist=normal(0,0.0001) scale=0.5");
+    size_t n = ac_q_elems(&j.in.p);
+    double *o = calloc(n, sizeof(double));
+    for (size_t i = 0; i < n; i++) /* every element 3.5 units (E 2^-24 for f32) over: under 4, yet biased */
+        o[i] = j.ref.o[i] + 3.5 * ldexp(j.ref.e_o[i], -24);
+    put(&j, AC_OUT_O, o);
+    free(o);
+    cr_assert_eq(judge(&j), AC_VERDICT_FAIL, "%s", j.why);
+    cr_assert_str_eq(j.kind, "O:vs-naive-mean", "%s", j.why);
+    cr_assert_eq(j.m[AC_OUT_O].n_over, 0);
+    cr_assert_str_eq(j.m[AC_OUT_O].hint, "", "%s", j.why);
+    assert_contains(j.why, "O: no element over budget (1024 compared)");
+    cr_assert(strstr(j.why, "rows -1") == NULL && strstr(j.why, "hint") == NULL, "%s", j.why);
+    teardown(&j);
+}

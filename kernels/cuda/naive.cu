@@ -39,14 +39,16 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 
 // One block per row (b, h, i): P = softmax of the visible scores, LSE.
 template <typename T>
-__global__ void naive_softmax(acd_params p, const float *__restrict__ S, T *__restrict__ P, float *__restrict__ LSE)
+__global__ void naive_softmax(acd_params p, long long mat, const float *__restrict__ S, T *__restrict__ P,
+                              float *__restrict__ LSE)
 {
     __shared__ float red[32];
     const long long row = blockIdx.x;
     const int i = (int)(row % p.Nq), h = (int)((row / p.Nq) % p.Hq), b = (int)(row / ((long long)p.Nq * p.Hq));
     const int nq = acd_nq(p, b), nk = acd_nk(p, b);
-    const float *Srow = S + row * p.Nk;
-    T *Prow = P + row * p.Nk;
+    const long long at = (row / p.Nq) * mat + (long long)i * p.Nk; // the row in its (b, h) matrix
+    const float *Srow = S + at;
+    T *Prow = P + at;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j < nk; j += blockDim.x)
         if (acd_visible(p, b, h, i, j, nq, nk))
@@ -80,7 +82,7 @@ template <typename T> __global__ void naive_zero_rows(acd_params p, int b, T *__
 template <typename T>
 int launch_softmax(const acd_params &p, const acd_naive_ws *w, float *lse, cudaStream_t stream, ac_err *err)
 {
-    naive_softmax<T><<<(unsigned)((long long)p.B * p.Hq * p.Nq), 256, 0, stream>>>(p, w->S, (T *)w->P, lse);
+    naive_softmax<T><<<(unsigned)((long long)p.B * p.Hq * p.Nq), 256, 0, stream>>>(p, w->mat, w->S, (T *)w->P, lse);
     ACD_CHECK_LAUNCH(err, "naive_softmax");
     return AC_OK;
 }
@@ -97,7 +99,8 @@ template <typename T> int launch_zero(const acd_params &p, int b, void *o, cudaS
 int acd_naive_prepare(const acd_params &p, ac_dtype t, const ac_fwd_args *a, acd_naive_ws *w, ac_err *err)
 {
     *w = acd_naive_ws{};
-    const size_t elems = (size_t)p.B * p.Hq * p.Nq * p.Nk, n_ptr = (size_t)p.B * p.Hq, esz = ac_dtype_size(t);
+    w->mat = ((long long)p.Nq * p.Nk + 7) / 8 * 8;
+    const size_t n_ptr = (size_t)p.B * p.Hq, elems = n_ptr * (size_t)w->mat, esz = ac_dtype_size(t);
     w->s_bytes = elems * sizeof(float);
     w->p_bytes = elems * esz;
     w->ptr_bytes = 6 * n_ptr * sizeof(void *);
@@ -118,8 +121,8 @@ int acd_naive_prepare(const acd_params &p, ac_dtype t, const ac_fwd_args *a, acd
                 host[x] = (const char *)a->q + qoff;
                 host[n_ptr + x] = (const char *)a->k + koff;
                 host[2 * n_ptr + x] = (const char *)a->v + koff;
-                host[3 * n_ptr + x] = w->S + x * p.Nq * p.Nk;
-                host[4 * n_ptr + x] = (const char *)w->P + x * p.Nq * p.Nk * esz;
+                host[3 * n_ptr + x] = w->S + x * w->mat;
+                host[4 * n_ptr + x] = (const char *)w->P + x * w->mat * esz;
                 host[5 * n_ptr + x] = (const char *)a->o + qoff;
             }
         if ((status = ac_dev_upload(w->ptrs, host.data(), w->ptr_bytes, err)) != AC_OK)

@@ -4,8 +4,12 @@
 #include "common.cuh"
 
 struct acd_naive_ws {
-    float *S; // (B, Hq, Nq, Nk) scaled scores, f32
-    void *P; // (B, Hq, Nq, Nk) probabilities, input dtype
+    float *S; // (B, Hq) matrices (Nq, Nk) of scaled scores, f32, each starting at a multiple of mat elements
+    void *P; // the same of probabilities, input dtype
+    // Elements from one (b, h) matrix of S or P to the next: Nq Nk rounded up to 8, so every matrix the
+    // batched GEMMs are given starts 16-byte aligned (cuBLAS's pointer arrays must be "properly aligned": an
+    // S at 68 bytes, Nq Nk = 17, gave one head's scores shifted on the H200 with Nk = 1 and 16 query rows).
+    long long mat;
     void **ptrs; // 6 x B*Hq matrix pointers for the batched GEMMs
     size_t s_bytes, p_bytes, ptr_bytes;
 };
