@@ -87,13 +87,12 @@ cublasStatus_t CUBLASWINAPI cublasGemmBatchedEx(cublasHandle_t handle, cublasOpe
                                                 const void *const Aarray[], cudaDataType Atype, int lda,
                                                 const void *const Barray[], cudaDataType Btype, int ldb,
                                                 const void *beta, void *const Carray[], cudaDataType Ctype, int ldc,
-                                                int batchCount, cublasComputeType_t computeType,
-                                                cublasGemmAlgo_t algo)
+                                                int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
 {
-    using fn_t = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
-                                    const void *const[], cudaDataType, int, const void *const[], cudaDataType, int,
-                                    const void *, void *const[], cudaDataType, int, int, cublasComputeType_t,
-                                    cublasGemmAlgo_t);
+    using fn_t =
+        cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                           const void *const[], cudaDataType, int, const void *const[], cudaDataType, int, const void *,
+                           void *const[], cudaDataType, int, int, cublasComputeType_t, cublasGemmAlgo_t);
     static const auto f = reinterpret_cast<fn_t>(lazy_symbol("cublasGemmBatchedEx"));
     return f ? f(handle, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Barray, Btype, ldb, beta, Carray, Ctype,
                  ldc, batchCount, computeType, algo)
