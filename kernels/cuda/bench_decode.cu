@@ -184,6 +184,9 @@ ac_problem bd_problem(int B, int nk, int page, int mla_heads, std::vector<int> &
     return pr;
 }
 
+// ACD_DEC_BENCH_SPLIT_ONLY=1: the split kernel timed alone, without the combine.
+bool bd_split_only() { return getenv("ACD_DEC_BENCH_SPLIT_ONLY") != nullptr; }
+
 // Milliseconds of each timed launch of the plan (the L2 flushed before each).
 int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void *flush, size_t flush_bytes, int reps,
             std::vector<float> *ms, ac_err *err)
@@ -191,9 +194,8 @@ int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void
     cudaEvent_t a = nullptr, b = nullptr;
     ACD_CHECK(err, cudaEventCreate(&a));
     ACD_CHECK(err, cudaEventCreate(&b));
-    const bool split_only = getenv("ACD_DEC_BENCH_SPLIT_ONLY") != nullptr;
     auto launch = [&]() {
-        if (!split_only)
+        if (!bd_split_only())
             return acd_decode_launch(plan, t, fa, 0, err);
         return plan.mla ? acd_dec_mla_launch_split(plan, t, fa, 0, err) : acd_dec_launch_split(plan, t, fa, 0, err);
     };
@@ -313,8 +315,9 @@ int bd_device(double *peak_gbs, int *l2_bytes, ac_err *err)
     ACD_CHECK(err, cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0));
     ACD_CHECK(err, cudaDeviceGetAttribute(l2_bytes, cudaDevAttrL2CacheSize, 0));
     *peak_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9; // double data rate
-    printf("peak HBM %.0f GB/s (memory clock %d MHz, bus %d bits); split + combine kernels, median, L2 flushed\n\n",
-           *peak_gbs, clock_khz / 1000, bus_bits);
+    printf("peak HBM %.0f GB/s (memory clock %d MHz, bus %d bits); %s, median, L2 flushed\n\n", *peak_gbs,
+           clock_khz / 1000, bus_bits,
+           bd_split_only() ? "the split kernel alone (ACD_DEC_BENCH_SPLIT_ONLY)" : "split + combine kernels");
     const double stream = bd_stream_gbs((size_t)*l2_bytes, err);
     if (stream > 0)
         printf("A plain streaming read (16-byte loads, %.1f GiB) reaches %.0f GB/s, %.1f%% of that peak.\n\n",

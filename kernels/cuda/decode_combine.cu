@@ -166,10 +166,6 @@ int dec_launch_combine(const acd_decode_plan &plan, const ac_fwd_args *a, cudaSt
     return AC_OK;
 }
 
-} // namespace
-
-namespace
-{
 // The combine of O's dtype T at the plan's d_v (64, 128; cuda-decode-mla's 512, 576).
 template <typename T>
 int dec_launch_combine_dv(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
