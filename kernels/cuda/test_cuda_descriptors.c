@@ -330,10 +330,8 @@ Test(cuda_kernels, decode_splits_cover_every_key_once)
             cr_assert_eq(next, n, "n=%d S=%d: the splits end at %d", n, S, next);
         }
 }
-#endif
 
-#if ATTNCHECK_HAVE_CUDA
-/* Whether a mapping of the process's names `lib` (/proc/self/maps). */
+/* Whether one of the process's mappings names `lib` (/proc/self/maps). */
 static bool mapped(const char *lib)
 {
     FILE *f = fopen("/proc/self/maps", "r");
