@@ -10,7 +10,7 @@
 //     units dealt ceil(units / S) per split (trailing splits may be empty), as
 //     FlashAttention-2's split-KV forward deals its key blocks.
 //   * Inside the CTA each of the 4 warps consumes its own 16-key tiles (tile n
-//     goes to warp n % 4) through its own 3-stage cp.async pipeline (16-byte
+//     goes to warp n % 4) through its own 2-stage cp.async pipeline (16-byte
 //     copies of K and V rows into shared memory; no CTA barrier in the loop),
 //     with its own online softmax: S = Q K^T and O += P V on the tensor cores
 //     (mma.sync m16n8k16, f32 accumulate, P rounded to the dtype), Q's fragments
@@ -547,7 +547,7 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typ
     dec_write_rows<typename KV::Out, D>(d, O, LSE, b, hk, rb, s, nq, sO, sM, sL, o_scale, tid);
 }
 
-// Two CTAs an SM for 16-bit K/V (their shared memory allows no more at d = 128);
+// Two CTAs an SM for 16-bit K/V (at d = 128 their 196 registers allow no more);
 // three for fp8, whose tiles are half the bytes for the same math: 166 registers
 // and 12 warps an SM hide more of it (H200, B = 8 and 32 at 16-128k, one visit:
 // 7-13% faster than two; four, at 128 registers, spill and ran 2-10% slower).
@@ -576,7 +576,7 @@ int dec_launch_split(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStre
     return AC_OK;
 }
 
-// CTAs of the split kernel resident per SM (its shared memory allows 2 at d = 128);
+// CTAs of the split kernel resident per SM (at d = 128: 2 for 16-bit K/V, held there by registers; 3 for fp8);
 // also allows the kernel its dynamic shared memory (above the default 48 KiB).
 template <typename KV, int D> int dec_ctas_per_sm(ac_err *err, int *out)
 {

@@ -13,7 +13,10 @@ constexpr int ACD_DEC_WARPS = 4; // warps per CTA, each consuming its own key ti
 constexpr int ACD_DEC_THREADS = 32 * ACD_DEC_WARPS;
 constexpr int ACD_DEC_ROWS = 16; // packed query rows (GQA group x Nq) per CTA: one m16 tile
 constexpr int ACD_DEC_TILE = 16; // keys per warp tile
-constexpr int ACD_DEC_STAGES = 3; // cp.async stages per warp
+// cp.async stages per warp: two tiles in flight a warp while it waits, one while it computes.
+// Three (25 MB in flight over the device's 264 CTAs) read 0.3-4 points of the peak less on every row of
+// bench --decode (H200), and an L2 prefetch of one more tile lost 7; PERF.md, "how much in flight".
+constexpr int ACD_DEC_STAGES = 2;
 constexpr int ACD_DEC_UNIT = ACD_DEC_TILE * ACD_DEC_WARPS; // split boundaries: multiples of 64 keys
 constexpr int ACD_DEC_MAX_SPLITS = 256; // a larger hint is clamped (the math is the same)
 constexpr int ACD_DEC_MIN_SPLIT_KEYS = 128; // auto: no split shorter than this
