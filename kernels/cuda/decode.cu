@@ -316,19 +316,7 @@ __device__ __forceinline__ void dec_tile_compute(const acd_dec_params &d, const 
                     x = dec_visible(d.p, rw[r], j0 + 8 * n + 2 * t + e) ? x * sc : -INFINITY;
                 }
     }
-    float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-        alpha[r] = dec_softmax_row(s, r, m[r], l[r]);
-    // Once the rows' maxima settle, alpha is exactly 1 (2^0): skip the D / 2 products of O.
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-            for (int dn = 0; dn < D / 8; ++dn) {
-                o[dn][2 * r] *= alpha[r];
-                o[dn][2 * r + 1] *= alpha[r];
-            }
+    dec_softmax_step(s, m, l, o);
     uint32_t pf[4];
     acd_frag_to_a<M>(pf, s, 0); // P rounded to the operands' type (fp8: f16, its declared p=f16)
 #pragma unroll

@@ -294,18 +294,7 @@ __device__ __forceinline__ void mla_split_cta(const acd_dec_params &d, const T *
         float sc[MLA_NB][4];
         mla_sum_scores(sPart, sc, lane);
         mla_mask_scores(d, rw, key0(it), p.scale_log2, sc, lane);
-        float alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-            alpha[r] = dec_softmax_row<MLA_NB>(sc, r, m[r], l[r]);
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) // settled maxima: alpha is exactly 1
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-#pragma unroll
-                for (int dn = 0; dn < DV / 32; ++dn) {
-                    o[dn][2 * r] *= alpha[r];
-                    o[dn][2 * r + 1] *= alpha[r];
-                }
+        dec_softmax_step(sc, m, l, o);
         mla_pv<T, DV>(sc, sK, v0, o, warp, lane);
     }
     acd_cp_async_wait<0>();

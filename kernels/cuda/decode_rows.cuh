@@ -115,6 +115,26 @@ template <int N = 2> __device__ __forceinline__ float dec_softmax_row(float (&s)
     return alpha;
 }
 
+// The online-softmax step of the lane's two rows over a tile's scores s (8 N keys), then their O
+// accumulators (DN n8 blocks) rescaled, which is skipped when no row of the warp moved its max:
+// once the maxima settle alpha is exactly 1 (2^0), and most tiles skip the DN * 4 products.
+template <int N, int DN>
+__device__ __forceinline__ void dec_softmax_step(float (&s)[N][4], float (&m)[2], float (&l)[2], float (&o)[DN][4])
+{
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+        alpha[r] = dec_softmax_row<N>(s, r, m[r], l[r]);
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f))
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int dn = 0; dn < DN; ++dn) {
+                o[dn][2 * r] *= alpha[r];
+                o[dn][2 * r + 1] *= alpha[r];
+            }
+}
+
 // The key range [ka, kb) some row of the CTA sees inside the split (empty:
 // ka == kb).  Lanes 0-15 of each warp take a row each (every thread used to walk
 // the 16 rows, each two divisions by the group, the window and the mask row,

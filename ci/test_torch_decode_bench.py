@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""ci/test_torch_decode_bench.py — torch_decode_bench.parse_ours on a planted `bench --decode` log:
+the rows of both table formats (without and with the range across placements) are read with their
+median ms, the peak from the header, and MLA rows, headers and skipped rows are not.  Standard
+library only (PyTorch is imported only to time); run by ci/test.sh."""
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_decode_bench import parse_ours  # noqa: E402  (after the path)
+
+LOG = """## cuda-decode: bf16, d = 128, Hq = 32, Hkv = 4 (GQA 8:1), Nq = 1, causal-br, paged; peak HBM 4814 GB/s (memory \
+clock 3201 MHz, bus 6016 bits); split + combine kernels, median, L2 flushed
+| page | B | Nk | splits | ms | GB/s | % of peak |
+| ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+| 16 | 8 | 16384 | 8 | 0.0772 | 3476 | 72.2% |
+| page | B | Nk | splits | ms | GB/s | % of peak | % across placements |
+| 128 | 32 | 131072 | 2 | 2.2735 | 3778 | 78.5% | 78.4-89.2% (3) |
+| 16 | 1 | 1024 | 8 | 0.0124 | 169 | 3.5% | - |
+| 16 | 128 | 131072 | - | skipped: K and V need 32.0 GiB | | | |
+| Hq | page | B | Nk | splits | ms | GB/s | % of peak | % across placements | TFLOP/s |
+| 128 | 64 | 8 | 16384 | 4 | 0.3861 | 391 | 8.1% | - | 95 |
+"""
+
+
+class ParseOurs(unittest.TestCase):
+    def test_both_formats_and_nothing_else(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bench.log")
+            with open(path, "w") as f:
+                f.write(LOG)
+            rows, peak = parse_ours(path)
+        self.assertEqual(peak, 4814.0)
+        self.assertEqual(rows, {(16, 8, 16384): 0.0772, (128, 32, 131072): 2.2735, (16, 1, 1024): 0.0124})
+
+    def test_no_log(self):
+        self.assertEqual(parse_ours(None), ({}, None))
+
+
+if __name__ == "__main__":
+    unittest.main()
