@@ -63,10 +63,11 @@ step "kernels that are not C: --exec and --exec-persistent"
 # which has PyTorch, runs it (ci/gpu-run.sh step "exec"); ATTNCHECK_TORCH=install runs it here.
 ATTNCHECK_TORCH=${ATTNCHECK_TORCH:-skip} bash ci/test-exec.sh
 
-step "HTML report in headless Chromium; the Markdown campaign report; the expected-failure filter"
+step "HTML report in headless Chromium; the Markdown campaign report; the expected-failure filter; the decode bench log parser"
 bash ci/test-html-report.sh
 python3 ci/test_campaign_report.py
 python3 ci/test_fuzz_expected.py
+python3 ci/test_torch_decode_bench.py
 
 step "sharded campaign on a one-node Slurm cluster"
 if [ "$(id -u)" -eq 0 ]; then

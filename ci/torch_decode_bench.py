@@ -35,7 +35,7 @@ def parse_ours(path):
             if m:
                 peak = float(m.group(1))
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 7:
+            if len(cells) in (7, 8):  # 8: with the range across placements (MLA rows have 9-10)
                 try:
                     rows[(int(cells[0]), int(cells[1]), int(cells[2]))] = float(cells[4])
                 except ValueError:

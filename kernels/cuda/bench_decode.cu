@@ -7,8 +7,10 @@
 // its fraction of the device's peak 2 * memory clock * bus width / 8 (both
 // from cudaDeviceGetAttribute).  Each time is the median of CUDA-event timings
 // of the split and combine kernels (the plan staged beforehand), after a
-// warm-up, with the L2 flushed (by reading a buffer twice its size: clean lines) before every timed run.  Printed as a Markdown
-// table, after the figure of a plain streaming read (the practical ceiling);
+// warm-up, with the L2 flushed (by reading a buffer twice its size: clean
+// lines) before every timed run, on each of 3 placements of the buffers (the
+// median placement printed, then the range: bd_placements).  Printed as a
+// Markdown table, after the figure of a plain streaming read (the practical ceiling);
 // ci/torch_decode_bench.py reads it for the ratio to PyTorch SDPA.
 // With fp8 (`bench --decode --fp8`) the same table for cuda-decode-fp8: Q, K
 // and V in e4m3 with one descale factor each, O in bf16, half the bytes.
@@ -229,25 +231,30 @@ int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void
     return st;
 }
 
-// One row of the table (mla_heads > 0: cuda-decode-mla's, K alone read, with its TFLOP/s).
-int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, double peak_gbs, void *flush,
-           size_t flush_bytes, bool quick, ac_err *err)
+// Placements a row is timed on: where K and V land in memory moves a one-wave row by up to 6 points
+// of the peak (PERF.md, session 5), so each row is timed on fresh allocations behind pads of
+// 0, 66, 132, ... MiB and the table gives the median placement and the range.  --quick: one;
+// ACD_DEC_BENCH_PLACEMENTS=N (1..16) overrides.
+int bd_placements(bool quick)
 {
-    std::vector<int> table, lens;
-    ac_problem pr = bd_problem(B, nk, page, mla_heads, table, lens);
-    pr.num_splits = splits; // 0: auto
-    if (t == AC_E4M3)
-        bd_make_fp8(pr);
-    const bool mla = mla_heads > 0;
-    const size_t kv_elems = ac_kv_elems(&pr), kv_bytes = (mla ? 1 : 2) * kv_elems * ac_dtype_size(t);
-    size_t free_b = 0, total_b = 0;
-    ACD_CHECK(err, cudaMemGetInfo(&free_b, &total_b));
-    if (kv_bytes + ((size_t)512 << 20) > free_b) {
-        printf("| %d | %d | %d | - | skipped: K and V need %.1f GiB | | |\n", page, B, nk, kv_bytes / 1073741824.0);
-        return AC_OK;
-    }
+    const char *env = getenv("ACD_DEC_BENCH_PLACEMENTS");
+    const int n = env ? atoi(env) : 0;
+    return n >= 1 && n <= 16 ? n : quick ? 1 : 3;
+}
+
+constexpr size_t BD_PAD_STEP = (size_t)66 << 20; // not a power of two: each pad shifts K and V anew
+
+// One placement of a row: its buffers allocated behind a pad of pad_bytes, the plan staged and timed;
+// *med the median ms, *splits the plan's split count.
+int bd_time_placement(const ac_problem &pr, ac_dtype t, bool mla, size_t pad_bytes, void *flush, size_t flush_bytes,
+                      int reps, double *med, int *splits, ac_err *err)
+{
+    void *pad = nullptr;
     bd_buffers x;
-    int st = bd_alloc_fill(&x.q, t, ac_q_elems(&pr), 1, err);
+    int st = pad_bytes ? ac_dev_alloc(&pad, pad_bytes, err) : AC_OK;
+    const size_t kv_elems = ac_kv_elems(&pr);
+    if (st == AC_OK)
+        st = bd_alloc_fill(&x.q, t, ac_q_elems(&pr), 1, err);
     if (st == AC_OK)
         st = bd_alloc_fill(&x.k, t, kv_elems, 2, err);
     if (st == AC_OK && !mla) // MLA: V is read from K's rows (fa.v = K)
@@ -263,26 +270,69 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
     std::vector<float> ms;
     if (st == AC_OK) {
         const ac_fwd_args fa = {x.q, x.k, mla ? x.k : x.v, x.o, x.lse, nullptr};
-        st = bd_time(plan, t, &fa, flush, flush_bytes, quick ? 5 : (kv_bytes > ((size_t)4 << 30) ? 10 : 30), &ms, err);
+        st = bd_time(plan, t, &fa, flush, flush_bytes, reps, &ms, err);
     }
     if (st == AC_OK)
         st = ac_dev_sync(err);
     if (st == AC_OK) {
         std::sort(ms.begin(), ms.end());
-        const double med = ms[ms.size() / 2], gbs = (double)kv_bytes / (med * 1e-3) / 1e9;
-        if (mla)
-            printf("| %d | %d | %d | %d | %d | %.4f | %.0f | %.1f%% | %.0f |\n", mla_heads, page, B, nk, plan.d.splits,
-                   med, gbs, 100.0 * gbs / peak_gbs,
-                   2.0 * B * mla_heads * nk * (BD_MLA_D + BD_MLA_DV) / (med * 1e-3) / 1e12);
-        else
-            printf("| %d | %d | %d | %d | %.4f | %.0f | %.1f%% |\n", page, B, nk, plan.d.splits, med, gbs,
-                   100.0 * gbs / peak_gbs);
-        fflush(stdout);
+        *med = ms[ms.size() / 2];
+        *splits = plan.d.splits;
     }
     if (planned)
         acd_decode_release(&plan);
     bd_free(x);
+    ac_dev_free(pad);
     return st;
+}
+
+// One row of the table (mla_heads > 0: cuda-decode-mla's, K alone read, with its TFLOP/s): the median
+// placement's time, bandwidth and share of the peak, then the range of that share across placements.
+int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, double peak_gbs, void *flush,
+           size_t flush_bytes, bool quick, ac_err *err)
+{
+    std::vector<int> table, lens;
+    ac_problem pr = bd_problem(B, nk, page, mla_heads, table, lens);
+    pr.num_splits = splits; // 0: auto
+    if (t == AC_E4M3)
+        bd_make_fp8(pr);
+    const bool mla = mla_heads > 0;
+    const size_t kv_bytes = (mla ? 1 : 2) * ac_kv_elems(&pr) * ac_dtype_size(t);
+    size_t free_b = 0, total_b = 0;
+    ACD_CHECK(err, cudaMemGetInfo(&free_b, &total_b));
+    if (kv_bytes + ((size_t)512 << 20) > free_b) {
+        printf("| %d | %d | %d | - | skipped: K and V need %.1f GiB | | | |\n", page, B, nk, kv_bytes / 1073741824.0);
+        return AC_OK;
+    }
+    const int reps = quick ? 5 : (kv_bytes > ((size_t)4 << 30) ? 10 : 30);
+    std::vector<double> meds;
+    int used_splits = 0, st = AC_OK;
+    for (int p = 0; p < bd_placements(quick) && st == AC_OK; ++p) {
+        const size_t pad = p * BD_PAD_STEP;
+        if (p > 0 && kv_bytes + pad + ((size_t)512 << 20) > free_b)
+            break; // no room for this pad: fewer placements
+        double med = 0.0;
+        if ((st = bd_time_placement(pr, t, mla, pad, flush, flush_bytes, reps, &med, &used_splits, err)) == AC_OK)
+            meds.push_back(med);
+    }
+    if (st != AC_OK)
+        return st;
+    std::vector<double> sorted = meds;
+    std::sort(sorted.begin(), sorted.end());
+    auto pct = [&](double ms) { return 100.0 * ((double)kv_bytes / (ms * 1e-3) / 1e9) / peak_gbs; };
+    const double med = sorted[(sorted.size() - 1) / 2], gbs = (double)kv_bytes / (med * 1e-3) / 1e9;
+    char range[48] = "-";
+    if (sorted.size() > 1)
+        snprintf(range, sizeof range, "%.1f-%.1f%% (%zu)", pct(sorted.back()), pct(sorted.front()), sorted.size());
+    if (mla)
+        printf("| %d | %d | %d | %d | %d | %.4f | %.0f | %.1f%% | %s | %.0f |\n", mla_heads, page, B, nk, used_splits,
+               med, gbs, 100.0 * gbs / peak_gbs, range,
+               2.0 * B * mla_heads * nk * (BD_MLA_D + BD_MLA_DV) / (med * 1e-3) / 1e12);
+    else
+        printf("| %d | %d | %d | %d | %.4f | %.0f | %.1f%% | %s |\n", page, B, nk, used_splits, med, gbs,
+               100.0 * gbs / peak_gbs, range);
+    fflush(stdout);
+    return AC_OK;
 }
 
 // The rows of a "B:Nk:page[:splits] ..." list (no splits: auto); a malformed entry is refused.
@@ -369,7 +419,8 @@ extern "C" int acd_bench_decode(bool quick, bool fp8, ac_err *err)
     int l2_bytes = 0, st = bd_device(&peak_gbs, &l2_bytes, err);
     if (st != AC_OK)
         return st;
-    printf("| page | B | Nk | splits | ms | GB/s | %% of peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements |\n"
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     return bd_table(t, 0, quick, peak_gbs, l2_bytes, err);
 }
 
@@ -382,7 +433,7 @@ extern "C" int acd_bench_decode_mla(bool quick, ac_err *err)
     int l2_bytes = 0, st = bd_device(&peak_gbs, &l2_bytes, err);
     if (st != AC_OK)
         return st;
-    printf("| Hq | page | B | Nk | splits | ms | GB/s | %% of peak | TFLOP/s |\n"
-           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| Hq | page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements | TFLOP/s |\n"
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     return bd_table(AC_BF16, 128, quick, peak_gbs, l2_bytes, err);
 }
