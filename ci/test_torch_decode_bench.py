@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ci/test_torch_decode_bench.py — torch_decode_bench.parse_ours on a planted `bench --decode` log:
 the rows of both table formats (without and with the range across placements) are read with their
-median ms, the peak from the header, and MLA rows, headers and skipped rows are not.  Standard
+median ms, the peak from the header, and MLA rows, headers and skipped rows are not; and
+over_placements' median and range, where a backend refused some placements or all.  Standard
 library only (PyTorch is imported only to time); run by ci/test.sh."""
 import os
 import sys
@@ -9,7 +10,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_decode_bench import parse_ours  # noqa: E402  (after the path)
+from torch_decode_bench import over_placements, parse_ours  # noqa: E402  (after the path)
 
 LOG = """## cuda-decode: bf16, d = 128, Hq = 32, Hkv = 4 (GQA 8:1), Nq = 1, causal-br, paged; peak HBM 4814 GB/s (memory \
 clock 3201 MHz, bus 6016 bits); split + combine kernels, median, L2 flushed
@@ -37,6 +38,21 @@ class ParseOurs(unittest.TestCase):
 
     def test_no_log(self):
         self.assertEqual(parse_ours(None), ({}, None))
+
+
+class OverPlacements(unittest.TestCase):
+    def test_median_and_range_skip_refusals(self):
+        runs = [{"cudnn": 3.0, "flash": None}, {"cudnn": 1.0, "flash": 5.0}, {"cudnn": 2.0, "flash": None}]
+        med, spread = over_placements(runs)
+        self.assertEqual(med, {"cudnn": 2.0, "flash": 5.0})
+        self.assertEqual(spread, {"cudnn": (1.0, 3.0), "flash": (5.0, 5.0)})
+
+    def test_refused_everywhere(self):
+        med, spread = over_placements([{"math": None}, {"math": None}])
+        self.assertEqual((med, spread), ({"math": None}, {"math": None}))
+
+    def test_even_count_takes_the_lower_median(self):  # as bench --decode: the faster of the middle two
+        self.assertEqual(over_placements([{"c": 4.0}, {"c": 1.0}])[0], {"c": 1.0})
 
 
 if __name__ == "__main__":

@@ -2,15 +2,17 @@
 """ci/torch_decode_bench.py — PyTorch scaled_dot_product_attention on the decode
 shapes of `attncheck bench --decode`, printed beside cuda-decode's numbers.
 
-    python3 ci/torch_decode_bench.py [--ours BENCH_LOG] [--quick] [--peak-gbs GBS]
+    python3 ci/torch_decode_bench.py [--ours BENCH_LOG] [--quick] [--peak-gbs GBS] [--placements N]
 
 Shapes: bf16, d = 128, Hq = 32, Hkv = 4 (enable_gqa), Nq = 1 (no mask: with one
 query row bottom-right causal hides nothing), B in 1, 8, 32, 128, Nk in 1k .. 128k.
 K and V are contiguous (B, Hkv, Nk, d): a paged cache gathered beforehand, the
 gather not timed.  Every SDPA backend (flash, efficient, cuDNN, math) is tried;
 a backend that refuses the shape or runs out of memory is left blank; the best
-is reported.  Times: CUDA events, median of repeats after a warm-up, the L2
-flushed before each.  Bandwidth = bytes of K and V / time, as in our bench;
+is reported.  Each shape is timed on --placements placements of its tensors
+(default 3: allocated behind pads of 0, 66, 132 MiB, as bench --decode's
+rows), the median placement printed with the best backend's range.  Times:
+CUDA events, median of repeats after a warm-up, the L2 flushed before each.  Bandwidth = bytes of K and V / time, as in our bench;
 the peak is read from BENCH_LOG's header (`peak HBM N GB/s`), else NVML, else
 --peak-gbs.  With BENCH_LOG the table adds cuda-decode's times for page 16 and
 128 and the speedup torch_ms / ours_ms (>= 1: cuda-decode is faster)."""
@@ -55,15 +57,20 @@ def nvml_peak():
         return None
 
 
-def time_backends(torch, F, backends, B, nk, flush, reps):
-    """{backend name: ms or None} for one shape."""
+PAD_STEP = 66 << 20  # bytes: placement p allocates p * PAD_STEP before Q, K, V (as bench --decode)
+
+
+def time_backends(torch, F, backends, B, nk, flush, reps, pad_bytes=0):
+    """{backend name: ms or None} for one shape, its tensors allocated behind a pad of pad_bytes."""
     from torch.nn.attention import sdpa_kernel
     out = {}
     try:
+        pad = torch.empty(pad_bytes, dtype=torch.uint8, device="cuda") if pad_bytes else None
         q = torch.randn(B, HQ, 1, D, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(B, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(B, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
     except RuntimeError:  # out of memory (torch's OutOfMemoryError is a RuntimeError)
+        pad = None
         torch.cuda.empty_cache()
         return None
     for name, backend in backends:
@@ -76,9 +83,19 @@ def time_backends(torch, F, backends, B, nk, flush, reps):
         except RuntimeError:  # the backend refuses the shape, or memory ran out
             out[name] = None
         torch.cuda.empty_cache()
-    del q, k, v
+    del q, k, v, pad
     torch.cuda.empty_cache()
     return out
+
+
+def over_placements(runs):
+    """{backend: median ms over the placements where it ran, or None} and {backend: (min, max) ms}."""
+    med, spread = {}, {}
+    for name in runs[0]:
+        ts = sorted(r[name] for r in runs if r.get(name) is not None)
+        med[name] = ts[(len(ts) - 1) // 2] if ts else None
+        spread[name] = (ts[0], ts[-1]) if ts else None
+    return med, spread
 
 
 def main():
@@ -87,6 +104,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="B 1 and 32 at Nk 16k only, as bench --quick")
     ap.add_argument("--peak-gbs", type=float, default=3352.0, help="peak HBM GB/s when neither the log nor NVML has it")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--placements", type=int, default=3,
+                    help="placements of the tensors a shape is timed on (pads of 0, 66, 132 MiB ...; --quick: 1)")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -100,22 +119,28 @@ def main():
     print(f"\n## PyTorch {torch.__version__} SDPA on {torch.cuda.get_device_name(0)}: bf16, d = {D}, Hq = {HQ}, "
           f"Hkv = {HKV} (enable_gqa), Nq = 1, contiguous K/V; peak HBM {peak:.0f} GB/s\n")
     names = [n for n, _ in backends]
+    placements = 1 if args.quick else max(1, args.placements)
+    print(f"Each time: the median placement of {placements} (the tensors allocated behind pads of 0, 66, 132 MiB "
+          "...), as bench --decode's rows.\n")
     print("| B | Nk | " + " | ".join(f"{n} ms" for n in names) + " | best | ms | GB/s | % of peak "
-          "| ours p16 ms | ours p128 ms | speedup p16 | speedup p128 |")
-    print("| " + " | ".join(["---:"] * (len(names) + 10)) + " |")
+          "| best's % across placements | ours p16 ms | ours p128 ms | speedup p16 | speedup p128 |")
+    print("| " + " | ".join(["---:"] * (len(names) + 11)) + " |")
     for B in BATCHES:
         for nk in LENGTHS:
             if args.quick and (nk != 16384 or B not in (1, 32)):
                 continue
             kv_bytes = 2 * B * HKV * nk * D * 2
-            times = time_backends(torch, F, backends, B, nk, flush, max(3, args.reps // (4 if kv_bytes > 4 << 30 else 1)))
-            if times is None:
+            reps = max(3, args.reps // (4 if kv_bytes > 4 << 30 else 1))
+            runs = [time_backends(torch, F, backends, B, nk, flush, reps, p * PAD_STEP) for p in range(placements)]
+            runs = [r for r in runs if r is not None]
+            if not runs:
                 print(f"| {B} | {nk} | skipped: K and V do not fit |")
                 continue
+            times, spread = over_placements(runs)
             done = {n: t for n, t in times.items() if t is not None}
             cells = [f"{times[n]:.4f}" if times[n] is not None else "-" for n in names]
             if not done:
-                print(f"| {B} | {nk} | " + " | ".join(cells) + " | none | | | | | | | |")
+                print(f"| {B} | {nk} | " + " | ".join(cells) + " | none | | | | | | | | |")
                 continue
             best = min(done, key=done.get)
             ms = done[best]
@@ -123,8 +148,11 @@ def main():
             o16, o128 = ours.get((16, B, nk)), ours.get((128, B, nk))
             fmt = lambda x: f"{x:.4f}" if x else "-"
             ratio = lambda x: f"{ms / x:.2f}x" if x else "-"
+            pct = lambda t: 100 * kv_bytes / (t * 1e-3) / 1e9 / peak
+            lo, hi = spread[best]
+            rng = f"{pct(hi):.1f}-{pct(lo):.1f}% ({len(runs)})" if len(runs) > 1 else "-"
             print(f"| {B} | {nk} | " + " | ".join(cells) + f" | {best} | {ms:.4f} | {gbs:.0f} | {100 * gbs / peak:.1f}% "
-                  f"| {fmt(o16)} | {fmt(o128)} | {ratio(o16)} | {ratio(o128)} |", flush=True)
+                  f"| {rng} | {fmt(o16)} | {fmt(o128)} | {ratio(o16)} | {ratio(o128)} |", flush=True)
 
 
 if __name__ == "__main__":
