@@ -234,7 +234,7 @@ int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void
 // Placements a row is timed on: where K and V land in memory moves a one-wave row by up to 6 points
 // of the peak (PERF.md, session 5), so each row is timed on fresh allocations behind pads of
 // 0, 66, 132, ... MiB and the table gives the median placement and the range.  --quick: one;
-// ACD_DEC_BENCH_PLACEMENTS=N (1..16) overrides.
+// ACD_DEC_BENCH_PLACEMENTS=N (1..16) overrides, ACD_DEC_BENCH_PAD_MIB=M (1..65536) sets the step.
 int bd_placements(bool quick)
 {
     const char *env = getenv("ACD_DEC_BENCH_PLACEMENTS");
@@ -242,7 +242,13 @@ int bd_placements(bool quick)
     return n >= 1 && n <= 16 ? n : quick ? 1 : 3;
 }
 
-constexpr size_t BD_PAD_STEP = (size_t)66 << 20; // not a power of two: each pad shifts K and V anew
+// The pads' step: 66 MiB by default (not a power of two: each pad shifts K and V anew).
+size_t bd_pad_step()
+{
+    const char *env = getenv("ACD_DEC_BENCH_PAD_MIB");
+    const long mib = env ? atol(env) : 0;
+    return (size_t)(mib >= 1 && mib <= 65536 ? mib : 66) << 20;
+}
 
 // One placement of a row: its buffers allocated behind a pad of pad_bytes, the plan staged and timed;
 // *med the median ms, *splits the plan's split count.
@@ -308,7 +314,7 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
     std::vector<double> meds;
     int used_splits = 0, st = AC_OK;
     for (int p = 0; p < bd_placements(quick) && st == AC_OK; ++p) {
-        const size_t pad = p * BD_PAD_STEP;
+        const size_t pad = p * bd_pad_step();
         if (p > 0 && kv_bytes + pad + ((size_t)512 << 20) > free_b)
             break; // no room for this pad: fewer placements
         double med = 0.0;
