@@ -9,15 +9,20 @@ query row bottom-right causal hides nothing), B in 1, 8, 32, 128, Nk in 1k .. 12
 K and V are contiguous (B, Hkv, Nk, d): a paged cache gathered beforehand, the
 gather not timed.  Every SDPA backend (flash, efficient, cuDNN, math) is tried;
 a backend that refuses the shape or runs out of memory is left blank; the best
-is reported.  Each shape is timed on --placements placements of its tensors
-(default 3: allocated behind pads of 0, 66, 132 MiB, as bench --decode's
-rows), the median placement printed with the best backend's range.  Times:
+is reported.  Each shape runs in a Python process of its own, timed on
+--placements placements of its tensors (default 3: allocated behind pads of
+0, 66, 132 MiB, as bench --decode's rows): the first, a fresh allocation,
+printed, with the best backend's range over all.  Times:
 CUDA events, median of repeats after a warm-up, the L2 flushed before each.  Bandwidth = bytes of K and V / time, as in our bench;
 the peak is read from BENCH_LOG's header (`peak HBM N GB/s`), else NVML, else
 --peak-gbs.  With BENCH_LOG the table adds cuda-decode's times for page 16 and
 128 and the speedup torch_ms / ours_ms (>= 1: cuda-decode is faster)."""
 import argparse
+import json
+import os
 import re
+import subprocess
+import sys
 
 from torch_timing import median_ms  # ci/, beside this script
 
@@ -89,13 +94,41 @@ def time_backends(torch, F, backends, B, nk, flush, reps, pad_bytes=0):
 
 
 def over_placements(runs):
-    """{backend: median ms over the placements where it ran, or None} and {backend: (min, max) ms}."""
-    med, spread = {}, {}
+    """{backend: ms on the first placement where it ran (a fresh allocation), or None} and
+    {backend: (min, max) ms over all}."""
+    first, spread = {}, {}
     for name in runs[0]:
-        ts = sorted(r[name] for r in runs if r.get(name) is not None)
-        med[name] = ts[(len(ts) - 1) // 2] if ts else None
-        spread[name] = (ts[0], ts[-1]) if ts else None
-    return med, spread
+        ts = [r[name] for r in runs if r.get(name) is not None]
+        first[name] = ts[0] if ts else None
+        spread[name] = (min(ts), max(ts)) if ts else None
+    return first, spread
+
+
+def backends_of(torch):
+    from torch.nn.attention import SDPBackend
+    return [("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+            ("cudnn", SDPBackend.CUDNN_ATTENTION), ("math", SDPBackend.MATH)]
+
+
+def one_shape(B, nk, placements, reps):
+    """The placements' {backend: ms} of one shape, as JSON on stdout (this script run with --one, in a
+    process of its own: memory freed and allocated again in one process reads slower, as in bench --decode)."""
+    import torch
+    import torch.nn.functional as F
+    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
+    runs = [time_backends(torch, F, backends_of(torch), B, nk, flush, reps, p * PAD_STEP) for p in range(placements)]
+    print(json.dumps([r for r in runs if r is not None]))
+
+
+def runs_in_child(B, nk, placements, reps):
+    """one_shape in a fresh Python process; [] when it fails (its stderr is shown)."""
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", f"{B}:{nk}", "--placements",
+                        str(placements), "--reps", str(reps)], stdout=subprocess.PIPE, text=True)
+    lines = p.stdout.strip().splitlines()
+    if p.returncode != 0 or not lines:
+        print(f"torch_decode_bench: the process for B = {B}, Nk = {nk} failed (exit {p.returncode})", file=sys.stderr)
+        return []
+    return json.loads(lines[-1])
 
 
 def main():
@@ -106,22 +139,22 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--placements", type=int, default=3,
                     help="placements of the tensors a shape is timed on (pads of 0, 66, 132 MiB ...; --quick: 1)")
+    ap.add_argument("--one", metavar="B:NK", help=argparse.SUPPRESS)  # a shape's process (runs_in_child)
     args = ap.parse_args()
+    if args.one:
+        B, nk = (int(x) for x in args.one.split(":"))
+        return one_shape(B, nk, max(1, args.placements), args.reps)
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend
     ours, peak = parse_ours(args.ours)
     peak = peak or nvml_peak() or args.peak_gbs
-    backends = [("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
-                ("cudnn", SDPBackend.CUDNN_ATTENTION), ("math", SDPBackend.MATH)]
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+    backends = backends_of(torch)
     print(f"\n## PyTorch {torch.__version__} SDPA on {torch.cuda.get_device_name(0)}: bf16, d = {D}, Hq = {HQ}, "
           f"Hkv = {HKV} (enable_gqa), Nq = 1, contiguous K/V; peak HBM {peak:.0f} GB/s\n")
     names = [n for n, _ in backends]
     placements = 1 if args.quick else max(1, args.placements)
-    print(f"Each time: the median placement of {placements} (the tensors allocated behind pads of 0, 66, 132 MiB "
-          "...), as bench --decode's rows.\n")
+    print(f"Each shape in a process of its own, on {placements} placement(s) (the tensors allocated behind pads of "
+          "0, 66, 132 MiB ...): the first (a fresh allocation) printed, the range over all beside it, as bench "
+          "--decode's rows.\n")
     print("| B | Nk | " + " | ".join(f"{n} ms" for n in names) + " | best | ms | GB/s | % of peak "
           "| best's % across placements | ours p16 ms | ours p128 ms | speedup p16 | speedup p128 |")
     print("| " + " | ".join(["---:"] * (len(names) + 11)) + " |")
@@ -131,8 +164,7 @@ def main():
                 continue
             kv_bytes = 2 * B * HKV * nk * D * 2
             reps = max(3, args.reps // (4 if kv_bytes > 4 << 30 else 1))
-            runs = [time_backends(torch, F, backends, B, nk, flush, reps, p * PAD_STEP) for p in range(placements)]
-            runs = [r for r in runs if r is not None]
+            runs = runs_in_child(B, nk, placements, reps)
             if not runs:
                 print(f"| {B} | {nk} | skipped: K and V do not fit |")
                 continue

@@ -8,8 +8,9 @@
 // from cudaDeviceGetAttribute).  Each time is the median of CUDA-event timings
 // of the split and combine kernels (the plan staged beforehand), after a
 // warm-up, with the L2 flushed (by reading a buffer twice its size: clean
-// lines) before every timed run, on each of 3 placements of the buffers (the
-// median placement printed, then the range: bd_placements).  Printed as a
+// lines) before every timed run, each row in a fresh process on 3 placements of
+// its buffers (the first, a fresh allocation, printed, then the range over all:
+// bd_row, bd_placements).  Printed as a
 // Markdown table, after the figure of a plain streaming read (the practical ceiling);
 // ci/torch_decode_bench.py reads it for the ratio to PyTorch SDPA.
 // With fp8 (`bench --decode --fp8`) the same table for cuda-decode-fp8: Q, K
@@ -23,8 +24,14 @@
 // for a developer's comparisons; ACD_DEC_BENCH_SPLIT_ONLY=1 times the split kernel alone (no combine:
 // what the combine step adds end to end).
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <spawn.h>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "decode.cuh"
@@ -233,7 +240,7 @@ int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void
 
 // Placements a row is timed on: where K and V land in memory moves a one-wave row by up to 6 points
 // of the peak (PERF.md, session 5), so each row is timed on fresh allocations behind pads of
-// 0, 66, 132, ... MiB and the table gives the median placement and the range.  --quick: one;
+// 0, 66, 132, ... MiB and the table gives the first (fresh) placement and the range.  --quick: one;
 // ACD_DEC_BENCH_PLACEMENTS=N (1..16) overrides, ACD_DEC_BENCH_PAD_MIB=M (1..65536) sets the step.
 int bd_placements(bool quick)
 {
@@ -292,11 +299,114 @@ int bd_time_placement(const ac_problem &pr, ac_dtype t, bool mla, size_t pad_byt
     return st;
 }
 
-// One row of the table (mla_heads > 0: cuda-decode-mla's, K alone read, with its TFLOP/s): the median
-// placement's time, bandwidth and share of the peak, then the range of that share across placements.
+// A row runs in a fresh copy of this process (ACD_DEC_BENCH_CHILD set there), unless
+// ACD_DEC_BENCH_IN_PROCESS is set: memory the same process freed and allocated again read up to 12
+// points slower for the same row than its first allocation (H200, PERF.md "what placement is"), and a
+// serving engine allocates its cache once.
+bool bd_child() { return getenv("ACD_DEC_BENCH_CHILD") != nullptr; }
+bool bd_in_process() { return bd_child() || getenv("ACD_DEC_BENCH_IN_PROCESS") != nullptr; }
+
+// This process's arguments (Linux: /proc/self/cmdline), for the copy that runs one row.
+std::vector<std::string> bd_self_args()
+{
+    std::vector<std::string> args;
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (!f)
+        return args;
+    std::string cur;
+    for (int c; (c = fgetc(f)) != EOF;) {
+        if (c == 0) {
+            args.push_back(cur);
+            cur.clear();
+        } else {
+            cur.push_back((char)c);
+        }
+    }
+    fclose(f);
+    return args;
+}
+
+// The environment for the copy: ours without the bench's row selectors, then the row's.
+std::vector<std::string> bd_child_env(const char *row, int mla_heads)
+{
+    std::vector<std::string> env;
+    for (char **e = environ; *e; ++e)
+        if (strncmp(*e, "ACD_DEC_BENCH_SHAPES=", 21) != 0 && strncmp(*e, "ACD_DEC_BENCH_MLA_HEADS=", 24) != 0)
+            env.push_back(*e);
+    env.push_back(std::string("ACD_DEC_BENCH_SHAPES=") + row);
+    env.push_back("ACD_DEC_BENCH_CHILD=1");
+    env.push_back("ACD_DEC_BENCH_MLA_HEADS=" + std::to_string(mla_heads));
+    return env;
+}
+
+std::vector<char *> bd_cstrs(std::vector<std::string> &v)
+{
+    std::vector<char *> p;
+    for (std::string &s : v)
+        p.push_back(&s[0]);
+    p.push_back(nullptr);
+    return p;
+}
+
+// The row run by a fresh copy of this process: its table lines printed here (its other output dropped,
+// its stderr shared), its failure ours.
+int bd_row_fresh(int B, int nk, int page, int splits, int mla_heads, ac_err *err)
+{
+    char row[96];
+    if (splits > 0)
+        snprintf(row, sizeof row, "%d:%d:%d:%d", B, nk, page, splits);
+    else // no hint: auto
+        snprintf(row, sizeof row, "%d:%d:%d", B, nk, page);
+    std::vector<std::string> args = bd_self_args(), env = bd_child_env(row, mla_heads);
+    if (args.empty())
+        return ac_fail(err, AC_ERR_ENV,
+                       "bench: cannot read /proc/self/cmdline to run a row in a fresh process "
+                       "(ACD_DEC_BENCH_IN_PROCESS=1 runs the rows here)");
+    int out[2];
+    if (pipe(out) != 0)
+        return ac_fail(err, AC_ERR_ENV, "bench: pipe: %s", strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    std::vector<char *> argv = bd_cstrs(args), envp = bd_cstrs(env);
+    pid_t pid = 0;
+    fflush(stdout);
+    const int sp = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    if (sp != 0) {
+        close(out[0]);
+        return ac_fail(err, AC_ERR_ENV, "bench: cannot start a copy of itself for row %s: %s", row, strerror(sp));
+    }
+    FILE *f = fdopen(out[0], "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (line[0] == '|')
+            fputs(line, stdout);
+    if (f)
+        fclose(f);
+    else
+        close(out[0]);
+    fflush(stdout);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return ac_fail(err, AC_ERR_ENV, "bench: the process running row %s failed (%s %d)", row,
+                       WIFEXITED(status) ? "exit" : "signal",
+                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    return AC_OK;
+}
+
+// One row of the table (mla_heads > 0: cuda-decode-mla's, K alone read, with its TFLOP/s), in a fresh
+// process unless bd_in_process(): the first placement's time, bandwidth and share of the peak (the
+// fresh allocation), then the range of that share across all placements.
 int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, double peak_gbs, void *flush,
            size_t flush_bytes, bool quick, ac_err *err)
 {
+    if (!bd_in_process())
+        return bd_row_fresh(B, nk, page, splits, mla_heads, err);
     std::vector<int> table, lens;
     ac_problem pr = bd_problem(B, nk, page, mla_heads, table, lens);
     pr.num_splits = splits; // 0: auto
@@ -326,7 +436,7 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
     std::vector<double> sorted = meds;
     std::sort(sorted.begin(), sorted.end());
     auto pct = [&](double ms) { return 100.0 * ((double)kv_bytes / (ms * 1e-3) / 1e9) / peak_gbs; };
-    const double med = sorted[(sorted.size() - 1) / 2], gbs = (double)kv_bytes / (med * 1e-3) / 1e9;
+    const double med = meds[0], gbs = (double)kv_bytes / (med * 1e-3) / 1e9; // the first: a fresh allocation
     char range[48] = "-";
     if (sorted.size() > 1)
         snprintf(range, sizeof range, "%.1f-%.1f%% (%zu)", pct(sorted.back()), pct(sorted.front()), sorted.size());
@@ -374,7 +484,7 @@ int bd_device(double *peak_gbs, int *l2_bytes, ac_err *err)
     printf("peak HBM %.0f GB/s (memory clock %d MHz, bus %d bits); %s, median, L2 flushed\n\n", *peak_gbs,
            clock_khz / 1000, bus_bits,
            bd_split_only() ? "the split kernel alone (ACD_DEC_BENCH_SPLIT_ONLY)" : "split + combine kernels");
-    const double stream = bd_stream_gbs((size_t)*l2_bytes, err);
+    const double stream = bd_child() ? 0.0 : bd_stream_gbs((size_t)*l2_bytes, err); // the parent prints it
     if (stream > 0)
         printf("A plain streaming read (16-byte loads, %.1f GiB) reaches %.0f GB/s, %.1f%% of that peak.\n\n",
                40.0 * *l2_bytes / 1073741824.0, stream, 100.0 * stream / *peak_gbs);
@@ -390,9 +500,13 @@ int bd_table(ac_dtype t, int mla_heads_first, bool quick, double peak_gbs, int l
     if (st == AC_OK && cudaMemset(flush, 1, flush_bytes) != cudaSuccess) // once: the flush reads it
         st = ac_fail(err, AC_ERR_ENV, "bench: cudaMemset of the flush buffer failed");
     const char *only = getenv("ACD_DEC_BENCH_SHAPES"); // a developer's subset: "B:Nk:page ..." (page 0: contiguous)
-    if (st == AC_OK && only)
+    if (st == AC_OK && only && bd_child()) { // the one row a parent handed over, at its head count
+        const char *heads = getenv("ACD_DEC_BENCH_MLA_HEADS");
+        st = bd_rows_listed(t, only, heads ? atoi(heads) : 0, peak_gbs, flush, flush_bytes, quick, err);
+    } else if (st == AC_OK && only) {
         st = bd_rows_listed(t, only, mla_heads_first, peak_gbs, flush, flush_bytes, quick, err);
-    if (st == AC_OK && only && mla_heads_first > 16) // MLA: the listed rows at 16 query heads (memory-bound) too
+    }
+    if (st == AC_OK && only && !bd_child() && mla_heads_first > 16) // MLA: the listed rows at 16 query heads too
         st = bd_rows_listed(t, only, 16, peak_gbs, flush, flush_bytes, quick, err);
     if (mla_heads_first > 0) { // MLA: 16 and 128 query heads, pages of 64
         const int heads[] = {16, 128}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536};
@@ -425,8 +539,9 @@ extern "C" int acd_bench_decode(bool quick, bool fp8, ac_err *err)
     int l2_bytes = 0, st = bd_device(&peak_gbs, &l2_bytes, err);
     if (st != AC_OK)
         return st;
-    printf("| page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements |\n"
-           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    if (!bd_child()) // a row's process prints its row alone
+        printf("| page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements |\n"
+               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     return bd_table(t, 0, quick, peak_gbs, l2_bytes, err);
 }
 
@@ -439,7 +554,8 @@ extern "C" int acd_bench_decode_mla(bool quick, ac_err *err)
     int l2_bytes = 0, st = bd_device(&peak_gbs, &l2_bytes, err);
     if (st != AC_OK)
         return st;
-    printf("| Hq | page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements | TFLOP/s |\n"
-           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    if (!bd_child())
+        printf("| Hq | page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements | TFLOP/s |\n"
+               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     return bd_table(AC_BF16, 128, quick, peak_gbs, l2_bytes, err);
 }
