@@ -405,6 +405,15 @@ int bd_row_fresh(int B, int nk, int page, int splits, int mla_heads, ac_err *err
 int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, double peak_gbs, void *flush,
            size_t flush_bytes, bool quick, ac_err *err)
 {
+    // Sized before anything is built (a listed row may be absurd: its table alone would not fit the host).
+    const bool mla = mla_heads > 0;
+    const double kv_need = (double)B * nk * ac_dtype_size(t) * (mla ? BD_MLA_D : 2.0 * BD_HKV * BD_D);
+    size_t free_b = 0, total_b = 0;
+    ACD_CHECK(err, cudaMemGetInfo(&free_b, &total_b));
+    if (kv_need + (double)((size_t)512 << 20) > (double)free_b) {
+        printf("| %d | %d | %d | - | skipped: K and V need %.1f GiB | | | |\n", page, B, nk, kv_need / 1073741824.0);
+        return AC_OK;
+    }
     if (!bd_in_process())
         return bd_row_fresh(B, nk, page, splits, mla_heads, err);
     std::vector<int> table, lens;
@@ -412,14 +421,7 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
     pr.num_splits = splits; // 0: auto
     if (t == AC_E4M3)
         bd_make_fp8(pr);
-    const bool mla = mla_heads > 0;
     const size_t kv_bytes = (mla ? 1 : 2) * ac_kv_elems(&pr) * ac_dtype_size(t);
-    size_t free_b = 0, total_b = 0;
-    ACD_CHECK(err, cudaMemGetInfo(&free_b, &total_b));
-    if (kv_bytes + ((size_t)512 << 20) > free_b) {
-        printf("| %d | %d | %d | - | skipped: K and V need %.1f GiB | | | |\n", page, B, nk, kv_bytes / 1073741824.0);
-        return AC_OK;
-    }
     const int reps = quick ? 5 : (kv_bytes > ((size_t)4 << 30) ? 10 : 30);
     std::vector<double> meds;
     int used_splits = 0, st = AC_OK;
