@@ -238,9 +238,9 @@ int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void
     return st;
 }
 
-// Placements a row is timed on: where K and V land in memory moves a one-wave row by up to 6 points
-// of the peak (PERF.md, session 5), so each row is timed on fresh allocations behind pads of
-// 0, 66, 132, ... MiB and the table gives the first (fresh) placement and the range.  --quick: one;
+// Placements a row is timed on: memory its process freed and allocated again read up to 12 points of
+// the peak slower than the first allocation (PERF.md, "what placement is"), so each row is timed on
+// allocations behind pads of 0, 66, 132, ... MiB and the table gives the first and the range.  --quick: one;
 // ACD_DEC_BENCH_PLACEMENTS=N (1..16) overrides, ACD_DEC_BENCH_PAD_MIB=M (1..65536) sets the step.
 int bd_placements(bool quick)
 {
