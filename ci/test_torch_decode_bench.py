@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """ci/test_torch_decode_bench.py — torch_decode_bench.parse_ours on a planted `bench --decode` log:
 the rows of both table formats (without and with the range across placements) are read with their
-median ms, the peak from the header, and MLA rows, headers and skipped rows are not; and
-over_placements' first placement and range, where a backend refused some placements or all.  Standard
+ms, the peak from the header, and MLA rows, headers and skipped rows are not; and
+over_placements' first placement and range, where a backend refused some placements or all; and a
+shape's process that fails (here: no PyTorch) reported as a failure, not as a shape that did not fit.  Standard
 library only (PyTorch is imported only to time); run by ci/test.sh."""
+import contextlib
+import importlib.util
+import io
 import os
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_decode_bench import over_placements, parse_ours  # noqa: E402  (after the path)
+from torch_decode_bench import over_placements, parse_ours, runs_in_child  # noqa: E402  (after the path)
 
 LOG = """## cuda-decode: bf16, d = 128, Hq = 32, Hkv = 4 (GQA 8:1), Nq = 1, causal-br, paged; peak HBM 4814 GB/s (memory \
 clock 3201 MHz, bus 6016 bits); split + combine kernels, median, L2 flushed
@@ -50,6 +54,17 @@ class OverPlacements(unittest.TestCase):
     def test_refused_everywhere(self):
         first, spread = over_placements([{"math": None}, {"math": None}])
         self.assertEqual((first, spread), ({"math": None}, {"math": None}))
+
+
+class RunsInChild(unittest.TestCase):
+    def test_a_failed_process_is_none_not_an_empty_run(self):
+        # [] means no placement fit (the row says "do not fit"); a crashed process must not read so.
+        if importlib.util.find_spec("torch") is not None:
+            self.skipTest("PyTorch is installed here: the shape's process may succeed")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertIsNone(runs_in_child(1, 1024, 1, 3))
+        self.assertIn("the process for B = 1, Nk = 1024 failed", err.getvalue())
 
 
 if __name__ == "__main__":

@@ -75,7 +75,6 @@ def time_backends(torch, F, backends, B, nk, flush, reps, pad_bytes=0):
         k = torch.randn(B, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(B, HKV, nk, D, device="cuda", dtype=torch.bfloat16)
     except RuntimeError:  # out of memory (torch's OutOfMemoryError is a RuntimeError)
-        pad = None
         torch.cuda.empty_cache()
         return None
     for name, backend in backends:
@@ -121,13 +120,14 @@ def one_shape(B, nk, placements, reps):
 
 
 def runs_in_child(B, nk, placements, reps):
-    """one_shape in a fresh Python process; [] when it fails (its stderr is shown)."""
+    """one_shape in a fresh Python process: its placements' runs ([]: none fit), or None when the process
+    failed (its stderr is shown)."""
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", f"{B}:{nk}", "--placements",
                         str(placements), "--reps", str(reps)], stdout=subprocess.PIPE, text=True)
     lines = p.stdout.strip().splitlines()
     if p.returncode != 0 or not lines:
         print(f"torch_decode_bench: the process for B = {B}, Nk = {nk} failed (exit {p.returncode})", file=sys.stderr)
-        return []
+        return None
     return json.loads(lines[-1])
 
 
@@ -165,6 +165,9 @@ def main():
             kv_bytes = 2 * B * HKV * nk * D * 2
             reps = max(3, args.reps // (4 if kv_bytes > 4 << 30 else 1))
             runs = runs_in_child(B, nk, placements, reps)
+            if runs is None:
+                print(f"| {B} | {nk} | failed: its process did not finish (see stderr) |")
+                continue
             if not runs:
                 print(f"| {B} | {nk} | skipped: K and V do not fit |")
                 continue
