@@ -56,11 +56,23 @@ namespace
 {
 
 // Tiles of D-dim rows of kElemBytes-byte elements (2: f16/bf16; 1: fp8 codes).
+// K's and V's shared rows are packed (kPitch = D) and swizzled: chunk c of row r
+// sits at chunk c ^ swz(r), so the 8 rows an ldmatrix matrix reads at one chunk
+// fall in 8 distinct 16-byte bank groups.  Padded rows (16 bytes a row, the
+// usual way to avoid the conflicts) made the SM split each warp's cp.async into
+// more L2 requests than lines: 2.6x the requests, half of them L2 hits, and
+// 4-6 points of the peak less DRAM bandwidth on every bench row (PERF.md, "the
+// shared row pitch").
 template <int D, int kElemBytes = 2> struct dec_traits {
     static constexpr int kVec = 16 / kElemBytes; // elements per 16-byte chunk
-    static constexpr int kPitch = D + kVec; // shared row pitch: 16 bytes of padding keep ldmatrix conflict-free
+    static constexpr int kPitch = D; // K's and V's shared rows, packed
     static constexpr int kQPitch = D + 8; // Q's rows: 16-bit mma operands (fp8 codes widened)
     static constexpr int kChunks = D / kVec; // 16-byte chunks per row
+    // Rows of 4 chunks (fp8, d = 64) share a 128-byte bank line two by two: their XOR moves every other row.
+    static constexpr int kSwzDiv = kChunks >= 8 ? 1 : 8 / kChunks, kSwzMask = (kChunks >= 8 ? 8 : kChunks) - 1;
+    static __device__ __forceinline__ int swz(int row) { return (row / kSwzDiv) & kSwzMask; }
+    // The element offset of chunk c of row `row` in a K or V tile.
+    static __device__ __forceinline__ int at(int row, int c) { return row * kPitch + (c ^ swz(row)) * kVec; }
     static constexpr int kRowsPerPass = 32 / kChunks; // rows one copy instruction of the warp covers
     static constexpr int kRowsPerLane = ACD_DEC_TILE / kRowsPerPass;
     static constexpr int kStageElems = 2 * ACD_DEC_TILE * kPitch; // K's tile, then V's
@@ -147,13 +159,17 @@ __device__ __forceinline__ void dec_tile_issue_whole(const acd_dec_params &d, co
         step = Tr::kRowsPerPass * p.k_ss;
     }
     const T *k = K + off + col, *v = V + off + col;
-    const uint32_t sk = acd_smem_addr(sK + row0 * Tr::kPitch + col);
+    // row0 < kRowsPerPass shares no bit of the swizzle with r * kRowsPerPass:
+    // swz(row0 + r kRowsPerPass) = swz(row0) ^ swz(r kRowsPerPass), the second a constant.
+    const uint32_t sk = acd_smem_addr(sK + Tr::at(row0, lane % Tr::kChunks));
     const uint32_t sv = sk + ACD_DEC_TILE * Tr::kPitch * sizeof(T);
     constexpr uint32_t kRowBytes = Tr::kRowsPerPass * Tr::kPitch * sizeof(T);
+    const int c = (lane % Tr::kChunks) ^ Tr::swz(row0);
 #pragma unroll
     for (int r = 0; r < Tr::kRowsPerLane; ++r) {
-        dec_copy16(sk + r * kRowBytes, k + r * step, true);
-        dec_copy16(sv + r * kRowBytes, v + r * step, true);
+        const int moved = (((c ^ Tr::swz(r * Tr::kRowsPerPass)) - c) * 16); // bytes the chunk moves at row r
+        dec_copy16(sk + r * kRowBytes + moved, k + r * step, true);
+        dec_copy16(sv + r * kRowBytes + moved, v + r * step, true);
     }
 }
 
@@ -168,7 +184,7 @@ __device__ __forceinline__ void dec_tile_issue(const acd_dec_params &d, const T 
         return dec_tile_issue_whole<T, D>(d, K, V, b, hk, j0, lane, pg[0], sK);
     const acd_params &p = d.p;
     T *sV = sK + ACD_DEC_TILE * Tr::kPitch;
-    const int col = (lane % Tr::kChunks) * Tr::kVec;
+    const int chunk = lane % Tr::kChunks, col = chunk * Tr::kVec;
 #pragma unroll
     for (int r = 0; r < Tr::kRowsPerLane; ++r) {
         const int row = lane / Tr::kChunks + r * Tr::kRowsPerPass, j = j0 + row;
@@ -180,8 +196,8 @@ __device__ __forceinline__ void dec_tile_issue(const acd_dec_params &d, const T 
         } else if (ok) { // V's strides are K's: d_v == d
             off = acd_k_base<false>(p, b) + hk * p.k_sh + (long long)j * p.k_ss;
         }
-        dec_copy16(acd_smem_addr(sK + row * Tr::kPitch + col), ok ? K + off + col : K, ok);
-        dec_copy16(acd_smem_addr(sV + row * Tr::kPitch + col), ok ? V + off + col : V, ok);
+        dec_copy16(acd_smem_addr(sK + Tr::at(row, chunk)), ok ? K + off + col : K, ok);
+        dec_copy16(acd_smem_addr(sV + Tr::at(row, chunk)), ok ? V + off + col : V, ok);
     }
 }
 
@@ -217,10 +233,10 @@ __device__ __forceinline__ void dec_k_frag(uint32_t (&kf)[4], const typename KV:
 {
     using Tr = dec_tr<KV, D>;
     if constexpr (!KV::kFp8) {
-        acd_ldmatrix_x4(kf, sK + ((lane / 16) * 8 + lane % 8) * Tr::kPitch + kk * 16 + ((lane / 8) % 2) * 8);
+        acd_ldmatrix_x4(kf, sK + Tr::at((lane / 16) * 8 + lane % 8, 2 * kk + (lane / 8) % 2));
     } else { // the lane's key lane / 4 (+ 8), dims 4t..4t+3: slots 2t, 2t+1 (low half), 2t+8, 2t+9 (high)
         uint32_t r[2];
-        dec_ldmatrix_x2<false>(r, sK + (lane % 16) * Tr::kPitch + kk * 16);
+        dec_ldmatrix_x2<false>(r, sK + Tr::at(lane % 16, kk));
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
             kf[2 * n] = dec_widen2<KV::kE5m2>((unsigned short)(r[n] & 0xffffu));
@@ -237,10 +253,10 @@ __device__ __forceinline__ void dec_v_frag(uint32_t (&vf)[4], const typename KV:
 {
     using Tr = dec_tr<KV, D>;
     if constexpr (!KV::kFp8) {
-        acd_ldmatrix_x4_trans(vf, sV + (((lane / 8) % 2) * 8 + lane % 8) * Tr::kPitch + dn * 16 + (lane / 16) * 8);
+        acd_ldmatrix_x4_trans(vf, sV + Tr::at(((lane / 8) % 2) * 8 + lane % 8, 2 * dn + lane / 16));
     } else { // bytes (key 2t, dim 2g), (2t, 2g+1), (2t+1, 2g), (2t+1, 2g+1): paired per dim
         uint32_t r[2];
-        dec_ldmatrix_x2<true>(r, sV + (lane % 16) * Tr::kPitch + dn * 16);
+        dec_ldmatrix_x2<true>(r, sV + Tr::at(lane % 16, dn));
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
             vf[n] = dec_widen2<KV::kE5m2>((unsigned short)__byte_perm(r[n], 0u, 0x0020));
