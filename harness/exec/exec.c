@@ -7,10 +7,8 @@
  * the message of a fault.  A persistent command talks over two socket pairs
  * (stdin, stdout): send() with MSG_NOSIGNAL, so a dead process is an EPIPE
  * here, never a SIGPIPE that would kill attncheck. */
-#define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,18 +43,10 @@ static exec_ctx *all_kernels; /* for the clean-up at exit */
 
 /* ---- scratch directories --------------------------------------------------------- */
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
-}
-
-static void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
 /* Empties a directory of the previous call's files (the kernel may leave anything there). */
 static int fresh_dir(const char *path, ac_err *err)
 {
-    remove_tree(path);
+    ac_remove_tree(path);
     if (mkdir(path, 0700) != 0)
         return ac_fail(err, AC_ERR_ENV, "exec: cannot create %s: %s", path, strerror(errno));
     return AC_OK;
@@ -425,7 +415,7 @@ static void clean_up_all(void)
 {
     for (exec_ctx *c = all_kernels; c; c = c->next) {
         stop_persistent(c, 1.0);
-        remove_tree(c->dir);
+        ac_remove_tree(c->dir);
     }
 }
 
@@ -495,7 +485,7 @@ int ac_exec_register(const ac_exec_spec *spec, const ac_kernel **out, ac_err *er
         return AC_OK;
     }
     if (c->dir[0])
-        remove_tree(c->dir);
+        ac_remove_tree(c->dir);
     free(c->command);
     free(c);
     return st;

@@ -1,7 +1,10 @@
 /* harness/files/files.c — whole files, read at once (regular files only,
- * bounded) or replaced atomically (through symlinks, keeping the mode). */
+ * bounded) or replaced atomically (through symlinks, keeping the mode); a
+ * scratch directory removed with what it holds. */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,4 +291,17 @@ int ac_write_doc(const char *path, void (*fill)(FILE *f, const void *ctx), const
     int st = fclose(f) == 0 ? ac_write_atomic(path, doc, len, err) : ac_fail(err, AC_ERR_ENV, "out of memory");
     free(doc);
     return st;
+}
+
+/* ---- removing a tree ------------------------------------------------------------------ */
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int ac_remove_tree(const char *path)
+{
+    return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 || errno == ENOENT ? 0 : -1;
 }

@@ -51,4 +51,9 @@ int ac_read_file(const char *path, char **out, size_t *len, ac_err *err);
 /* "a FIFO", "a directory", "a character device", ... for messages. */
 const char *ac_file_kind(unsigned mode);
 
+/* Removes path and, when it is a directory, everything under it, depth first and without
+ * following symbolic links (a link is removed, not its target); a missing path is no error.
+ * 0, or -1 when something could not be removed (errno says why). */
+int ac_remove_tree(const char *path);
+
 #endif
