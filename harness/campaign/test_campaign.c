@@ -11,7 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/files/test_tmpdir.h"
 #include "harness/harness.h"
+
+/* A test's files live in its folders (ac_test_tmpdir), removed after it even when it fails. */
+TestSuite(harness_campaign, .fini = ac_test_tmpdirs_remove);
 
 static ac_budgets budgets(void)
 {
@@ -91,8 +95,8 @@ static char *indices_in_json(const char *path)
 
 Test(harness_campaign, outcomes_in_any_order_are_reported_in_index_order)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/ac-collect-%d.jsonl", (int)getpid());
+    char path[128];
+    snprintf(path, sizeof path, "%s/collect.jsonl", ac_test_tmpdir("ac-collect"));
     ac_report *rep;
     ac_err err;
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
@@ -118,7 +122,6 @@ Test(harness_campaign, outcomes_in_any_order_are_reported_in_index_order)
     ac_collector_free(c);
     cr_assert_eq(ac_report_close(rep, &err), AC_OK);
     cr_assert_str_eq(indices_in_json(path), "0 1 2 3 4 6 8 10 ");
-    unlink(path);
 }
 
 /* ---- a time budget on a slow kernel ---------------------------------------------------------- */
@@ -182,9 +185,7 @@ Test(harness_campaign, a_time_budget_never_starts_a_case_it_cannot_finish)
 
 Test(harness_campaign, a_failure_already_in_the_corpus_is_not_saved_again)
 {
-    char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/ac-save-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    const char *dir = ac_test_tmpdir("ac-save");
     ac_err err;
     cr_assert_eq(ac_save_failure(dir, "k", "first", "v1 LINE-A", &err), AC_OK);
     cr_assert_eq(ac_save_failure(dir, "k", "again", "v1 LINE-A", &err), AC_OK);
@@ -200,6 +201,4 @@ Test(harness_campaign, a_failure_already_in_the_corpus_is_not_saved_again)
     cr_assert_null(strstr(a + 1, "\nv1 LINE-A\n"), "LINE-A once:\n%s", text);
     cr_assert_null(strstr(text, "again"), "its comment not added either:\n%s", text);
     cr_assert_not_null(strstr(text, "\nv1 LINE-B\n"), "a new line is appended:\n%s", text);
-    unlink(path);
-    rmdir(dir);
 }

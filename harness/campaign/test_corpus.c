@@ -12,17 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness/files/test_tmpdir.h"
 #include "harness/harness.h"
 
-/* ---- the failure corpus ---------------------------------------------------- */
+/* A test's folders (ac_test_tmpdir) are removed after it, even when it fails. */
+TestSuite(harness_corpus, .fini = ac_test_tmpdirs_remove);
 
-static char *make_tmpdir(void)
-{
-    static char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/ac-shrink-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    return dir;
-}
+/* ---- the failure corpus ---------------------------------------------------- */
 
 static char *slurp(const char *path)
 {
@@ -47,7 +43,7 @@ static int count_entries(const char *dir)
 
 Test(harness_corpus, save_failure_appends_atomically)
 {
-    char *dir = make_tmpdir();
+    const char *dir = ac_test_tmpdir("ac-shrink");
     char path[256];
     snprintf(path, sizeof path, "%s/cpu-flash.cases", dir);
     FILE *f = fopen(path, "w");
@@ -65,22 +61,17 @@ Test(harness_corpus, save_failure_appends_atomically)
     struct stat sb;
     stat(path, &sb);
     cr_assert_eq(sb.st_mode & 0777, 0644, "the existing file's mode (fopen under umask 022) is kept");
-    unlink(path);
-    rmdir(dir);
 }
 
 Test(harness_corpus, save_failure_creates_the_directory_and_sanitises_names)
 {
-    char *dir = make_tmpdir();
+    const char *dir = ac_test_tmpdir("ac-shrink");
     char sub[256], path[300];
     snprintf(sub, sizeof sub, "%s/new", dir);
     ac_err err;
     cr_assert_eq(ac_save_failure(sub, "../evil/k", "why", "LINE", &err), AC_OK, "%s", err.msg);
     snprintf(path, sizeof path, "%s/_._evil_k.cases", sub);
     cr_assert_str_eq(strstr(slurp(path), "LINE"), "LINE\n");
-    unlink(path);
-    rmdir(sub);
-    rmdir(dir);
 }
 
 /* ---- reading a corpus ------------------------------------------------------- */
@@ -95,7 +86,7 @@ static void write_file(const char *path, const char *text)
 
 Test(harness_corpus, corpus_reads_dir_in_sorted_order_skipping_comments)
 {
-    char *dir = make_tmpdir();
+    const char *dir = ac_test_tmpdir("ac-shrink");
     char a[256], b[256], other[256];
     snprintf(a, sizeof a, "%s/a.cases", dir);
     snprintf(b, sizeof b, "%s/b.cases", dir);
@@ -121,13 +112,11 @@ Test(harness_corpus, corpus_reads_dir_in_sorted_order_skipping_comments)
     snprintf(want, sizeof want, "%s:3", a);
     cr_assert_str_eq(l.where[0], want);
     ac_corpus_free(&l);
-    unlink(a), unlink(b), unlink(other);
-    rmdir(dir);
 }
 
 Test(harness_corpus, corpus_names_file_and_line_of_a_bad_line)
 {
-    char *dir = make_tmpdir();
+    const char *dir = ac_test_tmpdir("ac-shrink");
     char a[256];
     snprintf(a, sizeof a, "%s/a.cases", dir);
     char l1[AC_CASE_LINE_MAX], text[3000];
@@ -142,18 +131,9 @@ Test(harness_corpus, corpus_names_file_and_line_of_a_bad_line)
     snprintf(want, sizeof want, "%s:3: ", a);
     cr_assert(strncmp(err.msg, want, strlen(want)) == 0, "got: %s", err.msg);
     ac_corpus_free(&l);
-    unlink(a);
-    rmdir(dir);
 }
 
 /* ---- hostile corpora and folders (issue 13) ------------------------------------ */
-
-static void remove_tree(const char *dir)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
 
 /* Several processes append to one folder at once, as fuzzers sharing
  * --save-failures do: every entry arrives, whole (the old read-modify-rename
@@ -161,7 +141,7 @@ static void remove_tree(const char *dir)
 Test(harness_corpus, concurrent_savers_lose_no_entry)
 {
     enum { PROCS = 4, EACH = 12 };
-    char *dir = make_tmpdir();
+    const char *dir = ac_test_tmpdir("ac-shrink");
     for (int p = 0; p < PROCS; p++) {
         pid_t pid = fork();
         cr_assert_neq(pid, -1);
@@ -194,7 +174,6 @@ Test(harness_corpus, concurrent_savers_lose_no_entry)
     for (char *c = text; *c; c++)
         lines += *c == '\n';
     cr_assert_eq(lines, 2 * PROCS * EACH, "each entry is two whole lines");
-    remove_tree(dir);
 }
 
 /* Sets or clears the immutable flag; false where the process may not. */
@@ -214,7 +193,7 @@ static bool set_immutable(const char *path, bool on)
  * an input error naming the folder, both before a campaign and at a save. */
 Test(harness_corpus, save_errors_are_reported_not_dropped)
 {
-    char *dir = make_tmpdir();
+    const char *dir = ac_test_tmpdir("ac-shrink");
     char file[256], orphan[256], locked[256];
     snprintf(file, sizeof file, "%s/plain", dir);
     snprintf(orphan, sizeof orphan, "%s/no/such", dir);
@@ -232,7 +211,7 @@ Test(harness_corpus, save_errors_are_reported_not_dropped)
     if (!immutable && geteuid() != 0)
         cr_assert_eq(chmod(locked, 0555), 0);
     if (!immutable && geteuid() == 0) {
-        remove_tree(dir);
+        ac_test_tmpdirs_remove(); /* a skipped test's .fini is not run */
         cr_skip_test("root without CAP_LINUX_IMMUTABLE: no folder refuses this process");
     }
     int st = ac_save_failures_check(locked, &err);
@@ -243,14 +222,13 @@ Test(harness_corpus, save_errors_are_reported_not_dropped)
     cr_assert_eq(st, AC_ERR_INPUT);
     cr_assert_eq(st2, AC_ERR_INPUT);
     cr_assert_not_null(strstr(err.msg, locked), "the message names the folder: %s", err.msg);
-    remove_tree(dir);
 }
 
 /* A NUL byte is an error naming its line (fgets read it as a shorter line);
  * /dev/zero and a FIFO are refused instead of read forever. */
 Test(harness_corpus, nul_bytes_devices_and_fifos_are_refused, .timeout = 10)
 {
-    char *dir = make_tmpdir();
+    const char *dir = ac_test_tmpdir("ac-shrink");
     char a[256], fifo[256];
     snprintf(a, sizeof a, "%s/a.cases", dir);
     snprintf(fifo, sizeof fifo, "%s/b.cases", dir);
@@ -277,5 +255,4 @@ Test(harness_corpus, nul_bytes_devices_and_fifos_are_refused, .timeout = 10)
     cr_assert_eq(ac_corpus_load(&l, fifo, &err), AC_ERR_INPUT);
     cr_assert_eq(ac_corpus_load(&l, dir, &err), AC_ERR_INPUT, "a FIFO named *.cases in a folder");
     cr_assert_not_null(strstr(err.msg, "is a FIFO"), "%s", err.msg);
-    remove_tree(dir);
 }

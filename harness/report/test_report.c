@@ -10,24 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "harness/files/test_files_support.h"
 #include "harness/harness.h"
 
-static char dir[64];
-
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/ac-report-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static char *path_in(const char *name)
-{
-    static char paths[4][128];
-    static int next;
-    char *p = paths[next++ % 4];
-    snprintf(p, 128, "%s/%s", dir, name);
-    return p;
-}
+/* Each test writes its reports into a fresh dir, removed after it even when it fails. */
+TestSuite(harness_report, .init = make_dir, .fini = remove_dir);
 
 static char *slurp(const char *path, size_t *len_out)
 {
@@ -90,17 +77,16 @@ static ac_result passing_result(double seconds)
 
 Test(harness_report, json_lines_parse_back_with_the_metrics)
 {
-    make_dir();
     ac_report *rep;
     ac_err err;
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
-    cr_assert_eq(ac_report_want(rep, "--json", path_in("r.json"), &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--json", path_of("r.json"), &err), AC_OK);
     ac_result f = failing_result(), p = passing_result(0.5);
     ac_report_add(rep, "cpu-flash-mutant-x", &f, "v1 seed=1 MINIMAL");
     ac_report_add(rep, "cpu-flash-mutant-x", &p, NULL);
     cr_assert_eq(ac_report_close(rep, &err), AC_OK, "%s", err.msg);
 
-    char *text = slurp(path_in("r.json"), NULL);
+    char *text = slurp(path_of("r.json"), NULL);
     char *nl = strchr(text, '\n');
     cr_assert_not_null(nl, "one object per line");
     *nl = '\0';
@@ -141,19 +127,18 @@ Test(harness_report, json_lines_parse_back_with_the_metrics)
 
 Test(harness_report, json_is_identical_whatever_the_timings)
 {
-    make_dir();
     ac_err err;
     for (int run = 0; run < 2; run++) {
         ac_report *rep;
         cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
-        cr_assert_eq(ac_report_want(rep, "--json", path_in(run ? "b.json" : "a.json"), &err), AC_OK);
+        cr_assert_eq(ac_report_want(rep, "--json", path_of(run ? "b.json" : "a.json"), &err), AC_OK);
         ac_result p = passing_result(run ? 9.75 : 0.001), f = failing_result();
         ac_report_add(rep, "k", &p, NULL);
         ac_report_add(rep, "k", &f, "MIN");
         cr_assert_eq(ac_report_close(rep, &err), AC_OK);
     }
     size_t la, lb;
-    char *a = slurp(path_in("a.json"), &la), *b = slurp(path_in("b.json"), &lb);
+    char *a = slurp(path_of("a.json"), &la), *b = slurp(path_of("b.json"), &lb);
     cr_assert_eq(la, lb);
     cr_assert_eq(memcmp(a, b, la), 0);
     free(a);
@@ -162,17 +147,16 @@ Test(harness_report, json_is_identical_whatever_the_timings)
 
 Test(harness_report, junit_has_a_suite_per_kernel_and_escaped_names)
 {
-    make_dir();
     ac_report *rep;
     ac_err err;
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
-    cr_assert_eq(ac_report_want(rep, "--junit", path_in("r.xml"), &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--junit", path_of("r.xml"), &err), AC_OK);
     ac_result f = failing_result(), p = passing_result(0.5);
     ac_report_add(rep, "k1", &f, "MIN");
     ac_report_add(rep, "k1", &p, NULL);
     ac_report_add(rep, "k2", &p, NULL);
     cr_assert_eq(ac_report_close(rep, &err), AC_OK);
-    char *x = slurp(path_in("r.xml"), NULL);
+    char *x = slurp(path_of("r.xml"), NULL);
     cr_assert_not_null(strstr(x, "<testsuite name=\"k1\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\">"), "%s",
                        x);
     cr_assert_not_null(strstr(x, "<testsuite name=\"k2\" tests=\"1\" failures=\"0\""));
@@ -186,11 +170,10 @@ Test(harness_report, junit_has_a_suite_per_kernel_and_escaped_names)
 /* A proof in JUnit: the base and its mutants; a caught mutant is a pass, an uncaught one the failure. */
 static char *proof_junit(bool base_clean)
 {
-    make_dir();
     ac_report *rep;
     ac_err err;
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
-    cr_assert_eq(ac_report_want(rep, "--junit", path_in("p.xml"), &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--junit", path_of("p.xml"), &err), AC_OK);
     ac_result f = failing_result(), p = passing_result(0.5);
     ac_report_add(rep, "fam-base", &p, NULL);
     ac_report_add(rep, "fam-base", base_clean ? &p : &f, base_clean ? NULL : "MIN0");
@@ -200,7 +183,7 @@ static char *proof_junit(bool base_clean)
         ac_report_add(rep, "fam-mutant-missed", &p, NULL);
     ac_report_add(rep, "other-kernel", &p, NULL); /* not of the family: an ordinary suite */
     cr_assert_eq(ac_report_close(rep, &err), AC_OK);
-    return slurp(path_in("p.xml"), NULL);
+    return slurp(path_of("p.xml"), NULL);
 }
 
 Test(harness_report, junit_of_a_proof_passes_caught_mutants_and_fails_the_missed_one)
@@ -231,16 +214,15 @@ Test(harness_report, junit_of_a_proof_passes_caught_mutants_and_fails_the_missed
 
 Test(harness_report, markdown_has_worst_errors_and_both_lines)
 {
-    make_dir();
     ac_report *rep;
     ac_err err;
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
-    cr_assert_eq(ac_report_want(rep, "--markdown", path_in("r.md"), &err), AC_OK);
+    cr_assert_eq(ac_report_want(rep, "--markdown", path_of("r.md"), &err), AC_OK);
     ac_result f = failing_result(), p = passing_result(0.5);
     ac_report_add(rep, "k1", &p, NULL);
     ac_report_add(rep, "k1", &f, "v1 seed=1 MIN");
     cr_assert_eq(ac_report_close(rep, &err), AC_OK);
-    char *md = slurp(path_in("r.md"), NULL);
+    char *md = slurp(path_of("r.md"), NULL);
     cr_assert_not_null(strstr(md, "### `k1`: 1 passed, 1 failed"), "%s", md);
     /* worst over the two cases: ulp 1200, scaled 523.5, vs-naive inf / 2.25, 3 wrong zeros */
     cr_assert_not_null(strstr(md, "| f16 | O | 2 | 1.2e+03 | 524 | inf | 2.25 | 0 | 0 | 0 | 3 | 0 |"), "%s", md);
@@ -253,7 +235,6 @@ Test(harness_report, markdown_has_worst_errors_and_both_lines)
  * which names the kernel; a flag no row has is refused. */
 Test(harness_report, every_format_of_the_table_writes_its_file)
 {
-    make_dir();
     size_t n = ac_report_format_count();
     cr_assert_geq(n, 3);
     for (size_t i = 0; i < n; i++) {
@@ -262,20 +243,20 @@ Test(harness_report, every_format_of_the_table_writes_its_file)
         ac_report *rep;
         ac_err err = {{0}};
         cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
-        cr_assert_eq(ac_report_want(rep, fmt->flag, path_in("any"), &err), AC_OK, "%s: %s", fmt->flag, err.msg);
-        cr_assert_eq(ac_report_want(rep, fmt->flag, path_in("again"), &err), AC_ERR_INPUT, "%s twice", fmt->flag);
+        cr_assert_eq(ac_report_want(rep, fmt->flag, path_of("any"), &err), AC_OK, "%s: %s", fmt->flag, err.msg);
+        cr_assert_eq(ac_report_want(rep, fmt->flag, path_of("again"), &err), AC_ERR_INPUT, "%s twice", fmt->flag);
         ac_result f = failing_result();
         ac_report_add(rep, "kernel-xyz", &f, NULL);
         cr_assert_eq(ac_report_close(rep, &err), AC_OK, "%s: %s", fmt->flag, err.msg);
-        char *doc = slurp(path_in("any"), NULL);
+        char *doc = slurp(path_of("any"), NULL);
         cr_assert_not_null(strstr(doc, "kernel-xyz"), "%s wrote:\n%s", fmt->flag, doc);
         free(doc);
-        unlink(path_in("any"));
+        unlink(path_of("any"));
     }
     ac_report *rep;
     ac_err err = {{0}};
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
-    cr_assert_eq(ac_report_want(rep, "--no-such-format", path_in("x"), &err), AC_ERR_INPUT);
+    cr_assert_eq(ac_report_want(rep, "--no-such-format", path_of("x"), &err), AC_ERR_INPUT);
     cr_assert_eq(ac_report_close(rep, &err), AC_OK, "nothing asked for, nothing written");
 }
 
@@ -286,13 +267,12 @@ Test(harness_report, every_format_of_the_table_writes_its_file)
  * (Python's strict readers judge), bad bytes show as \xHH, good ones stay. */
 Test(harness_report, any_bytes_from_a_plugin_give_well_formed_reports)
 {
-    make_dir();
     ac_report *rep;
     ac_err err = {{0}};
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
     const char *flags[3] = {"--json", "--junit", "--markdown"}, *names[3] = {"r.json", "r.xml", "r.md"};
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(ac_report_want(rep, flags[i], path_in(names[i]), &err), AC_OK, "%s", err.msg);
+        cr_assert_eq(ac_report_want(rep, flags[i], path_of(names[i]), &err), AC_OK, "%s", err.msg);
     ac_result f = failing_result();
     /* stray and cut bytes, an overlong '/', a surrogate, past U+10FFFF, controls, U+FFFE; then
      * valid two-, three- and four-byte characters */
@@ -323,14 +303,13 @@ Test(harness_report, any_bytes_from_a_plugin_give_well_formed_reports)
  * user gave), as for every unwritable report path. */
 Test(harness_report, a_report_that_cannot_be_written_at_close_is_an_input_error)
 {
-    make_dir();
     char sub[128];
     snprintf(sub, sizeof sub, "%s/sub", dir);
     cr_assert_eq(mkdir(sub, 0755), 0);
     ac_report *rep;
     ac_err err = {{0}};
     cr_assert_eq(ac_report_open(&rep, &err), AC_OK);
-    cr_assert_eq(ac_report_want(rep, "--json", path_in("sub/r.json"), &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ac_report_want(rep, "--json", path_of("sub/r.json"), &err), AC_OK, "%s", err.msg);
     cr_assert_eq(rmdir(sub), 0);
     ac_result p = passing_result(0.1);
     ac_report_add(rep, "k", &p, NULL);

@@ -266,11 +266,10 @@ Test(harness_run, a_real_failure_shrinks_to_a_small_case_of_the_same_kind)
     cr_assert_str_eq(again.kind, r.kind, "the minimal case fails the same way");
 }
 
-Test(harness_run, campaign_json_is_identical_for_the_same_seed)
+Test(harness_run, campaign_json_is_identical_for_the_same_seed, .init = make_dir, .fini = remove_dir)
 {
     ac_kernel k = double_kernel(DBL_CORRECT);
     ac_budgets b = budgets();
-    make_dir();
     char pa[128], pb[128];
     snprintf(pa, sizeof pa, "%s", path_of("a.json"));
     snprintf(pb, sizeof pb, "%s", path_of("b.json"));
@@ -290,5 +289,4 @@ Test(harness_run, campaign_json_is_identical_for_the_same_seed)
     cr_assert_gt(strlen(a), 100);
     cr_assert_str_eq(a, bb);
     free(a), free(bb);
-    remove_dir();
 }
