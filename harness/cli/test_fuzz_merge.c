@@ -16,21 +16,11 @@
 
 #include "attncheck_config.h"
 #include "harness/cli/test_cli_support.h"
+#include "harness/files/test_tmpdir.h"
 
-static char dir[64]; /* the current test's temp dir */
+static const char *dir; /* the current test's temp dir, removed by its .fini */
 
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/ac-scale-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
+static void make_dir(void) { dir = ac_test_tmpdir("ac-scale"); }
 
 static char out[1 << 16];
 
@@ -95,7 +85,7 @@ static char *summary_block(const char *text)
 #define CAMPAIGN \
     "fuzz --kernel cpu-flash-mutant-gqa-head-mod --seed 4 --cases 24 --max-seqlen 40 --shrink-steps 30 --quiet"
 
-Test(harness_merge, shards_merged_equal_the_unsharded_run, .init = make_dir, .fini = remove_dir)
+Test(harness_merge, shards_merged_equal_the_unsharded_run, .init = make_dir, .fini = ac_test_tmpdirs_remove)
 {
     cr_assert_eq(run(NULL, CAMPAIGN " --jobs 1 --json %s --markdown %s", in_dir("u.jsonl"), in_dir("u.md")), 1);
     char *unsharded = strdup(out);
@@ -119,7 +109,7 @@ Test(harness_merge, shards_merged_equal_the_unsharded_run, .init = make_dir, .fi
     free(unsharded), free(u), free(m), free(su), free(sm), free(mu), free(mm);
 }
 
-Test(harness_fuzz, jobs_do_not_change_the_records_or_the_summary, .init = make_dir, .fini = remove_dir)
+Test(harness_fuzz, jobs_do_not_change_the_records_or_the_summary, .init = make_dir, .fini = ac_test_tmpdirs_remove)
 {
     cr_assert_eq(run(NULL, CAMPAIGN " --jobs 1 --json %s", in_dir("j1.jsonl")), 1, "%s", out);
     char *s1 = summary_block(out);
@@ -135,7 +125,8 @@ Test(harness_fuzz, jobs_do_not_change_the_records_or_the_summary, .init = make_d
 
 #define SMALL "fuzz --kernel cpu-flash --seed 2 --cases 12 --max-seqlen 24 --quiet --jobs 1"
 
-Test(harness_fuzz, a_slurm_array_task_is_a_shard_and_another_array_is_refused, .init = make_dir, .fini = remove_dir)
+Test(harness_fuzz, a_slurm_array_task_is_a_shard_and_another_array_is_refused, .init = make_dir,
+     .fini = ac_test_tmpdirs_remove)
 {
     cr_assert_eq(run(NULL, SMALL " --shard 1/3 --json %s", in_dir("flag.jsonl")), 0, "%s", out);
     const char *array = "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=3 SLURM_ARRAY_TASK_MIN=0 "
@@ -156,7 +147,8 @@ Test(harness_fuzz, a_slurm_array_task_is_a_shard_and_another_array_is_refused, .
     free(a), free(b);
 }
 
-Test(harness_merge, what_is_not_one_campaign_is_refused_and_missing_cases_named, .init = make_dir, .fini = remove_dir)
+Test(harness_merge, what_is_not_one_campaign_is_refused_and_missing_cases_named, .init = make_dir,
+     .fini = ac_test_tmpdirs_remove)
 {
     for (int i = 0; i < 2; i++) {
         char name[16];
@@ -190,7 +182,7 @@ Test(harness_merge, what_is_not_one_campaign_is_refused_and_missing_cases_named,
 }
 
 Test(harness_fuzz, a_time_budget_ends_with_the_summary_and_the_tier_is_in_every_record, .init = make_dir,
-     .fini = remove_dir)
+     .fini = ac_test_tmpdirs_remove)
 {
     int st = run(NULL, "fuzz --kernel cpu-flash --time 0.8 --max-seqlen 1024 --jobs 2 --json %s", in_dir("t.jsonl"));
     cr_assert_eq(st, 0, "%s", out);
@@ -243,7 +235,8 @@ static int run_then_term(const char *args, const char *out_path, double after_s)
     return WEXITSTATUS(st);
 }
 
-Test(harness_fuzz, sigterm_ends_the_campaign_with_its_reports_and_summary, .init = make_dir, .fini = remove_dir)
+Test(harness_fuzz, sigterm_ends_the_campaign_with_its_reports_and_summary, .init = make_dir,
+     .fini = ac_test_tmpdirs_remove)
 {
     for (int jobs = 1; jobs <= 2; jobs++) {
         char args[1024], log[64], json[64];

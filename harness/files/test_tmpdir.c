@@ -11,7 +11,7 @@ enum { MAX_DIRS = 8 };
 static char dirs[MAX_DIRS][64];
 static int n_dirs;
 
-const char *ac_test_tmpdir(const char *prefix)
+char *ac_test_tmpdir(const char *prefix)
 {
     cr_assert_lt(n_dirs, MAX_DIRS, "a test makes at most %d temp directories", MAX_DIRS);
     char *d = dirs[n_dirs];

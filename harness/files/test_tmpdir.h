@@ -8,7 +8,7 @@
 
 /* Makes /tmp/PREFIX-XXXXXX (the test fails when it cannot) and returns its
  * path, valid until ac_test_tmpdirs_remove. */
-const char *ac_test_tmpdir(const char *prefix);
+char *ac_test_tmpdir(const char *prefix);
 /* Removes every directory ac_test_tmpdir made in this process, and what it
  * holds; nothing when there is none.  Fit for .init and .fini. */
 void ac_test_tmpdirs_remove(void);

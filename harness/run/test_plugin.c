@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attncheck_config.h"
+#include "harness/files/test_tmpdir.h"
 #include "harness/harness.h"
 #include "harness/run/test_worker_support.h"
 
@@ -141,12 +142,11 @@ Test(harness_plugin, plugin_error_return_is_an_environment_failure_naming_it)
     cr_assert_not_null(strstr(err.msg, "unknown dtype 7"), "%s", err.msg);
 }
 
-Test(harness_plugin, check_runs_a_plugin_kernel_on_tensor_files)
+Test(harness_plugin, check_runs_a_plugin_kernel_on_tensor_files, .fini = ac_test_tmpdirs_remove)
 {
     need_plugins();
     /* q, k, v of a case as .npy, then `check --plugin --kernel` computes and judges the outputs */
-    char dir[] = "/tmp/ac-plug-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-plug");
     ac_case c;
     ac_inputs in;
     ac_err err = {{0}};
@@ -173,8 +173,5 @@ Test(harness_plugin, check_runs_a_plugin_kernel_on_tensor_files)
     cr_assert_eq(ac_cmd_check(6, argv), AC_OK);
     char *here[] = {"check", dir, "--kernel", "example-flash-cpu", "--in-process", NULL}; /* loaded already */
     cr_assert_eq(ac_cmd_check(5, here), AC_OK);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
     ac_inputs_free(&in);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/files/test_tmpdir.h"
 #include "harness/harness.h"
 #include "harness/run/test_worker_support.h"
 
@@ -129,10 +130,10 @@ Test(harness_dropout, a_mask_that_keeps_too_much_fails_the_keep_fraction)
 }
 
 /* check: the outputs and the keep mask from files (u8 (B, Hq, Nq, Nk)), or --kernel. */
-Test(harness_dropout, check_reads_the_keep_mask_from_a_file_or_the_kernel)
+Test(harness_dropout, check_reads_the_keep_mask_from_a_file_or_the_kernel, .fini = ac_test_tmpdirs_remove)
 {
-    char dir[] = "/tmp/ac-drop-XXXXXX", path[128];
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-drop");
+    char path[128];
     ac_case c;
     ac_inputs in;
     ac_err err = {{0}};
@@ -176,7 +177,4 @@ Test(harness_dropout, check_reads_the_keep_mask_from_a_file_or_the_kernel)
     cr_assert_eq(ac_cmd_check(6, none), AC_ERR_INPUT, "no mask and no kernel is bad input");
     free(o), free(lse), free(bits), free(keep);
     ac_inputs_free(&in);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/files/test_tmpdir.h"
 #include "harness/harness.h"
 #include "harness/run/test_worker_support.h"
 #include "plugins/plugin_paths.h"
@@ -154,10 +155,10 @@ static int check(const char *dir, const char *kernel, const char *cu_q, const ch
     return ac_cmd_check(kernel ? 14 : 12, argv);
 }
 
-Test(harness_thd, check_and_reference_read_and_write_packed_tensors)
+Test(harness_thd, check_and_reference_read_and_write_packed_tensors, .fini = ac_test_tmpdirs_remove)
 {
-    char dir[] = "/tmp/ac-thd-XXXXXX", out[64], path[128];
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-thd");
+    char out[64], path[128];
     ac_inputs in;
     make("v1 seed=8 b=3 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=causal-br seqlens-q=20,4,9 seqlens-k=30,2,12 "
          "layout=thd dist=normal(0,1) scale=auto",
@@ -195,7 +196,4 @@ Test(harness_thd, check_and_reference_read_and_write_packed_tensors)
     cr_assert_eq(ac_npy_read(path, "dk", &t, &err), AC_OK, "%s", err.msg);
     cr_assert(t.ndim == 3 && t.shape[0] == 44 && t.shape[1] == 1 && t.shape[2] == 16, "dk is (total_k, Hkv, d)");
     ac_tensor_free(&t);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
 }

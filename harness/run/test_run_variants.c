@@ -10,11 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/files/test_tmpdir.h"
 #include "harness/harness.h"
 #include "harness/run/test_worker_support.h"
 #include "plugins/plugin_paths.h"
 
-TestSuite(harness_variants, .init = use_attncheck_as_worker); /* check --kernel runs it in a worker */
+/* check --kernel runs it in a worker; a test's temp dirs are removed after it, even when it fails */
+TestSuite(harness_variants, .init = use_attncheck_as_worker, .fini = ac_test_tmpdirs_remove);
 
 static ac_budgets load_budgets(void)
 {
@@ -289,8 +291,7 @@ static int check_dir(const char *dir, const char *opt, const char *value)
 /* check with --sinks FILE: the kernel's O, LSE and dSink judged against the sinks given. */
 Test(harness_variants, check_runs_a_kernel_with_the_sinks_it_is_given)
 {
-    char dir[] = "/tmp/ac-var-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-var");
     write_case(dir,
                "v1 seed=8 b=1 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
                "scale=auto",
@@ -309,16 +310,13 @@ Test(harness_variants, check_runs_a_kernel_with_the_sinks_it_is_given)
     ac_tensor t3 = {.dtype = AC_TF_F32, .ndim = 1, .shape = {3}, .n_elems = 3, .data = wrong};
     cr_assert_eq(ac_npy_write(path, &t3, &err), AC_OK);
     cr_assert_eq(ac_cmd_check(8, argv), AC_ERR_INPUT, "3 logits for 2 heads is bad input");
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
 }
 
 /* d_v comes from v's shape: o and do follow it, and reference writes o and dv so. */
 Test(harness_variants, check_takes_d_v_from_the_shape_of_v)
 {
-    char dir[] = "/tmp/ac-var-XXXXXX", out[64];
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-var");
+    char out[64];
     write_case(dir,
                "v1 seed=9 b=1 hq=2 hkv=1 nq=20 nk=30 d=24 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
                "scale=auto dv=16",
@@ -336,15 +334,11 @@ Test(harness_variants, check_takes_d_v_from_the_shape_of_v)
     cr_assert(t.ndim == 4 && t.shape[3] == 16 && t.shape[2] == 20, "reference o: (%lld, %lld, %lld, %lld)",
               (long long)t.shape[0], (long long)t.shape[1], (long long)t.shape[2], (long long)t.shape[3]);
     ac_tensor_free(&t);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
 }
 
 Test(harness_variants, check_judges_a_softcap_kernel_by_the_softcap_it_is_told)
 {
-    char dir[] = "/tmp/ac-var-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-var");
     write_case(dir,
                "v1 seed=5 b=1 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,2) "
                "scale=auto",
@@ -352,17 +346,14 @@ Test(harness_variants, check_judges_a_softcap_kernel_by_the_softcap_it_is_told)
     cr_assert_eq(check_dir(dir, "--softcap", "30"), AC_OK, "the softcap the outputs were made with passes");
     cr_assert_eq(check_dir(dir, "--softcap", "5"), AC_FAIL_ACCURACY, "softcap 30 checked as 5 fails");
     cr_assert_eq(check_dir(dir, "--softcap", "-1"), AC_ERR_INPUT, "a bad softcap is bad input");
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
 }
 
 /* check with --alibi FILE: (Hq) and (B, Hq) slopes; a kernel's O made with
  * other slopes (here none) fails, one made with them passes. */
 Test(harness_variants, check_judges_alibi_by_the_slopes_it_is_given)
 {
-    char dir[] = "/tmp/ac-var-XXXXXX", path[128];
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-var");
+    char path[128];
     write_case(dir,
                "v1 seed=6 b=2 hq=2 hkv=1 nq=20 nk=30 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
                "scale=auto",
@@ -380,9 +371,6 @@ Test(harness_variants, check_judges_alibi_by_the_slopes_it_is_given)
     ac_tensor t3 = {.dtype = AC_TF_F32, .ndim = 1, .shape = {3}, .n_elems = 3, .data = slopes};
     cr_assert_eq(ac_npy_write(path, &t3, &err), AC_OK);
     cr_assert_eq(ac_cmd_check(8, run), AC_ERR_INPUT, "3 slopes for 2 heads is bad input");
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
 }
 
 /* alibi=paper: the ALiBi paper's geometric slopes, exactly; :bh halves them per batch. */
@@ -455,8 +443,8 @@ Test(harness_variants, a_planted_dbias_error_fails_dbias_alone)
 /* check with --bias FILE (f32 (1, Hq, Nq, Nk)) and a dbias tensor in the files. */
 Test(harness_variants, check_judges_a_bias_and_its_gradient)
 {
-    char dir[] = "/tmp/ac-var-XXXXXX", path[128], out[64];
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-var");
+    char path[128], out[64];
     write_case(dir,
                "v1 seed=7 b=2 hq=2 hkv=1 nq=12 nk=20 d=16 dtype=f16 mask=none layout=bhsd dist=normal(0,1) "
                "scale=auto",
@@ -485,17 +473,13 @@ Test(harness_variants, check_judges_a_bias_and_its_gradient)
         if (bias[x] == -INFINITY)
             cr_assert_eq(((double *)d.data)[x], 0.0, "a hidden pair's dBias is 0");
     ac_tensor_free(&d);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
 }
 
 /* check with --sink-tokens K: the outputs of a kernel that kept K sink keys pass
  * with K, fail with K + 1 and without; a causal mask cannot take them. */
 Test(harness_variants, check_judges_sink_tokens_by_the_count_it_is_given)
 {
-    char dir[] = "/tmp/ac-var-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-var");
     write_case(dir,
                "v1 seed=3 b=1 hq=2 hkv=1 nq=40 nk=60 d=16 dtype=f16 mask=window-br(8,0) layout=bhsd "
                "dist=normal(0,1) scale=auto sinktokens=3",
@@ -508,7 +492,4 @@ Test(harness_variants, check_judges_sink_tokens_by_the_count_it_is_given)
     cr_assert_eq(ac_cmd_check(4, none), AC_FAIL_ACCURACY, "checked without fails");
     char *causal[] = {"check", dir, "--mask", "causal-br", "--sink-tokens", "3", NULL};
     cr_assert_eq(ac_cmd_check(6, causal), AC_ERR_INPUT, "a mask with no left edge takes no sink tokens");
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
 }

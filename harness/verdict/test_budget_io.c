@@ -3,12 +3,14 @@
  * old reader grew to 4 GB on /dev/zero), sizes and lines bounded, NUL bytes
  * and loose numbers refused naming the line. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "harness/files/test_tmpdir.h"
 #include "harness/harness.h"
 
 /* The repository's budgets.txt, read through the parser under test. */
@@ -21,27 +23,26 @@ static char *repository_text(size_t *len)
     return text;
 }
 
-Test(harness_budget, devices_and_fifos_are_refused_without_reading, .timeout = 10)
+Test(harness_budget, devices_and_fifos_are_refused_without_reading, .timeout = 10, .fini = ac_test_tmpdirs_remove)
 {
     ac_budgets b;
     ac_err err = {{0}};
     cr_assert_eq(ac_budgets_load("/dev/zero", &b, &err), AC_ERR_INPUT);
     cr_assert_not_null(strstr(err.msg, "/dev/zero: is a character device"), "%s", err.msg);
-    char dir[] = "/tmp/ac-budget-XXXXXX", fifo[64];
-    cr_assert_not_null(mkdtemp(dir));
+    char *dir = ac_test_tmpdir("ac-budget"), fifo[64];
     snprintf(fifo, sizeof fifo, "%s/budgets.txt", dir);
     cr_assert_eq(mkfifo(fifo, 0600), 0);
     cr_assert_eq(ac_budgets_load(fifo, &b, &err), AC_ERR_INPUT);
     cr_assert_not_null(strstr(err.msg, "is a FIFO"), "%s", err.msg);
     unlink(fifo);
     cr_assert_eq(ac_budgets_load(dir, &b, &err), AC_ERR_INPUT);
-    rmdir(dir);
 }
 
-Test(harness_budget, a_file_past_the_size_bound_is_refused)
+Test(harness_budget, a_file_past_the_size_bound_is_refused, .fini = ac_test_tmpdirs_remove)
 {
-    char path[] = "/tmp/ac-budget-XXXXXX";
-    int fd = mkstemp(path);
+    char path[128];
+    snprintf(path, sizeof path, "%s/budgets.txt", ac_test_tmpdir("ac-budget"));
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
     cr_assert_geq(fd, 0);
     cr_assert_eq(ftruncate(fd, (off_t)AC_BUDGETS_FILE_MAX + 1), 0); /* a megabyte of NUL bytes and one more */
     close(fd);
@@ -49,7 +50,6 @@ Test(harness_budget, a_file_past_the_size_bound_is_refused)
     ac_err err = {{0}};
     cr_assert_eq(ac_budgets_load(path, &b, &err), AC_ERR_INPUT);
     cr_assert_not_null(strstr(err.msg, "larger than 1048576 bytes"), "%s", err.msg);
-    unlink(path);
 }
 
 Test(harness_budget, nul_bytes_long_lines_and_loose_numbers_name_their_line)
