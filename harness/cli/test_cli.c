@@ -13,6 +13,7 @@
 
 #include "attncheck_config.h"
 #include "harness/cli/test_cli_support.h"
+#include "harness/files/test_tmpdir.h"
 #include "harness/harness.h"
 
 static const char *source_dir(void)
@@ -105,11 +106,12 @@ Test(harness_cli, a_mutant_exits_1_with_a_minimal_line)
     cr_assert_not_null(strstr(out, "  minimal:  v1 "), "%s", out);
 }
 
-Test(harness_cli, same_seed_gives_identical_json)
+Test(harness_cli, same_seed_gives_identical_json, .fini = ac_test_tmpdirs_remove)
 {
     char a[128], b[128], args[512];
-    snprintf(a, sizeof a, "/tmp/ac-cli-%d-a.json", (int)getpid());
-    snprintf(b, sizeof b, "/tmp/ac-cli-%d-b.json", (int)getpid());
+    const char *dir = ac_test_tmpdir("ac-cli");
+    snprintf(a, sizeof a, "%s/a.json", dir);
+    snprintf(b, sizeof b, "%s/b.json", dir);
     for (int i = 0; i < 2; i++) {
         snprintf(args, sizeof args, "fuzz --kernel ref-fp64 --seed 7 --cases 6 --max-seqlen 32 --quiet --json %s",
                  i ? b : a);
@@ -134,8 +136,6 @@ Test(harness_cli, same_seed_gives_identical_json)
     cr_assert_eq(cases, 6, "one record per case");
     cr_assert_eq(lines, 8, "and the environment and campaign records");
     cr_assert_not_null(strstr(line, "{\"type\":\"campaign\""), "last: %s", line);
-    unlink(a);
-    unlink(b);
 }
 
 /* ---- the one option table (harness/cli/options.c) ------------------------------- */
@@ -319,17 +319,16 @@ Test(harness_cli, baseline_that_cannot_be_read_exits_2_naming_it)
  * every case is over a tiny --mem-budget): the errors are in the records, the
  * exit status is 2.  Found on the H100: a long-profile campaign whose one case
  * could not be made lost the JSON of all the others. */
-Test(harness_cli, a_campaign_with_errors_still_writes_its_reports)
+Test(harness_cli, a_campaign_with_errors_still_writes_its_reports, .fini = ac_test_tmpdirs_remove)
 {
-    char args[512];
-    snprintf(args, sizeof args, "fuzz --kernel cpu-flash --cases 4 --mem-budget 0.0001 --quiet --json %s",
-             "/tmp/attncheck-test-errors.jsonl");
-    unlink("/tmp/attncheck-test-errors.jsonl");
+    char path[128], args[512];
+    snprintf(path, sizeof path, "%s/errors.jsonl", ac_test_tmpdir("ac-cli"));
+    snprintf(args, sizeof args, "fuzz --kernel cpu-flash --cases 4 --mem-budget 0.0001 --quiet --json %s", path);
     cr_assert_eq(cli_run(args, out, sizeof out), 2, "%s", out);
     char *text = NULL;
     size_t len = 0;
     ac_err err = {{0}};
-    cr_assert_eq(ac_read_file("/tmp/attncheck-test-errors.jsonl", &text, &len, &err), AC_OK, "%s", err.msg);
+    cr_assert_eq(ac_read_file(path, &text, &len, &err), AC_OK, "%s", err.msg);
     cr_assert_not_null(text, "no report written");
     size_t errors = 0;
     for (const char *at = text; (at = strstr(at, "\"verdict\":\"error\"")) != NULL; at++)
@@ -337,5 +336,4 @@ Test(harness_cli, a_campaign_with_errors_still_writes_its_reports)
     cr_assert_eq(errors, 4, "%s", text);
     cr_assert_not_null(strstr(text, "{\"type\":\"campaign\""), "%s", text);
     free(text);
-    unlink("/tmp/attncheck-test-errors.jsonl");
 }

@@ -2,11 +2,13 @@
  * line (every case not compared is listed with its reason), planted ratios
  * found in their cell with the p-value they must have, and the JSON reader. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/files/test_tmpdir.h"
 #include "harness/verdict/baseline.h"
 #include "ref/rng.h"
 
@@ -179,11 +181,12 @@ Test(harness_baseline, a_zero_old_error_gives_an_infinite_ratio_and_zero_over_ze
 
 /* ---- the JSON Lines reader ------------------------------------------------------ */
 
+/* Writes text to old.jsonl in a fresh temp dir, removed after the test; returns its path. */
 static char *write_tmp(const char *text)
 {
-    static char path[64];
-    snprintf(path, sizeof path, "/tmp/attncheck-baseline-XXXXXX");
-    int fd = mkstemp(path);
+    static char path[128];
+    snprintf(path, sizeof path, "%s/old.jsonl", ac_test_tmpdir("ac-baseline"));
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
@@ -194,7 +197,7 @@ static char *write_tmp(const char *text)
     "{\"kernel\":\"" kernel "\",\"case\":\"" line "\",\"verdict\":\"" verdict "\",\"kind\":\"\",\"outputs\":" \
     "{\"O\":{\"n_mean\":64,\"max_scaled\":0.5,\"mean_abs\":" mean "}}}\n"
 
-Test(harness_baseline, the_reader_keeps_the_kernel_asked_for_and_skips_typed_records)
+Test(harness_baseline, the_reader_keeps_the_kernel_asked_for_and_skips_typed_records, .fini = ac_test_tmpdirs_remove)
 {
     char *path = write_tmp("{\"type\":\"environment\",\"gpu\":\"none\"}\n" REC("a", "v1 seed=1", "pass", "0.25")
                                REC("b", "v1 seed=1", "pass", "\"inf\"") "\n" REC("a", "v1 seed=2", "fail", "0.5"));
@@ -214,10 +217,9 @@ Test(harness_baseline, the_reader_keeps_the_kernel_asked_for_and_skips_typed_rec
     ac_baseline_free(b);
     cr_assert_eq(ac_baseline_load(path, "c", &b, &err), AC_ERR_INPUT);
     cr_assert_not_null(strstr(err.msg, "records of several kernels (a, b) and none is c"), "%s", err.msg);
-    unlink(path);
 }
 
-Test(harness_baseline, the_reader_names_the_file_and_line_of_a_bad_record)
+Test(harness_baseline, the_reader_names_the_file_and_line_of_a_bad_record, .fini = ac_test_tmpdirs_remove)
 {
     char *path = write_tmp(REC("a", "v1 seed=1", "pass", "0.25") "{\"kernel\":\"a\",\"case\":\n");
     ac_baseline *b;
@@ -226,11 +228,9 @@ Test(harness_baseline, the_reader_names_the_file_and_line_of_a_bad_record)
     char want[128];
     snprintf(want, sizeof want, "--baseline %s:2: not valid JSON", path);
     cr_assert_not_null(strstr(err.msg, want), "%s", err.msg);
-    unlink(path);
     path = write_tmp(REC("a", "v1 seed=1", "maybe", "0.25"));
     cr_assert_eq(ac_baseline_load(path, "a", &b, &err), AC_ERR_INPUT);
     cr_assert_not_null(strstr(err.msg, ":1: verdict is not pass, fail, error or skipped: maybe"), "%s", err.msg);
-    unlink(path);
     cr_assert_eq(ac_baseline_load("/nonexistent/old.jsonl", "a", &b, &err), AC_ERR_INPUT);
     cr_assert_str_eq(err.msg, "--baseline /nonexistent/old.jsonl: No such file or directory");
 }
