@@ -19,6 +19,7 @@ Exit status: 0 all good, 1 a check failed, 3 no browser.
 import argparse
 import os
 import sys
+import tempfile
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -35,7 +36,9 @@ return out;
 """
 
 
-def start_browser(width: int, height: int):
+def start_browser(width: int, height: int, tmp_dir: str):
+    """Chromium with tmp_dir as its $TMPDIR: it leaves a folder there at every run
+    (org.chromium.Chromium.XXXXXX, its singleton socket's), which driver.quit() does not remove."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     opts = webdriver.ChromeOptions()
@@ -44,7 +47,7 @@ def start_browser(width: int, height: int):
                 "--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=%d,%d" % (width, height)):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER, env=dict(os.environ, TMPDIR=tmp_dir)), options=opts)
 
 
 def console_errors(driver) -> list:
@@ -71,7 +74,12 @@ def check_svgs(driver) -> tuple:
 
 
 def check_page(path: str, ids: list, screenshot: str, width: int, height: int) -> int:
-    driver = start_browser(width, height)
+    with tempfile.TemporaryDirectory(prefix="browser-check-") as tmp_dir:
+        return check_page_in(path, ids, screenshot, width, height, tmp_dir)
+
+
+def check_page_in(path: str, ids: list, screenshot: str, width: int, height: int, tmp_dir: str) -> int:
+    driver = start_browser(width, height, tmp_dir)
     try:
         driver.get("file://" + os.path.abspath(path))
         driver.execute_script("return document.readyState")   # get() returns once the load event fired
