@@ -435,13 +435,14 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
     }
     if (st != AC_OK)
         return st;
-    std::vector<double> sorted = meds;
-    std::sort(sorted.begin(), sorted.end());
     auto pct = [&](double ms) { return 100.0 * ((double)kv_bytes / (ms * 1e-3) / 1e9) / peak_gbs; };
     const double med = meds[0], gbs = (double)kv_bytes / (med * 1e-3) / 1e9; // the first: a fresh allocation
     char range[48] = "-";
-    if (sorted.size() > 1)
-        snprintf(range, sizeof range, "%.1f-%.1f%% (%zu)", pct(sorted.back()), pct(sorted.front()), sorted.size());
+    if (meds.size() > 1) { // the slowest placement's share first
+        const auto fastest_slowest = std::minmax_element(meds.begin(), meds.end());
+        snprintf(range, sizeof range, "%.1f-%.1f%% (%zu)", pct(*fastest_slowest.second), pct(*fastest_slowest.first),
+                 meds.size());
+    }
     if (mla)
         printf("| %d | %d | %d | %d | %d | %.4f | %.0f | %.1f%% | %s | %.0f |\n", mla_heads, page, B, nk, used_splits,
                med, gbs, 100.0 * gbs / peak_gbs, range,
