@@ -405,7 +405,11 @@ int bd_row_fresh(int B, int nk, int page, int splits, int mla_heads, ac_err *err
 int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, double peak_gbs, void *flush,
            size_t flush_bytes, bool quick, ac_err *err)
 {
-    // Sized before anything is built (a listed row may be absurd: its table alone would not fit the host).
+    // K and V are sized twice, and need to be.  kv_need, here: in double from the row's numbers, before
+    // anything is built, for a listed row may be absurd (its block table alone would not fit the host, and
+    // num_pages = B * pages a sequence would overflow the problem's int).  kv_bytes, below: what is
+    // allocated, whole pages (ac_kv_elems), which needs the problem built; the bandwidth and the room for
+    // a placement count it.  They differ only for a listed Nk that is not a multiple of its page.
     const bool mla = mla_heads > 0;
     const double kv_need = (double)B * nk * ac_dtype_size(t) * (mla ? BD_MLA_D : 2.0 * BD_HKV * BD_D);
     size_t free_b = 0, total_b = 0;
