@@ -348,15 +348,10 @@ std::vector<char *> bd_cstrs(std::vector<std::string> &v)
     return p;
 }
 
-// The row run by a fresh copy of this process: its table lines printed here (its other output dropped,
-// its stderr shared), its failure ours.
-int bd_row_fresh(int B, int nk, int page, int splits, int mla_heads, ac_err *err)
+// Starts a fresh copy of this process on row, its stdout into a pipe (its stderr shared): *pid, and
+// *from the pipe's end to read.
+int bd_spawn_row(const char *row, int mla_heads, pid_t *pid, int *from, ac_err *err)
 {
-    char row[96];
-    if (splits > 0)
-        snprintf(row, sizeof row, "%d:%d:%d:%d", B, nk, page, splits);
-    else // no hint: auto
-        snprintf(row, sizeof row, "%d:%d:%d", B, nk, page);
     std::vector<std::string> args = bd_self_args(), env = bd_child_env(row, mla_heads);
     if (args.empty())
         return ac_fail(err, AC_ERR_ENV,
@@ -370,16 +365,22 @@ int bd_row_fresh(int B, int nk, int page, int splits, int mla_heads, ac_err *err
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_addclose(&fa, out[0]);
     std::vector<char *> argv = bd_cstrs(args), envp = bd_cstrs(env);
-    pid_t pid = 0;
     fflush(stdout);
-    const int sp = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), envp.data());
+    const int sp = posix_spawn(pid, "/proc/self/exe", &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     close(out[1]);
     if (sp != 0) {
         close(out[0]);
         return ac_fail(err, AC_ERR_ENV, "bench: cannot start a copy of itself for row %s: %s", row, strerror(sp));
     }
-    FILE *f = fdopen(out[0], "r");
+    *from = out[0];
+    return AC_OK;
+}
+
+// The copy's table lines (those starting with '|') printed here, its other output dropped; closes from.
+void bd_relay_table_lines(int from)
+{
+    FILE *f = fdopen(from, "r");
     char line[512];
     while (f && fgets(line, sizeof line, f))
         if (line[0] == '|')
@@ -387,8 +388,13 @@ int bd_row_fresh(int B, int nk, int page, int splits, int mla_heads, ac_err *err
     if (f)
         fclose(f);
     else
-        close(out[0]);
+        close(from);
     fflush(stdout);
+}
+
+// Waits for the copy running row: an exit status but 0, or a signal, is a failure.
+int bd_wait_row(pid_t pid, const char *row, ac_err *err)
+{
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -397,6 +403,23 @@ int bd_row_fresh(int B, int nk, int page, int splits, int mla_heads, ac_err *err
                        WIFEXITED(status) ? "exit" : "signal",
                        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     return AC_OK;
+}
+
+// The row run by a fresh copy of this process: its table lines printed here, its failure ours.
+int bd_row_fresh(int B, int nk, int page, int splits, int mla_heads, ac_err *err)
+{
+    char row[96];
+    if (splits > 0)
+        snprintf(row, sizeof row, "%d:%d:%d:%d", B, nk, page, splits);
+    else // no hint: auto
+        snprintf(row, sizeof row, "%d:%d:%d", B, nk, page);
+    pid_t pid = 0;
+    int from = -1;
+    const int st = bd_spawn_row(row, mla_heads, &pid, &from, err);
+    if (st != AC_OK)
+        return st;
+    bd_relay_table_lines(from);
+    return bd_wait_row(pid, row, err);
 }
 
 // One row of the table (mla_heads > 0: cuda-decode-mla's, K alone read, with its TFLOP/s), in a fresh
