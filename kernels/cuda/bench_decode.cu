@@ -521,13 +521,15 @@ int bd_device(double *peak_gbs, int *l2_bytes, ac_err *err)
     return AC_OK;
 }
 
-// The table's rows: the listed ones (ACD_DEC_BENCH_SHAPES) or the standard grid, with the L2 flush buffer.
+// The table's rows: the listed ones (ACD_DEC_BENCH_SHAPES) or the standard grid, with the L2 flush
+// buffer where they are timed (bd_in_process()); a parent whose rows run in fresh processes times none
+// and leaves its memory to them (flush stays null there).
 int bd_table(ac_dtype t, int mla_heads_first, bool quick, double peak_gbs, int l2_bytes, ac_err *err)
 {
     const size_t flush_bytes = 2 * (size_t)l2_bytes;
     void *flush = nullptr;
-    int st = ac_dev_alloc(&flush, flush_bytes, err);
-    if (st == AC_OK && cudaMemset(flush, 1, flush_bytes) != cudaSuccess) // once: the flush reads it
+    int st = bd_in_process() ? ac_dev_alloc(&flush, flush_bytes, err) : AC_OK;
+    if (st == AC_OK && flush && cudaMemset(flush, 1, flush_bytes) != cudaSuccess) // once: the flush reads it
         st = ac_fail(err, AC_ERR_ENV, "bench: cudaMemset of the flush buffer failed");
     const char *only = getenv("ACD_DEC_BENCH_SHAPES"); // a developer's subset: "B:Nk:page ..." (page 0: contiguous)
     if (st == AC_OK && only && bd_child()) { // the one row a parent handed over, at its head count
