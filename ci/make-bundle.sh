@@ -15,7 +15,7 @@ mkdir -p "$bundle/lib"
 bins=()
 # BUNDLE_UNIT_TESTS=0 leaves the Criterion suite out (and with it libgit2, krb5,
 # OpenSSL and the rest of Criterion's dependencies: ~15 MB) to fit a size limit.
-rels="harness/attncheck harness/attncheck-bench-e2e kernels/cuda/attncheck-test-cuda ref/attncheck-bench-ref attncheck-test-gpuref ref/cuda/attncheck-bench-gpuref"
+rels="harness/attncheck harness/attncheck-bench-e2e kernels/cuda/attncheck-test-cuda kernels/cuda/attncheck-copy-patterns ref/attncheck-bench-ref attncheck-test-gpuref ref/cuda/attncheck-bench-gpuref"
 [ "${BUNDLE_UNIT_TESTS:-1}" = 1 ] && rels="$rels attncheck-tests"
 for rel in $rels; do
     if [ -x "$build/$rel" ]; then
