@@ -159,8 +159,9 @@ __device__ __forceinline__ void dec_tile_issue_whole(const acd_dec_params &d, co
         step = Tr::kRowsPerPass * p.k_ss;
     }
     const T *k = K + off + col, *v = V + off + col;
-    // row0 < kRowsPerPass shares no bit of the swizzle with r * kRowsPerPass:
-    // swz(row0 + r kRowsPerPass) = swz(row0) ^ swz(r kRowsPerPass), the second a constant.
+    // sk, sv: the lane's chunk in row row0.  Row row0 + r kRowsPerPass holds it at chunk c ^ swz(r kRowsPerPass)
+    // (row0 < kRowsPerPass shares no bit of the swizzle with r kRowsPerPass, so swz(row0 + r kRowsPerPass) =
+    // swz(row0) ^ swz(r kRowsPerPass)): the same address r rows on, moved by a constant XOR of the chunk.
     const uint32_t sk = acd_smem_addr(sK + Tr::at(row0, lane % Tr::kChunks));
     const uint32_t sv = sk + ACD_DEC_TILE * Tr::kPitch * sizeof(T);
     constexpr uint32_t kRowBytes = Tr::kRowsPerPass * Tr::kPitch * sizeof(T);
