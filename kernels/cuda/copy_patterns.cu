@@ -17,7 +17,8 @@
 //      XOR-swizzled (its layout since); "as decode" adds the kernel's zero-fill
 //      copy form and stand-ins for its prologue (the sequence length read first,
 //      Q's 4 KB by cp.async behind a barrier) and epilogue (8 KB of f32
-//      partials written behind two barriers);
+//      partials written behind two barriers); "all heads a CTA" takes a CTA per
+//      (sequence, split) whose warp w reads head w (4 times the splits);
 //   3. loads into registers, then stores to shared memory, 16 warps a CTA;
 //   4. TMA tile copies (cp.async.bulk.tensor, one producer lane, 4 consumer
 //      warps, an mbarrier pair a stage): 64-key tiles in 2 stages, 32-key in 4.
@@ -127,9 +128,10 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool z
 template <int ST, int PITCH, bool SWZ, bool DEC, bool HEADS = false>
 __global__ void __launch_bounds__(128) cp_rings(cp_geo g, const uint16_t *K, const uint16_t *V, unsigned *sum)
 {
-    constexpr int kWarps = HEADS ? 1 : 4, kStage = 32 * PITCH; // a stage: K's 16 rows, then V's (uint4 units)
+    // kTurns warps take turns over one head's tiles (tile n to turn n mod kTurns); w is this warp's turn.
+    constexpr int kTurns = HEADS ? 1 : 4, kStage = 32 * PITCH; // a stage: K's 16 rows, then V's (uint4 units)
     extern __shared__ uint4 sm[];
-    const int lane = threadIdx.x % 32, w = HEADS ? 0 : threadIdx.x / 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, w = HEADS ? 0 : warp;
     int b, hk, s, k0, k1;
     if (HEADS) {
         g.S *= kHkv;
@@ -141,8 +143,7 @@ __global__ void __launch_bounds__(128) cp_rings(cp_geo g, const uint16_t *K, con
     if (DEC) {
         k1 = min(k1, __ldg(g.lens + b)); // the range waits for the length, as the kernel's
         for (int c = threadIdx.x; c < 256; c += 128)
-            cp_async16(cp_smem(sm + kWarps * ST * kStage + c), g.q + (long long)(b * kHkv + hk) * 16 * kD + c * 8,
-                       true);
+            cp_async16(cp_smem(sm + 4 * ST * kStage + c), g.q + (long long)(b * kHkv + hk) * 16 * kD + c * 8, true);
         asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
         __syncthreads();
     }
@@ -150,9 +151,9 @@ __global__ void __launch_bounds__(128) cp_rings(cp_geo g, const uint16_t *K, con
     const int tiles = (k1 - k0) / 16, row0 = lane / 16, col = lane % 16;
     auto at = [&](int row) { return row * PITCH + (SWZ ? col ^ (row & 7) : col); };
     auto issue = [&](int t, int st) {
-        if (w + t * kWarps < tiles) {
+        if (w + t * kTurns < tiles) {
             const long long step = 2 * cp_row_step(g);
-            const long long off = cp_row_off(g, b, hk, k0 + (w + t * kWarps) * 16) + row0 * cp_row_step(g) + col * 8;
+            const long long off = cp_row_off(g, b, hk, k0 + (w + t * kTurns) * 16) + row0 * cp_row_step(g) + col * 8;
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
                 const uint32_t dk = cp_smem(mine + st * kStage + at(row0 + 2 * r)), dv = dk + 16 * PITCH * 16;
@@ -165,7 +166,7 @@ __global__ void __launch_bounds__(128) cp_rings(cp_geo g, const uint16_t *K, con
     for (int t = 0; t < ST; ++t)
         issue(t, t);
     unsigned acc = 0;
-    const int my_tiles = (tiles - w + kWarps - 1) / kWarps;
+    const int my_tiles = (tiles - w + kTurns - 1) / kTurns;
     for (int t = 0; t < my_tiles; ++t) {
         asm volatile("cp.async.wait_group %0;\n" ::"n"(ST - 1) : "memory");
         const int st = t % ST;
