@@ -157,3 +157,26 @@ Test(harness_files, reads_are_bounded_and_refuse_devices_and_fifos, .timeout = 1
     cr_assert(len > 0 && strstr(data, "Pid:") != NULL);
     free(data);
 }
+
+Test(harness_files, a_tree_is_removed_without_following_its_links)
+{
+    char sub[256], deep[256], outside[256], link[256];
+    snprintf(sub, sizeof sub, "%s", path_of("tree"));
+    snprintf(deep, sizeof deep, "%.200s/a/b", sub);
+    snprintf(outside, sizeof outside, "%s", path_of("kept.txt"));
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    cr_assert_eq(mkdir(path_of("tree/a"), 0700), 0);
+    cr_assert_eq(mkdir(deep, 0700), 0);
+    put(path_of("tree/a/b/file.txt"), "inside", 0600);
+    put(outside, "outside", 0600);
+    snprintf(link, sizeof link, "%.200s/a/to-outside", sub);
+    cr_assert_eq(symlink(outside, link), 0);
+    cr_assert_eq(symlink("..", path_of("tree/a/b/up")), 0, "a link to a directory above must not be walked");
+    cr_assert_eq(ac_remove_tree(sub), 0);
+    struct stat st;
+    cr_assert_neq(lstat(sub, &st), 0, "the tree is gone");
+    char *kept = get(outside);
+    cr_assert_str_eq(kept, "outside", "a link's target is left alone");
+    free(kept);
+    cr_assert_eq(ac_remove_tree(sub), 0, "a missing path is no error");
+}
