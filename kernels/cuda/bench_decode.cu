@@ -396,8 +396,11 @@ void bd_relay_table_lines(int from)
 int bd_wait_row(pid_t pid, const char *row, ac_err *err)
 {
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    pid_t got;
+    while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
+    if (got < 0) // status never filled: not a success
+        return ac_fail(err, AC_ERR_ENV, "bench: cannot wait for the process running row %s: %s", row, strerror(errno));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return ac_fail(err, AC_ERR_ENV, "bench: the process running row %s failed (%s %d)", row,
                        WIFEXITED(status) ? "exit" : "signal",
