@@ -10,6 +10,20 @@ bash ci/install-deps.sh
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" --buildtype=debugoptimized ${MESON_ARGS:-} >/dev/null
 fi
+# Meson < 1.4 tracks no header a .cu includes (meson.build): drop each CUDA object that is older than a
+# file its nvcc -MD list (X.cu.d beside X.cu.o; paths relative to the build directory) names.
+drop_stale_cuda_objects() {
+  local dep obj f
+  while IFS= read -r -d '' dep; do
+    obj=${dep%.d}.o
+    [ -f "$obj" ] || continue
+    for f in $(sed -e '1s/^[^:]*://' -e 's/\\$//' "$dep"); do
+      if [ ! -e "$build/$f" ] && [ ! -e "$f" ]; then rm -f "$obj"; break; fi
+      if [ "$build/$f" -nt "$obj" ] || [ "$f" -nt "$obj" ]; then rm -f "$obj"; break; fi
+    done
+  done < <(find "$build" -name '*.cu.d' -print0)
+}
+drop_stale_cuda_objects
 ninja -C "$build" -j"$(nproc)" >"$build/ninja.log" 2>&1 || { cat "$build/ninja.log"; exit 1; }
 if grep -q 'warning:' "$build/ninja.log"; then
   echo "build: compiler warnings (the build must be warning-clean):" >&2

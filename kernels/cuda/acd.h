@@ -46,6 +46,12 @@ int acd_decode_mla_forward(const ac_problem *p, ac_dtype t, const ac_fwd_args *a
 /* Its split count: p->num_splits clamped (ACD_DEC_MAX_SPLITS, the workspace), or with 0 chosen from the
  * shape for `slots` resident CTAs of row_blocks packed-row blocks; no device needed. */
 int acd_decode_splits(const ac_problem *p, int row_blocks, int slots);
+/* Whether the split kernel's S CTAs of a row block merge in a cluster (no combine kernel): 1 < S <= 8 and
+ * all `ctas` of the grid resident at once as clusters of S (max_clusters of them fit); no device needed. */
+int acd_decode_cluster_fits(int splits, long long ctas, int max_clusters);
+/* The split count and merge cuda-decode(-fp8, -mla: d 576) would use on this device for p (*cluster 1: the
+ * split CTAs merge in clusters; 0: the combine kernel, or S = 1); a plan prepared and released. */
+int acd_decode_plan_path(const ac_problem *p, ac_dtype t, int *splits, int *cluster, ac_err *err);
 /* Split s's keys [*k0, *k1) of a sequence of n_keys keys cut into `splits` (decode.cuh's rule, host code). */
 void acd_decode_split_keys(int n_keys, int splits, int s, int mutant, int *k0, int *k1);
 /* `attncheck bench --decode` (bench_decode.cu): time and HBM bandwidth of cuda-decode at d = 128, GQA 8:1;

@@ -260,7 +260,7 @@ size_t bd_pad_step()
 // One placement of a row: its buffers allocated behind a pad of pad_bytes, the plan staged and timed;
 // *med the median ms, *splits the plan's split count.
 int bd_time_placement(const ac_problem &pr, ac_dtype t, bool mla, size_t pad_bytes, void *flush, size_t flush_bytes,
-                      int reps, double *med, int *splits, ac_err *err)
+                      int reps, double *med, int *splits, bool *cluster, ac_err *err)
 {
     void *pad = nullptr;
     bd_buffers x;
@@ -291,6 +291,7 @@ int bd_time_placement(const ac_problem &pr, ac_dtype t, bool mla, size_t pad_byt
         std::sort(ms.begin(), ms.end());
         *med = ms[ms.size() / 2];
         *splits = plan.d.splits;
+        *cluster = plan.d.cluster;
     }
     if (planned)
         acd_decode_release(&plan);
@@ -455,12 +456,14 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
     const int reps = quick ? 5 : (kv_bytes > ((size_t)4 << 30) ? 10 : 30);
     std::vector<double> meds;
     int used_splits = 0, st = AC_OK;
+    bool cluster = false;
     for (int p = 0; p < bd_placements(quick) && st == AC_OK; ++p) {
         const size_t pad = p * bd_pad_step();
         if (p > 0 && kv_bytes + pad + ((size_t)512 << 20) > free_b)
             break; // no room for this pad: fewer placements
         double med = 0.0;
-        if ((st = bd_time_placement(pr, t, mla, pad, flush, flush_bytes, reps, &med, &used_splits, err)) == AC_OK)
+        st = bd_time_placement(pr, t, mla, pad, flush, flush_bytes, reps, &med, &used_splits, &cluster, err);
+        if (st == AC_OK)
             meds.push_back(med);
     }
     if (st != AC_OK)
@@ -473,12 +476,14 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
         snprintf(range, sizeof range, "%.1f-%.1f%% (%zu)", pct(*fastest_slowest.second), pct(*fastest_slowest.first),
                  meds.size());
     }
+    char splits_cell[32]; // ", cluster": the split CTAs merged in clusters, no combine kernel
+    snprintf(splits_cell, sizeof splits_cell, "%d%s", used_splits, cluster ? ", cluster" : "");
     if (mla)
-        printf("| %d | %d | %d | %d | %d | %.4f | %.0f | %.1f%% | %s | %.0f |\n", mla_heads, page, B, nk, used_splits,
+        printf("| %d | %d | %d | %d | %s | %.4f | %.0f | %.1f%% | %s | %.0f |\n", mla_heads, page, B, nk, splits_cell,
                med, gbs, 100.0 * gbs / peak_gbs, range,
                2.0 * B * mla_heads * nk * (BD_MLA_D + BD_MLA_DV) / (med * 1e-3) / 1e12);
     else
-        printf("| %d | %d | %d | %d | %.4f | %.0f | %.1f%% | %s |\n", page, B, nk, used_splits, med, gbs,
+        printf("| %d | %d | %d | %s | %.4f | %.0f | %.1f%% | %s |\n", page, B, nk, splits_cell, med, gbs,
                100.0 * gbs / peak_gbs, range);
     fflush(stdout);
     return AC_OK;
@@ -516,7 +521,8 @@ int bd_device(double *peak_gbs, int *l2_bytes, ac_err *err)
     *peak_gbs = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9; // double data rate
     printf("peak HBM %.0f GB/s (memory clock %d MHz, bus %d bits); %s, median, L2 flushed\n\n", *peak_gbs,
            clock_khz / 1000, bus_bits,
-           bd_split_only() ? "the split kernel alone (ACD_DEC_BENCH_SPLIT_ONLY)" : "split + combine kernels");
+           bd_split_only() ? "the split kernel alone (ACD_DEC_BENCH_SPLIT_ONLY)"
+                           : "split + combine kernels (splits \"S, cluster\": merged in the split kernel)");
     const double stream = bd_child() ? 0.0 : bd_stream_gbs((size_t)*l2_bytes, err); // the parent prints it
     if (stream > 0)
         printf("A plain streaming read (16-byte loads, %.1f GiB) reaches %.0f GB/s, %.1f%% of that peak.\n\n",

@@ -48,6 +48,7 @@
 // The planted bugs (family.h's ACD_MUT_DEC_*) sit behind `d.p.mutant == ...`.
 #include <climits>
 #include <cmath>
+#include <cooperative_groups.h>
 #include <cuda_fp8.h>
 
 #include "decode_rows.cuh"
@@ -369,14 +370,18 @@ __device__ __forceinline__ void dec_load_q(const acd_dec_params &d, const typena
     }
 }
 
-// The CTA's merged rows: O (S = 1) or the split's partial (O_s, m_s, l_s).
-// Thread tid writes row tid / 8, D / 8 columns from c0; sO holds each warp's
-// O rescaled to the rows' common max, sM and sL each warp's max and sum;
-// o_scale multiplies O (fp8: V's descale, applied before normalising).
+// The CTA's merged rows: O (S = 1) or the split's partial (O_s, m_s, l_s):
+// to the workspace, or (merged in a cluster) in place over warp 0's rows of
+// sO with (m_s, l_s) in sPart.  Thread tid writes row tid / 8, D / 8 columns
+// from c0; sO holds each warp's O rescaled to the rows' common max, sM and sL
+// each warp's max and sum; o_scale multiplies O (fp8: V's descale, applied
+// before normalising).  In place is safe: a thread reads its row's columns of
+// every warp before writing them, and no other thread reads them.
 template <typename T, int D>
 __device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, float *LSE, int b, int hk, int rb, int s,
-                                               int nq, const float *sO, const float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
-                                               const float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS], float o_scale, int tid)
+                                               int nq, float *sO, const float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
+                                               const float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS],
+                                               float (&sPart)[ACD_DEC_ROWS][2], float o_scale, int tid)
 {
     constexpr int PER = ACD_DEC_THREADS / ACD_DEC_ROWS, COLS = D / PER;
     const acd_params &p = d.p;
@@ -418,14 +423,104 @@ __device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, fl
         M = L = M - M;
     }
     const long long at = at_row * d.splits + s;
-    float4 *op = reinterpret_cast<float4 *>(d.o_part + at * D + c0);
+    float *part = d.cluster ? sO + row * D : d.o_part + at * D;
+    float *ml = d.cluster ? sPart[row] : d.lse_part + 2 * at;
+    float4 *op = reinterpret_cast<float4 *>(part + c0);
 #pragma unroll
     for (int c = 0; c < COLS; c += 4)
         op[c / 4] = make_float4(out[c] * inv, out[c + 1] * inv, out[c + 2] * inv, out[c + 3] * inv);
     if (c0 == 0) { // (m_s, l_s), not m_s + log2 l_s: the combine then rounds LSE once, as acd_lse
-        d.lse_part[2 * at] = M;
-        d.lse_part[2 * at + 1] = L;
+        ml[0] = M;
+        ml[1] = L;
     }
+}
+
+// The merge of a cluster's S partials (ranks = splits), each CTA merging rows
+// rank, rank + S, ... of the row block from every CTA's shared memory, with the
+// combine kernel's formulas (decode_combine.cu): weights w_s = l_s 2^(m_s - M) / L
+// (an empty split weighs 0 and its O_s is not read; the no-rescale mutant weighs
+// the non-empty splits alike), O = sum_s w_s O_s in split order, LSE = acd_lse(M, L).
+// What it replaces, the combine kernel after the split kernel, was a chain of
+// latencies: the partials to DRAM, the second kernel's wait for the whole grid,
+// two rounds of reads (PERF.md, "the merge in a cluster").
+struct dec_merge_smem {
+    float part[ACD_DEC_ROWS][2]; // this CTA's (m_s, l_s) per row
+    float w[ACD_DEC_ROWS][ACD_DEC_MAX_CLUSTER]; // the weights of the rows this CTA merges
+    float ml[ACD_DEC_ROWS][2]; // their (M, L)
+};
+
+template <typename T, int D>
+__device__ __forceinline__ void dec_cluster_merge(const acd_dec_params &d, T *O, float *LSE, int b, int hk, int rb,
+                                                  int nq, const float *sPartO, dec_merge_smem &sm, int tid)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync(); // every rank's partial written (release / acquire over the cluster)
+    const acd_params &p = d.p;
+    const int S = d.splits, rank = (int)cluster.block_rank(), warp = tid / 32, lane = tid % 32;
+    auto live = [&](int row, int &h, int &i) {
+        const int x = rb * ACD_DEC_ROWS + row;
+        i = x / p.group;
+        h = hk * p.group + x % p.group;
+        return x < d.rows && i < nq;
+    };
+    int h, i;
+    // The weights: warp w takes rows rank + (w + 4k) S, lane j < S split j's (m_j, l_j).
+    for (int row = rank + warp * S; row < ACD_DEC_ROWS; row += ACD_DEC_WARPS * S) {
+        if (!live(row, h, i))
+            continue;
+        float2 ml = make_float2(-INFINITY, 0.f);
+        if (lane < S) {
+            const float *peer = cluster.map_shared_rank(sm.part[row], lane);
+            ml = make_float2(peer[0], peer[1]);
+        }
+        float M = ml.x, live_n = ml.x > -INFINITY ? 1.f : 0.f;
+        for (int o = 16; o > 0; o /= 2)
+            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float L = M == -INFINITY ? 0.f : ml.y * exp2f(ml.x - M); // an empty split adds 0
+        for (int o = 16; o > 0; o /= 2) {
+            L += __shfl_xor_sync(0xffffffffu, L, o);
+            live_n += __shfl_xor_sync(0xffffffffu, live_n, o);
+        }
+        float w = ml.y * exp2f(ml.x - M) / L;
+        if (p.mutant == ACD_MUT_DEC_NO_RESCALE) // every non-empty split weighs alike
+            w = ml.x > -INFINITY ? 1.f / live_n : 0.f;
+        if (lane < S)
+            sm.w[row][lane] = M == -INFINITY ? 0.f : w;
+        if (lane == 0) {
+            sm.ml[row][0] = M;
+            sm.ml[row][1] = L;
+        }
+    }
+    __syncthreads();
+    constexpr int kChunks = D / 4; // float4 columns a row
+    const int rows_mine = (ACD_DEC_ROWS - rank + S - 1) / S;
+    for (int idx = tid; idx < rows_mine * kChunks; idx += ACD_DEC_THREADS) {
+        const int row = rank + (idx / kChunks) * S, c = (idx % kChunks) * 4;
+        if (!live(row, h, i))
+            continue;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int j = 0; j < ACD_DEC_MAX_CLUSTER; ++j) {
+            const float w = j < S ? sm.w[row][j] : 0.f;
+            if (w != 0.f) { // an empty split (and its O_s) is not read
+                const float4 v = *reinterpret_cast<const float4 *>(cluster.map_shared_rank(sPartO + row * D + c, j));
+                acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
+            }
+        }
+        T *orow = O + acd_o_offset(p, b, h, i) + c; // a row whose splits are all empty: every w is 0, O = 0
+        acd_tc<T>::store2(orow, acc.x, acc.y);
+        acd_tc<T>::store2(orow + 2, acc.z, acc.w);
+        if (c == 0)
+            LSE[acd_row_index<false>(p, b, h, i)] =
+                sm.ml[row][0] == -INFINITY ? -INFINITY : acd_lse(sm.ml[row][0], sm.ml[row][1]);
+    }
+    cluster.sync(); // no CTA leaves while another reads its shared memory
+#else
+    (void)d, (void)O, (void)LSE, (void)b, (void)hk, (void)rb, (void)nq, (void)sPartO, (void)sm, (void)tid;
+    __trap(); // the host merges in a cluster only with this kernel's sm_90 code (acd_dec_split_max_clusters)
+#endif
 }
 
 // The scores' factor (scale log2 e, times Q's and K's descales) and O's (V's
@@ -451,7 +546,7 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typ
                                               const typename KV::Store *__restrict__ V,
                                               typename KV::Out *__restrict__ O, float *__restrict__ LSE, long long cta,
                                               typename KV::Mma *sQ, float (&sM)[ACD_DEC_WARPS][ACD_DEC_ROWS],
-                                              float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS])
+                                              float (&sL)[ACD_DEC_WARPS][ACD_DEC_ROWS], dec_merge_smem &sMerge)
 {
     using Tr = dec_tr<KV, D>;
     using T = typename KV::Store;
@@ -549,7 +644,9 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typ
                 sO[(warp * ACD_DEC_ROWS + row) * D + dec_o_col<KV>(dn, lane % 4, e)] = o[dn][2 * r + e] * f;
     }
     __syncthreads();
-    dec_write_rows<typename KV::Out, D>(d, O, LSE, b, hk, rb, s, nq, sO, sM, sL, o_scale, tid);
+    dec_write_rows<typename KV::Out, D>(d, O, LSE, b, hk, rb, s, nq, sO, sM, sL, sMerge.part, o_scale, tid);
+    if (d.cluster)
+        dec_cluster_merge<typename KV::Out, D>(d, O, LSE, b, hk, rb, nq, sO, sMerge, tid);
 }
 
 // Two CTAs an SM for 16-bit K/V (at d = 128 their 196 registers allow no more);
@@ -564,7 +661,9 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, KV::kFp8 ? 3 : 2)
 {
     extern __shared__ __align__(16) unsigned char dec_smem[];
     __shared__ float sM[ACD_DEC_WARPS][ACD_DEC_ROWS], sL[ACD_DEC_WARPS][ACD_DEC_ROWS];
-    dec_split_cta<KV, D>(d, Q, K, V, O, LSE, blockIdx.x, reinterpret_cast<typename KV::Mma *>(dec_smem), sM, sL);
+    __shared__ dec_merge_smem sMerge;
+    dec_split_cta<KV, D>(d, Q, K, V, O, LSE, blockIdx.x, reinterpret_cast<typename KV::Mma *>(dec_smem), sM, sL,
+                         sMerge);
 }
 
 // The split kernel on stream (its shared memory allowed by acd_dec_split_ctas_per_sm).
@@ -575,9 +674,27 @@ int dec_launch_split(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStre
     const size_t smem = dec_tr<KV, D>::kSmemBytes;
     if (plan.split_ctas <= 0)
         return AC_OK;
-    dec_split_kernel<KV, D><<<(unsigned)plan.split_ctas, ACD_DEC_THREADS, smem, stream>>>(
-        plan.d, (const S *)a->q, (const S *)a->k, (const S *)a->v, (typename KV::Out *)a->o, a->lse);
-    ACD_CHECK_LAUNCH(err, "dec_split_kernel");
+    if (!plan.d.cluster) {
+        dec_split_kernel<KV, D><<<(unsigned)plan.split_ctas, ACD_DEC_THREADS, smem, stream>>>(
+            plan.d, (const S *)a->q, (const S *)a->k, (const S *)a->v, (typename KV::Out *)a->o, a->lse);
+        ACD_CHECK_LAUNCH(err, "dec_split_kernel");
+        return AC_OK;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)plan.split_ctas);
+    cfg.blockDim = dim3(ACD_DEC_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)plan.d.splits; // the grid is a multiple: splits vary fastest
+    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    ACD_CHECK(err,
+              cudaLaunchKernelEx(&cfg, dec_split_kernel<KV, D>, plan.d, (const S *)a->q, (const S *)a->k,
+                                 (const S *)a->v, (typename KV::Out *)a->o, a->lse));
+    ACD_CHECK_LAUNCH(err, "dec_split_kernel (clusters)");
     return AC_OK;
 }
 
@@ -591,6 +708,29 @@ template <typename KV, int D> int dec_ctas_per_sm(ac_err *err, int *out)
     ACD_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, dec_split_kernel<KV, D>, ACD_DEC_THREADS, smem));
     if (*out < 1)
         *out = 1;
+    return AC_OK;
+}
+
+// Clusters of `splits` CTAs of the split kernel resident at once; 0 where its code is not sm_90's
+// (JIT-compiled from the compute_80 PTX, which has no cluster merge).  Needs dec_ctas_per_sm's attribute.
+template <typename KV, int D> int dec_max_clusters(int splits, int *out, ac_err *err)
+{
+    *out = 0;
+    cudaFuncAttributes fa;
+    ACD_CHECK(err, cudaFuncGetAttributes(&fa, dec_split_kernel<KV, D>));
+    if (fa.ptxVersion < 90)
+        return AC_OK;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)splits);
+    cfg.blockDim = dim3(ACD_DEC_THREADS);
+    cfg.dynamicSmemBytes = dec_tr<KV, D>::kSmemBytes;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)splits;
+    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    ACD_CHECK(err, cudaOccupancyMaxActiveClusters(out, dec_split_kernel<KV, D>, &cfg));
     return AC_OK;
 }
 
@@ -626,5 +766,14 @@ int acd_dec_split_ctas_per_sm(ac_dtype t, ac_dtype out, int d, int *ctas, ac_err
     return dec_with_kv(t, out, [&](auto kv) {
         using KV = decltype(kv);
         return d == 64 ? dec_ctas_per_sm<KV, 64>(err, ctas) : dec_ctas_per_sm<KV, 128>(err, ctas);
+    });
+}
+
+int acd_dec_split_max_clusters(ac_dtype t, ac_dtype out, int d, int splits, int *clusters, ac_err *err)
+{
+    return dec_with_kv(t, out, [&](auto kv) {
+        using KV = decltype(kv);
+        return d == 64 ? dec_max_clusters<KV, 64>(splits, clusters, err)
+                       : dec_max_clusters<KV, 128>(splits, clusters, err);
     });
 }

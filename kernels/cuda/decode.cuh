@@ -21,6 +21,8 @@ constexpr int ACD_DEC_UNIT = ACD_DEC_TILE * ACD_DEC_WARPS; // split boundaries: 
 constexpr int ACD_DEC_MAX_SPLITS = 256; // a larger hint is clamped (the math is the same)
 constexpr int ACD_DEC_MIN_SPLIT_KEYS = 128; // auto: no split shorter than this
 constexpr size_t ACD_DEC_MAX_WORKSPACE = (size_t)1 << 30; // partials' bytes: fewer splits past this
+// The merge in a cluster (decode.cu): the S <= 8 split CTAs of a row block (the portable cluster size).
+constexpr int ACD_DEC_MAX_CLUSTER = 8;
 
 // The problem as the decode kernels see it, by value in each launch.
 struct acd_dec_params {
@@ -30,9 +32,12 @@ struct acd_dec_params {
     long long slot_stride; // elements between consecutive slots of a page: Hkv * D
     bool tiles_in_pages; // contiguous K/V, or page_size a multiple of ACD_DEC_TILE: a tile never spans pages
     int splits; // S >= 1 key ranges per sequence
+    // The S split CTAs of a (sequence, KV head, row block) form a thread-block cluster (split s its rank) and
+    // merge their partials through distributed shared memory: no workspace, no combine kernel (decode.cu).
+    bool cluster;
     int rows, row_blocks; // packed rows group * Nq, in blocks of ACD_DEC_ROWS
-    float *o_part,
-        *lse_part; // S > 1: (B Hq Nq, S, D_v) f32 partial O_s, (B Hq Nq, S, 2) its (max m_s, sum l_s), log2 units
+    // S > 1 without the cluster: (B Hq Nq, S, D_v) f32 partial O_s, (B Hq Nq, S, 2) its (max m_s, sum l_s), log2 units
+    float *o_part, *lse_part;
     // cuda-decode-fp8: device descale factors of Q, K, V (one each, or (B, Hkv) each when descale_head); else null
     const float *dq, *dk, *dv;
     bool descale_head;
@@ -86,6 +91,9 @@ int acd_dec_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_a
 int acd_dec_launch_combine(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
                            ac_err *err);
 int acd_dec_split_ctas_per_sm(ac_dtype t, ac_dtype out, int d, int *ctas, ac_err *err);
+// The split kernel's clusters of `splits` CTAs resident at once on the device (0: it cannot merge in a
+// cluster here: a GPU before Hopper, or the kernel's code JIT-compiled from the compute_80 PTX).
+int acd_dec_split_max_clusters(ac_dtype t, ac_dtype out, int d, int splits, int *clusters, ac_err *err);
 // cuda-decode-mla's split kernel (decode_mla.cu; d_v 512 or 576) and its resident CTAs per SM.
 int acd_dec_mla_launch_split(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *a, cudaStream_t stream,
                              ac_err *err);

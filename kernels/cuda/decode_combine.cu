@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
 template <typename T, int D>
 int dec_launch_combine(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
 {
-    if (plan.d.splits > 1 && plan.rows_all > 0) {
+    if (plan.d.splits > 1 && !plan.d.cluster && plan.rows_all > 0) {
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3((unsigned)plan.rows_all); // a CTA per query row
         cfg.blockDim = dim3(DEC_COMBINE_THREADS);

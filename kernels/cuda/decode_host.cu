@@ -125,6 +125,27 @@ extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slo
     return 1;
 }
 
+// The merge in a cluster replaces the combine kernel where the grid is one wave
+// of clusters: with more, a cluster's early CTAs would hold their slots idle
+// at the barrier while others wait to start.
+extern "C" int acd_decode_cluster_fits(int splits, long long ctas, int max_clusters)
+{
+    return splits > 1 && splits <= ACD_DEC_MAX_CLUSTER && ctas > 0 && ctas <= (long long)max_clusters * splits;
+}
+
+// Whether the plan's split CTAs merge in clusters (ACD_DEC_NO_CLUSTER=1: never, the combine kernel's path).
+static int dec_choose_cluster(const acd_decode_plan *plan, ac_dtype t, int major, bool *cluster, ac_err *err)
+{
+    *cluster = false;
+    const int S = plan->d.splits;
+    if (plan->mla || major < 9 || S < 2 || S > ACD_DEC_MAX_CLUSTER || getenv("ACD_DEC_NO_CLUSTER"))
+        return AC_OK;
+    int clusters = 0;
+    const int st = acd_dec_split_max_clusters(t, plan->out, plan->d.p.D, S, &clusters, err);
+    *cluster = st == AC_OK && acd_decode_cluster_fits(S, plan->split_ctas, clusters);
+    return st;
+}
+
 // fp8: Q's, K's and V's factors in one device allocation (d.dq, d.dk, d.dv).
 static int dec_stage_descales(const ac_problem *prob, acd_decode_plan *plan, ac_err *err)
 {
@@ -203,7 +224,8 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, bool mla,
         return ac_fail(err, AC_ERR_INPUT, "cuda-decode: %lld split CTAs or %lld query rows exceed the grid",
                        plan->split_ctas, plan->rows_all);
     }
-    if (d.splits > 1) {
+    st = dec_choose_cluster(plan, t, major, &d.cluster, err);
+    if (st == AC_OK && d.splits > 1 && !d.cluster) {
         const size_t parts = (size_t)plan->rows_all * d.splits;
         plan->ws_bytes = parts * (d.p.Dv + 2) * sizeof(float);
         st = acd_ws_alloc((void **)&plan->ws, plan->ws_bytes, err);
@@ -236,6 +258,19 @@ void acd_decode_release(acd_decode_plan *plan)
 extern "C" void acd_decode_split_keys(int n_keys, int splits, int s, int mutant, int *k0, int *k1)
 {
     acd_dec_split_range(n_keys, splits, s, mutant, *k0, *k1);
+}
+
+// The plan's split count and merge (1: in clusters, 0: the combine kernel or none), prepared and released.
+extern "C" int acd_decode_plan_path(const ac_problem *prob, ac_dtype t, int *splits, int *cluster, ac_err *err)
+{
+    acd_decode_plan plan;
+    const int st = acd_decode_prepare(prob, t, 0, prob->head_dim == 576, &plan, err);
+    if (st != AC_OK)
+        return st;
+    *splits = plan.d.splits;
+    *cluster = plan.d.cluster;
+    acd_decode_release(&plan);
+    return AC_OK;
 }
 
 // One forward: prepared, launched, synchronised, released.

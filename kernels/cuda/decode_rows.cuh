@@ -29,13 +29,20 @@ __device__ __forceinline__ void dec_split_range(const acd_dec_params &d, int n_k
 }
 
 // CTA number cta's work: the split s of the row block rb of (sequence b, KV head hk).  Row blocks vary
-// fastest (they read the same K/V: L2 hits), then splits, KV heads, sequences.
+// fastest (they read the same K/V: L2 hits), then splits, KV heads, sequences; merged in a cluster, the
+// splits vary fastest (a cluster is S consecutive CTAs, split s its rank), then row blocks.
 __device__ __forceinline__ void dec_cta_work(const acd_dec_params &d, long long cta, int &b, int &hk, int &rb, int &s)
 {
-    rb = (int)(cta % d.row_blocks);
-    cta /= d.row_blocks;
-    s = (int)(cta % d.splits);
-    cta /= d.splits;
+    if (d.cluster) {
+        s = (int)(cta % d.splits);
+        cta /= d.splits;
+        rb = (int)(cta % d.row_blocks);
+    } else {
+        rb = (int)(cta % d.row_blocks);
+        cta /= d.row_blocks;
+        s = (int)(cta % d.splits);
+    }
+    cta /= d.cluster ? d.row_blocks : d.splits;
     hk = (int)(cta % d.p.Hkv);
     b = (int)(cta / d.p.Hkv);
 }

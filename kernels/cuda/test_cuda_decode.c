@@ -193,7 +193,9 @@ static void dec_free_inputs(dec_inputs *in)
 }
 
 /* The max scaled O error and LSE's absolute one, NaN/unwritten/special-value misses in n_bad. */
-static int dec_run(const dec_case *dc, double *o_scaled, double *lse_abs, size_t *n_bad, char *worst, size_t wl)
+/* One run of the case; *splits and *cluster: the split count and merge its plan took (acd_decode_plan_path). */
+static int dec_run(const dec_case *dc, double *o_scaled, double *lse_abs, size_t *n_bad, char *worst, size_t wl,
+                   int *splits, int *cluster)
 {
     const ac_kernel *k = acdt_find_kernel(dc->kernel);
     if (!k)
@@ -203,6 +205,8 @@ static int dec_run(const dec_case *dc, double *o_scaled, double *lse_abs, size_t
     if (dec_build(dc, &in, &err) != AC_OK)
         return fprintf(stderr, "bad case: %s\n", err.msg), 2;
     const ac_problem *p = &in.p;
+    if (acd_decode_plan_path(p, dc->t, splits, cluster, &err) != AC_OK)
+        return fprintf(stderr, "%s plan: %s\n", k->name, err.msg), 3;
     const ac_dtype ot = ac_dtype_is_fp8(dc->t) ? dc->out : dc->t;
     const size_t es = ac_dtype_size(dc->t), os = ac_dtype_size(ot), no_el = ac_o_elems(p), nl = ac_lse_elems(p);
     void *Qd = acdt_to_device(in.q, ac_q_elems(p) * es), *Kd = acdt_to_device(in.k, ac_kv_elems(p) * es);
@@ -274,10 +278,15 @@ int acdt_decode_tests(bool small, const char *only)
         {K, BF, 3, 4, 2, 9, 4, 128, S, 2, 2, 3, false, 0, 0, 0},
         /* one key, one page */
         {K, F16, 3, 2, 1, 1, 1, 64, H, 2, 16, 0, false, 0, 0, 0},
+        /* merged in clusters: two row blocks of 16 (group 8 x Nq 4), five splits; a partial block of 9 rows */
+        {K, F16, 2, 8, 1, 4, 900, 128, H, 2, 16, 5, false, 0, 0, 0},
+        {K, BF, 3, 6, 2, 3, 500, 64, S, 0, 16, 6, false, 0, 0, 0},
         /* long: auto picks many splits over 16k keys */
         {K, BF, 3, 32, 4, 1, 16461, 128, S, 2, 16, 0, false, 0, 0, 0},
         {"cuda-decode-mutant-combine-no-rescale", BF, 3, 8, 2, 2, 700, 128, S, 2, 16, 4, true, 0, 0, 0},
         {"cuda-decode-mutant-empty-split-nan", F16, 3, 4, 2, 1, 200, 64, H, 2, 16, 16, true, 0, 0, 0},
+        /* 200 keys over 8 splits: splits 4-7 empty, in one cluster */
+        {"cuda-decode-mutant-empty-split-nan", BF, 3, 4, 2, 1, 200, 128, S, 2, 16, 8, true, 0, 0, 0},
         {"cuda-decode-mutant-split-off-by-one", F16, 1, 4, 1, 1, 70, 64, H, 0, 0, 2, true, 0, 0, 0},
         {"cuda-decode-mutant-split-off-by-one", F16, 1, 8, 2, 1, 130, 128, S, 2, 16, 2, true, 0, 0, 0},
         {"cuda-decode-mutant-last-page-slots", BF, 3, 8, 2, 1, 300, 128, S, 2, 16, 0, true, 0, 0, 0},
@@ -314,7 +323,7 @@ int acdt_decode_tests(bool small, const char *only)
         {"cuda-decode-mla-mutant-rope-first", BF, 3, 16, 1, 1, 300, 576, S, 2, 16, 0, true, 0, 0, 512},
         {"cuda-decode-mla-mutant-rope-dropped", F16, 3, 16, 1, 1, 300, 576, H, 2, 16, 2, true, 0, 0, 512},
     };
-    int failures = 0;
+    int failures = 0, merged_in_cluster = 0, ran_decode = 0;
     for (size_t x = 0; x < sizeof cases / sizeof cases[0]; x++) {
         dec_case dc = cases[x];
         if (only && strncmp(only, dc.kernel, strlen(only)) != 0) /* a prefix: the kernel and its mutants */
@@ -323,26 +332,52 @@ int acdt_decode_tests(bool small, const char *only)
             continue;
         if (small && dc.nk > 600) /* for compute-sanitizer: short caches */
             dc.nk = 600;
-        double o_scaled = 0.0, lse_abs = 0.0;
-        size_t n_bad = 0;
-        char worst[256] = "";
-        int st = dec_run(&dc, &o_scaled, &lse_abs, &n_bad, worst, sizeof worst);
-        if (st != AC_OK) {
-            printf("%s: status %d\n", dc.kernel, st);
-            failures++;
-            continue;
+        /* A case whose split CTAs merge in clusters runs again through the combine kernel (ACD_DEC_NO_CLUSTER). */
+        for (int pass = 0; pass < 2; pass++) {
+            double o_scaled = 0.0, lse_abs = 0.0;
+            size_t n_bad = 0;
+            char worst[256] = "";
+            int splits = 0, cluster = 0;
+            if (pass == 1)
+                setenv("ACD_DEC_NO_CLUSTER", "1", 1);
+            int st = dec_run(&dc, &o_scaled, &lse_abs, &n_bad, worst, sizeof worst, &splits, &cluster);
+            unsetenv("ACD_DEC_NO_CLUSTER");
+            if (st != AC_OK) {
+                printf("%s: status %d\n", dc.kernel, st);
+                failures++;
+                break;
+            }
+            if (pass == 1 && cluster) {
+                printf("%s: ACD_DEC_NO_CLUSTER=1 still merged in clusters\n", dc.kernel);
+                failures++;
+            }
+            bool bad = n_bad > 0 || o_scaled > 4.0 || lse_abs > 1e-3;
+            bool ok = bad == dc.expect_fail;
+            const char *merge = cluster ? "cluster" : splits > 1 ? "combine" : "one split";
+            failures += !ok;
+            ran_decode += dc.d != 576;
+            merged_in_cluster += cluster;
+            printf("%-38s %-4s%s%-4s %-9s %-4s %d %d %d %d %d %d/%d page=%d splits=%d (%d, %s)  O %9.3g  LSE %9.3g  "
+                   "bad %zu %s\n",
+                   dc.kernel, ac_dtype_name(dc.t), ac_dtype_is_fp8(dc.t) ? ">" : " ",
+                   ac_dtype_is_fp8(dc.t) ? ac_dtype_name(dc.out) : "", dec_mask_name[dc.mask],
+                   ac_layout_name(dc.layout), dc.b, dc.hq, dc.hkv, dc.nq, dc.nk, dc.d, dc.dv ? dc.dv : dc.d, dc.page,
+                   dc.splits, splits, merge, o_scaled, lse_abs, n_bad,
+                   ok ? (dc.expect_fail ? "caught" : "ok") : "FAIL");
+            if (!ok && !dc.expect_fail)
+                printf("    worst O: %s\n", worst);
+            fflush(stdout);
+            if (!cluster)
+                break;
         }
-        bool bad = n_bad > 0 || o_scaled > 4.0 || lse_abs > 1e-3;
-        bool ok = bad == dc.expect_fail;
-        failures += !ok;
-        printf("%-38s %-4s%s%-4s %-9s %-4s %d %d %d %d %d %d/%d page=%d splits=%d  O %9.3g  LSE %9.3g  bad %zu %s\n",
-               dc.kernel, ac_dtype_name(dc.t), ac_dtype_is_fp8(dc.t) ? ">" : " ",
-               ac_dtype_is_fp8(dc.t) ? ac_dtype_name(dc.out) : "", dec_mask_name[dc.mask], ac_layout_name(dc.layout),
-               dc.b, dc.hq, dc.hkv, dc.nq, dc.nk, dc.d, dc.dv ? dc.dv : dc.d, dc.page, dc.splits, o_scaled, lse_abs,
-               n_bad, ok ? (dc.expect_fail ? "caught" : "ok") : "FAIL");
-        if (!ok && !dc.expect_fail)
-            printf("    worst O: %s\n", worst);
-        fflush(stdout);
+    }
+    /* Hopper merges one-wave grids of 2-8 splits in clusters: a run of cuda-decode's cases where none did
+     * would test the combine kernel alone and call it both. */
+    int major = 0;
+    if (ran_decode > 0 && merged_in_cluster == 0 &&
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess && major >= 9) {
+        printf("no cuda-decode case merged in a cluster on this compute capability %d device: FAIL\n", major);
+        failures++;
     }
     if (!only || strstr(only, "fp8"))
         failures += dec_fp8_block_refused();

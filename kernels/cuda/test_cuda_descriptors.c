@@ -302,6 +302,21 @@ Test(cuda_kernels, decode_split_count_follows_hint_and_shape)
     cr_assert_eq(acd_decode_splits(&mla, 128, slots), 4, "the workspace counts d_v columns");
 }
 
+/* The merge in clusters: 2-8 splits (the portable cluster size), and only where
+ * every CTA of the grid is resident at once as clusters of S (one wave);
+ * otherwise the combine kernel. */
+Test(cuda_kernels, decode_cluster_merge_only_for_one_wave_of_2_to_8_splits)
+{
+    cr_assert(acd_decode_cluster_fits(8, 256, 32), "B = 8, 16k: 32 clusters of 8, 32 resident");
+    cr_assert(!acd_decode_cluster_fits(8, 256, 31), "one cluster would wait for a second wave");
+    cr_assert(acd_decode_cluster_fits(2, 2, 132));
+    cr_assert(!acd_decode_cluster_fits(1, 64, 264), "one split: nothing to merge");
+    cr_assert(!acd_decode_cluster_fits(9, 9, 100), "nine splits exceed the portable cluster");
+    cr_assert(!acd_decode_cluster_fits(4, 0, 66), "an empty grid");
+    cr_assert(!acd_decode_cluster_fits(4, 64, 0), "no cluster fits: pre-Hopper, or JIT-compiled code");
+    cr_assert(acd_decode_cluster_fits(4, 4LL * 66, 66) && !acd_decode_cluster_fits(4, 4LL * 66 + 4, 66));
+}
+
 /* The splits cut a sequence's keys into consecutive ranges of whole 64-key
  * units (the last one shorter), empty ones only at the end, covering every key
  * once; the off-by-one mutant's ranges overlap their successor by exactly one key. */
