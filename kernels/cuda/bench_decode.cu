@@ -511,6 +511,21 @@ int bd_rows_listed(ac_dtype t, const char *list, int mla_heads, double peak_gbs,
     return AC_OK;
 }
 
+// How many clusters of S split CTAs (bf16, d = 128) the device holds at once: a grid of S splits merges
+// in clusters only when all of it fits (acd_decode_cluster_fits).
+void bd_print_clusters()
+{
+    std::string line = "resident clusters of S split CTAs (S: count):";
+    for (int S = 2; S <= ACD_DEC_MAX_CLUSTER; ++S) {
+        int n = 0;
+        ac_err err;
+        if (acd_dec_split_max_clusters(AC_BF16, AC_BF16, 128, S, &n, &err) != AC_OK)
+            return (void)printf("resident clusters: not known (%s)\n\n", err.msg);
+        line += " " + std::to_string(S) + ": " + std::to_string(n);
+    }
+    printf("%s\n\n", line.c_str());
+}
+
 // The device's peak HBM bandwidth (GB/s) and L2 size, and the plain read's figure printed.
 int bd_device(double *peak_gbs, int *l2_bytes, ac_err *err)
 {
@@ -523,6 +538,8 @@ int bd_device(double *peak_gbs, int *l2_bytes, ac_err *err)
            clock_khz / 1000, bus_bits,
            bd_split_only() ? "the split kernel alone (ACD_DEC_BENCH_SPLIT_ONLY)"
                            : "split + combine kernels (splits \"S, cluster\": merged in the split kernel)");
+    if (!bd_child())
+        bd_print_clusters();
     const double stream = bd_child() ? 0.0 : bd_stream_gbs((size_t)*l2_bytes, err); // the parent prints it
     if (stream > 0)
         printf("A plain streaming read (16-byte loads, %.1f GiB) reaches %.0f GB/s, %.1f%% of that peak.\n\n",

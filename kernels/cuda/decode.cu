@@ -712,7 +712,7 @@ template <typename KV, int D> int dec_ctas_per_sm(ac_err *err, int *out)
 }
 
 // Clusters of `splits` CTAs of the split kernel resident at once; 0 where its code is not sm_90's
-// (JIT-compiled from the compute_80 PTX, which has no cluster merge).  Needs dec_ctas_per_sm's attribute.
+// (JIT-compiled from the compute_80 PTX, which has no cluster merge).
 template <typename KV, int D> int dec_max_clusters(int splits, int *out, ac_err *err)
 {
     *out = 0;
@@ -720,10 +720,13 @@ template <typename KV, int D> int dec_max_clusters(int splits, int *out, ac_err 
     ACD_CHECK(err, cudaFuncGetAttributes(&fa, dec_split_kernel<KV, D>));
     if (fa.ptxVersion < 90)
         return AC_OK;
+    const size_t smem = dec_tr<KV, D>::kSmemBytes;
+    ACD_CHECK(err,
+              cudaFuncSetAttribute(dec_split_kernel<KV, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)splits);
     cfg.blockDim = dim3(ACD_DEC_THREADS);
-    cfg.dynamicSmemBytes = dec_tr<KV, D>::kSmemBytes;
+    cfg.dynamicSmemBytes = smem;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = (unsigned)splits;
