@@ -24,10 +24,14 @@
 //     range: their copies take one address and a step, their scores one scale
 //     (no per-key visibility test), and O is rescaled only when some row's max
 //     moved (the rest keep the per-row, per-key general path).
-//   * The combine kernel (S > 1), a CTA per query row: M = max_s m_s,
-//     L = sum_s l_s 2^(m_s - M), O = sum_s l_s 2^(m_s - M) O_s / L, LSE = M ln 2 + ln L.
-//     An empty split has m_s = -inf, l_s = 0 and weighs 0; a row whose splits are all empty gets
-//     O = 0, LSE = -inf (the contract's fully masked row) without -inf - -inf.
+//   * The merge (S > 1): M = max_s m_s, L = sum_s l_s 2^(m_s - M),
+//     O = sum_s l_s 2^(m_s - M) O_s / L, LSE = M ln 2 + ln L.  An empty split has
+//     m_s = -inf, l_s = 0 and weighs 0; a row whose splits are all empty gets O = 0,
+//     LSE = -inf (the contract's fully masked row) without -inf - -inf.  Where the
+//     grid is one wave of clusters (S <= 8, every CTA resident as a cluster of S:
+//     acd_decode_cluster_fits) the S CTAs of a row block form a thread-block cluster
+//     and merge from each other's shared memory (dec_cluster_merge); elsewhere the
+//     partials go to a workspace and the combine kernel merges them, a CTA per query row.
 // Keys outside the CTA's range, and a paged cache's slots past the sequence's
 // end, are never read (the copies zero-fill); visibility is mask.cuh's rule
 // (lengths, causal/window in either alignment, the dense mask).
