@@ -24,15 +24,18 @@ __device__ __forceinline__ void dec_wait_for_splits()
 #endif
 }
 
-// A CTA per query row.  Its threads first reduce the splits' (m_s, l_s) to M,
-// L and each split's weight (S <= 256: two loads a thread, at once); then warp
-// w sums the O_s of splits w, w + 4, ..., four at a time, so sixteen 512-byte
-// rows of partials are in flight per query row.  The first version (a warp per
-// row walking its splits one after another) made B = 1, Nk = 16k's decode step
-// (64 splits) 1.37x as long end to end (PERF.md).
+// A CTA per query row.  Warp w sums the O_s of splits w, w + 4, ... in split
+// order.  Its first kAhead of them (all of them up to 64 splits at d_v <= 128)
+// are loaded at once, before the weights are known, so they travel with the
+// (m_s, l_s) loads: the threads reduce those to M, L and each split's weight
+// (S <= 256: two loads a thread) while the partials arrive.  Later splits are
+// loaded four at a time.  Each round of loads is a latency of the decode step's
+// chain: B = 1, 16k's 64 splits took five (PERF.md, "the combine's rounds"), and
+// the first version (a warp per row walking its splits one after another) made
+// that step 1.37x as long end to end.
 constexpr int DEC_COMBINE_WARPS = 4;
 constexpr int DEC_COMBINE_THREADS = 32 * DEC_COMBINE_WARPS;
-constexpr int DEC_COMBINE_UNROLL = 4; // splits a warp has in flight
+constexpr int DEC_COMBINE_UNROLL = 4; // splits a warp has in flight past the first kAhead
 
 // VEC consecutive floats of a partial (VEC = D_v / 32: 2, 4, 16 or 18), in
 // 16-byte loads where VEC allows, else 8-byte ones.
@@ -69,6 +72,15 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
     int b, h, i;
     if (!acd_grid_row(p, x, b, h, i) || i >= acd_nq<false>(p, b))
         return; // a padding row: never compared (the whole CTA leaves)
+    // The first kAhead splits' O_s of this warp, in flight before the weights: every split CTA wrote its
+    // partial (an empty split's is 0, its weight 0: loaded, never added).
+    constexpr int kAhead = 64 / VEC > DEC_COMBINE_UNROLL ? 64 / VEC : DEC_COMBINE_UNROLL; // 64 registers
+    const float *op = d.o_part + x * S * D + lane * VEC;
+    float ahead[kAhead][VEC];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u)
+        if (warp + u * DEC_COMBINE_WARPS < S)
+            dec_load_part<VEC>(op + (long long)(warp + u * DEC_COMBINE_WARPS) * D, ahead[u]);
     const float2 *ml = reinterpret_cast<const float2 *>(d.lse_part) + x * S; // (m_s, l_s) per split
     float2 mine[ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS];
     float M = -INFINITY;
@@ -105,8 +117,16 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
     }
     __syncthreads();
     float acc[VEC] = {};
-    const float *op = d.o_part + x * S * D + lane * VEC;
-    for (int s0 = warp; s0 < S; s0 += DEC_COMBINE_WARPS * DEC_COMBINE_UNROLL) {
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+        const int s = warp + u * DEC_COMBINE_WARPS;
+        const float w = s < S ? sW[s] : 0.f;
+        if (w != 0.f)
+#pragma unroll
+            for (int c = 0; c < VEC; ++c)
+                acc[c] += w * ahead[u][c];
+    }
+    for (int s0 = warp + kAhead * DEC_COMBINE_WARPS; s0 < S; s0 += DEC_COMBINE_WARPS * DEC_COMBINE_UNROLL) {
         float v[DEC_COMBINE_UNROLL][VEC], ws[DEC_COMBINE_UNROLL];
 #pragma unroll
         for (int u = 0; u < DEC_COMBINE_UNROLL; ++u) { // the loads first, all in flight
