@@ -453,16 +453,46 @@ struct dec_merge_smem {
     float ml[ACD_DEC_ROWS][2]; // their (M, L)
 };
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Row `row`'s weights w_j of the cluster's S splits into sm.w[row], its (M, L) into sm.ml[row]: lane j < S
+// reads split j's (m_j, l_j) from rank j's shared memory.  Called by a whole warp.
+__device__ __forceinline__ void dec_cluster_weights(const cooperative_groups::cluster_group &cluster, int S, int mutant,
+                                                    int row, dec_merge_smem &sm, int lane)
+{
+    float2 ml = make_float2(-INFINITY, 0.f);
+    if (lane < S) {
+        const float *peer = cluster.map_shared_rank(sm.part[row], lane);
+        ml = make_float2(peer[0], peer[1]);
+    }
+    float M = ml.x, live = ml.x > -INFINITY ? 1.f : 0.f;
+    for (int o = 16; o > 0; o /= 2)
+        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    float L = M == -INFINITY ? 0.f : ml.y * exp2f(ml.x - M); // an empty split adds 0
+    for (int o = 16; o > 0; o /= 2) {
+        L += __shfl_xor_sync(0xffffffffu, L, o);
+        live += __shfl_xor_sync(0xffffffffu, live, o);
+    }
+    float w = ml.y * exp2f(ml.x - M) / L;
+    if (mutant == ACD_MUT_DEC_NO_RESCALE) // every non-empty split weighs alike
+        w = ml.x > -INFINITY ? 1.f / live : 0.f;
+    if (lane < S)
+        sm.w[row][lane] = M == -INFINITY ? 0.f : w;
+    if (lane == 0) {
+        sm.ml[row][0] = M;
+        sm.ml[row][1] = L;
+    }
+}
+#endif
+
 template <typename T, int D>
 __device__ __forceinline__ void dec_cluster_merge(const acd_dec_params &d, T *O, float *LSE, int b, int hk, int rb,
                                                   int nq, const float *sPartO, dec_merge_smem &sm, int tid)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    namespace cg = cooperative_groups;
-    const cg::cluster_group cluster = cg::this_cluster();
+    const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync(); // every rank's partial written (release / acquire over the cluster)
     const acd_params &p = d.p;
-    const int S = d.splits, rank = (int)cluster.block_rank(), warp = tid / 32, lane = tid % 32;
+    const int S = d.splits, rank = (int)cluster.block_rank(), warp = tid / 32;
     auto live = [&](int row, int &h, int &i) {
         const int x = rb * ACD_DEC_ROWS + row;
         i = x / p.group;
@@ -470,33 +500,9 @@ __device__ __forceinline__ void dec_cluster_merge(const acd_dec_params &d, T *O,
         return x < d.rows && i < nq;
     };
     int h, i;
-    // The weights: warp w takes rows rank + (w + 4k) S, lane j < S split j's (m_j, l_j).
-    for (int row = rank + warp * S; row < ACD_DEC_ROWS; row += ACD_DEC_WARPS * S) {
-        if (!live(row, h, i))
-            continue;
-        float2 ml = make_float2(-INFINITY, 0.f);
-        if (lane < S) {
-            const float *peer = cluster.map_shared_rank(sm.part[row], lane);
-            ml = make_float2(peer[0], peer[1]);
-        }
-        float M = ml.x, live_n = ml.x > -INFINITY ? 1.f : 0.f;
-        for (int o = 16; o > 0; o /= 2)
-            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        float L = M == -INFINITY ? 0.f : ml.y * exp2f(ml.x - M); // an empty split adds 0
-        for (int o = 16; o > 0; o /= 2) {
-            L += __shfl_xor_sync(0xffffffffu, L, o);
-            live_n += __shfl_xor_sync(0xffffffffu, live_n, o);
-        }
-        float w = ml.y * exp2f(ml.x - M) / L;
-        if (p.mutant == ACD_MUT_DEC_NO_RESCALE) // every non-empty split weighs alike
-            w = ml.x > -INFINITY ? 1.f / live_n : 0.f;
-        if (lane < S)
-            sm.w[row][lane] = M == -INFINITY ? 0.f : w;
-        if (lane == 0) {
-            sm.ml[row][0] = M;
-            sm.ml[row][1] = L;
-        }
-    }
+    for (int row = rank + warp * S; row < ACD_DEC_ROWS; row += ACD_DEC_WARPS * S) // warp w: rows rank + (w + 4k) S
+        if (live(row, h, i))
+            dec_cluster_weights(cluster, S, p.mutant, row, sm, tid % 32);
     __syncthreads();
     constexpr int kChunks = D / 4; // float4 columns a row
     const int rows_mine = (ACD_DEC_ROWS - rank + S - 1) / S;
@@ -670,6 +676,22 @@ __global__ void __launch_bounds__(ACD_DEC_THREADS, KV::kFp8 ? 3 : 2)
                          sMerge);
 }
 
+// The split kernel's launch as clusters of `splits` CTAs (the grid a multiple: splits vary fastest); attr
+// holds the cluster dimension the configuration points at.
+cudaLaunchConfig_t dec_cluster_config(long long ctas, int splits, size_t smem, cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)ctas);
+    cfg.blockDim = dim3(ACD_DEC_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = (unsigned)splits;
+    attr->val.clusterDim.y = attr->val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
 // The split kernel on stream (its shared memory allowed by acd_dec_split_ctas_per_sm).
 template <typename KV, int D>
 int dec_launch_split(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStream_t stream, ac_err *err)
@@ -684,17 +706,9 @@ int dec_launch_split(const acd_decode_plan &plan, const ac_fwd_args *a, cudaStre
         ACD_CHECK_LAUNCH(err, "dec_split_kernel");
         return AC_OK;
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)plan.split_ctas);
-    cfg.blockDim = dim3(ACD_DEC_THREADS);
-    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = dec_cluster_config(plan.split_ctas, plan.d.splits, smem, &attr);
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)plan.d.splits; // the grid is a multiple: splits vary fastest
-    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
     ACD_CHECK(err,
               cudaLaunchKernelEx(&cfg, dec_split_kernel<KV, D>, plan.d, (const S *)a->q, (const S *)a->k,
                                  (const S *)a->v, (typename KV::Out *)a->o, a->lse));
@@ -727,16 +741,8 @@ template <typename KV, int D> int dec_max_clusters(int splits, int *out, ac_err 
     const size_t smem = dec_tr<KV, D>::kSmemBytes;
     ACD_CHECK(err,
               cudaFuncSetAttribute(dec_split_kernel<KV, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)splits);
-    cfg.blockDim = dim3(ACD_DEC_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)splits;
-    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = dec_cluster_config(splits, splits, smem, &attr);
     ACD_CHECK(err, cudaOccupancyMaxActiveClusters(out, dec_split_kernel<KV, D>, &cfg));
     return AC_OK;
 }
