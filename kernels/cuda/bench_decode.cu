@@ -6,7 +6,8 @@
 // free device memory are skipped).  Bandwidth = bytes of K and V read / time;
 // its fraction of the device's peak 2 * memory clock * bus width / 8 (both
 // from cudaDeviceGetAttribute).  Each time is the median of CUDA-event timings
-// of the split and combine kernels (the plan staged beforehand), after a
+// of the split and combine kernels (the split kernel alone where its CTAs merge
+// in clusters: the row's splits read "S, cluster"; the plan staged beforehand), after a
 // warm-up, with the L2 flushed (by reading a buffer twice its size: clean
 // lines) before every timed run, each row in a fresh process on 3 placements of
 // its buffers (the first, a fresh allocation, printed, then the range over all:
