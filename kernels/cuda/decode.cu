@@ -360,9 +360,9 @@ __device__ __forceinline__ void dec_load_q(const acd_dec_params &d, const typena
     using Tr = dec_tr<KV, D>;
     constexpr int kPer = KV::kFp8 ? 2 : 8; // elements a thread moves at a time
     for (int c = tid; c < ACD_DEC_ROWS * D / kPer; c += ACD_DEC_THREADS) {
-        const int r = c / (D / kPer), col = (c % (D / kPer)) * kPer, x = rb * ACD_DEC_ROWS + r;
-        const int i = x / d.p.group, h = hk * d.p.group + x % d.p.group;
-        const bool ok = x < d.rows && i < nq;
+        const int r = c / (D / kPer), col = (c % (D / kPer)) * kPer;
+        int h, i;
+        const bool ok = dec_packed_row(d, hk, rb * ACD_DEC_ROWS + r, nq, h, i);
         if constexpr (!KV::kFp8) {
             acd_cp_async16(sQ + r * Tr::kQPitch + col, ok ? Q + acd_q_offset<false>(d.p, b, h, i) + col : Q, ok);
         } else {
@@ -389,9 +389,9 @@ __device__ __forceinline__ void dec_write_rows(const acd_dec_params &d, T *O, fl
 {
     constexpr int PER = ACD_DEC_THREADS / ACD_DEC_ROWS, COLS = D / PER;
     const acd_params &p = d.p;
-    const int row = tid / PER, c0 = (tid % PER) * COLS, x = rb * ACD_DEC_ROWS + row;
-    const int i = x / p.group, h = hk * p.group + x % p.group;
-    if (x >= d.rows || i >= nq)
+    const int row = tid / PER, c0 = (tid % PER) * COLS;
+    int h, i;
+    if (!dec_packed_row(d, hk, rb * ACD_DEC_ROWS + row, nq, h, i))
         return;
     float M = -INFINITY, L = 0.f;
 #pragma unroll
@@ -493,12 +493,7 @@ __device__ __forceinline__ void dec_cluster_merge(const acd_dec_params &d, T *O,
     cluster.sync(); // every rank's partial written (release / acquire over the cluster)
     const acd_params &p = d.p;
     const int S = d.splits, rank = (int)cluster.block_rank(), warp = tid / 32;
-    auto live = [&](int row, int &h, int &i) {
-        const int x = rb * ACD_DEC_ROWS + row;
-        i = x / p.group;
-        h = hk * p.group + x % p.group;
-        return x < d.rows && i < nq;
-    };
+    auto live = [&](int row, int &h, int &i) { return dec_packed_row(d, hk, rb * ACD_DEC_ROWS + row, nq, h, i); };
     int h, i;
     for (int row = rank + warp * S; row < ACD_DEC_ROWS; row += ACD_DEC_WARPS * S) // warp w: rows rank + (w + 4k) S
         if (live(row, h, i))

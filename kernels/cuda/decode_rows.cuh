@@ -37,14 +37,24 @@ __device__ __forceinline__ void dec_cta_work(const acd_dec_params &d, long long 
         s = (int)(cta % d.splits);
         cta /= d.splits;
         rb = (int)(cta % d.row_blocks);
+        cta /= d.row_blocks;
     } else {
         rb = (int)(cta % d.row_blocks);
         cta /= d.row_blocks;
         s = (int)(cta % d.splits);
+        cta /= d.splits;
     }
-    cta /= d.cluster ? d.row_blocks : d.splits;
     hk = (int)(cta % d.p.Hkv);
     b = (int)(cta / d.p.Hkv);
+}
+
+// Packed row x (= i * group + g) of KV head hk: its query row i and query head h, and whether it
+// exists (x inside the group's rows, i inside the sequence's query rows).
+__device__ __forceinline__ bool dec_packed_row(const acd_dec_params &d, int hk, int x, int nq, int &h, int &i)
+{
+    i = x / d.p.group;
+    h = hk * d.p.group + x % d.p.group;
+    return x < d.rows && i < nq;
 }
 
 // A packed row of the CTA: its query head and row, and the keys it sees inside
@@ -60,9 +70,7 @@ __device__ __forceinline__ dec_row dec_row_at(const acd_dec_params &d, int b, in
 {
     const acd_params &p = d.p;
     dec_row r{};
-    r.i = x / p.group;
-    r.h = hk * p.group + x % p.group;
-    r.live = x < d.rows && r.i < nq;
+    r.live = dec_packed_row(d, hk, x, nq, r.h, r.i);
     if (!r.live)
         return r;
     int lo, hi;
