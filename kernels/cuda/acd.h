@@ -52,8 +52,9 @@ int acd_decode_cluster_fits(int splits, long long ctas, int max_clusters);
 /* The split count and merge cuda-decode(-fp8, -mla: d 576) would use on this device for p (*cluster 1: the
  * split CTAs merge in clusters; 0: the combine kernel, or S = 1); a plan prepared and released. */
 int acd_decode_plan_path(const ac_problem *p, ac_dtype t, int *splits, int *cluster, ac_err *err);
-/* Split s's keys [*k0, *k1) of a sequence of n_keys keys cut into `splits` (decode.cuh's rule, host code). */
-void acd_decode_split_keys(int n_keys, int splits, int s, int mutant, int *k0, int *k1);
+/* Split s's keys [*k0, *k1) of a sequence of n_keys keys in a batch whose longest sequence has `longest`,
+ * cut into `splits` (decode.cuh's rule, host code). */
+void acd_decode_split_keys(int n_keys, int longest, int splits, int s, int mutant, int *k0, int *k1);
 /* `attncheck bench --decode` (bench_decode.cu): time and HBM bandwidth of cuda-decode at d = 128, GQA 8:1;
  * fp8 (`--decode --fp8`): cuda-decode-fp8's on an e4m3 KV cache. */
 int acd_bench_decode(bool quick, bool fp8, ac_err *err);

@@ -6,17 +6,21 @@
 //     packed rows are the GQA group's query heads times the Nq query rows
 //     (row x = i * group + g), so K and V are read once per group, not once per
 //     query head.  group * Nq > 16 takes more row blocks (each reads K/V again).
-//   * The split s owns keys [k0, k1) of its sequence: the sequence's 64-key
-//     units dealt ceil(units / S) per split (trailing splits may be empty), as
-//     FlashAttention-2's split-KV forward deals its key blocks.
+//   * The split s owns keys [k0, k1) of its sequence: the batch's longest
+//     sequence's 64-key units dealt ceil(units / S) per split (host: the plan's
+//     split_keys), each sequence cut at those boundaries (a shorter one leaves
+//     its trailing splits empty), as FlashAttention-2's split-KV forward deals
+//     its key blocks and FlashInfer's plan its fixed chunks.  A split starts at
+//     s * split_keys whatever the sequence's length, so the CTA reads its first
+//     page ids while the length is on its way.
 //   * Inside the CTA each of the 4 warps consumes its own 16-key tiles (tile n
 //     goes to warp n % 4) through its own 2-stage cp.async pipeline (16-byte
 //     copies of K and V rows into shared memory; no CTA barrier in the loop),
 //     with its own online softmax: S = Q K^T and O += P V on the tensor cores
 //     (mma.sync m16n8k16, f32 accumulate, P rounded to the dtype), Q's fragments
 //     held in registers.  Key j of a paged cache is row j % P of page
-//     block_table[b][j / P] (a page id fetched two tiles ahead of its copy, so
-//     the table's latency does not stall the pipeline).
+//     block_table[b][j / P] (a page id fetched two tiles ahead of its copy and
+//     not touched until then, so the table's latency does not stall the warp).
 //   * The warps' states are merged through shared memory (rescaled to their
 //     common max), then the CTA writes O and LSE directly (S = 1) or its split's
 //     partial O_s (f32, normalised) with its max m_s and sum l_s to a workspace.
@@ -120,26 +124,33 @@ __device__ __forceinline__ bool dec_tile_whole(const acd_dec_params &d, int j0, 
     return d.tiles_in_pages && j0 >= ka && j0 + ACD_DEC_TILE <= kb;
 }
 
-// The page ids (contiguous K/V: 0) of the lane's rows of the tile at key j0;
-// -1 for keys outside [ka, kb), which are not read.  A tile inside one page
-// (P a multiple of 16: tiles start at multiples of 16) needs one table entry.
+// The page ids of the lane's rows of the tile at key j0, as the table holds them
+// (a column past the table's row reads none): the copies test each row's key
+// against the CTA's range, so an id is read without the range (the CTA's first
+// ones before its sequence's length arrives) and not used until the tile's
+// copies are issued.  A tile inside one page (P a multiple of 16: tiles start
+// at multiples of 16) has one id, pg[0]; the rest are neither written nor
+// read.  Writing it to every row (or testing it at once) stalled the warp
+// there for the table's latency, up to a DRAM round trip when the table is
+// cold.  Contiguous K/V: nothing to read.
 template <typename Tr>
-__device__ __forceinline__ void dec_tile_pages(const acd_dec_params &d, int b, int j0, int ka, int kb, int lane,
+__device__ __forceinline__ void dec_tile_pages(const acd_dec_params &d, int b, long long j0, int lane,
                                                int (&pg)[Tr::kRowsPerLane])
 {
-    const int *trow = d.table ? d.table + (long long)b * d.pages_per_seq : nullptr;
-    if (trow && dec_tile_whole(d, j0, ka, kb)) {
-        const int page = __ldg(trow + dec_page_of(d, j0));
-#pragma unroll
-        for (int r = 0; r < Tr::kRowsPerLane; ++r)
-            pg[r] = page;
+    if (!d.table)
+        return;
+    const int *trow = d.table + (long long)b * d.pages_per_seq;
+    const long long end = (long long)d.pages_per_seq * d.page_size; // the keys the table's row can hold
+    if (d.tiles_in_pages) {
+        if (j0 < end)
+            pg[0] = __ldg(trow + dec_page_of(d, (int)j0));
         return;
     }
 #pragma unroll
     for (int r = 0; r < Tr::kRowsPerLane; ++r) {
-        const int j = j0 + lane / Tr::kChunks + r * Tr::kRowsPerPass;
-        const bool ok = j >= ka && j < kb;
-        pg[r] = !ok ? -1 : trow ? __ldg(trow + dec_page_of(d, j)) : 0;
+        const long long j = j0 + lane / Tr::kChunks + r * Tr::kRowsPerPass;
+        if (j < end)
+            pg[r] = __ldg(trow + dec_page_of(d, (int)j));
     }
 }
 
@@ -194,11 +205,12 @@ __device__ __forceinline__ void dec_tile_issue(const acd_dec_params &d, const T 
 #pragma unroll
     for (int r = 0; r < Tr::kRowsPerLane; ++r) {
         const int row = lane / Tr::kChunks + r * Tr::kRowsPerPass, j = j0 + row;
-        const bool ok = pg[r] >= 0;
+        const bool ok = j >= ka && j < kb;
         long long off = 0;
         if (ok && d.table) {
             const int slot = d.page_shift >= 0 ? j & (d.page_size - 1) : j - (j / d.page_size) * d.page_size;
-            off = ((long long)pg[r] * d.page_size + slot) * d.slot_stride + (long long)hk * D;
+            const int page = d.tiles_in_pages ? pg[0] : pg[r];
+            off = ((long long)page * d.page_size + slot) * d.slot_stride + (long long)hk * D;
         } else if (ok) { // V's strides are K's: d_v == d
             off = acd_k_base<false>(p, b) + hk * p.k_sh + (long long)j * p.k_ss;
         }
@@ -560,36 +572,38 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typ
     dec_cta_work(d, cta, b, hk, rb, s);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int nq = acd_nq<false>(p, b), nk = acd_nk<false>(p, b), n_keys = dec_key_end(d, nk);
-    int k0, k1, ka, kb;
-    dec_split_range(d, n_keys, s, k0, k1);
-    dec_cta_keys(d, b, hk, rb, nq, nk, n_keys, k0, k1, lane, ka, kb);
+    // The page ids of the warp's first two tiles (pg0, pg), read from where the split starts while the
+    // sequence's length is on its way: the range needs the length, the split's start does not
+    // (acd_dec_split_range), so the first copies wait for one round trip to DRAM, not two.  Both loads go
+    // out before Q's copies, whose address arithmetic would otherwise delay them.
+    const long long k_start = (long long)s * d.split_keys;
+    int pg0[Tr::kRowsPerLane] = {}, pg[Tr::kRowsPerLane] = {}, pg2[Tr::kRowsPerLane] = {};
+    dec_tile_pages<Tr>(d, b, k_start + warp * ACD_DEC_TILE, lane, pg0);
+    dec_tile_pages<Tr>(d, b, k_start + (warp + ACD_DEC_WARPS) * ACD_DEC_TILE, lane, pg);
     dec_load_q<KV, D>(d, Q, b, hk, rb, nq, sQ, tid);
     acd_cp_async_commit();
 
+    int k0, k1, ka, kb;
+    dec_split_range(d, n_keys, s, k0, k1);
+    dec_cta_keys(d, b, hk, rb, nq, nk, n_keys, k0, k1, lane, ka, kb);
     const int t0 = ka & ~(ACD_DEC_TILE - 1);
     const int tiles = kb > ka ? (kb - t0 + ACD_DEC_TILE - 1) / ACD_DEC_TILE : 0;
     const int mine = tiles > warp ? (tiles - warp + ACD_DEC_WARPS - 1) / ACD_DEC_WARPS : 0;
     T *stage = reinterpret_cast<T *>(sQ + ACD_DEC_ROWS * Tr::kQPitch) + warp * Tr::kWarpElems;
     auto key0 = [&](int it) { return t0 + (warp + it * ACD_DEC_WARPS) * ACD_DEC_TILE; };
-    // Page ids two tiles ahead of their copies (pg for the next tile issued, pg2 for the one after):
-    // with one tile of lead the table's DRAM latency (the L2 holds no table when the cache is cold)
-    // outlasted a tile's math and held the next copies back.
-    int pg[Tr::kRowsPerLane], pg2[Tr::kRowsPerLane];
-#pragma unroll
-    for (int r = 0; r < Tr::kRowsPerLane; ++r)
-        pg[r] = pg2[r] = -1;
-#pragma unroll
-    for (int st = 0; st < ACD_DEC_STAGES - 1; ++st) {
-        if (st < mine) {
-            dec_tile_pages<Tr>(d, b, key0(st), ka, kb, lane, pg);
-            dec_tile_issue<T, D>(d, K, V, b, hk, key0(st), ka, kb, lane, pg, stage + st * Tr::kStageElems);
-        }
-        acd_cp_async_commit();
+    if (t0 != k_start && mine > 0) { // rows that see keys from later in the split only (a window): read again
+        dec_tile_pages<Tr>(d, b, key0(0), lane, pg0);
+        dec_tile_pages<Tr>(d, b, key0(1), lane, pg);
     }
-    if (ACD_DEC_STAGES - 1 < mine)
-        dec_tile_pages<Tr>(d, b, key0(ACD_DEC_STAGES - 1), ka, kb, lane, pg);
+    // Tile 0 is copied now; page ids two tiles ahead of their copies after it (pg for the next tile issued,
+    // pg2 for the one after): with one tile of lead the table's DRAM latency (the L2 holds no table when
+    // the cache is cold) outlasted a tile's math and held the next copies back.
+    static_assert(ACD_DEC_STAGES == 2, "the prologue copies one tile and holds the next two tiles' page ids");
+    if (mine > 0)
+        dec_tile_issue<T, D>(d, K, V, b, hk, key0(0), ka, kb, lane, pg0, stage);
+    acd_cp_async_commit();
     if (ACD_DEC_STAGES < mine)
-        dec_tile_pages<Tr>(d, b, key0(ACD_DEC_STAGES), ka, kb, lane, pg2);
+        dec_tile_pages<Tr>(d, b, key0(ACD_DEC_STAGES), lane, pg2);
     acd_cp_async_wait<ACD_DEC_STAGES - 1>(); // Q's group, the oldest
     __syncthreads();
     uint32_t qf[D / 16][4];
@@ -611,7 +625,7 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typ
             for (int r = 0; r < Tr::kRowsPerLane; ++r)
                 pg[r] = pg2[r];
             if (next + 2 < mine) // the table's latency hidden behind two tiles' math
-                dec_tile_pages<Tr>(d, b, key0(next + 2), ka, kb, lane, pg2);
+                dec_tile_pages<Tr>(d, b, key0(next + 2), lane, pg2);
         }
         acd_cp_async_commit();
         acd_cp_async_wait<ACD_DEC_STAGES - 1>(); // this lane's copies of tile it landed

@@ -6,6 +6,8 @@
 // (block table, lengths, the split partials' workspace).  Preparing a plan
 // is separate from launching it so the benchmark times the two kernels alone.
 #pragma once
+#include <climits>
+
 #include "common.cuh"
 
 // Tile and split configuration, named once (see decode.cu's header comment).
@@ -32,6 +34,7 @@ struct acd_dec_params {
     long long slot_stride; // elements between consecutive slots of a page: Hkv * D
     bool tiles_in_pages; // contiguous K/V, or page_size a multiple of ACD_DEC_TILE: a tile never spans pages
     int splits; // S >= 1 key ranges per sequence
+    int split_keys; // keys per split (acd_dec_split_range), from the batch's longest sequence
     // The S split CTAs of a (sequence, KV head, row block) form a thread-block cluster (split s its rank) and
     // merge their partials through distributed shared memory: no workspace, no combine kernel (decode.cu).
     bool cluster;
@@ -43,18 +46,27 @@ struct acd_dec_params {
     bool descale_head;
 };
 
-// Split s's keys [k0, k1) of a sequence of n_keys: ceil(units / S) units of
-// ACD_DEC_UNIT keys each (trailing splits may be empty).  The off-by-one
-// mutant runs every split but the last one key too far.  Host and device
-// (acd_decode_split_keys tests it without a GPU).
-__host__ __device__ __forceinline__ void acd_dec_split_range(int n_keys, int splits, int s, int mutant, int &k0,
-                                                             int &k1)
+// Keys per split: the longest sequence's n_keys in 64-key units (at least
+// one), dealt ceil(units / S) per split (host; the plan's split_keys).
+__host__ __device__ __forceinline__ int acd_dec_split_keys(int longest, int splits)
 {
-    // 32-bit quotients (units < 2^26, splits <= 256): a 64-bit division is a software routine per thread.
-    const unsigned units = ((unsigned)n_keys + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT;
-    const unsigned per = (units + (unsigned)splits - 1) / (unsigned)splits;
-    const long long lo = (long long)s * per * ACD_DEC_UNIT;
-    long long hi = lo + per * ACD_DEC_UNIT;
+    const long long units = longest > 0 ? ((long long)longest + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT : 1;
+    const long long keys = (units + splits - 1) / splits * ACD_DEC_UNIT;
+    return keys < INT_MAX ? (int)keys : INT_MAX;
+}
+
+// Split s's keys [k0, k1) of a sequence of n_keys: split_keys each from key 0,
+// the last split also any keys past S split_keys (none where split_keys came
+// from the batch's longest sequence); a shorter sequence leaves its trailing
+// splits empty.  A split's range needs no sequence length until it is clamped,
+// so a CTA reads its first block-table entries while the length is on its way.
+// The off-by-one mutant runs every split but the last one key too far.  Host
+// and device (acd_decode_split_keys tests it without a GPU).
+__host__ __device__ __forceinline__ void acd_dec_split_range(int n_keys, int split_keys, int splits, int s, int mutant,
+                                                             int &k0, int &k1)
+{
+    const long long lo = (long long)s * split_keys;
+    long long hi = s == splits - 1 ? (lo > n_keys ? lo : n_keys) : lo + split_keys;
     if (mutant == ACD_MUT_DEC_SPLIT_OFF_BY_ONE && s < splits - 1)
         hi += 1;
     k0 = (int)(lo < n_keys ? lo : n_keys);

@@ -25,7 +25,7 @@ __device__ __forceinline__ int dec_key_end(const acd_dec_params &d, int nk)
 
 __device__ __forceinline__ void dec_split_range(const acd_dec_params &d, int n_keys, int s, int &k0, int &k1)
 {
-    acd_dec_split_range(n_keys, d.splits, s, d.p.mutant, k0, k1);
+    acd_dec_split_range(n_keys, d.split_keys, d.splits, s, d.p.mutant, k0, k1);
 }
 
 // CTA number cta's work: the split s of the row block rb of (sequence b, KV head hk).  Row blocks vary

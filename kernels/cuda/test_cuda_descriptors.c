@@ -317,33 +317,62 @@ Test(cuda_kernels, decode_cluster_merge_only_for_one_wave_of_2_to_8_splits)
     cr_assert(acd_decode_cluster_fits(4, 4LL * 66, 66) && !acd_decode_cluster_fits(4, 4LL * 66 + 4, 66));
 }
 
-/* The splits cut a sequence's keys into consecutive ranges of whole 64-key
- * units (the last one shorter), empty ones only at the end, covering every key
- * once; the off-by-one mutant's ranges overlap their successor by exactly one key. */
+/* The splits cut a sequence's keys into consecutive ranges from key 0, each of
+ * the keys per split that the batch's longest sequence gives (whole 64-key
+ * units, the last non-empty range shorter), empty ones only at the end,
+ * covering every key once; a sequence longer than the batch's longest (not a
+ * plan's) ends in the last split.  The off-by-one mutant's ranges overlap their
+ * successor by exactly one key. */
+static void check_split_ranges(int n, int longest, int S)
+{
+    const long long units = ((long long)longest + 63) / 64;
+    const long long keys = (units + S - 1) / S * 64; /* every range but the last holds this many, or fewer at n */
+    int next = 0, empty_seen = 0;
+    for (int s = 0; s < S; s++) {
+        int k0, k1, m0, m1;
+        acd_decode_split_keys(n, longest, S, s, ACD_MUT_NONE, &k0, &k1);
+        cr_assert_eq(k0, next, "n=%d longest=%d S=%d split %d starts at %d, not %d", n, longest, S, s, k0, next);
+        cr_assert(k1 - k0 == keys || k1 == n, "n=%d longest=%d S=%d split %d: [%d, %d)", n, longest, S, s, k0, k1);
+        if (k1 == k0)
+            empty_seen = 1;
+        else
+            cr_assert(!empty_seen, "n=%d longest=%d S=%d: a non-empty split %d after an empty one", n, longest, S, s);
+        next = k1;
+        acd_decode_split_keys(n, longest, S, s, ACD_MUT_DEC_SPLIT_OFF_BY_ONE, &m0, &m1);
+        cr_assert_eq(m0, k0);
+        cr_assert_eq(m1, s < S - 1 && k1 < n ? k1 + 1 : k1, "n=%d S=%d split %d: mutant end %d", n, S, s, m1);
+    }
+    cr_assert_eq(next, n, "n=%d longest=%d S=%d: the splits end at %d", n, longest, S, next);
+}
+
 Test(cuda_kernels, decode_splits_cover_every_key_once)
 {
     const int lengths[] = {0, 1, 63, 64, 65, 1000, 16461, 2147483647}, counts[] = {1, 2, 3, 7, 64, 256};
     for (size_t a = 0; a < sizeof lengths / sizeof lengths[0]; a++)
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
             const int n = lengths[a], S = counts[c];
-            int next = 0, empty_seen = 0;
-            for (int s = 0; s < S; s++) {
-                int k0, k1, m0, m1;
-                acd_decode_split_keys(n, S, s, ACD_MUT_NONE, &k0, &k1);
-                cr_assert_eq(k0, next, "n=%d S=%d split %d starts at %d, not %d", n, S, s, k0, next);
-                cr_assert(k1 >= k0 && (k1 == n || (k1 - k0) % 64 == 0), "n=%d S=%d split %d: [%d, %d)", n, S, s, k0,
-                          k1);
-                if (k1 == k0)
-                    empty_seen = 1;
-                else
-                    cr_assert(!empty_seen, "n=%d S=%d: a non-empty split %d after an empty one", n, S, s);
-                next = k1;
-                acd_decode_split_keys(n, S, s, ACD_MUT_DEC_SPLIT_OFF_BY_ONE, &m0, &m1);
-                cr_assert_eq(m0, k0);
-                cr_assert_eq(m1, s < S - 1 && k1 < n ? k1 + 1 : k1, "n=%d S=%d split %d: mutant end %d", n, S, s, m1);
-            }
-            cr_assert_eq(next, n, "n=%d S=%d: the splits end at %d", n, S, next);
+            check_split_ranges(n, n, S); /* the longest sequence */
+            for (size_t b = 0; b <= a; b++)
+                check_split_ranges(lengths[b], n, S); /* shorter ones beside it */
+            if (a > 0)
+                check_split_ranges(n, lengths[a - 1], S); /* longer than the plan's longest: the last split */
         }
+}
+
+/* The longest sequence fills ceil(units / S) units a split: 16 384 keys over 8 splits give 2048 each, 16 461
+ * (258 units) over 8 give 33 units (2112 keys) to the first seven and the last 1677 keys to the last; a
+ * sequence of 3000 beside it fills one split and 888 keys of the next, the rest empty. */
+Test(cuda_kernels, decode_split_ranges_by_hand)
+{
+    int k0, k1;
+    acd_decode_split_keys(16384, 16384, 8, 3, ACD_MUT_NONE, &k0, &k1);
+    cr_assert(k0 == 6144 && k1 == 8192, "[%d, %d)", k0, k1);
+    acd_decode_split_keys(16461, 16461, 8, 7, ACD_MUT_NONE, &k0, &k1);
+    cr_assert(k0 == 7 * 2112 && k1 == 16461, "[%d, %d)", k0, k1);
+    acd_decode_split_keys(3000, 16461, 8, 1, ACD_MUT_NONE, &k0, &k1);
+    cr_assert(k0 == 2112 && k1 == 3000, "[%d, %d)", k0, k1);
+    acd_decode_split_keys(3000, 16461, 8, 2, ACD_MUT_NONE, &k0, &k1);
+    cr_assert(k0 == 3000 && k1 == 3000, "[%d, %d)", k0, k1);
 }
 
 /* Whether one of the process's mappings names `lib` (/proc/self/maps). */
