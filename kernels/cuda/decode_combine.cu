@@ -27,12 +27,14 @@ __device__ __forceinline__ void dec_wait_for_splits()
 // A CTA per query row.  Warp w sums the O_s of splits w, w + 4, ... in split
 // order.  Its first kAhead of them (all of them up to 64 splits at d_v <= 128)
 // are loaded at once, before the weights are known, so they travel with the
-// (m_s, l_s) loads: the threads reduce those to M, L and each split's weight
-// (S <= 256: two loads a thread) while the partials arrive.  Later splits are
-// loaded four at a time.  Each round of loads is a latency of the decode step's
-// chain: B = 1, 16k's 64 splits took five (PERF.md, "the combine's rounds"), and
-// the first version (a warp per row walking its splits one after another) made
-// that step 1.37x as long end to end.
+// (m_s, l_s) loads: each warp reduces all of those to M, L and the splits'
+// weights by itself (S <= 256: eight loads a lane; shuffles, no CTA barrier)
+// while the partials arrive.  Later splits are loaded four at a time.  The
+// row's index arithmetic runs before the wait for the split kernel: after it,
+// every round of loads or barriers is a link of the decode step's chain (B = 1,
+// 16k's 64 splits took five rounds of loads: PERF.md, "the combine's rounds"),
+// and the first version (a warp per row walking its splits one after another)
+// made that step 1.37x as long end to end.
 constexpr int DEC_COMBINE_WARPS = 4;
 constexpr int DEC_COMBINE_THREADS = 32 * DEC_COMBINE_WARPS;
 constexpr int DEC_COMBINE_UNROLL = 4; // splits a warp has in flight past the first kAhead
@@ -63,64 +65,70 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
     dec_combine_kernel(acd_dec_params d, T *__restrict__ O, float *__restrict__ LSE)
 {
     constexpr int VEC = D / 32;
-    __shared__ float sW[ACD_DEC_MAX_SPLITS], sRed[DEC_COMBINE_WARPS];
+    __shared__ float sW[DEC_COMBINE_WARPS][ACD_DEC_MAX_SPLITS]; // each warp's copy of the weights
     __shared__ __align__(16) float sAcc[DEC_COMBINE_WARPS][D];
-    dec_wait_for_splits();
     const acd_params &p = d.p;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, S = d.splits;
     const long long x = blockIdx.x;
     int b, h, i;
     if (!acd_grid_row(p, x, b, h, i) || i >= acd_nq<false>(p, b))
-        return; // a padding row: never compared (the whole CTA leaves)
+        return; // a padding row: never compared (the whole CTA leaves, without waiting)
+    const float *op = d.o_part + x * S * D + lane * VEC;
+    const float2 *ml = reinterpret_cast<const float2 *>(d.lse_part) + x * S; // (m_s, l_s) per split
+    T *orow = O + acd_o_offset(p, b, h, i);
+    // The row's index arithmetic above (three divisions) ran while the split kernel was finishing; from
+    // here on every step is a latency of the decode step's chain.
+    dec_wait_for_splits();
     // The first kAhead splits' O_s of this warp, in flight before the weights: every split CTA wrote its
     // partial (an empty split's is 0, its weight 0: loaded, never added).
     constexpr int kAhead = 64 / VEC > DEC_COMBINE_UNROLL ? 64 / VEC : DEC_COMBINE_UNROLL; // 64 registers
-    const float *op = d.o_part + x * S * D + lane * VEC;
     float ahead[kAhead][VEC];
 #pragma unroll
     for (int u = 0; u < kAhead; ++u)
         if (warp + u * DEC_COMBINE_WARPS < S)
             dec_load_part<VEC>(op + (long long)(warp + u * DEC_COMBINE_WARPS) * D, ahead[u]);
-    const float2 *ml = reinterpret_cast<const float2 *>(d.lse_part) + x * S; // (m_s, l_s) per split
-    float2 mine[ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS];
+    // Every warp reduces all S pairs itself, lane j holding splits j, j + 32, ...: shuffles and no CTA
+    // barrier (the CTA-wide reductions' six barriers were links of the chain too).
+    constexpr int kPairs = ACD_DEC_MAX_SPLITS / 32;
+    float2 mine[kPairs];
     float M = -INFINITY;
 #pragma unroll
-    for (int k = 0; k < ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS; ++k) {
-        const int s = tid + k * DEC_COMBINE_THREADS;
+    for (int k = 0; k < kPairs; ++k) {
+        const int s = lane + 32 * k;
         mine[k] = s < S ? ml[s] : make_float2(-INFINITY, 0.f);
         M = fmaxf(M, mine[k].x);
     }
-    M = acd_cta_reduce(M, sRed, [](float a, float c) { return fmaxf(a, c); });
-    T *orow = O + acd_o_offset(p, b, h, i);
-    if (M == -INFINITY) { // every split empty: no visible key
+    for (int o = 16; o > 0; o /= 2)
+        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (M == -INFINITY) { // every split empty: no visible key (every warp sees it)
         for (int c = tid; c < D / 2; c += DEC_COMBINE_THREADS)
             acd_tc<T>::store2(orow + 2 * c, 0.f, 0.f);
         if (tid == 0)
             LSE[x] = -INFINITY;
         return;
     }
-    float sum = 0.f, live = 0.f;
+    float sum = 0.f;
+    int live = 0;
 #pragma unroll
-    for (int k = 0; k < ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS; ++k) {
+    for (int k = 0; k < kPairs; ++k) {
         sum += mine[k].y * exp2f(mine[k].x - M); // an empty split: l_s = 0 (and m_s = -inf) adds 0
-        live += mine[k].x > -INFINITY ? 1.f : 0.f;
+        live += __popc(__ballot_sync(0xffffffffu, mine[k].x > -INFINITY));
     }
-    const auto add = [](float a, float c) { return a + c; };
-    sum = acd_cta_reduce(sum, sRed, add);
-    live = acd_cta_reduce(live, sRed, add);
+    for (int o = 16; o > 0; o /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
 #pragma unroll
-    for (int k = 0; k < ACD_DEC_MAX_SPLITS / DEC_COMBINE_THREADS; ++k) { // the no-rescale mutant: all weigh alike
-        const int s = tid + k * DEC_COMBINE_THREADS;
+    for (int k = 0; k < kPairs; ++k) { // the no-rescale mutant: all weigh alike
+        const int s = lane + 32 * k;
         if (s < S)
-            sW[s] = p.mutant == ACD_MUT_DEC_NO_RESCALE ? (mine[k].x > -INFINITY ? 1.f / live : 0.f)
-                                                       : mine[k].y * exp2f(mine[k].x - M) / sum;
+            sW[warp][s] = p.mutant == ACD_MUT_DEC_NO_RESCALE ? (mine[k].x > -INFINITY ? 1.f / (float)live : 0.f)
+                                                             : mine[k].y * exp2f(mine[k].x - M) / sum;
     }
-    __syncthreads();
+    __syncwarp();
     float acc[VEC] = {};
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
         const int s = warp + u * DEC_COMBINE_WARPS;
-        const float w = s < S ? sW[s] : 0.f;
+        const float w = s < S ? sW[warp][s] : 0.f;
         if (w != 0.f)
 #pragma unroll
             for (int c = 0; c < VEC; ++c)
@@ -131,7 +139,7 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
 #pragma unroll
         for (int u = 0; u < DEC_COMBINE_UNROLL; ++u) { // the loads first, all in flight
             const int s = s0 + u * DEC_COMBINE_WARPS;
-            ws[u] = s < S ? sW[s] : 0.f;
+            ws[u] = s < S ? sW[warp][s] : 0.f;
             if (ws[u] != 0.f) // an empty split (and its O_s) is not read
                 dec_load_part<VEC>(op + (long long)s * D, v[u]);
         }
