@@ -46,9 +46,21 @@ struct acd_dec_params {
     bool descale_head;
 };
 
+// Keys the kernels treat as a sequence of nk keys: nk, or for the last-page
+// mutant every slot of its last page (page_size > 0: a paged cache), whose NaN
+// then reaches the sums.  Host (the longest sequence's, for split_keys) and
+// device (each sequence's).
+__host__ __device__ __forceinline__ int acd_dec_key_end(int nk, int page_size, int mutant)
+{
+    if (mutant != ACD_MUT_DEC_LAST_PAGE_SLOTS || page_size <= 0)
+        return nk;
+    const long long end = ((long long)nk + page_size - 1) / page_size * page_size;
+    return end < INT_MAX ? (int)end : INT_MAX;
+}
+
 // Keys per split: the longest sequence's n_keys in 64-key units (at least
 // one), dealt ceil(units / S) per split (host; the plan's split_keys).
-__host__ __device__ __forceinline__ int acd_dec_split_keys(int longest, int splits)
+__host__ __device__ __forceinline__ int acd_dec_keys_per_split(int longest, int splits)
 {
     const long long units = longest > 0 ? ((long long)longest + ACD_DEC_UNIT - 1) / ACD_DEC_UNIT : 1;
     const long long keys = (units + splits - 1) / splits * ACD_DEC_UNIT;

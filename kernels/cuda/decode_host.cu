@@ -85,16 +85,6 @@ int dec_longest(const ac_problem *prob)
     return longest;
 }
 
-// The keys the kernels treat as the longest sequence's (decode_rows.cuh's dec_key_end): its length, or for
-// the last-page mutant every slot of its last page.
-int dec_longest_keys(const ac_problem *prob, int mutant)
-{
-    const long long n = dec_longest(prob), p = prob->page_size;
-    if (mutant == ACD_MUT_DEC_LAST_PAGE_SLOTS && p > 0)
-        return (int)std::min((long long)INT_MAX, (n + p - 1) / p * p);
-    return (int)n;
-}
-
 } // namespace
 
 // Auto: FlashAttention-2's rule (num_splits_heuristic) on the CTAs that hold
@@ -227,7 +217,7 @@ int acd_decode_prepare(const ac_problem *prob, ac_dtype t, int mutant, bool mla,
         return st;
     }
     d.splits = acd_decode_splits(prob, d.row_blocks, std::max(1, sms * per_sm));
-    d.split_keys = acd_dec_split_keys(dec_longest_keys(prob, mutant), d.splits);
+    d.split_keys = acd_dec_keys_per_split(acd_dec_key_end(dec_longest(prob), prob->page_size, mutant), d.splits);
     plan->rows_all = (long long)d.p.B * d.p.Hq * d.p.Nq;
     plan->split_ctas = (long long)d.p.B * d.p.Hkv * d.row_blocks * d.splits;
     if (plan->split_ctas > INT_MAX || plan->rows_all > INT_MAX) { // the combine's grid: a CTA per query row
@@ -268,7 +258,7 @@ void acd_decode_release(acd_decode_plan *plan)
 
 extern "C" void acd_decode_split_keys(int n_keys, int longest, int splits, int s, int mutant, int *k0, int *k1)
 {
-    acd_dec_split_range(n_keys, acd_dec_split_keys(longest, splits), splits, s, mutant, *k0, *k1);
+    acd_dec_split_range(n_keys, acd_dec_keys_per_split(longest, splits), splits, s, mutant, *k0, *k1);
 }
 
 // The plan's split count and merge (1: in clusters, 0: the combine kernel or none), prepared and released.

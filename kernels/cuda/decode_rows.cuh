@@ -14,13 +14,10 @@ namespace
 
 // ---- keys: the split's range, each row's visible range, where a key lives ----
 
-// Keys the kernel treats as the sequence's: nk, or for the last-page mutant
-// every slot of the last page (their NaN then reaches the sums).
+// Keys the kernel treats as the sequence's (acd_dec_key_end).
 __device__ __forceinline__ int dec_key_end(const acd_dec_params &d, int nk)
 {
-    if (d.p.mutant == ACD_MUT_DEC_LAST_PAGE_SLOTS && d.table)
-        return (nk + d.page_size - 1) / d.page_size * d.page_size;
-    return nk;
+    return acd_dec_key_end(nk, d.table ? d.page_size : 0, d.p.mutant);
 }
 
 __device__ __forceinline__ void dec_split_range(const acd_dec_params &d, int n_keys, int s, int &k0, int &k1)

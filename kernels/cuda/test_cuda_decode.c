@@ -268,6 +268,9 @@ int acdt_decode_tests(bool small, const char *only)
         {K, BF, 5, 16, 1, 16, 300, 64, S, 0, 1, 7, false, 0, 0, 0},
         /* more splits than key tiles: most splits empty; page 256 > nk */
         {K, F16, 3, 4, 4, 3, 129, 64, H, 2, 256, 300, false, 0, 0, 0},
+        /* paged, a window: the visible keys start inside a split (past its start), whose CTA reads its first
+         * page ids again (the ones read beside the length were its start's) */
+        {K, BF, 3, 8, 2, 2, 2000, 128, S, 3, 16, 4, false, 0, 0, 0},
         /* contiguous K, V with a split hint, a window */
         {K, BF, 3, 8, 8, 2, 200, 128, S, 3, 0, 2, false, 0, 0, 0},
         /* a page size that is not a power of two, a dense mask (fully masked rows) */
