@@ -12,15 +12,20 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 # Meson < 1.4 tracks no header a .cu includes (meson.build): drop each CUDA object that is older than a
 # file its nvcc -MD list (X.cu.d beside X.cu.o; paths relative to the build directory) names.
+# The list is make's syntax: paths split by blanks and continued lines, a blank inside a path written "\ ".
+cuda_dep_paths() {
+  sed -e '1s/^[^:]*://' -e 's/\\$//' -e 's/\\ /\x01/g' "$1" | tr -s ' \t' '\n\n' | tr '\001' ' '
+}
 drop_stale_cuda_objects() {
   local dep obj f
   while IFS= read -r -d '' dep; do
     obj=${dep%.d}.o
     [ -f "$obj" ] || continue
-    for f in $(sed -e '1s/^[^:]*://' -e 's/\\$//' "$dep"); do
+    while IFS= read -r f; do
+      [ -n "$f" ] || continue
       if [ ! -e "$build/$f" ] && [ ! -e "$f" ]; then rm -f "$obj"; break; fi
       if [ "$build/$f" -nt "$obj" ] || [ "$f" -nt "$obj" ]; then rm -f "$obj"; break; fi
-    done
+    done < <(cuda_dep_paths "$dep")
   done < <(find "$build" -name '*.cu.d' -print0)
 }
 drop_stale_cuda_objects
