@@ -668,8 +668,8 @@ __device__ __forceinline__ void dec_split_cta(const acd_dec_params &d, const typ
         dec_cluster_merge<typename KV::Out, D>(d, O, LSE, b, hk, rb, nq, sO, sMerge, tid);
 }
 
-// Two CTAs an SM for 16-bit K/V (at d = 128 their 196 registers allow no more);
-// three for fp8, whose tiles are half the bytes for the same math: 166 registers
+// Two CTAs an SM for 16-bit K/V (at d = 128 their 221 registers allow no more);
+// three for fp8, whose tiles are half the bytes for the same math: 168 registers
 // and 12 warps an SM hide more of it (H200, B = 8 and 32 at 16-128k, one visit:
 // 7-13% faster than two; four, at 128 registers, spill and ran 2-10% slower).
 template <typename KV, int D>
