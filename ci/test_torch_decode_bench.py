@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ci/test_torch_decode_bench.py — torch_decode_bench.parse_ours on a planted `bench --decode` log:
-the rows of both table formats (without and with the range across placements) are read with their
-ms, the peak from the header, and MLA rows, headers and skipped rows are not; and
+the rows of both table formats (without and with the range across placements), paged and
+contiguous (page 0), are read with their ms, the peak from the header, and MLA rows, headers and skipped rows are not; and
 over_placements' first placement and range, where a backend refused some placements or all; and a
 shape's process that fails (here: no PyTorch) reported as a failure, not as a shape that did not fit.  Standard
 library only (PyTorch is imported only to time); run by ci/test.sh."""
@@ -16,7 +16,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_decode_bench import over_placements, parse_ours, runs_in_child  # noqa: E402  (after the path)
 
-LOG = """## cuda-decode: bf16, d = 128, Hq = 32, Hkv = 4 (GQA 8:1), Nq = 1, causal-br, paged; peak HBM 4814 GB/s (memory \
+LOG = """## cuda-decode: bf16, d = 128, Hq = 32, Hkv = 4 (GQA 8:1), Nq = 1, causal-br, paged (page 0: contiguous); peak HBM 4814 GB/s (memory \
 clock 3201 MHz, bus 6016 bits); split + combine kernels, median, L2 flushed
 | page | B | Nk | splits | ms | GB/s | % of peak |
 | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
@@ -24,6 +24,7 @@ clock 3201 MHz, bus 6016 bits); split + combine kernels, median, L2 flushed
 | page | B | Nk | splits | ms | GB/s | % of peak | % across placements |
 | 128 | 32 | 131072 | 2 | 2.2735 | 3778 | 78.5% | 78.4-89.2% (3) |
 | 16 | 1 | 1024 | 8 | 0.0124 | 169 | 3.5% | - |
+| 0 | 8 | 16384 | 8 | 0.0697 | 3852 | 80.0% | 79.8-80.0% (3) |
 | 16 | 128 | 131072 | - | skipped: K and V need 32.0 GiB | | | |
 | Hq | page | B | Nk | splits | ms | GB/s | % of peak | % across placements | TFLOP/s |
 | 128 | 64 | 8 | 16384 | 4 | 0.3861 | 391 | 8.1% | - | 95 |
@@ -38,7 +39,8 @@ class ParseOurs(unittest.TestCase):
                 f.write(LOG)
             rows, peak = parse_ours(path)
         self.assertEqual(peak, 4814.0)
-        self.assertEqual(rows, {(16, 8, 16384): 0.0772, (128, 32, 131072): 2.2735, (16, 1, 1024): 0.0124})
+        self.assertEqual(rows, {(16, 8, 16384): 0.0772, (128, 32, 131072): 2.2735, (16, 1, 1024): 0.0124,
+                                (0, 8, 16384): 0.0697})
 
     def test_no_log(self):
         self.assertEqual(parse_ours(None), ({}, None))

@@ -15,8 +15,9 @@ is reported.  Each shape runs in a Python process of its own, timed on
 printed, with the best backend's range over all.  Times:
 CUDA events, median of repeats after a warm-up, the L2 flushed before each.  Bandwidth = bytes of K and V / time, as in our bench;
 the peak is read from BENCH_LOG's header (`peak HBM N GB/s`), else NVML, else
---peak-gbs.  With BENCH_LOG the table adds cuda-decode's times for page 16 and
-128 and the speedup torch_ms / ours_ms (>= 1: cuda-decode is faster)."""
+--peak-gbs.  With BENCH_LOG the table adds cuda-decode's times for pages of 16
+and 128 and for contiguous K/V (page 0, the layout PyTorch reads here), and the
+speedups torch_ms / ours_ms (>= 1: cuda-decode is faster)."""
 import argparse
 import json
 import os
@@ -156,8 +157,9 @@ def main():
           "0, 66, 132 MiB ...): the first (a fresh allocation) printed, the range over all beside it, as bench "
           "--decode's rows.\n")
     print("| B | Nk | " + " | ".join(f"{n} ms" for n in names) + " | best | ms | GB/s | % of peak "
-          "| best's % across placements | ours p16 ms | ours p128 ms | speedup p16 | speedup p128 |")
-    print("| " + " | ".join(["---:"] * (len(names) + 11)) + " |")
+          "| best's % across placements | ours p16 ms | ours p128 ms | ours contiguous ms | speedup p16 "
+          "| speedup p128 | speedup contiguous |")
+    print("| " + " | ".join(["---:"] * (len(names) + 13)) + " |")
     for B in BATCHES:
         for nk in LENGTHS:
             if args.quick and (nk != 16384 or B not in (1, 32)):
@@ -175,19 +177,20 @@ def main():
             done = {n: t for n, t in times.items() if t is not None}
             cells = [f"{times[n]:.4f}" if times[n] is not None else "-" for n in names]
             if not done:
-                print(f"| {B} | {nk} | " + " | ".join(cells) + " | none | | | | | | | | |")
+                print(f"| {B} | {nk} | " + " | ".join(cells) + " | none | | | | | | | | | | |")
                 continue
             best = min(done, key=done.get)
             ms = done[best]
             gbs = kv_bytes / (ms * 1e-3) / 1e9
-            o16, o128 = ours.get((16, B, nk)), ours.get((128, B, nk))
+            o16, o128, o0 = ours.get((16, B, nk)), ours.get((128, B, nk)), ours.get((0, B, nk))
             fmt = lambda x: f"{x:.4f}" if x else "-"
             ratio = lambda x: f"{ms / x:.2f}x" if x else "-"
             pct = lambda t: 100 * kv_bytes / (t * 1e-3) / 1e9 / peak
             lo, hi = spread[best]
             rng = f"{pct(hi):.1f}-{pct(lo):.1f}% ({len(runs)})" if len(runs) > 1 else "-"
             print(f"| {B} | {nk} | " + " | ".join(cells) + f" | {best} | {ms:.4f} | {gbs:.0f} | {100 * gbs / peak:.1f}% "
-                  f"| {rng} | {fmt(o16)} | {fmt(o128)} | {ratio(o16)} | {ratio(o128)} |", flush=True)
+                  f"| {rng} | {fmt(o16)} | {fmt(o128)} | {fmt(o0)} | {ratio(o16)} | {ratio(o128)} | {ratio(o0)} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

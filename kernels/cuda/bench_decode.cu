@@ -1,7 +1,8 @@
 // kernels/cuda/bench_decode.cu — `attncheck bench --decode`: cuda-decode's time
 // and achieved HBM bandwidth on a serving engine's decode step (issue 16):
 // bf16, d = 128, Hq = 32, Hkv = 4 (GQA 8:1), Nq = 1, causal-br, every sequence
-// Nk keys in pages of 16 or 128 keys through a shuffled block table, for
+// Nk keys in pages of 16 or 128 keys through a shuffled block table, and
+// contiguous (B, Hkv, Nk, d) K/V (page 0: what PyTorch SDPA reads beside it), for
 // B = 1, 8, 32, 128 and Nk = 1k .. 128k (shapes whose cache does not fit in
 // free device memory are skipped).  Bandwidth = bytes of K and V read / time;
 // its fraction of the device's peak 2 * memory clock * bus width / 8 (both
@@ -575,7 +576,8 @@ int bd_table(ac_dtype t, int mla_heads_first, bool quick, double peak_gbs, int l
                     if (st == AC_OK && !only && (!quick || (nk == 16384 && B == 32)))
                         st = bd_row(t, B, nk, 64, 0, h, peak_gbs, flush, flush_bytes, quick, err);
     } else {
-        const int pages[] = {16, 128}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536, 131072};
+        // Page 0: contiguous K/V, PyTorch's layout beside it (the kernel's own cost of paging is the difference).
+        const int pages[] = {16, 128, 0}, batches[] = {1, 8, 32, 128}, lengths[] = {1024, 4096, 16384, 65536, 131072};
         for (int page : pages)
             for (int B : batches)
                 for (int nk : lengths)
@@ -591,7 +593,7 @@ int bd_table(ac_dtype t, int mla_heads_first, bool quick, double peak_gbs, int l
 extern "C" int acd_bench_decode(bool quick, bool fp8, ac_err *err)
 {
     const ac_dtype t = fp8 ? AC_E4M3 : AC_BF16;
-    printf("\n## %s: %s, d = %d, Hq = %d, Hkv = %d (GQA 8:1), Nq = 1, causal-br, paged; ",
+    printf("\n## %s: %s, d = %d, Hq = %d, Hkv = %d (GQA 8:1), Nq = 1, causal-br, paged (page 0: contiguous); ",
            fp8 ? "cuda-decode-fp8" : "cuda-decode", fp8 ? "e4m3 Q, K, V (descale per tensor), O bf16" : "bf16", BD_D,
            BD_HQ, BD_HKV);
     double peak_gbs = 0.0;
