@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """ci/test_torch_decode_bench.py — torch_decode_bench.parse_ours on a planted `bench --decode` log:
 the rows of both table formats (without and with the range across placements), paged and
-contiguous (page 0), are read with their ms, the peak from the header, and MLA rows, headers and skipped rows are not; and
-over_placements' first placement and range, where a backend refused some placements or all; and a
-shape's process that fails (here: no PyTorch) reported as a failure, not as a shape that did not fit.  Standard
-library only (PyTorch is imported only to time); run by ci/test.sh."""
+contiguous (page 0), are read with their ms, the peak from the header, and MLA rows, headers and
+skipped rows are not; and over_placements' first placement and range, where a backend refused
+some placements or all; and a shape's process that fails (here: no PyTorch) reported as a failure,
+not as a shape that did not fit.  Standard library only (PyTorch is imported only to time); run by
+ci/test.sh."""
 import contextlib
 import importlib.util
 import io

@@ -223,15 +223,32 @@ template <> struct acd_tc<__nv_bfloat16> {
     }
 };
 
-// ---- CTA-wide reductions ----
+// ---- warp- and CTA-wide reductions ----
+// v over the warp by op (a sum or a max), every lane receiving the result: a
+// butterfly of shuffles (lane distances 16, 8, 4, 2, 1), so every lane sums in
+// the same order.  Every lane of the warp calls it.
+template <typename Op> __device__ __forceinline__ float acd_warp_reduce(float v, Op op)
+{
+    for (int k = 16; k > 0; k /= 2)
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, k));
+    return v;
+}
+__device__ __forceinline__ float acd_warp_max(float v)
+{
+    return acd_warp_reduce(v, [](float a, float c) { return fmaxf(a, c); });
+}
+__device__ __forceinline__ float acd_warp_sum(float v)
+{
+    return acd_warp_reduce(v, [](float a, float c) { return a + c; });
+}
+
 // v over the CTA by op (a sum or a max), every thread receiving the result: the
 // warps' shuffles, then warp 0's .. the last warp's partials in order (the same
 // order on every call, so a row's result does not move between runs).
 // scratch: a float per warp in shared memory; every thread of the CTA calls it.
 template <typename Op> __device__ __forceinline__ float acd_cta_reduce(float v, float *scratch, Op op)
 {
-    for (int k = 16; k > 0; k /= 2)
-        v = op(v, __shfl_xor_sync(0xffffffffu, v, k));
+    v = acd_warp_reduce(v, op);
     __syncthreads(); // scratch's previous use is over
     if (threadIdx.x % 32 == 0)
         scratch[threadIdx.x / 32] = v;

@@ -98,8 +98,7 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
         mine[k] = s < S ? ml[s] : make_float2(-INFINITY, 0.f);
         M = fmaxf(M, mine[k].x);
     }
-    for (int o = 16; o > 0; o /= 2)
-        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    M = acd_warp_max(M);
     if (M == -INFINITY) { // every split empty: no visible key (every warp sees it)
         for (int c = tid; c < D / 2; c += DEC_COMBINE_THREADS)
             acd_tc<T>::store2(orow + 2 * c, 0.f, 0.f);
@@ -114,8 +113,7 @@ __global__ void __launch_bounds__(DEC_COMBINE_THREADS)
         sum += mine[k].y * exp2f(mine[k].x - M); // an empty split: l_s = 0 (and m_s = -inf) adds 0
         live += __popc(__ballot_sync(0xffffffffu, mine[k].x > -INFINITY));
     }
-    for (int o = 16; o > 0; o /= 2)
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    sum = acd_warp_sum(sum);
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) { // the no-rescale mutant: all weigh alike
         const int s = lane + 32 * k;
