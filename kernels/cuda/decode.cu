@@ -476,14 +476,9 @@ __device__ __forceinline__ void dec_cluster_weights(const cooperative_groups::cl
         const float *peer = cluster.map_shared_rank(sm.part[row], lane);
         ml = make_float2(peer[0], peer[1]);
     }
-    float M = ml.x, live = ml.x > -INFINITY ? 1.f : 0.f;
-    for (int o = 16; o > 0; o /= 2)
-        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    float L = M == -INFINITY ? 0.f : ml.y * exp2f(ml.x - M); // an empty split adds 0
-    for (int o = 16; o > 0; o /= 2) {
-        L += __shfl_xor_sync(0xffffffffu, L, o);
-        live += __shfl_xor_sync(0xffffffffu, live, o);
-    }
+    const float M = acd_warp_max(ml.x);
+    const float L = acd_warp_sum(M == -INFINITY ? 0.f : ml.y * exp2f(ml.x - M)); // an empty split adds 0
+    const float live = acd_warp_sum(ml.x > -INFINITY ? 1.f : 0.f);
     float w = ml.y * exp2f(ml.x - M) / L;
     if (mutant == ACD_MUT_DEC_NO_RESCALE) // every non-empty split weighs alike
         w = ml.x > -INFINITY ? 1.f / live : 0.f;
