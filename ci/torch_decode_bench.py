@@ -37,16 +37,21 @@ def parse_ours(path):
     rows, peak = {}, None
     if not path:
         return rows, peak
+    in_decode_table = False  # rows are read under a "| page | B | Nk |" header (MLA's starts "| Hq |")
     with open(path) as f:
         for line in f:
             m = re.search(r"peak HBM (\d+) GB/s", line)
             if m:
                 peak = float(m.group(1))
+            if not line.startswith("|"):
+                continue
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) in (7, 8):  # 8: with the range across placements (MLA rows have 9-10)
+            if not cells[0].isdigit() and not cells[0].startswith("-"):  # a header
+                in_decode_table = cells[:3] == ["page", "B", "Nk"]
+            elif in_decode_table:  # page, B, Nk, splits, ms, ...: older logs lack the last columns
                 try:
                     rows[(int(cells[0]), int(cells[1]), int(cells[2]))] = float(cells[4])
-                except ValueError:
+                except (ValueError, IndexError):
                     pass
     return rows, peak
 

@@ -14,7 +14,11 @@
 // its buffers (the first, a fresh allocation, printed, then the range over all:
 // bd_row, bd_placements).  Printed as a
 // Markdown table, after the figure of a plain streaming read (the practical ceiling);
-// ci/torch_decode_bench.py reads it for the ratio to PyTorch SDPA.
+// each row's last column ("plain read") is a plain streaming read of the row's own K
+// and V, one launch timed as the decode step is, in the same buffers: what any
+// kernel that reads those bytes once in one launch could reach on this device,
+// start-up and tail included (the kernel's share beyond it is the attention's).
+// ci/torch_decode_bench.py reads the table for the ratio to PyTorch SDPA.
 // With fp8 (`bench --decode --fp8`) the same table for cuda-decode-fp8: Q, K
 // and V in e4m3 with one descale factor each, O in bf16, half the bytes.
 // With --mla (`bench --decode --mla`) cuda-decode-mla on MLA decode's shape:
@@ -69,34 +73,46 @@ __global__ void bd_read_flush(const uint4 *buf, size_t n, unsigned *sink)
         *sink = acc;
 }
 
-// The device's plain streaming read, the practical ceiling beside the nominal
-// peak: four independent 16-byte loads a thread in flight, grid-stride over a
-// buffer 40 times the L2's size.
-__global__ void bd_stream_read(const uint4 *buf, size_t n, unsigned *sink)
+// A plain streaming read of a's na 16-byte chunks, then b's nb: grid-stride,
+// four independent loads a thread in flight, no other work.  Over a buffer 40
+// times the L2's size it is the device's practical ceiling beside the nominal
+// peak (bd_stream_gbs); over a row's own K and V, launched and timed as the
+// decode step is, it is what one launch reading those bytes reaches (bd_row).
+__global__ void bd_stream_read(const uint4 *a, size_t na, const uint4 *b, size_t nb, unsigned *sink)
 {
     unsigned acc = 0;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; x + 3 * stride < n; x += 4 * stride) {
-        const uint4 a = buf[x], b = buf[x + stride], c = buf[x + 2 * stride], d = buf[x + 3 * stride];
-        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
-    }
-    for (; x < n; x += stride) {
-        const uint4 a = buf[x];
-        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    const size_t n = na + nb, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < n; x += 4 * stride) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) { // all four issued before any is used
+            const size_t y = x + u * stride;
+            v[u] = y < na ? a[y] : y < n ? b[y - na] : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
     if (acc == 0x9e3779b9u) // never in practice; the reads cannot be dropped
         *sink = acc;
+}
+
+// bd_stream_read over a then b with the plain read's grid (8 CTAs of 256 threads an SM).
+int bd_launch_stream_read(const void *a, size_t a_bytes, const void *b, size_t b_bytes, void *sink, ac_err *err)
+{
+    int sms = 1;
+    ACD_CHECK(err, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    bd_stream_read<<<sms * 8, 256>>>((const uint4 *)a, a_bytes / 16, (const uint4 *)b, b_bytes / 16, (unsigned *)sink);
+    ACD_CHECK_LAUNCH(err, "bd_stream_read");
+    return AC_OK;
 }
 
 // GB/s of bd_stream_read (median of 5 after a warm-up), or 0 when the buffer does not fit.
 double bd_stream_gbs(size_t l2_bytes, ac_err *err)
 {
     const size_t bytes = 40 * l2_bytes;
-    int sms = 1;
     void *buf = nullptr;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
-        ac_dev_alloc(&buf, bytes, err) != AC_OK || cudaMemset(buf, 1, bytes) != cudaSuccess) {
+    if (ac_dev_alloc(&buf, bytes, err) != AC_OK || cudaMemset(buf, 1, bytes) != cudaSuccess) {
         ac_dev_free(buf);
         (void)cudaGetLastError();
         return 0.0;
@@ -106,10 +122,10 @@ double bd_stream_gbs(size_t l2_bytes, ac_err *err)
     bool ok = cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess;
     for (int r = 0; r < 6 && ok; ++r) {
         float t = 0.f;
-        ok = cudaEventRecord(a, 0) == cudaSuccess;
-        bd_stream_read<<<sms * 8, 256>>>((const uint4 *)buf, bytes / 16 - 1, (unsigned *)((char *)buf + bytes - 16));
-        ok = ok && cudaGetLastError() == cudaSuccess && cudaEventRecord(b, 0) == cudaSuccess &&
-            cudaEventSynchronize(b) == cudaSuccess && cudaEventElapsedTime(&t, a, b) == cudaSuccess;
+        ok = cudaEventRecord(a, 0) == cudaSuccess &&
+            bd_launch_stream_read(buf, bytes - 16, nullptr, 0, (char *)buf + bytes - 16, err) == AC_OK; // the sink last
+        ok = ok && cudaEventRecord(b, 0) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+            cudaEventElapsedTime(&t, a, b) == cudaSuccess;
         if (r > 0) // the first is the warm-up
             ms.push_back(t);
     }
@@ -198,18 +214,13 @@ ac_problem bd_problem(int B, int nk, int page, int mla_heads, std::vector<int> &
 // ACD_DEC_BENCH_SPLIT_ONLY=1: the split kernel timed alone, without the combine.
 bool bd_split_only() { return getenv("ACD_DEC_BENCH_SPLIT_ONLY") != nullptr; }
 
-// Milliseconds of each timed launch of the plan (the L2 flushed before each).
-int bd_time(const acd_decode_plan &plan, ac_dtype t, const ac_fwd_args *fa, void *flush, size_t flush_bytes, int reps,
-            std::vector<float> *ms, ac_err *err)
+// Milliseconds of each timed run of launch() (an ac status; the L2 flushed before each), after a warm-up.
+template <typename Launch>
+int bd_time(Launch launch, void *flush, size_t flush_bytes, int reps, std::vector<float> *ms, ac_err *err)
 {
     cudaEvent_t a = nullptr, b = nullptr;
     ACD_CHECK(err, cudaEventCreate(&a));
     ACD_CHECK(err, cudaEventCreate(&b));
-    auto launch = [&]() {
-        if (!bd_split_only())
-            return acd_decode_launch(plan, t, fa, 0, err);
-        return plan.mla ? acd_dec_mla_launch_split(plan, t, fa, 0, err) : acd_dec_launch_split(plan, t, fa, 0, err);
-    };
     int st = launch(); // warm-up
     for (int r = 0; r < reps && st == AC_OK; ++r) {
         // The flush (tens of microseconds) runs while the launches below are queued: no host gap is timed.
@@ -259,10 +270,18 @@ size_t bd_pad_step()
     return (size_t)(mib >= 1 && mib <= 65536 ? mib : 66) << 20;
 }
 
-// One placement of a row: its buffers allocated behind a pad of pad_bytes, the plan staged and timed;
-// *med the median ms, *splits the plan's split count.
+// What one placement of a row measured: the decode step's median ms and the plan's split count and merge,
+// and the median ms of a plain read of the same K and V (bd_stream_read, timed alike).
+struct bd_placement {
+    double ms = 0.0, plain_ms = 0.0;
+    int splits = 0;
+    bool cluster = false;
+};
+
+// One placement of a row: its buffers allocated behind a pad of pad_bytes, the plan staged and timed, then
+// the plain read of K and V (K alone for MLA) timed in the same buffers.
 int bd_time_placement(const ac_problem &pr, ac_dtype t, bool mla, size_t pad_bytes, void *flush, size_t flush_bytes,
-                      int reps, double *med, int *splits, bool *cluster, ac_err *err)
+                      int reps, bd_placement *out, ac_err *err)
 {
     void *pad = nullptr;
     bd_buffers x;
@@ -282,18 +301,30 @@ int bd_time_placement(const ac_problem &pr, ac_dtype t, bool mla, size_t pad_byt
     bool planned = false;
     if (st == AC_OK)
         planned = (st = acd_decode_prepare(&pr, t, ACD_MUT_NONE, mla, &plan, err)) == AC_OK;
-    std::vector<float> ms;
-    if (st == AC_OK) {
-        const ac_fwd_args fa = {x.q, x.k, mla ? x.k : x.v, x.o, x.lse, nullptr};
-        st = bd_time(plan, t, &fa, flush, flush_bytes, reps, &ms, err);
-    }
+    std::vector<float> ms, plain_ms;
+    const ac_fwd_args fa = {x.q, x.k, mla ? x.k : x.v, x.o, x.lse, nullptr};
+    auto decode_step = [&]() {
+        if (!bd_split_only())
+            return acd_decode_launch(plan, t, &fa, 0, err);
+        return mla ? acd_dec_mla_launch_split(plan, t, &fa, 0, err) : acd_dec_launch_split(plan, t, &fa, 0, err);
+    };
+    const size_t kv_bytes = kv_elems * ac_dtype_size(t);
+    auto plain_read = [&]() { // O is the sink (written only if the checksum hits a constant)
+        return bd_launch_stream_read(x.k, kv_bytes, mla ? nullptr : x.v, mla ? 0 : kv_bytes, x.o, err);
+    };
+    if (st == AC_OK)
+        st = bd_time(decode_step, flush, flush_bytes, reps, &ms, err);
+    if (st == AC_OK)
+        st = bd_time(plain_read, flush, flush_bytes, reps, &plain_ms, err);
     if (st == AC_OK)
         st = ac_dev_sync(err);
     if (st == AC_OK) {
         std::sort(ms.begin(), ms.end());
-        *med = ms[ms.size() / 2];
-        *splits = plan.d.splits;
-        *cluster = plan.d.cluster;
+        std::sort(plain_ms.begin(), plain_ms.end());
+        out->ms = ms[ms.size() / 2];
+        out->plain_ms = plain_ms[plain_ms.size() / 2];
+        out->splits = plan.d.splits;
+        out->cluster = plan.d.cluster;
     }
     if (planned)
         acd_decode_release(&plan);
@@ -444,7 +475,10 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
     size_t free_b = 0, total_b = 0;
     ACD_CHECK(err, cudaMemGetInfo(&free_b, &total_b));
     if (kv_need + (double)((size_t)512 << 20) > (double)free_b) {
-        printf("| %d | %d | %d | - | skipped: K and V need %.1f GiB | | | |\n", page, B, nk, kv_need / 1073741824.0);
+        if (mla)
+            printf("| %d ", mla_heads);
+        printf("| %d | %d | %d | - | skipped: K and V need %.1f GiB | | | | |%s\n", page, B, nk, kv_need / 1073741824.0,
+               mla ? " |" : "");
         return AC_OK;
     }
     if (!bd_in_process())
@@ -457,21 +491,23 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
     const size_t kv_bytes = (mla ? 1 : 2) * ac_kv_elems(&pr) * ac_dtype_size(t);
     const int reps = quick ? 5 : (kv_bytes > ((size_t)4 << 30) ? 10 : 30);
     std::vector<double> meds;
-    int used_splits = 0, st = AC_OK;
-    bool cluster = false;
+    bd_placement first;
+    int st = AC_OK;
     for (int p = 0; p < bd_placements(quick) && st == AC_OK; ++p) {
         const size_t pad = p * bd_pad_step();
         if (p > 0 && kv_bytes + pad + ((size_t)512 << 20) > free_b)
             break; // no room for this pad: fewer placements
-        double med = 0.0;
-        st = bd_time_placement(pr, t, mla, pad, flush, flush_bytes, reps, &med, &used_splits, &cluster, err);
+        bd_placement one;
+        st = bd_time_placement(pr, t, mla, pad, flush, flush_bytes, reps, &one, err);
         if (st == AC_OK)
-            meds.push_back(med);
+            meds.push_back(one.ms);
+        if (st == AC_OK && p == 0)
+            first = one;
     }
     if (st != AC_OK)
         return st;
     auto pct = [&](double ms) { return 100.0 * ((double)kv_bytes / (ms * 1e-3) / 1e9) / peak_gbs; };
-    const double med = meds[0], gbs = (double)kv_bytes / (med * 1e-3) / 1e9; // the first: a fresh allocation
+    const double med = first.ms, gbs = (double)kv_bytes / (med * 1e-3) / 1e9; // the first: a fresh allocation
     char range[48] = "-";
     if (meds.size() > 1) { // the slowest placement's share first
         const auto fastest_slowest = std::minmax_element(meds.begin(), meds.end());
@@ -479,14 +515,14 @@ int bd_row(ac_dtype t, int B, int nk, int page, int splits, int mla_heads, doubl
                  meds.size());
     }
     char splits_cell[32]; // ", cluster": the split CTAs merged in clusters, no combine kernel
-    snprintf(splits_cell, sizeof splits_cell, "%d%s", used_splits, cluster ? ", cluster" : "");
+    snprintf(splits_cell, sizeof splits_cell, "%d%s", first.splits, first.cluster ? ", cluster" : "");
     if (mla)
-        printf("| %d | %d | %d | %d | %s | %.4f | %.0f | %.1f%% | %s | %.0f |\n", mla_heads, page, B, nk, splits_cell,
-               med, gbs, 100.0 * gbs / peak_gbs, range,
+        printf("| %d | %d | %d | %d | %s | %.4f | %.0f | %.1f%% | %s | %.1f%% | %.0f |\n", mla_heads, page, B, nk,
+               splits_cell, med, gbs, 100.0 * gbs / peak_gbs, range, pct(first.plain_ms),
                2.0 * B * mla_heads * nk * (BD_MLA_D + BD_MLA_DV) / (med * 1e-3) / 1e12);
     else
-        printf("| %d | %d | %d | %s | %.4f | %.0f | %.1f%% | %s |\n", page, B, nk, splits_cell, med, gbs,
-               100.0 * gbs / peak_gbs, range);
+        printf("| %d | %d | %d | %s | %.4f | %.0f | %.1f%% | %s | %.1f%% |\n", page, B, nk, splits_cell, med, gbs,
+               100.0 * gbs / peak_gbs, range, pct(first.plain_ms));
     fflush(stdout);
     return AC_OK;
 }
@@ -601,8 +637,8 @@ extern "C" int acd_bench_decode(bool quick, bool fp8, ac_err *err)
     if (st != AC_OK)
         return st;
     if (!bd_child()) // a row's process prints its row alone
-        printf("| page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements |\n"
-               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        printf("| page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements | plain read |\n"
+               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     return bd_table(t, 0, quick, peak_gbs, l2_bytes, err);
 }
 
@@ -616,7 +652,8 @@ extern "C" int acd_bench_decode_mla(bool quick, ac_err *err)
     if (st != AC_OK)
         return st;
     if (!bd_child())
-        printf("| Hq | page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements | TFLOP/s |\n"
-               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        printf(
+            "| Hq | page | B | Nk | splits | ms | GB/s | %% of peak | %% across placements | plain read | TFLOP/s |\n"
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     return bd_table(AC_BF16, 128, quick, peak_gbs, l2_bytes, err);
 }
