@@ -44,7 +44,7 @@
 // decode_rows.cuh); the combine kernel is decode_combine.cu,
 // the checks, staging and the split count (the hint, clamped, or auto from
 // the shape: acd_decode_splits, FlashAttention-2's wave-efficiency rule over
-// the CTAs that hold keys) decode_host.cu.
+// the CTAs that hold keys, with no second wave of short splits) decode_host.cu.
 // cuda-decode-fp8 runs the same kernels on e4m3/e5m2 (the dec_kv8 policy):
 // K/V tiles copied as fp8 bytes (16 codes a copy, rows of D bytes), Q widened
 // to f16 into shared memory once, K's and V's mma fragments widened exactly to

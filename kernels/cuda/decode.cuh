@@ -22,6 +22,12 @@ constexpr int ACD_DEC_STAGES = 2;
 constexpr int ACD_DEC_UNIT = ACD_DEC_TILE * ACD_DEC_WARPS; // split boundaries: multiples of 64 keys
 constexpr int ACD_DEC_MAX_SPLITS = 256; // a larger hint is clamped (the math is the same)
 constexpr int ACD_DEC_MIN_SPLIT_KEYS = 128; // auto: no split shorter than this
+// Auto: a split count whose grid needs more than one wave of CTAs only with splits at least this long.
+// Each wave repeats every CTA's fixed costs (Q and the first page ids before the first copy, the warps'
+// merge, the partial): on the H200, B = 40 at 1k keys took 70% longer with 8 splits over 5 waves than
+// with one split; at 4096 keys such splits gained or lost 1-2%, from 5000 keys they gained 1-8%
+// (kernels/cuda/PERF.md, session 11).
+constexpr int ACD_DEC_MULTIWAVE_SPLIT_KEYS = 4096;
 constexpr size_t ACD_DEC_MAX_WORKSPACE = (size_t)1 << 30; // partials' bytes: fewer splits past this
 // The merge in a cluster (decode.cu): the S <= 8 split CTAs of a row block (the portable cluster size).
 constexpr int ACD_DEC_MAX_CLUSTER = 8;

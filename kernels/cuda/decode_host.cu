@@ -96,7 +96,10 @@ int dec_longest(const ac_problem *prob)
 // already 80% full takes S = 1 (one partial wave of >= 80%, or e.g. 1.94 waves;
 // not 1.29 waves, whose last one leaves 71% of the slots idle: cuda-decode-fp8
 // at 3 CTAs an SM, B = 128, ran 13% slower on the H200 with one split than with
-// two CTAs an SM); no split is shorter than ACD_DEC_MIN_SPLIT_KEYS.
+// two CTAs an SM); no split is shorter than ACD_DEC_MIN_SPLIT_KEYS, and a split
+// count whose grid is more than one wave is not a candidate unless its splits
+// hold ACD_DEC_MULTIWAVE_SPLIT_KEYS keys (the rule's efficiency counts idle slots
+// in the last wave, not the fixed costs each further wave of short CTAs repeats).
 extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slots)
 {
     const long long rows_all = (long long)prob->batch * prob->heads_q * prob->seqlen_q;
@@ -116,7 +119,8 @@ extern "C" int acd_decode_splits(const ac_problem *prob, int row_blocks, int slo
     for (int s = 1; s <= max_s; s++) {
         const long long per = (units + s - 1) / s, used = (units + per - 1) / per;
         const double waves = (double)(base * used) / slots;
-        eff[s] = waves / std::ceil(waves);
+        const bool short_waves = s > 1 && waves > 1.0 && per * ACD_DEC_UNIT < ACD_DEC_MULTIWAVE_SPLIT_KEYS;
+        eff[s] = short_waves ? 0.0 : waves / std::ceil(waves);
         best = std::max(best, eff[s]);
     }
     for (int s = 1; s <= max_s; s++)

@@ -302,6 +302,34 @@ Test(cuda_kernels, decode_split_count_follows_hint_and_shape)
     cr_assert_eq(acd_decode_splits(&mla, 128, slots), 4, "the workspace counts d_v columns");
 }
 
+/* Auto never spends a second wave of CTAs on short splits: the wave rule alone
+ * gave B = 40 at 1k keys 8 splits over 5 waves (70% slower than one split on
+ * the H200).  More waves are taken where the splits are long, and one wave's
+ * worth of splits is taken whatever their length. */
+Test(cuda_kernels, decode_split_count_no_second_wave_of_short_splits)
+{
+    const int slots = 264;
+    static const struct {
+        int batch, keys, splits;
+        const char *why;
+    } cases[] = {
+        {40, 1024, 1, "160 CTAs; 8 splits of 128 keys were 5 waves"},
+        {40, 16384, 3, "3 splits of 5504 keys: 480 CTAs, 1.8 waves"},
+        {40, 65536, 8, "8 splits of 8192 keys: 1280 CTAs, 4.8 waves"},
+        {24, 4096, 2, "one wave of 192 CTAs, not 8 splits of 512 keys"},
+        {96, 4096, 1, "384 CTAs; 2 splits of 2048 keys would be 2.9 waves"},
+        {96, 16384, 2, "2 splits of 8192 keys: 768 CTAs, 2.9 waves"},
+        {12, 4096, 5, "one wave of 240 CTAs, not 11 splits of 384 keys"},
+        {8, 16384, 8, "one wave: unchanged"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ac_problem p = ac_problem_dense(cases[i].batch, 32, 4, 1, cases[i].keys, 128);
+        const int s = acd_decode_splits(&p, 1, slots);
+        cr_assert_eq(s, cases[i].splits, "B = %d, %d keys: %d splits, not %d (%s)", cases[i].batch, cases[i].keys, s,
+                     cases[i].splits, cases[i].why);
+    }
+}
+
 /* The merge in clusters: 2-8 splits (the portable cluster size), and only where
  * every CTA of the grid is resident at once as clusters of S (one wave);
  * otherwise the combine kernel. */
