@@ -18,7 +18,10 @@
 //      copy form and stand-ins for its prologue (the sequence length read first,
 //      Q's 4 KB by cp.async behind a barrier) and epilogue (8 KB of f32
 //      partials written behind two barriers); "all heads a CTA" takes a CTA per
-//      (sequence, split) whose warp w reads head w (4 times the splits);
+//      (sequence, split) whose warp w reads head w (4 times the splits); "two heads
+//      a CTA" a CTA per (sequence, pair of heads, split) whose tiles hold 8 slots of
+//      both heads, a slot's two heads side by side (twice the splits: the copies of
+//      cuda-decode's two-KV-head CTA, designed in PERF.md and not built);
 //   3. loads into registers, then stores to shared memory, 16 warps a CTA;
 //   4. TMA tile copies (cp.async.bulk.tensor, one producer lane, 4 consumer
 //      warps, an mbarrier pair a stage): 64-key tiles in 2 stages, 32-key in 4.
@@ -125,7 +128,10 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool z
 // c ^ (r % 8); DEC: cuda-decode's copy form, prologue and epilogue (see the header).  HEADS: a CTA
 // per (sequence, split) and warp w reads head w, every tile of the range (4 times the splits, the
 // same bytes a CTA): the 4 warps read the 4 heads' slices of each page together, 4 KB apart.
-template <int ST, int PITCH, bool SWZ, bool DEC, bool HEADS = false>
+// PAIRS: a CTA per (sequence, pair of heads, split) (twice the splits, the same bytes a CTA), a tile
+// 8 slots of both heads: the lane's rows row0 + 2r are slot r of head 2 pair + row0, so one copy
+// instruction of the warp reads a slot's two heads, 512 bytes side by side in a page.
+template <int ST, int PITCH, bool SWZ, bool DEC, bool HEADS = false, bool PAIRS = false>
 __global__ void __launch_bounds__(128) cp_rings(cp_geo g, const uint16_t *K, const uint16_t *V, unsigned *sum)
 {
     // kTurns warps take turns over one head's tiles (tile n to turn n mod kTurns); w is this warp's turn.
@@ -136,6 +142,9 @@ __global__ void __launch_bounds__(128) cp_rings(cp_geo g, const uint16_t *K, con
     if (HEADS) {
         g.S *= kHkv;
         s = blockIdx.x % g.S, b = blockIdx.x / g.S, hk = warp;
+    } else if (PAIRS) {
+        g.S *= 2;
+        s = blockIdx.x % g.S, hk = 2 * ((blockIdx.x / g.S) % (kHkv / 2)), b = blockIdx.x / (g.S * (kHkv / 2));
     } else {
         cp_item(g, b, hk, s);
     }
@@ -148,12 +157,15 @@ __global__ void __launch_bounds__(128) cp_rings(cp_geo g, const uint16_t *K, con
         __syncthreads();
     }
     uint4 *mine = sm + warp * ST * kStage;
-    const int tiles = (k1 - k0) / 16, row0 = lane / 16, col = lane % 16;
+    constexpr int kTileKeys = PAIRS ? 8 : 16;
+    const int tiles = (k1 - k0) / kTileKeys, row0 = lane / 16, col = lane % 16;
     auto at = [&](int row) { return row * PITCH + (SWZ ? col ^ (row & 7) : col); };
     auto issue = [&](int t, int st) {
         if (w + t * kTurns < tiles) {
-            const long long step = 2 * cp_row_step(g);
-            const long long off = cp_row_off(g, b, hk, k0 + (w + t * kTurns) * 16) + row0 * cp_row_step(g) + col * 8;
+            const int j = k0 + (w + t * kTurns) * kTileKeys; // the tile's first key
+            const long long step = (PAIRS ? 1 : 2) * cp_row_step(g);
+            const long long off = PAIRS ? cp_row_off(g, b, hk + row0, j) + col * 8
+                                        : cp_row_off(g, b, hk, j) + row0 * cp_row_step(g) + col * 8;
 #pragma unroll
             for (int r = 0; r < 8; ++r) {
                 const uint32_t dk = cp_smem(mine + st * kStage + at(row0 + 2 * r)), dv = dk + 16 * PITCH * 16;
@@ -386,6 +398,8 @@ std::vector<cp_variant> cp_variants()
         {"2 as decode, padded", CP_SMEM, (const void *)cp_rings<2, 17, false, true>, 128, 2, 4 * 2 * 8704 + 4096, 0},
         {"2 as decode, swizzled", CP_SMEM, (const void *)cp_rings<2, 16, true, true>, 128, 2, 4 * 2 * 8192 + 4096, 0},
         {"2 ... all heads a CTA", CP_SMEM, (const void *)cp_rings<2, 16, true, false, true>, 128, 2, 4 * 2 * 8192, 0},
+        {"2 ... two heads a CTA", CP_SMEM, (const void *)cp_rings<2, 16, true, false, false, true>, 128, 2,
+         4 * 2 * 8192, 0},
         {"3 registers, 16 warps", CP_SMEM, (const void *)cp_registers<16>, 512, 1, 16 * 8192, 0},
         {"4 TMA 64 keys x 2", CP_TMA, (const void *)cp_tma_tiles<64, 2>, 160, 2, 1024 + 2 * 64 * 512, 64},
         {"4 TMA 32 keys x 4", CP_TMA, (const void *)cp_tma_tiles<32, 4>, 160, 2, 1024 + 4 * 32 * 512, 32},
