@@ -23,7 +23,8 @@
 #   ${DECODE_PROVE_CASES:-200} --clean-cases ${DECODE_PROVE_CLEAN:-300}, `bench --decode` (HBM bandwidth; also
 #   --fp8 and --mla) and
 #   ci/torch_decode_bench.py beside it; DECODE_FUZZ_ARGS adds fuzz options, e.g. --max-seqlen 16384;
-#   DECODE_PARTS a subset of "test sanitize fixtures fuzz prove bench torch")
+#   DECODE_PARTS a subset of "test sanitize fixtures fuzz prove bench torch", or "audit", not in the
+#   default: ci/decode_split_audit.py, the automatic split count against 1, S/2 and 2S, bf16 and fp8)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
 #   CAMPAIGN_PROCS, CAMPAIGN_CASES  the "campaign" step (not in the defaults): that
 #              many fuzz processes of cuda-flash in parallel, CAMPAIGN_CASES cases
@@ -391,6 +392,13 @@ SPECS
             else
                 echo "no PyTorch: decode torch bench skipped"; record decode-torch-skipped 0
             fi
+        fi
+        audit="$here/ci/decode_split_audit.py"; [ -f "$audit" ] || audit="$dir/ci/decode_split_audit.py"
+        if has_cmd bench && [[ $parts == *" audit "* ]]; then # the split rule re-measured on this device
+            python3 "$audit" --attncheck "$attncheck" 2>&1 | tee "$OUT/decode-split-audit.log"
+            record decode-split-audit "${PIPESTATUS[0]}"
+            python3 "$audit" --attncheck "$attncheck" --fp8 2>&1 | tee "$OUT/decode-fp8-split-audit.log"
+            record decode-fp8-split-audit "${PIPESTATUS[0]}"
         fi ;;
     bench)
         if has_cmd bench; then "$attncheck" bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"

@@ -8,8 +8,10 @@
 #   5. kernels that are not C, through --exec (ci/test-exec.sh: the numpy example in both modes, its
 #      planted bug proved caught; the PyTorch SDPA example where torch is or can be installed),
 #   6. the HTML report opened in headless Chromium (ci/test-html-report.sh), the Markdown
-#      campaign report on planted records (ci/test_campaign_report.py) and the expected-failure
-#      filter of gpu-run.sh's cuda-naive campaign (ci/test_fuzz_expected.py),
+#      campaign report on planted records (ci/test_campaign_report.py), the expected-failure
+#      filter of gpu-run.sh's cuda-naive campaign (ci/test_fuzz_expected.py), and the decode
+#      bench's log parser and split audit on planted tables (ci/test_torch_decode_bench.py,
+#      ci/test_decode_split_audit.py),
 #   7. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only),
 #   8. the baseline gate: --baseline flags nothing on the unchanged kernel and the control,
 #      and prove --baseline flags every precision mutant.
@@ -63,11 +65,12 @@ step "kernels that are not C: --exec and --exec-persistent"
 # which has PyTorch, runs it (ci/gpu-run.sh step "exec"); ATTNCHECK_TORCH=install runs it here.
 ATTNCHECK_TORCH=${ATTNCHECK_TORCH:-skip} bash ci/test-exec.sh
 
-step "HTML report in headless Chromium; the Markdown campaign report; the expected-failure filter; the decode bench log parser"
+step "HTML report in headless Chromium; the Markdown campaign report; the expected-failure filter; the decode bench log parser and split audit"
 bash ci/test-html-report.sh
 python3 ci/test_campaign_report.py
 python3 ci/test_fuzz_expected.py
 python3 ci/test_torch_decode_bench.py
+python3 ci/test_decode_split_audit.py
 
 step "sharded campaign on a one-node Slurm cluster"
 if [ "$(id -u)" -eq 0 ]; then

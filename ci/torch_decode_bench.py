@@ -32,27 +32,36 @@ BATCHES = (1, 8, 32, 128)
 LENGTHS = (1024, 4096, 16384, 65536, 131072)
 
 
+def bench_rows(lines):
+    """(page, B, Nk, splits cell, ms) of each row of a `bench --decode` table among lines: the rows under a
+    "| page | B | Nk |" header (MLA's table starts "| Hq |"); headers, separators and skipped rows are not."""
+    in_decode_table = False
+    for line in lines:
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not cells[0].isdigit() and not cells[0].startswith("-"):  # a header
+            in_decode_table = cells[:3] == ["page", "B", "Nk"]
+        elif in_decode_table:  # page, B, Nk, splits, ms, ...: older logs lack the last columns
+            try:
+                yield int(cells[0]), int(cells[1]), int(cells[2]), cells[3], float(cells[4])
+            except (ValueError, IndexError):
+                pass
+
+
 def parse_ours(path):
     """{(page, B, Nk): ms} and the peak GB/s from a `bench --decode` log."""
     rows, peak = {}, None
     if not path:
         return rows, peak
-    in_decode_table = False  # rows are read under a "| page | B | Nk |" header (MLA's starts "| Hq |")
     with open(path) as f:
-        for line in f:
-            m = re.search(r"peak HBM (\d+) GB/s", line)
-            if m:
-                peak = float(m.group(1))
-            if not line.startswith("|"):
-                continue
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if not cells[0].isdigit() and not cells[0].startswith("-"):  # a header
-                in_decode_table = cells[:3] == ["page", "B", "Nk"]
-            elif in_decode_table:  # page, B, Nk, splits, ms, ...: older logs lack the last columns
-                try:
-                    rows[(int(cells[0]), int(cells[1]), int(cells[2]))] = float(cells[4])
-                except (ValueError, IndexError):
-                    pass
+        lines = f.readlines()
+    for line in lines:
+        m = re.search(r"peak HBM (\d+) GB/s", line)
+        if m:
+            peak = float(m.group(1))
+    for page, B, nk, _, ms in bench_rows(lines):
+        rows[(page, B, nk)] = ms
     return rows, peak
 
 
