@@ -60,13 +60,19 @@ class Audit(unittest.TestCase):
         self.assertEqual(audit(rule, tried, 10.5)[1], [])  # under a higher threshold nothing is marked
 
 
+def write_fake(directory, script):
+    """An executable named attncheck in directory, running script."""
+    fake = os.path.join(directory, "attncheck")
+    with open(fake, "w") as f:
+        f.write(script)
+    os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
+    return fake
+
+
 class WholeRun(unittest.TestCase):
     def test_through_a_fake_attncheck(self):
         with tempfile.TemporaryDirectory() as d:
-            fake = os.path.join(d, "attncheck")
-            with open(fake, "w") as f:
-                f.write(FAKE)
-            os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
+            fake = write_fake(d, FAKE)
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
                 rc = main(["--attncheck", fake, "--batches", "8,32", "--lengths", "1024"])
@@ -79,10 +85,7 @@ class WholeRun(unittest.TestCase):
 
     def test_a_failing_bench_is_exit_1(self):
         with tempfile.TemporaryDirectory() as d:
-            fake = os.path.join(d, "attncheck")
-            with open(fake, "w") as f:
-                f.write("#!/bin/sh\necho 'no CUDA device' >&2\nexit 1\n")
-            os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
+            fake = write_fake(d, "#!/bin/sh\necho 'no CUDA device' >&2\nexit 1\n")
             err = io.StringIO()
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
                 self.assertEqual(main(["--attncheck", fake, "--batches", "8", "--lengths", "1024"]), 1)
