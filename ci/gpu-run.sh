@@ -22,7 +22,8 @@
 #   (cuda-decode-fp8: ${DECODE_FP8_CASES:-1000}, cuda-decode-mla: ${DECODE_MLA_CASES:-1000}), prove --base cuda-decode --cases
 #   ${DECODE_PROVE_CASES:-200} --clean-cases ${DECODE_PROVE_CLEAN:-300}, `bench --decode` (HBM bandwidth; also
 #   --fp8 and --mla) and
-#   ci/torch_decode_bench.py beside it; DECODE_FUZZ_ARGS adds fuzz options, e.g. --max-seqlen 16384;
+#   ci/torch_decode_bench.py beside it, then ci/decode_goals.py's verdict on the issue's two speed goals from both
+#   tables (decode-goals.md); DECODE_FUZZ_ARGS adds fuzz options, e.g. --max-seqlen 16384;
 #   DECODE_PARTS a subset of "test sanitize fixtures fuzz prove bench torch", or "audit", not in the
 #   default: ci/decode_split_audit.py, the automatic split count against 1, S/2 and 2S, bf16 and fp8)
 #   BENCH_ARGS extra arguments for `attncheck bench` (e.g. --quick)
@@ -389,6 +390,11 @@ SPECS
                 # shellcheck disable=SC2086
                 python3 "$script" ${QUICK_TORCH:+--quick} $ours 2>&1 | tee "$OUT/decode-torch.log"
                 record decode-torch "${PIPESTATUS[0]}"
+                if [ -n "$ours" ]; then # the issue's two speed goals, judged from the two tables
+                    python3 "$(dirname "$script")/decode_goals.py" "$OUT/decode-bench.log" "$OUT/decode-torch.log" \
+                        2>&1 | tee "$OUT/decode-goals.md"
+                    record decode-goals "${PIPESTATUS[0]}"
+                fi
             else
                 echo "no PyTorch: decode torch bench skipped"; record decode-torch-skipped 0
             fi

@@ -10,8 +10,8 @@
 #   6. the HTML report opened in headless Chromium (ci/test-html-report.sh), the Markdown
 #      campaign report on planted records (ci/test_campaign_report.py), the expected-failure
 #      filter of gpu-run.sh's cuda-naive campaign (ci/test_fuzz_expected.py), and the decode
-#      bench's log parser and split audit on planted tables (ci/test_torch_decode_bench.py,
-#      ci/test_decode_split_audit.py),
+#      bench's log parser, split audit and goals verdict on planted tables (ci/test_torch_decode_bench.py,
+#      ci/test_decode_split_audit.py, ci/test_decode_goals.py),
 #   7. a sharded campaign on a real one-node Slurm cluster (ci/slurm/smoke.sh; root only),
 #   8. the baseline gate: --baseline flags nothing on the unchanged kernel and the control,
 #      and prove --baseline flags every precision mutant.
@@ -71,6 +71,7 @@ python3 ci/test_campaign_report.py
 python3 ci/test_fuzz_expected.py
 python3 ci/test_torch_decode_bench.py
 python3 ci/test_decode_split_audit.py
+python3 ci/test_decode_goals.py
 
 step "sharded campaign on a one-node Slurm cluster"
 if [ "$(id -u)" -eq 0 ]; then

@@ -32,21 +32,29 @@ BATCHES = (1, 8, 32, 128)
 LENGTHS = (1024, 4096, 16384, 65536, 131072)
 
 
-def bench_rows(lines):
-    """(page, B, Nk, splits cell, ms) of each row of a `bench --decode` table among lines: the rows under a
-    "| page | B | Nk |" header (MLA's table starts "| Hq |"); headers, separators and skipped rows are not."""
-    in_decode_table = False
+def table_rows(lines, first_cells):
+    """Each row of the Markdown tables among lines whose header starts with first_cells, as {header cell: cell}:
+    a header is a row whose first cell is neither a number nor a separator; rows under other headers, headers and
+    separators are not yielded.  A short row (a "skipped" or "failed" note) lacks the later keys."""
+    header = None
     for line in lines:
         if not line.startswith("|"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if not cells[0].isdigit() and not cells[0].startswith("-"):  # a header
-            in_decode_table = cells[:3] == ["page", "B", "Nk"]
-        elif in_decode_table:  # page, B, Nk, splits, ms, ...: older logs lack the last columns
-            try:
-                yield int(cells[0]), int(cells[1]), int(cells[2]), cells[3], float(cells[4])
-            except (ValueError, IndexError):
-                pass
+            header = cells if cells[:len(first_cells)] == list(first_cells) else None
+        elif header and cells[0].isdigit():
+            yield dict(zip(header, cells))
+
+
+def bench_rows(lines):
+    """(page, B, Nk, splits cell, ms) of each row of a `bench --decode` table among lines: the rows under a
+    "| page | B | Nk |" header (MLA's table starts "| Hq |"); headers, separators and skipped rows are not."""
+    for row in table_rows(lines, ("page", "B", "Nk")):
+        try:  # older logs lack the last columns; a skipped row's ms cell is its note
+            yield int(row["page"]), int(row["B"]), int(row["Nk"]), row["splits"], float(row["ms"])
+        except (KeyError, ValueError):
+            pass
 
 
 def parse_ours(path):
