@@ -133,7 +133,7 @@ def report(bench_path, torch_path, out=sys.stdout):
             p(f"| {page} | {B} | {nk} | {ms:.4f} | {best} | {tms:.4f} | {x:.2f}x |")
     unmatched = sum(1 for k in ours if k[0] in PAGED and k[1:] not in torch)
     if unmatched:
-        p(f"\n{unmatched} paged rows have no PyTorch figure (refused, failed or not run) and are not judged.")
+        p(f"\nNot judged, no PyTorch figure (refused, failed or not run): {unmatched} paged row(s).")
 
     flat = speedups(ours, torch, (0,))
     if flat:
