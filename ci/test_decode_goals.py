@@ -82,7 +82,8 @@ class Goals(unittest.TestCase):
         self.assertIn("every Nk): met on 1 of 4 rows.", text)  # 128:8:16k ties cuDNN's 0.0700
         slow = table_after(text, "**>= 1.0x PyTorch's best**")
         self.assertEqual([(s[0], s[1], s[2], s[6]) for s in slow],
-                         [("16", "1", "16384", "0.985x"), ("16", "8", "4096", "0.909x"), ("16", "8", "16384", "0.963x")])
+                         [("16", "1", "16384", "0.985x"), ("16", "8", "4096", "0.909x"),
+                          ("16", "8", "16384", "0.963x")])
         self.assertIn("no PyTorch figure (refused, failed or not run): 1 paged row(s).", text)  # 128:32:64k
         self.assertIn("contiguous K/V (PyTorch's layout) reaches >= 1.0x on 1 of 1 rows (1.01-1.01x)", text)
 
