@@ -21,7 +21,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_decode_bench import table_rows  # noqa: E402  (after the path)
+from torch_decode_bench import bench_table, table_rows  # noqa: E402  (after the path)
 
 GOAL_PCT, GOAL_NK, GOAL_SPEEDUP = 80.0, 16384, 1.0
 PAGED = (16, 128)
@@ -49,13 +49,7 @@ def percent(cell):
 
 def ours_rows(lines, path):
     """{(page, B, Nk): (ms, % of peak, plain read % or None)} from a bench --decode log."""
-    rows = {}
-    for r in table_rows(lines, ("page", "B", "Nk")):
-        try:
-            key, ms = (int(r["page"]), int(r["B"]), int(r["Nk"])), float(r["ms"])
-        except (KeyError, ValueError):  # a skipped row
-            continue
-        rows[key] = (ms, percent(r.get("% of peak")), percent(r.get("plain read")))
+    rows = {key: (ms, percent(r.get("% of peak")), percent(r.get("plain read"))) for key, ms, r in bench_table(lines)}
     if not rows:
         raise BadLog(f"{path} holds no `bench --decode` table (a \"| page | B | Nk |\" header and its rows)")
     return rows
@@ -141,8 +135,9 @@ def report(bench_path, torch_path, out=sys.stdout):
     bench_lines = read_lines(bench_path)
     torch_lines = bench_lines if torch_path == bench_path else read_lines(torch_path)
     ours, torch = ours_rows(bench_lines, bench_path), torch_rows(torch_lines, torch_path)
+    both = bench_lines if torch_lines is bench_lines else bench_lines + torch_lines
     p = lambda *a: print(*a, file=out)
-    p(f"## Issue 16's speed goals on {device_of(bench_lines + torch_lines)}\n")
+    p(f"## Issue 16's speed goals on {device_of(both)}\n")
     p(f"From `{bench_path}`" + ("" if torch_path == bench_path else f" and `{torch_path}`") + ".\n")
     print_bandwidth_goal(ours, p)
     print_speedup_goal(ours, torch, p)

@@ -47,14 +47,20 @@ def table_rows(lines, first_cells):
             yield dict(zip(header, cells))
 
 
-def bench_rows(lines):
-    """(page, B, Nk, splits cell, ms) of each row of a `bench --decode` table among lines: the rows under a
-    "| page | B | Nk |" header (MLA's table starts "| Hq |"); headers, separators and skipped rows are not."""
+def bench_table(lines):
+    """Each timed row of a `bench --decode` table among lines (under a "| page | B | Nk |" header; MLA's
+    table starts "| Hq |") as ((page, B, Nk), ms, {header cell: cell}); skipped rows are not yielded."""
     for row in table_rows(lines, ("page", "B", "Nk")):
         try:  # older logs lack the last columns; a skipped row's ms cell is its note
-            yield int(row["page"]), int(row["B"]), int(row["Nk"]), row["splits"], float(row["ms"])
+            yield (int(row["page"]), int(row["B"]), int(row["Nk"])), float(row["ms"]), row
         except (KeyError, ValueError):
             pass
+
+
+def bench_rows(lines):
+    """(page, B, Nk, splits cell, ms) of each timed row of a `bench --decode` table among lines."""
+    for (page, B, nk), ms, row in bench_table(lines):
+        yield page, B, nk, row["splits"], ms
 
 
 def parse_ours(path):
